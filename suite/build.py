@@ -1,0 +1,183 @@
+"""Build a single-file kernel into a shared library with nvcc, cached by source hash, flags and
+nvcc version. No GPU is needed. ptxas's resource report is parsed; ptxas warnings C7515/C7519/C7511
+fail the build."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import config, rules
+
+
+class BuildError(RuntimeError):
+    """The kernel did not build; the message holds the compiler's own words."""
+
+
+@dataclass
+class FunctionResources:
+    name: str
+    registers: int = 0
+    shared_bytes: int = 0
+    stack_bytes: int = 0
+    spill_store_bytes: int = 0
+    spill_load_bytes: int = 0
+
+
+@dataclass
+class BuildResult:
+    source: str
+    source_sha256: str
+    arch: str
+    library: str
+    ptx: str | None
+    nvcc_version: str
+    flags: list[str]
+    cached: bool
+    functions: list[FunctionResources] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def spill_bytes(self) -> int:
+        return sum(f.spill_store_bytes + f.spill_load_bytes for f in self.functions)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["spill_bytes"] = self.spill_bytes
+        return d
+
+
+def nvcc_path() -> str | None:
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    for cand in ("/usr/local/cuda/bin/nvcc",):
+        if os.path.exists(cand):
+            return cand
+    return None
+
+
+def nvcc_version() -> str:
+    nvcc = nvcc_path()
+    if not nvcc:
+        raise BuildError("nvcc not found: install the CUDA toolkit (12.4 or newer) or put nvcc on the PATH")
+    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+    m = re.search(r"release ([\d.]+), V([\d.]+)", out)
+    return m.group(2) if m else out.strip().splitlines()[-1]
+
+
+def sha256_file(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+_FUNC_RE = re.compile(r"Compiling entry function '([^']+)'")
+_PROPS_RE = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED_RE = re.compile(r"Used (\d+) registers")
+_SMEM_RE = re.compile(r"(\d+) bytes smem")
+
+
+def parse_ptxas(text: str) -> tuple[list[FunctionResources], list[str]]:
+    """Parse `-Xptxas -v` output into per-function resources and the list of warnings."""
+    funcs: list[FunctionResources] = []
+    warnings: list[str] = []
+    cur: FunctionResources | None = None
+    for line in text.splitlines():
+        if "warning" in line.lower() and "ptxas" in line.lower():
+            warnings.append(line.strip())
+        m = _FUNC_RE.search(line)
+        if m:
+            cur = FunctionResources(m.group(1))
+            funcs.append(cur)
+            continue
+        if cur is None:
+            continue
+        m = _PROPS_RE.search(line)
+        if m:
+            cur.stack_bytes, cur.spill_store_bytes, cur.spill_load_bytes = map(int, m.groups())
+        m = _USED_RE.search(line)
+        if m:
+            cur.registers = int(m.group(1))
+            s = _SMEM_RE.search(line)
+            if s:
+                cur.shared_bytes = int(s.group(1))
+    return funcs, warnings
+
+
+def fatal_warnings(warnings: list[str]) -> list[str]:
+    return [w for w in warnings if any(code in w for code in config.FATAL_PTXAS_WARNINGS)]
+
+
+def build(source: str | Path, arch: str = "sm90", extra_flags: tuple[str, ...] = (),
+          cache: Path | None = None, force: bool = False) -> BuildResult:
+    src = Path(source).resolve()
+    if not src.is_file():
+        raise BuildError(f"kernel source not found: {src}")
+    if src.suffix != ".cu":
+        raise BuildError(f"a kernel is one .cu file; got {src.name}")
+    if arch not in config.ARCHES:
+        raise BuildError(f"unknown arch {arch!r}; known: {', '.join(config.ARCHES)}")
+    rules.enforce(src)
+    nvcc = nvcc_path()
+    if not nvcc:
+        raise BuildError("nvcc not found: install the CUDA toolkit (12.4 or newer) or put nvcc on the PATH")
+    version = nvcc_version()
+    flags = [*config.NVCC_FLAGS, config.ARCHES[arch]["gencode"], *extra_flags]
+    digest = hashlib.sha256()
+    digest.update(src.read_bytes())
+    digest.update("\0".join(flags).encode())
+    digest.update(version.encode())
+    key = digest.hexdigest()[:24]
+    root = (cache or config.cache_dir() / "build") / key
+    report = root / "build.json"
+    if report.exists() and not force and (root / "kernel.so").exists():
+        data = json.loads(report.read_text())
+        data["functions"] = [FunctionResources(**f) for f in data["functions"]]
+        data.pop("spill_bytes", None)
+        data["cached"] = True
+        data["source"] = str(src)
+        return BuildResult(**data)
+
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=key + ".", dir=root.parent))
+    lib = tmp / "kernel.so"
+    keep = tmp / "keep"
+    keep.mkdir()
+    cmd = [nvcc, *flags, "-keep", f"-keep-dir={keep}", "-o", str(lib), str(src)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    log = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        errors = [l for l in log.splitlines() if "error" in l.lower()] or log.splitlines()[-20:]
+        raise BuildError(f"nvcc failed for {src.name} ({arch}):\n" + "\n".join(errors[:40]))
+    funcs, warnings = parse_ptxas(log)
+    fatal = fatal_warnings(warnings)
+    if fatal:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise BuildError(f"ptxas warnings that fail the build for {src.name}:\n" + "\n".join(fatal))
+    ptx_files = sorted(keep.glob("*.ptx"))
+    ptx_dst = None
+    if ptx_files:
+        ptx_dst = tmp / "kernel.ptx"
+        shutil.copy(ptx_files[-1], ptx_dst)
+    shutil.rmtree(keep, ignore_errors=True)
+    (tmp / "ptxas.log").write_text(log)
+    if root.exists():
+        shutil.rmtree(root, ignore_errors=True)
+    os.replace(tmp, root)
+    result = BuildResult(
+        source=str(src), source_sha256=sha256_file(src), arch=arch, library=str(root / "kernel.so"),
+        ptx=str(root / "kernel.ptx") if ptx_dst else None, nvcc_version=version, flags=flags,
+        cached=False, functions=funcs, warnings=warnings)
+    report.write_text(json.dumps(result.to_dict(), indent=1))
+    return result
+
+
+def resource_table(result: BuildResult) -> list[list]:
+    return [[f.name if len(f.name) < 60 else f.name[:57] + "...", f.registers, f.shared_bytes,
+             f.stack_bytes, f.spill_store_bytes + f.spill_load_bytes] for f in result.functions]

@@ -1,0 +1,81 @@
+"""One place for the harness's settings: tolerances, timing budgets, paths, build flags.
+
+Every other module reads its constants from here; the CLI can override some of them per run.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("KERNELSEEK_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "kernelseek-suite"
+    )
+    return Path(base)
+
+
+# Architectures the suite knows: nvcc target, the compute capability a GPU must report exactly,
+# and the default baseline the kernel is judged against.
+ARCHES = {
+    "sm90": {"gencode": "-gencode=arch=compute_90a,code=sm_90a", "cc": (9, 0), "baseline": "fa3",
+             "gpus": "H100 / H200"},
+    "sm100": {"gencode": "-gencode=arch=compute_100a,code=sm_100a", "cc": (10, 0), "baseline": "fa4",
+              "gpus": "B200 / GB200"},
+    # sm80 is for the reference kernel and tests only (any sm80+ GPU runs it)
+    "sm80": {"gencode": "-gencode=arch=compute_80,code=sm_80", "cc": (8, 0), "baseline": "fa3",
+             "gpus": "A100 or newer"},
+}
+
+# ptxas warnings that fail a build: serialized wgmma, injected warpgroup arrive, register overflow.
+FATAL_PTXAS_WARNINGS = ("C7515", "C7519", "C7511")
+
+NVCC_FLAGS = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo", "-Xptxas", "-v",
+              "--use_fast_math")
+
+
+@dataclass(frozen=True)
+class CheckConfig:
+    """Pass rule, as FlashAttention's own tests: max|out-ref| <= factor*max|out_lowp-ref| + atol."""
+    factor: float = 2.0
+    atol: float = 2e-4
+    lse_atol: float = 2e-3
+    lse_rtol: float = 1e-4
+
+
+@dataclass(frozen=True)
+class TimingConfig:
+    warmup: int = 2
+    min_reps: int = 5
+    max_reps: int = 50
+    budget_s: float = 0.15          # per implementation per scenario, after warm-up
+    input_sets: int = 2             # rotated between repetitions
+    l2_flush_bytes: int = 256 << 20
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    scenario_timeout_s: float = 180.0   # a scenario that takes longer is a hang
+    worker_start_timeout_s: float = 240.0
+    max_restarts: int = 400
+
+
+@dataclass(frozen=True)
+class HarnessConfig:
+    check: CheckConfig = field(default_factory=CheckConfig)
+    timing: TimingConfig = field(default_factory=TimingConfig)
+    sweep: SweepConfig = field(default_factory=SweepConfig)
+
+
+DEFAULT = HarnessConfig()
+
+# The agent-facing `eval`: a fixed representative subset is timed (correctness runs on all 182).
+EVAL_TIMED_SUBSET = (
+    "d64-h32kv32-s1024", "d64-h32kv8-s4096-causal", "d96-h16kv16-s2048",
+    "d128-h16kv16-s1024", "d128-h16kv16-s8192-causal", "d128-h16kv4-s4096",
+    "d128-h16kv1-s16384-causal", "d256-h8kv8-s2048-causal", "d256-h8kv4-s8192",
+    "d192v128-h16kv16-s4096",
+)

@@ -1,0 +1,1 @@
+"""The evaluator: inputs -> reference -> check -> time, run in an isolated child process."""

@@ -1,0 +1,74 @@
+"""Provenance: the machine, versions, commit, kernel hash, seed and date of a run."""
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.metadata
+import platform
+import socket
+import subprocess
+
+from . import config
+from .gpu import list_gpus
+
+
+def git_sha(root=config.REPO_ROOT) -> str | None:
+    try:
+        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return (sha + ("-dirty" if dirty else "")) if sha else None
+    except Exception:
+        return None
+
+
+def package_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def now_utc() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def host_provenance(gpu_index: int = 0) -> dict:
+    """What can be read without a CUDA context (the parent process)."""
+    from .build import nvcc_version
+
+    gpus = list_gpus()
+    g = gpus[gpu_index] if gpu_index < len(gpus) else None
+    try:
+        nvcc = nvcc_version()
+    except Exception:
+        nvcc = None
+    from . import __version__
+    return {
+        "date": now_utc(),
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "suite_version": __version__,
+        "git_sha": git_sha(),
+        "nvcc": nvcc,
+        "gpu_name": g.name if g else None,
+        "gpu_uuid": g.uuid if g else None,
+        "gpu_index": gpu_index if g else None,
+        "driver": g.driver if g else None,
+        "compute_capability": list(g.compute_capability) if g and g.compute_capability else None,
+        "clocks_start": _clocks(g),
+        "torch": package_version("torch"),
+    }
+
+
+def _clocks(g) -> dict | None:
+    if g is None:
+        return None
+    return {"sm_mhz": g.sm_clock_mhz, "mem_mhz": g.mem_clock_mhz, "max_sm_mhz": g.max_sm_clock_mhz,
+            "temperature_c": g.temperature_c, "power_w": g.power_w, "throttle_reasons": g.throttle_reasons}
+
+
+def clocks_now(gpu_index: int = 0) -> dict | None:
+    gpus = list_gpus()
+    return _clocks(gpus[gpu_index]) if gpu_index < len(gpus) else None

@@ -1,0 +1,142 @@
+"""Typed results: one row per scenario (JSONL, appended as it comes), and summary.json.
+
+summary.json is a contract that tools read. Schema version 1, fields:
+  schema_version      1
+  kind                "bench" | "eval"
+  arch                "sm90" | "sm100" | ...
+  scenarios_total     timed grid scenarios in this run (182 for a full sweep)
+  scenarios_correct   of those, how many passed the check (and the re-check after timing)
+  extended_total      extended-set cases run (0 when not run)
+  extended_correct    of those, how many passed
+  geomean             {baseline: geometric mean of baseline_time / kernel_time over the scenarios
+                       where both were measured}; > 1 means the kernel is faster
+  min_ratio           {baseline: the smallest such ratio}
+  min_ratio_scenario  {baseline: the scenario id of that smallest ratio}
+  ratio_count         {baseline: how many scenarios entered the geomean}
+  kernel              {"path": ..., "sha256": ...}
+  provenance          {"gpu_name", "git_sha", "date", ... see provenance.py}
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+SUMMARY_SCHEMA_VERSION = 1
+
+# statuses of a row; only "ok" is correct
+STATUS_OK = "ok"
+STATUS_WRONG = "wrong"
+STATUS_UNSUPPORTED = "unsupported"
+STATUS_ERROR = "error"          # the kernel returned an error code, or a CUDA error was raised
+STATUS_CRASH = "crash"          # the worker process died
+STATUS_TIMEOUT = "timeout"      # the worker did not answer in time (a hang)
+
+
+@dataclass
+class ScenarioResult:
+    scenario: str
+    head_config: str
+    batch: int
+    seqlen_q: int
+    seqlen_k: int
+    causal: bool
+    extended: bool
+    flops: float
+    status: str
+    reason: str = ""
+    check: dict | None = None
+    recheck: dict | None = None
+    times_ms: dict = field(default_factory=dict)      # impl -> TimingStats as dict
+    tflops: dict = field(default_factory=dict)        # impl -> TFLOP/s at the median
+    ratio: dict = field(default_factory=dict)         # baseline -> baseline_ms / kernel_ms
+    baselines: dict = field(default_factory=dict)     # baseline -> "ok" or why it has no number
+    seed: int | None = None
+    wall_s: float = 0.0
+    gpu: dict | None = None
+    flags: list = field(default_factory=list)         # plausibility alarms and other notes
+
+    @property
+    def correct(self) -> bool:
+        return self.status == STATUS_OK
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ScenarioResult":
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+def append_jsonl(path: Path, row: ScenarioResult) -> None:
+    with open(path, "a") as f:
+        f.write(json.dumps(row.to_dict()) + "\n")
+        f.flush()
+
+
+def read_jsonl(path: Path) -> list[ScenarioResult]:
+    rows = []
+    if not Path(path).exists():
+        return rows
+    for line in Path(path).read_text().splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            rows.append(ScenarioResult.from_dict(json.loads(line)))
+        except (json.JSONDecodeError, TypeError):
+            continue  # a line cut short by a crash of the writer: ignore it
+    return rows
+
+
+def geomean(values: list[float]) -> float | None:
+    vals = [v for v in values if v and v > 0 and math.isfinite(v)]
+    if not vals:
+        return None
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+def summarize(rows: list[ScenarioResult], kind: str, arch: str, kernel: dict, provenance: dict,
+              baselines: list[str]) -> dict:
+    grid_rows = [r for r in rows if not r.extended]
+    ext_rows = [r for r in rows if r.extended]
+    gm, mn, mn_id, cnt = {}, {}, {}, {}
+    for b in baselines:
+        pairs = [(r.ratio[b], r.scenario) for r in grid_rows if r.correct and r.ratio.get(b)]
+        gm[b] = round(geomean([p[0] for p in pairs]), 4) if pairs else None
+        if pairs:
+            lo = min(pairs)
+            mn[b], mn_id[b] = round(lo[0], 4), lo[1]
+        else:
+            mn[b], mn_id[b] = None, None
+        cnt[b] = len(pairs)
+    return {
+        "schema_version": SUMMARY_SCHEMA_VERSION,
+        "kind": kind,
+        "arch": arch,
+        "scenarios_total": len(grid_rows),
+        "scenarios_correct": sum(r.correct for r in grid_rows),
+        "extended_total": len(ext_rows),
+        "extended_correct": sum(r.correct for r in ext_rows),
+        "geomean": gm,
+        "min_ratio": mn,
+        "min_ratio_scenario": mn_id,
+        "ratio_count": cnt,
+        "kernel": kernel,
+        "provenance": provenance,
+    }
+
+
+def breakdown(rows: list[ScenarioResult], baseline: str) -> dict[str, dict[str, float | None]]:
+    """Geometric means of the ratio per head configuration, per seqlen, and causal vs not."""
+    groups: dict[str, dict[str, list[float]]] = {"head_config": {}, "seqlen": {}, "mask": {}}
+    for r in rows:
+        if r.extended or not r.correct or not r.ratio.get(baseline):
+            continue
+        v = r.ratio[baseline]
+        groups["head_config"].setdefault(r.head_config, []).append(v)
+        groups["seqlen"].setdefault(str(r.seqlen_q), []).append(v)
+        groups["mask"].setdefault("causal" if r.causal else "non-causal", []).append(v)
+    return {g: {k: geomean(v) for k, v in d.items()} for g, d in groups.items()}
