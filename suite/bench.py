@@ -76,11 +76,12 @@ def run_bench(req: BenchRequest, on_row: Callable[[ScenarioResult], None] | None
         chosen_ids = {s.id for s in chosen}
         prior = [r for r in read_jsonl(jsonl) if r.scenario in chosen_ids]
         prov = old or {}
-        seed = int(prov.get("seed", req.seed or secrets.randbits(48)))
+        seed = int(prov.get("seed", req.seed if req.seed is not None else secrets.randbits(48)))
         prov.setdefault("resumed", []).append(now_utc())
     else:
-        if jsonl.exists():
-            jsonl.unlink()
+        for stale in (jsonl, out / "sanitize.json", out / "summary.json"):
+            if stale.exists():
+                stale.unlink()
         seed = req.seed if req.seed is not None else secrets.randbits(48)
         prov = host_provenance(req.gpu_index)
         prov.update({"seed": seed, "kernel": str(req.kernel), "kernel_sha256": built.source_sha256,

@@ -182,6 +182,11 @@ def build(source: str | Path, arch: str = "sm90", extra_flags: tuple[str, ...] =
     root = (cache or config.cache_dir() / "build") / key
     report = root / "build.json"
     if report.exists() and not force and (root / "kernel.so").exists():
+        # the cache is a folder like any other: check what a cached library imports again
+        symbols = imported_symbols(root / "kernel.so")
+        bad = imported_symbol_violations(symbols) if symbols else []
+        if bad:
+            raise rules.DependencyRuleError(str(src), [rules.Violation(0, "built library (cached)", b) for b in bad])
         data = json.loads(report.read_text())
         data["functions"] = [FunctionResources(**f) for f in data["functions"]]
         data.pop("spill_bytes", None)

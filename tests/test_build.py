@@ -118,3 +118,19 @@ extern "C" int ks_extra(void) { return JOIN(Py, Run_SimpleString)("pass"); }
     with pytest.raises(DependencyRuleError) as e:
         B.build(src, "sm90")
     assert "PyRun_SimpleString" in str(e.value) and "Python C API" in str(e.value)
+
+
+@pytest.mark.nvcc
+def test_a_library_planted_in_the_cache_is_checked_again(cache, tmp_path):
+    """Someone who can write the cache can put any library under the key of an honest source; the
+    imported-symbol check runs on cache hits too."""
+    src = tmp_path / "honest.cu"
+    src.write_text((KERNELS / "spin.cu").read_text())
+    built = B.build(src, "sm90")
+    evil = tmp_path / "evil.cu"
+    evil.write_text((KERNELS / "spin.cu").read_text() + 'extern "C" int PyRun_SimpleString(const char*);\n'
+                    'extern "C" int ks_x(void) { return PyRun_SimpleString("pass"); }\n')
+    subprocess.run([B.nvcc_path(), "-shared", "-Xcompiler", "-fPIC", "-o", built.library, str(evil)], check=True)
+    with pytest.raises(DependencyRuleError) as e:
+        B.build(src, "sm90")
+    assert "PyRun_SimpleString" in str(e.value) and "cached" in str(e.value)

@@ -152,3 +152,14 @@ print("torch" in sys.modules)
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parent)})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_the_real_worker_without_a_gpu_fails_each_scenario_once_with_its_reason(tmp_path):
+    from conftest import HAS_GPU
+    if HAS_GPU:
+        pytest.skip("this machine has a GPU")
+    spec = SweepSpec(library=str(tmp_path / "missing.so"), scenarios=SCN[:3], baselines=["fa3"], seed=1,
+                     config=FAST, worker_log=tmp_path / "worker.log")
+    rows = run_sweep(spec)
+    assert [r.scenario for r in rows] == [s.id for s in SCN[:3]]
+    assert all(r.status == "crash" and "CUDA" in r.reason for r in rows)
