@@ -12,6 +12,12 @@ from .gpu import list_gpus
 
 
 def git_sha(root=config.REPO_ROOT) -> str | None:
+    """HEAD (with -dirty when tracked files differ); KERNELSEEK_GIT_SHA stands in where the tree
+    was copied without its .git folder (e.g. onto a GPU node)."""
+    import os
+
+    if not (config.REPO_ROOT / ".git").exists() and os.environ.get("KERNELSEEK_GIT_SHA"):
+        return os.environ["KERNELSEEK_GIT_SHA"]
     try:
         sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
                              timeout=10).stdout.strip()
