@@ -94,9 +94,9 @@ def run_cmd(arm, task, model_name, base_url, max_steps, max_evals, max_wall, max
                 agent.ctx.config.human = True
         else:
             if not model_name:
-                raise click.UsageError("--model is required (or --resume a trace)")
+                raise RunSetupError("--model is required (or --resume a trace)")
             if not api_key and not base_url:
-                raise click.UsageError("set OPENAI_API_KEY, or give --base-url for an endpoint that needs no key")
+                raise RunSetupError("set OPENAI_API_KEY, or give --base-url for an endpoint that needs no key")
             cfg = RunConfig(arm=arm, task=task, task_options=_task_options(kernel, goal, task_opts), seed=seed,
                             human=human)
             cfg.model.name, cfg.model.base_url, cfg.model.temperature = model_name, base_url, temperature

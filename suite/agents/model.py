@@ -107,11 +107,12 @@ class OpenAIChatModel:
 
     # ---- one call, with retries ----
     def query(self, messages: list[dict], tools: list[dict]) -> ModelResponse:
-        from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
+        from tenacity import (RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential,
+                              wait_random)
 
         c = self.config
-        base_wait = wait_exponential_jitter(initial=c.backoff_initial_s, max=c.backoff_max_s,
-                                            jitter=c.backoff_initial_s / 2)
+        base_wait = wait_exponential(multiplier=c.backoff_initial_s, max=c.backoff_max_s) + \
+            wait_random(0, c.backoff_initial_s / 2)
 
         def wait(state: "RetryCallState") -> float:
             exc = state.outcome.exception()

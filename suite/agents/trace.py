@@ -73,6 +73,9 @@ class TraceWriter:
         os.fsync(self._file.fileno())
 
     def put_blob(self, data: bytes) -> str:
+        """Stores `data` (secrets redacted, like events) under its sha256 and returns it."""
+        for secret in self._secrets:
+            data = data.replace(secret.encode(), REDACTED.encode())
         digest = sha256_bytes(data)
         p = self.artifacts / "blobs" / digest
         if not p.exists():
