@@ -272,3 +272,26 @@ def test_the_trace_records_what_later_tools_read(tmp_path):
     assert [m["role"] for m in step["messages_delta"]] == ["assistant", "tool", "tool"]
     assert set(step["workspace"]) == {"attn.c"}
     assert json.dumps(events).count(SECRET) == 0
+
+
+def test_a_person_types_the_question_or_takes_the_suggestion(tmp_path):
+    from kernelseek_suite.agents import new_run
+    prompts = []
+
+    def ask(decision, suggestion):
+        prompts.append((decision.trigger, suggestion.id if suggestion else None))
+        return "What did you measure?" if len(prompts) == 1 else ""
+
+    script = [reply("All done."), reply("Done again."), reply(None, [("shell", {"command": "true"})])]
+    with ScriptedChatServer(script) as srv:
+        cfg = config_for(srv, max_steps=3)
+        cfg.human = True
+        agent = new_run(cfg, tmp_path / "t.jsonl", SECRET, ask_human=ask)
+        agent.run()
+        bodies = srv.bodies()
+    qs = of_type(read_trace(tmp_path / "t.jsonl").events, "question")
+    assert [(q["source"], q["bank_id"] is None) for q in qs] == [("human", True), ("bank", False)]
+    assert qs[0]["text"] == "What did you measure?" and qs[0]["category"] is None
+    assert qs[1]["bank_id"] == prompts[1][1]          # the suggestion shown is the one asked
+    assert "What did you measure?" in bodies[1]["messages"][-1]["content"]
+    assert validate_trace(tmp_path / "t.jsonl").ok
