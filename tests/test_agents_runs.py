@@ -215,13 +215,14 @@ def test_the_workspace_cannot_touch_the_harness(tmp_path):
         result = agent.run()
     events = read_trace(tmp_path / "t.jsonl").events
     outs = of_type(events, "tool_result")
-    if agent.ctx.workspace.sandboxed:
-        assert "Permission denied" in outs[0]["output"] and "rc=1" in outs[0]["output"]
     assert all(o["is_error"] and "outside the workspace" in o["output"] for o in (outs[1], outs[2], outs[4]))
-    assert holder["after"] == {k: v for k, v in before.items() if k.endswith(".c")}
     assert not hd.exists()
-    if agent.ctx.workspace.sandboxed:
-        assert of_type(events, "harness_eval")[0]["status"] == "ok"
+    if agent.ctx.workspace.sandboxed:     # Landlock: the shell's write was refused
+        assert "Permission denied" in outs[0]["output"] and "rc=1" in outs[0]["output"]
+        assert holder["after"] == {k: v for k, v in before.items() if k.endswith(".c")}
+        assert of_type(events, "harness_eval")[0]["status"] == "ok" and result.exit_reason == "limit"
+    else:                                 # no sandbox here: the guard must stop the evaluation
+        assert result.exit_reason == "harness_tampered" and not of_type(events, "harness_eval")
 
 
 def test_a_changed_harness_ends_the_run_before_the_evaluation(tmp_path):
@@ -295,3 +296,30 @@ def test_a_person_types_the_question_or_takes_the_suggestion(tmp_path):
     assert qs[1]["bank_id"] == prompts[1][1]          # the suggestion shown is the one asked
     assert "What did you measure?" in bodies[1]["messages"][-1]["content"]
     assert validate_trace(tmp_path / "t.jsonl").ok
+
+
+def test_an_interrupted_run_ends_cleanly_and_resumes(tmp_path):
+    from kernelseek_suite.agents import new_run
+    from kernelseek_suite.agents.selfcheck import ScriptedModel
+
+    class Interrupting(ScriptedModel):
+        def query(self, messages, tools):
+            if self.calls == 2:
+                raise KeyboardInterrupt
+            return super().query(messages, tools)
+
+    with ScriptedChatServer([]) as srv:
+        cfg = config_for(srv, max_steps=10)
+    trace = tmp_path / "t.jsonl"
+    model = Interrupting([[("edit_file", {"path": "attn.c", "new_text": FASTER_KERNEL})], [("evaluate", {})]])
+    result = new_run(cfg, trace, model=model).run()
+    assert result.exit_reason == "interrupted" and result.totals["steps"] == 2
+    agent = resume_run(trace, limits={"max_steps": 3}, model=ScriptedModel([[("evaluate", {})]]))
+    result = agent.run()
+    assert result.exit_reason == "limit" and result.totals["evals"] == 2
+    events = read_trace(trace).events
+    assert [e["reason"] for e in of_type(events, "exit")] == ["interrupted", "limit"]
+    assert of_type(events, "harness_eval")[-1]["candidate_sha256"] == of_type(events, "harness_eval")[0][
+        "candidate_sha256"]          # the same edited kernel, restored from the checkpoint
+    assert [e["call"] for e in of_type(events, "llm_call")] == [1, 2, 3]
+    assert validate_trace(trace).ok

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from . import layers
 from .context import EvalRecord, RunContext
-from .exceptions import Submitted, Terminate
+from .exceptions import Interrupted, Submitted, Terminate
 from .model import ModelResponse, ToolCall
 from .protocols import Model, Supervisor
 from .tools import ToolRegistry, ToolResult
@@ -54,9 +54,7 @@ class Agent:
             except Terminate as e:
                 return self._finish(e)
             except KeyboardInterrupt:
-                stop = Terminate("interrupted")
-                stop.reason = "interrupted"
-                return self._finish(stop)
+                return self._finish(Interrupted("interrupted"))
             except Exception as e:
                 stop = Terminate(f"{type(e).__name__}: {e}", traceback=traceback.format_exc()[-6000:])
                 return self._finish(stop)
@@ -98,7 +96,7 @@ class Agent:
         sha = sha256_json(self.messages)
         response = self.model.query(self.messages, self.tools.schemas())
         self.ctx.totals.add_usage(response.usage)
-        self.ctx.trace.emit("llm_call", call=getattr(self.model, "calls", 0) or self.ctx.totals.steps + 1,
+        self.ctx.trace.emit("llm_call", call=self.ctx.totals.steps + 1,
                             messages_count=before, messages_sha256=sha, messages_delta=self._take_delta(),
                             request=self.model.request_params() if hasattr(self.model, "request_params") else {},
                             response={"content": response.content,

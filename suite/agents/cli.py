@@ -1,6 +1,7 @@
 """`kernelseek-suite run` and `kernelseek-suite traces ...`: a thin layer over the agents library."""
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -90,8 +91,6 @@ def run_cmd(arm, task, model_name, base_url, max_steps, max_evals, max_wall, max
                 overrides.update(price_input_per_mtok=price[0], price_output_per_mtok=price[1])
             agent = resume_run(resume_path, api_key, limits=limits, model_overrides=overrides,
                                ask_human=ask_human if human else None)
-            if human:
-                agent.ctx.config.human = True
         else:
             if not model_name:
                 raise RunSetupError("--model is required (or --resume a trace)")
@@ -120,6 +119,10 @@ def run_cmd(arm, task, model_name, base_url, max_steps, max_evals, max_wall, max
     ctx.trace.listeners.append(view.on_event)
     if not view.enabled:
         ctx.trace.listeners.append(lambda ev: _plain(console, ev))
+    def on_term(signum, frame):     # a polite kill ends the run like Ctrl-C: traced, resumable
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
     with view:
         result = agent.run()
     console.print(f"exit: {result.exit_reason}" + (f" ({result.limit})" if result.limit else "") + f": {result.message}")

@@ -28,6 +28,11 @@ class ModelError(Terminate):
     reason = "model_error"
 
 
+class Interrupted(Terminate):
+    """Ctrl-C or SIGTERM: the run stops where it is and can be resumed."""
+    reason = "interrupted"
+
+
 class HarnessTampered(Terminate):
     """Files the evaluator depends on changed during the run."""
     reason = "harness_tampered"

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from .. import __version__
-from ..provenance import host_provenance, package_version
+from ..provenance import git_sha, host_provenance, package_version
 from .agent import Agent
 from .arms import build_arm
 from .bank import DEFAULT_BANK
@@ -82,18 +82,13 @@ def new_run(config: RunConfig, trace_path: Path | None = None, api_key: str | No
     run_start = {
         "schema_version": TRACE_SCHEMA_VERSION, "run_id": run_id, "arm": config.arm, "task": task.to_dict(),
         "model": mdl.describe(), "config": config.to_dict(),
-        "suite": {"version": __version__, "git_sha": _git_sha()},
+        "suite": {"version": __version__, "git_sha": git_sha()},
         "prompts": {"system_sha256": sha256_bytes(system.encode()), "task_sha256": sha256_bytes(task_text.encode()),
                     "tools_sha256": tools_digest(parts.tools)},
         "hardware": _hardware(), "versions": _versions(), "seed": config.seed, "sandbox": ws.describe(),
         "tools": parts.tools.names(), "workspace": files, "guard": ctx.guard.describe(), **parts.info}
     agent.start(run_start, system, task_text)
     return agent
-
-
-def _git_sha() -> str | None:
-    from ..provenance import git_sha
-    return git_sha()
 
 
 # ---------------------------------------------------------------- resume
@@ -171,6 +166,7 @@ def resume_run(trace_path: Path, api_key: str | None = None, limits: dict | None
     trace_path = Path(trace_path)
     st = load_resume_state(trace_path)
     config = st.config
+    config.human = ask_human is not None      # whoever resumes decides who asks
     for k, v in (limits or {}).items():
         setattr(config.limits, k, v)
     for k, v in (model_overrides or {}).items():
