@@ -135,6 +135,8 @@ class Agent:
         ctx.trace.emit("run_end", totals=ctx.totals.to_dict(), best=best, goal_met=ctx.goal_met,
                        exit_reason=stop.reason)
         ctx.trace.sync()
+        for fn in ctx.finalizers:
+            fn()
         if not ctx.config.tools.keep_workspace:
             ctx.workspace.cleanup()
         if hasattr(ctx.task, "close"):

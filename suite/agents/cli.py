@@ -16,14 +16,19 @@ def _console():
     return Console(stderr=True)
 
 
-def _task_options(kernel, goal, task_opts) -> dict:
+def _key_values(items, hint) -> dict:
     import yaml
     opts = {}
-    for item in task_opts:
+    for item in items:
         if "=" not in item:
-            raise click.BadParameter(f"{item!r}: expected KEY=VALUE", param_hint="--task-opt")
+            raise click.BadParameter(f"{item!r}: expected KEY=VALUE", param_hint=hint)
         k, v = item.split("=", 1)
         opts[k.strip().replace("-", "_")] = yaml.safe_load(v)
+    return opts
+
+
+def _task_options(kernel, goal, task_opts) -> dict:
+    opts = _key_values(task_opts, "--task-opt")
     if kernel:
         opts["kernel"] = str(Path(kernel).resolve())
     if goal is not None:
@@ -51,6 +56,7 @@ def _task_options(kernel, goal, task_opts) -> dict:
               help="the starting kernel (default: the task's own)")
 @click.option("--goal", type=float, default=None, help="the geomean speed-up the goal asks for")
 @click.option("--task-opt", "task_opts", multiple=True, metavar="KEY=VALUE", help="a task option (repeatable)")
+@click.option("--agent-opt", "agent_opts", multiple=True, metavar="KEY=VALUE", help="an arm option (repeatable)")
 @click.option("--temperature", type=float, default=None)
 @click.option("--seed", type=int, default=None)
 @click.option("--bank", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
@@ -59,7 +65,7 @@ def _task_options(kernel, goal, task_opts) -> dict:
               help="write protection for the shell tool (default auto)")
 @click.option("--no-live", is_flag=True, help="no live view, only the events")
 def run_cmd(arm, task, model_name, base_url, max_steps, max_evals, max_wall, max_tokens, max_cost, price, human,
-            trace_path, resume_path, kernel, goal, task_opts, temperature, seed, bank, sandbox, no_live):
+            trace_path, resume_path, kernel, goal, task_opts, agent_opts, temperature, seed, bank, sandbox, no_live):
     """Run an agent on a task against an OpenAI-compatible endpoint (API key from OPENAI_API_KEY)."""
     from .bank import BankError
     from .config import RunConfig
@@ -96,8 +102,8 @@ def run_cmd(arm, task, model_name, base_url, max_steps, max_evals, max_wall, max
                 raise RunSetupError("--model is required (or --resume a trace)")
             if not api_key and not base_url:
                 raise RunSetupError("set OPENAI_API_KEY, or give --base-url for an endpoint that needs no key")
-            cfg = RunConfig(arm=arm, task=task, task_options=_task_options(kernel, goal, task_opts), seed=seed,
-                            human=human)
+            cfg = RunConfig(arm=arm, arm_options=_key_values(agent_opts, "--agent-opt"), task=task,
+                            task_options=_task_options(kernel, goal, task_opts), seed=seed, human=human)
             cfg.model.name, cfg.model.base_url, cfg.model.temperature = model_name, base_url, temperature
             if price:
                 cfg.model.price_input_per_mtok, cfg.model.price_output_per_mtok = price

@@ -99,6 +99,7 @@ class QuestionConfig:
 @dataclass
 class RunConfig:
     arm: str = "kernelseek"
+    arm_options: dict[str, Any] = field(default_factory=dict)     # read by the arm's factory
     task: str = "fa-fwd-sm90"
     task_options: dict[str, Any] = field(default_factory=dict)
     model: ModelConfig = field(default_factory=ModelConfig)

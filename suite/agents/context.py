@@ -73,6 +73,8 @@ class RunContext:
     evals: list[EvalRecord] = field(default_factory=list)
     # set by a front end that has a person at the terminal (--human): (decision, suggestion) -> typed text
     ask_human: Callable | None = None
+    # called once when the run ends (an arm's tools close their stores here)
+    finalizers: list[Callable[[], None]] = field(default_factory=list)
 
     # ---- limits ----
     def check_limits(self) -> None:
