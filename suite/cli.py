@@ -246,5 +246,8 @@ def report_cmd(result_dir):
         click.echo(line)
 
 
+from .agents.cli import register as _register_agent_commands  # noqa: E402
+_register_agent_commands(main)
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,37 @@
+"""The agents: a minimal coding agent on any OpenAI-compatible chat-completions endpoint, the
+KernelSeek arm (the agent + a harness that enforces the goal + questions at decision points), the
+question bank, and traces of everything that happens.
+
+Layout: protocols.py (the seams), config.py (settings and prompts), agent.py (the loop),
+model.py (the client, retries), tools.py (tools and their registry), workspace.py + sandbox.py +
+guard.py (where tools act, and what protects the harness), tasks/ (fa-fwd-sm90, cpu-attn),
+arms/ (general, kernelseek), decisions.py + questions.py + bank.py (the KernelSeek questions),
+trace.py (writing, reading, validating, showing traces), runner.py (a run put together, or resumed),
+selfcheck.py (a task's tools driven without a model), cli.py (the commands).
+The `openai` client and `tenacity` come with the `agents` extra; nothing here imports them until a
+model is made.
+"""
+import importlib
+
+_EXPORTS = {
+    "agent": ("Agent", "RunResult", "StepRecord"),
+    "bank": ("Bank", "BankError", "Question", "load_bank"),
+    "config": ("Limits", "ModelConfig", "QuestionConfig", "RunConfig", "ToolsConfig"),
+    "exceptions": ("HarnessTampered", "LimitExceeded", "ModelError", "Submitted", "Terminate"),
+    "protocols": ("Environment", "Model", "Supervisor"),
+    "runner": ("RunSetupError", "new_run", "resume_run"),
+    "tasks": ("Evaluation", "Goal", "Task", "make_task", "task_names"),
+    "tools": ("Tool", "ToolRegistry", "ToolResult", "base_tools"),
+    "trace": ("TRACE_SCHEMA_VERSION", "TraceWriter", "read_trace", "timeline_lines", "validate_trace"),
+    "workspace": ("Workspace",),
+}
+_WHERE = {name: mod for mod, names in _EXPORTS.items() for name in names}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    # loaded on first use, so that `python -m kernelseek_suite.agents.sandbox` (run for every shell
+    # command) starts fast
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

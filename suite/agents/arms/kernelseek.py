@@ -1,0 +1,95 @@
+"""`kernelseek`: the general agent plus a minimal harness that enforces the goal (a stop while it is
+unmet and budget remains is refused) and asks one short question at each decision point, from the
+bank or from a person (--human). Questions give direction, never information or code."""
+from __future__ import annotations
+
+from ..bank import load_bank
+from ..context import RunContext
+from ..decisions import DecisionDetector, DecisionPoint, claimed_limit
+from ..questions import AskedQuestion, BankQuestioner, HumanQuestioner
+from ..tools import base_tools
+from . import ArmParts, register_arm
+
+
+class KernelSeekSupervisor:
+    def __init__(self, ctx: RunContext, questioner: BankQuestioner):
+        self.config = ctx.config.questions
+        self.detector = DecisionDetector(self.config)
+        self.questioner = questioner
+        self.last_question_step: int | None = None
+
+    # ---- the goal gate ----
+    def on_stop(self, ctx: RunContext, response) -> str | None:
+        if ctx.goal_met:
+            return None
+        best = f"{ctx.best.geomean:.3f}x" if ctx.best else "no correct evaluation yet"
+        evidence = {"text": " ".join((response.content or "").split())[:300], "best": best,
+                    "goal": ctx.task.goal.text(), "budget_left": ctx.budget_left()}
+        claim = claimed_limit(response.content, self.config.claimed_limit_patterns)
+        stop = DecisionPoint("early-stop", evidence)
+        asked_for = DecisionPoint("claimed-limit", {**claim, "stop_attempt": True}) if claim else stop
+        if claim:
+            self._record(ctx, stop, asked=False, reason="the stop also claims a limit; that question is asked")
+        asked = self._ask(ctx, asked_for)
+        refusal = (f"The run is not over: the goal ({ctx.task.goal.text()}) is not met yet (best so far: {best}) "
+                   "and budget remains.")
+        return f"{refusal} {asked.text}" if asked else f"{refusal} Continue."
+
+    # ---- decision points after a step ----
+    def after_step(self, ctx: RunContext, step) -> list[str]:
+        points = self.detector.observe(step)
+        if not points:
+            return []
+        first, rest = points[0], points[1:]
+        gap = self.config.min_steps_between
+        if self.last_question_step is not None and step.step - self.last_question_step < gap:
+            for d in points:
+                self._record(ctx, d, asked=False, reason=f"fewer than {gap} steps since the last question")
+            return []
+        for d in rest:
+            self._record(ctx, d, asked=False, reason=f"{first.trigger} was answered this step")
+        asked = self._ask(ctx, first)
+        return [asked.text] if asked else []
+
+    def _ask(self, ctx: RunContext, d: DecisionPoint) -> AskedQuestion | None:
+        asked = self.questioner.ask(d, self.detector.current_layer)
+        if asked is None:
+            self._record(ctx, d, asked=False, reason="no question in the bank for this trigger")
+            return None
+        self.questioner.remember(asked)
+        self.detector.answered(d.trigger)
+        self.last_question_step = ctx.trace.step
+        ctx.totals.questions += 1
+        ctx.trace.emit("question", trigger=d.trigger, evidence=d.evidence, source=asked.source, bank_id=asked.bank_id,
+                       category=asked.category, layers=list(asked.layers), text=asked.text)
+        return asked
+
+    @staticmethod
+    def _record(ctx: RunContext, d: DecisionPoint, asked: bool, reason: str) -> None:
+        ctx.trace.emit("decision", trigger=d.trigger, evidence=d.evidence, asked=asked, reason=reason)
+
+    # ---- resume ----
+    def state(self) -> dict:
+        return {"detector": self.detector.state(), "asked": self.questioner.state(),
+                "last_question_step": self.last_question_step}
+
+    def load_state(self, state: dict) -> None:
+        if state:
+            self.detector.load_state(state["detector"])
+            self.questioner.load_state(state["asked"])
+            self.last_question_step = state["last_question_step"]
+
+
+@register_arm("kernelseek")
+def build(ctx: RunContext) -> ArmParts:
+    cfg = ctx.config.questions
+    bank = load_bank(cfg.bank_path)
+    if ctx.config.human:
+        if ctx.ask_human is None:
+            raise ValueError("--human needs a terminal front end to type the questions")
+        questioner = HumanQuestioner(bank, cfg, ctx.config.seed, ctx.ask_human)
+    else:
+        questioner = BankQuestioner(bank, cfg, ctx.config.seed)
+    info = {"bank": {"path": bank.path, "sha256": bank.sha256, "questions": len(bank.questions),
+                     "categories": list(cfg.categories)}}
+    return ArmParts(base_tools(), KernelSeekSupervisor(ctx, questioner), info)

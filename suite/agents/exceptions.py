@@ -1,0 +1,60 @@
+"""Control flow of the agent loop. A Terminate ends the run with an `exit` event that carries its
+reason; everything else a step can meet is turned into a message to the model."""
+from __future__ import annotations
+
+
+class Terminate(Exception):
+    """Ends the run. `reason` is the trace's exit reason."""
+    reason = "error"
+
+    def __init__(self, message: str = "", **details):
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class Submitted(Terminate):
+    """The agent stopped and the stop was accepted."""
+    reason = "submitted"
+
+
+class LimitExceeded(Terminate):
+    """A limit of the run is spent (details: limit, used, max)."""
+    reason = "limit"
+
+
+class ModelError(Terminate):
+    """The endpoint failed and retries did not help, or the failure cannot be retried."""
+    reason = "model_error"
+
+
+class Interrupted(Terminate):
+    """Ctrl-C or SIGTERM: the run stops where it is and can be resumed."""
+    reason = "interrupted"
+
+
+class HarnessTampered(Terminate):
+    """Files the evaluator depends on changed during the run."""
+    reason = "harness_tampered"
+
+
+class RetryableModelFault(Exception):
+    """A fault of one model request that is worth retrying (kind: rate_limit, server_error, timeout,
+    connection, malformed_tool_call)."""
+
+    def __init__(self, kind: str, message: str, status_code: int | None = None,
+                 retry_after_s: float | None = None, usage: dict | None = None):
+        super().__init__(message)
+        self.kind = kind
+        self.status_code = status_code
+        self.retry_after_s = retry_after_s
+        self.usage = usage or {}
+
+
+class ToolError(Exception):
+    """A tool call that cannot be carried out (bad arguments, path outside the workspace, ...): the
+    message goes back to the model."""
+
+
+class BudgetSpent(ToolError):
+    """A tool that needs budget (an evaluation) was called with none left."""

@@ -1,0 +1,56 @@
+"""The seams of the agent runtime. Each is a small Protocol; a component is swapped by passing
+another object with the same methods.
+
+- Model: one chat-completions call with tools -> ModelResponse (model.py: OpenAIChatModel).
+- Environment: the workspace the tools act in (workspace.py: Workspace).
+- Task: starting files, a goal and an evaluator (tasks/: fa-fwd-sm90, cpu-attn).
+- Tools: a ToolRegistry of Tool objects (tools.py); an arm adds its own tools to it.
+- Supervisor: what an arm does around the loop: accept or refuse a stop, add messages after a step
+  (arms/kernelseek.py asks questions at decision points). None: the general agent.
+- Agent: runs until a Terminate (agent.py: Agent).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from .agent import RunResult, StepRecord
+    from .context import RunContext
+    from .model import ModelResponse
+    from .workspace import ShellResult
+
+
+@runtime_checkable
+class Model(Protocol):
+    def query(self, messages: list[dict], tools: list[dict]) -> "ModelResponse": ...
+    def describe(self) -> dict: ...
+
+
+@runtime_checkable
+class Environment(Protocol):
+    root: Path
+
+    def resolve(self, path: str, must_exist: bool = False) -> Path: ...
+    def relative(self, full: Path) -> str: ...
+    def run(self, command: str, timeout_s: float) -> "ShellResult": ...
+    def snapshot(self) -> dict[str, bytes]: ...
+    def restore(self, files: dict[str, bytes]) -> None: ...
+    def describe(self) -> dict: ...
+
+
+@runtime_checkable
+class Supervisor(Protocol):
+    def on_stop(self, ctx: "RunContext", response: "ModelResponse") -> str | None:
+        """None accepts the stop; a string refuses it and is sent to the model."""
+
+    def after_step(self, ctx: "RunContext", step: "StepRecord") -> list[str]:
+        """Messages for the model before its next call."""
+
+    def state(self) -> dict: ...
+    def load_state(self, state: dict) -> None: ...
+
+
+@runtime_checkable
+class Agent(Protocol):
+    def run(self) -> "RunResult": ...

@@ -1,0 +1,197 @@
+"""Putting a run together: task, workspace, trace, guard, arm, model, agent; and taking one up again
+from its trace."""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .. import __version__
+from ..provenance import git_sha, host_provenance, package_version
+from .agent import Agent
+from .arms import build_arm
+from .bank import DEFAULT_BANK
+from .config import RunConfig
+from .context import Best, RunContext, Totals, record_retry
+from .guard import HarnessGuard
+from .model import OpenAIChatModel
+from .tasks import make_task
+from .tools import tools_digest
+from .trace import TRACE_SCHEMA_VERSION, TraceWriter, read_trace, sha256_bytes, sha256_json
+from .workspace import Workspace
+
+API_KEY_ENV = "OPENAI_API_KEY"
+
+
+class RunSetupError(ValueError):
+    """The run cannot start: a bad option, an existing trace, a trace that cannot be resumed."""
+
+
+def api_key_from_env() -> str | None:
+    return os.environ.get(API_KEY_ENV) or None
+
+
+def _versions() -> dict:
+    return {name: package_version(name) for name in
+            ("kernelseek-suite", "openai", "tenacity", "jsonschema", "landlock", "pyyaml", "rich", "click")} | {
+        "python": platform.python_version()}
+
+
+def _hardware() -> dict:
+    prov = host_provenance()
+    keep = ("host", "platform", "gpu_name", "gpu_uuid", "driver", "compute_capability", "nvcc", "clocks_start")
+    return {k: prov.get(k) for k in keep} | {"cpu_count": os.cpu_count()}
+
+
+def _guard(task, config: RunConfig) -> HarnessGuard:
+    bank = Path(config.questions.bank_path) if config.questions.bank_path else DEFAULT_BANK
+    return HarnessGuard([*task.protected_paths(), bank])
+
+
+def _model(config: RunConfig, ctx: RunContext, api_key: str | None, model=None):
+    return model or OpenAIChatModel(config.model, api_key, on_retry=lambda info: record_retry(ctx, info))
+
+
+def new_run(config: RunConfig, trace_path: Path | None = None, api_key: str | None = None,
+            ask_human: Callable | None = None, model=None) -> Agent:
+    """A fresh run, ready for Agent.run(). `model` replaces the OpenAI client (any Model)."""
+    if config.seed is None:
+        config.seed = secrets.randbits(31)
+    task = make_task(config.task, **config.task_options)
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    run_id = f"{stamp}-{config.arm}-{config.task}-{secrets.token_hex(2)}"
+    trace_path = Path(trace_path) if trace_path else Path("runs") / run_id / "trace.jsonl"
+    if trace_path.exists() and trace_path.stat().st_size:
+        raise RunSetupError(f"{trace_path} already holds a trace; resume it with --resume or choose another --trace")
+    ws = Workspace.create(sandbox=config.tools.sandbox)
+    task.setup(ws)
+    trace = TraceWriter(trace_path, secrets=(api_key,) if api_key else ())
+    ctx = RunContext(config, task, ws, trace, _guard(task, config), ask_human=ask_human)
+    parts = build_arm(config.arm, ctx)
+    mdl = _model(config, ctx, api_key, model)
+    agent = Agent(ctx, mdl, parts.tools, parts.supervisor)
+    system = config.system_prompt
+    task_text = config.task_prompt.format(description=task.description(), goal=task.goal.text(), kernel=task.kernel,
+                                          budget=ctx.budget_text())
+    files = {rel: trace.put_blob(data) for rel, data in ws.snapshot().items()}
+    run_start = {
+        "schema_version": TRACE_SCHEMA_VERSION, "run_id": run_id, "arm": config.arm, "task": task.to_dict(),
+        "model": mdl.describe(), "config": config.to_dict(),
+        "suite": {"version": __version__, "git_sha": git_sha()},
+        "prompts": {"system_sha256": sha256_bytes(system.encode()), "task_sha256": sha256_bytes(task_text.encode()),
+                    "tools_sha256": tools_digest(parts.tools)},
+        "hardware": _hardware(), "versions": _versions(), "seed": config.seed, "sandbox": ws.describe(),
+        "tools": parts.tools.names(), "workspace": files, "guard": ctx.guard.describe(), **parts.info}
+    agent.start(run_start, system, task_text)
+    return agent
+
+
+# ---------------------------------------------------------------- resume
+
+@dataclass
+class ResumeState:
+    config: RunConfig
+    messages: list[dict]
+    totals: Totals
+    best: Best | None
+    goal_met: bool
+    files: dict[str, str]            # workspace: relative path -> blob sha256
+    supervisor: dict
+    from_step: int
+    next_seq: int
+    elapsed_s: float
+    session: int
+    discarded: int                   # events after the last checkpoint (a step cut short)
+
+
+def load_resume_state(trace_path: Path) -> ResumeState:
+    tf = read_trace(trace_path)
+    events = tf.events
+    if not events or events[0].get("type") != "run_start":
+        raise RunSetupError(f"{trace_path}: not a trace (no run_start)")
+    start = events[0]
+    if start.get("schema_version") != TRACE_SCHEMA_VERSION:
+        raise RunSetupError(f"{trace_path}: trace schema {start.get('schema_version')} is not supported")
+    last_step = max((i for i, e in enumerate(events) if e["type"] == "step"), default=None)
+    upto = events[: last_step + 1] if last_step is not None else events[:1]
+    messages: list[dict] = []
+    for e in upto:
+        if e["type"] in ("llm_call", "step"):
+            messages.extend(e["messages_delta"])
+    files = start.get("workspace", {})
+    totals, supervisor, best = Totals(), {}, None
+    if last_step is not None:
+        ck = events[last_step]
+        if sha256_json(messages) != ck["messages_sha256"]:
+            raise RunSetupError(f"{trace_path}: the conversation rebuilt from the trace does not match its checkpoint")
+        files, supervisor = ck["workspace"], ck["supervisor"]
+        totals = Totals(**{k: v for k, v in ck["totals"].items() if k in Totals.__dataclass_fields__})
+    else:
+        # no step finished: start over with the opening messages the first call would have sent
+        first = next((e for e in events if e["type"] == "llm_call"), None)
+        if first is None:
+            raise RunSetupError(f"{trace_path}: the run made no model call; start a new run instead")
+        messages = first["messages_delta"][:2]
+    # what was spent after the last checkpoint still counts against the budget
+    tail = events[(last_step + 1) if last_step is not None else 1:]
+    for e in tail:
+        if e["type"] == "llm_call":
+            totals.add_usage(e["usage"])
+        elif e["type"] == "harness_eval":
+            totals.evals = max(totals.evals, e["index"])
+        elif e["type"] == "retry":
+            totals.retries += 1
+    evals = [e for e in events if e["type"] == "harness_eval"]
+    goal_met = any(e["goal_met"] for e in evals)
+    if evals and evals[-1].get("best"):
+        b = evals[-1]["best"]
+        best = Best(b["geomean"], b["eval_index"], b["candidate_sha256"])
+    session = 1 + sum(e["type"] == "resume" for e in events) + 1
+    config = RunConfig.from_dict(start["config"])
+    return ResumeState(config, messages, totals, best, goal_met, files, supervisor,
+                       events[last_step]["step"] if last_step is not None else 0, events[-1]["seq"] + 1,
+                       float(events[-1]["elapsed_s"]), session,
+                       len(events) - (last_step + 1 if last_step is not None else 1))
+
+
+def resume_run(trace_path: Path, api_key: str | None = None, limits: dict | None = None, model_overrides: dict | None = None,
+               ask_human: Callable | None = None, model=None) -> Agent:
+    """Takes a run up again from its last checkpoint, appending to the same trace. `limits` and
+    `model_overrides` replace recorded settings (e.g. a larger budget, another base URL)."""
+    trace_path = Path(trace_path)
+    st = load_resume_state(trace_path)
+    config = st.config
+    config.human = ask_human is not None      # whoever resumes decides who asks
+    for k, v in (limits or {}).items():
+        setattr(config.limits, k, v)
+    for k, v in (model_overrides or {}).items():
+        setattr(config.model, k, v)
+    task = make_task(config.task, **config.task_options)
+    ws = Workspace.create(sandbox=config.tools.sandbox)
+    data = trace_path.read_bytes()
+    cut = not data.endswith(b"\n")
+    if cut:   # a line cut off when the writer died: drop it so the trace stays valid JSONL
+        with open(trace_path, "r+b") as f:
+            f.truncate(data.rfind(b"\n") + 1)
+    trace = TraceWriter(trace_path, secrets=(api_key,) if api_key else (), seq_start=st.next_seq,
+                        elapsed_offset=st.elapsed_s)
+    ws.restore({rel: trace.get_blob(sha) for rel, sha in st.files.items()})
+    ctx = RunContext(config, task, ws, trace, _guard(task, config), totals=st.totals, best=st.best,
+                     goal_met=st.goal_met, ask_human=ask_human)
+    parts = build_arm(config.arm, ctx)
+    if parts.supervisor:
+        parts.supervisor.load_state(st.supervisor)
+    agent = Agent(ctx, _model(config, ctx, api_key, model), parts.tools, parts.supervisor)
+    agent.messages = st.messages
+    agent._logged = len(st.messages)
+    trace.step = st.from_step
+    trace.emit("resume", from_step=st.from_step, session=st.session, limits=json.loads(json.dumps(
+        config.limits.__dict__)), discarded_events=st.discarded, dropped_partial_line=cut, sandbox=ws.describe())
+    if st.messages[-1]["role"] == "assistant" and not st.messages[-1].get("tool_calls"):
+        agent.messages.append({"role": "user", "content": "The run was resumed. Continue with the task."})
+    return agent

@@ -1,0 +1,104 @@
+"""Drives a task's tools through the real agent loop with a fixed script instead of a model, so a
+machine can be checked without an endpoint: view the kernel, run shell commands (and try to write
+outside the workspace), make a harmless edit, evaluate.
+
+    python -m kernelseek_suite.agents.selfcheck --task fa-fwd-sm90 [--kernel K.cu] [--trace T.jsonl]
+
+Passes (exit 0) when the evaluation is correct on every scenario and reports a geomean against the
+baseline; exit 1 otherwise, 3 when the task needs a GPU this machine lacks.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from .config import RunConfig
+from .model import ModelResponse, ToolCall
+from .runner import new_run
+from .tasks import make_task
+from .trace import read_trace
+
+
+class ScriptedModel:
+    """A Model that answers with a fixed list of tool calls, then stops."""
+
+    def __init__(self, steps: list[list[tuple[str, dict]]]):
+        self.steps = list(steps)
+        self.calls = 0
+
+    def describe(self) -> dict:
+        return {"name": "selfcheck-script", "base_url": None, "sampling": {}}
+
+    def request_params(self) -> dict:
+        return {"model": "selfcheck-script"}
+
+    def query(self, messages: list[dict], tools: list[dict]) -> ModelResponse:
+        import json
+        self.calls += 1
+        if not self.steps:
+            return ModelResponse("self-check finished", [], "stop", _NO_USAGE, 0.0)
+        calls = [ToolCall(f"sc_{self.calls}_{i}", name, args, json.dumps(args))
+                 for i, (name, args) in enumerate(self.steps.pop(0))]
+        return ModelResponse(None, calls, "tool_calls", _NO_USAGE, 0.0)
+
+
+_NO_USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, "cost": None}
+
+
+def script_for(kernel: str, outside: Path) -> list[list[tuple[str, dict]]]:
+    return [
+        [("view_file", {"path": kernel, "start_line": 1, "end_line": 20})],
+        [("shell", {"command": "pwd; ls -la; (nvcc --version || true) | tail -1; (nvidia-smi -L || true)",
+                    "timeout_s": 60})],
+        [("shell", {"command": f"echo probe > {outside} && echo WROTE-OUTSIDE || echo write-refused", "timeout_s": 30})],
+        [("edit_file", {"path": "selfcheck-note.txt", "new_text": "the self-check wrote this file\n"})],
+        [("evaluate", {})],
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m kernelseek_suite.agents.selfcheck", description=__doc__.split("\n")[0])
+    ap.add_argument("--task", default="fa-fwd-sm90")
+    ap.add_argument("--kernel", default=None, help="starting kernel (default: the task's own)")
+    ap.add_argument("--trace", default=None, help="trace file (default: a temporary folder)")
+    ap.add_argument("--sandbox", default="auto", choices=["auto", "landlock", "none"])
+    args = ap.parse_args(argv)
+
+    trace_path = Path(args.trace) if args.trace else Path(tempfile.mkdtemp(prefix="ks-selfcheck-")) / "trace.jsonl"
+    outside = trace_path.parent / "written-from-the-workspace.txt"
+    cfg = RunConfig(arm="general", task=args.task, task_options={"kernel": args.kernel} if args.kernel else {})
+    cfg.tools.sandbox = args.sandbox
+    cfg.model.name = "selfcheck-script"
+    kernel = make_task(cfg.task, **cfg.task_options).kernel
+    agent = new_run(cfg, trace_path, model=ScriptedModel(script_for(kernel, outside)))
+    ws = agent.ctx.workspace
+    result = agent.run()
+
+    events = read_trace(trace_path).events
+    for ev in events:
+        if ev["type"] == "tool_result":
+            print(f"--- {ev['tool']} {ev['arguments']}\n{ev['output'][:1500]}")
+    evals = [e for e in events if e["type"] == "harness_eval"]
+    print(f"\nsandbox: {ws.describe()}")
+    print(f"write outside the workspace: {'REFUSED' if not outside.exists() else 'ALLOWED (no sandbox here)'}")
+    print(f"trace: {trace_path} ({len(events)} events); exit {result.exit_reason}")
+    if not evals:
+        print("SELFCHECK FAIL: no evaluation ran")
+        return 1
+    ev = evals[-1]
+    gm = ev["geomean"]
+    print(f"evaluation: status {ev['status']}, correct {ev['scenarios_correct']}/{ev['scenarios_total']}, extended "
+          f"{ev.get('extended_correct')}/{ev.get('extended_total')}, geomean vs {ev['baseline']}: "
+          f"{'-' if gm is None else f'{gm:.4f}x'} (slowest {ev.get('min_ratio')} at {ev.get('min_ratio_scenario')})")
+    if ev["status"] == "no_gpu":
+        print(f"SELFCHECK SKIPPED: {ev.get('error')}")
+        return 3
+    ok = ev["correct"] and gm is not None
+    print("SELFCHECK PASS" if ok else "SELFCHECK FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""The task's workspace: a private folder holding the files the agent works on, a scratch folder
+(HOME, TMPDIR) beside it, and the only place the agent's tools may write.
+
+Containment, and its limits:
+- view/edit resolve every path (symlinks included) and refuse anything outside the workspace;
+- the shell runs with the workspace as its working directory, a scrubbed environment (no API keys,
+  tokens or passwords; HOME and TMPDIR in the scratch folder) and, where Landlock is available, a
+  ruleset that makes every other path read-only (sandbox.py); it runs in its own process group,
+  killed after each command so nothing it started outlives it;
+- without Landlock a shell command can write wherever the user can: the harness is then protected
+  only by detection (guard.py checks its files before every evaluation and ends the run if they
+  changed). Landlock does not restrict reading, network access or signals to other processes of the
+  same user; it is a guard against accidents and shortcuts, not a security boundary for hostile code.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import sandbox as _sandbox
+from .exceptions import ToolError
+
+# environment variables the shell keeps (anything that looks like a secret is dropped regardless)
+ENV_KEEP = ("PATH", "LANG", "LANGUAGE", "USER", "LOGNAME", "SHELL", "TZ", "CUDA_HOME", "CUDA_PATH",
+            "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CC", "CXX", "NVCC_APPEND_FLAGS", "PYTHONPATH")
+ENV_KEEP_PREFIXES = ("LC_", "NVIDIA_")
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
+
+SNAPSHOT_MAX_FILE = 1 << 20      # files larger than this are not kept in snapshots
+SNAPSHOT_MAX_TOTAL = 16 << 20
+
+
+@dataclass
+class ShellResult:
+    exit_code: int | None        # None: killed at the timeout
+    output: str                  # stdout and stderr, interleaved
+    timed_out: bool
+    duration_s: float
+
+
+def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if (k in ENV_KEEP or k.startswith(ENV_KEEP_PREFIXES)) and not SECRET_NAME.search(k)}
+    env.update(extra or {})
+    env["TERM"] = "dumb"
+    return env
+
+
+class Workspace:
+    def __init__(self, root: Path, scratch: Path, sandbox: str = "auto"):
+        self.root = Path(root).resolve()
+        self.scratch = Path(scratch).resolve()
+        for d in (self.root, self.scratch / "home", self.scratch / "tmp"):
+            d.mkdir(parents=True, exist_ok=True)
+        available, detail = _sandbox.landlock_status()
+        if sandbox == "landlock" and not available:
+            raise RuntimeError(f"sandbox 'landlock' requested but unavailable: {detail}")
+        if sandbox not in ("auto", "landlock", "none"):
+            raise ValueError(f"sandbox must be auto, landlock or none, not {sandbox!r}")
+        self.sandboxed = available and sandbox != "none"
+        self.sandbox_detail = detail if sandbox != "none" else "disabled by configuration"
+
+    @classmethod
+    def create(cls, sandbox: str = "auto", parent: Path | None = None) -> "Workspace":
+        base = Path(tempfile.mkdtemp(prefix="ks-ws-", dir=parent))
+        return cls(base / "work", base / "scratch", sandbox=sandbox)
+
+    def describe(self) -> dict:
+        return {"sandbox": "landlock" if self.sandboxed else "none", "sandbox_detail": self.sandbox_detail}
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.root.parent, ignore_errors=True)
+
+    # ---- paths ----
+    def resolve(self, path: str, must_exist: bool = False) -> Path:
+        """An absolute path inside the workspace for `path` (relative to it, or absolute inside it)."""
+        if not path or "\x00" in path:
+            raise ToolError("empty or invalid path")
+        p = Path(path)
+        full = (p if p.is_absolute() else self.root / p).resolve()
+        if full != self.root and self.root not in full.parents:
+            raise ToolError(f"{path}: outside the workspace; only files in the workspace can be used")
+        if must_exist and not full.is_file():
+            raise ToolError(f"{path}: no such file in the workspace")
+        return full
+
+    def relative(self, full: Path) -> str:
+        return str(Path(full).relative_to(self.root))
+
+    # ---- shell ----
+    def run(self, command: str, timeout_s: float) -> ShellResult:
+        argv = ["bash", "--noprofile", "--norc", "-c", command]
+        if self.sandboxed:
+            argv = _sandbox.wrap(argv, [self.root, self.scratch])
+        env = scrubbed_env({"HOME": str(self.scratch / "home"), "TMPDIR": str(self.scratch / "tmp"),
+                            "XDG_CACHE_HOME": str(self.scratch / "home" / ".cache")})
+        t0 = time.monotonic()
+        # output goes to an unnamed file, not a pipe: a background job that keeps it open must not make
+        # the command look unfinished; the job is killed with the process group right after
+        with tempfile.TemporaryFile() as sink:
+            proc = subprocess.Popen(argv, cwd=self.root, env=env, stdin=subprocess.DEVNULL, stdout=sink,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+            timed_out = False
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            finally:
+                _kill_group(proc.pid)
+                proc.wait()
+            sink.seek(0)
+            out = sink.read()
+        return ShellResult(None if timed_out else proc.returncode, out.decode("utf-8", "replace"), timed_out,
+                           time.monotonic() - t0)
+
+    # ---- snapshots (for resuming a run) ----
+    def snapshot(self) -> dict[str, bytes]:
+        files, total = {}, 0
+        for dirpath, dirnames, filenames in os.walk(self.root):
+            dirnames.sort()
+            for name in sorted(filenames):
+                p = Path(dirpath) / name
+                if p.is_symlink() or not p.is_file():
+                    continue
+                size = p.stat().st_size
+                if size > SNAPSHOT_MAX_FILE or total + size > SNAPSHOT_MAX_TOTAL:
+                    continue
+                files[self.relative(p)] = p.read_bytes()
+                total += size
+        return files
+
+    def restore(self, files: dict[str, bytes]) -> None:
+        for child in self.root.iterdir():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+        for rel, data in files.items():
+            p = self.resolve(rel)
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(data)
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

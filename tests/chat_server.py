@@ -1,0 +1,135 @@
+"""A chat-completions endpoint on loopback whose answers follow a script, for driving complete agent
+runs in tests. It speaks the OpenAI wire format (tool calls included) over real HTTP.
+
+Script items (consumed one per request):
+  reply(content, calls=[(name, args), ...], usage=(prompt, completion), cost=None)
+      args is a dict (sent as JSON) or a str (sent as is: malformed JSON on purpose)
+  fault(status, retry_after=None)   an HTTP error status
+  hang(seconds)                     answer only after `seconds` (the client times out first)
+  reset()                           close the connection with a TCP reset, no answer
+  a callable(request_json) -> item  decided when the request arrives
+When the script is used up every request gets reply("nothing more to do").
+"""
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def reply(content=None, calls=(), usage=(100, 20), cost=None):
+    return {"kind": "reply", "content": content, "calls": list(calls), "usage": usage, "cost": cost}
+
+
+def fault(status, retry_after=None):
+    return {"kind": "fault", "status": status, "retry_after": retry_after}
+
+
+def hang(seconds):
+    return {"kind": "hang", "seconds": seconds}
+
+
+def reset():
+    return {"kind": "reset"}
+
+
+class ScriptedChatServer:
+    def __init__(self, script=()):
+        self.script = list(script)
+        self.requests: list[dict] = []        # {"path", "headers", "body"}
+        self._lock = threading.Lock()
+        self._n = 0
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                with server._lock:
+                    server.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                    item = server.script.pop(0) if server.script else reply("nothing more to do")
+                    server._n += 1
+                    n = server._n
+                if callable(item):
+                    item = item(body)
+                try:
+                    server._answer(self, item, body, n)
+                except OSError:
+                    pass    # the client gave up (a scripted hang)
+
+            def finish(self):
+                try:
+                    super().finish()
+                except OSError:
+                    pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def bodies(self) -> list[dict]:
+        return [r["body"] for r in self.requests]
+
+    def _answer(self, h: BaseHTTPRequestHandler, item: dict, body: dict, n: int) -> None:
+        kind = item["kind"]
+        if kind == "reset":
+            h.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            h.connection.close()
+            h.close_connection = True
+            return
+        if kind == "hang":
+            time.sleep(item["seconds"])
+            item = fault(500)
+        if item["kind"] == "fault":
+            payload = json.dumps({"error": {"message": f"scripted status {item['status']}", "type": "scripted"}})
+            h.send_response(item["status"])
+            if item.get("retry_after") is not None:
+                h.send_header("Retry-After", str(item["retry_after"]))
+            self._send(h, payload)
+            return
+        calls = []
+        for i, (name, args) in enumerate(item["calls"]):
+            calls.append({"id": f"call_{n}_{i}", "type": "function",
+                          "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}})
+        message = {"role": "assistant", "content": item["content"]}
+        if calls:
+            message["tool_calls"] = calls
+        p, c = item["usage"]
+        usage = {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
+        if item.get("cost") is not None:
+            usage["cost"] = item["cost"]
+        payload = json.dumps({"id": f"chatcmpl-{n}", "object": "chat.completion", "created": int(time.time()),
+                              "model": body.get("model", "scripted"),
+                              "choices": [{"index": 0, "message": message,
+                                           "finish_reason": "tool_calls" if calls else "stop"}],
+                              "usage": usage})
+        h.send_response(200)
+        self._send(h, payload)
+
+    @staticmethod
+    def _send(h, payload: str) -> None:
+        data = payload.encode()
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(data)))
+        h.end_headers()
+        h.wfile.write(data)

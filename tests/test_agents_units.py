@@ -1,0 +1,282 @@
+"""The agents' parts on their own: decision points, layers, tools, workspace, evaluator parsing,
+trace validation, the public surface."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import kernelseek_suite.agents as agents
+from kernelseek_suite.agents import layers
+from kernelseek_suite.agents.config import QuestionConfig, RunConfig
+from kernelseek_suite.agents.decisions import DecisionDetector, claimed_limit, failure_signature
+from kernelseek_suite.agents.exceptions import ToolError
+from kernelseek_suite.agents.tasks import Evaluation, make_task, task_names
+from kernelseek_suite.agents.tools import elide
+from kernelseek_suite.agents.trace import trace_schema, validate_events
+from kernelseek_suite.agents.workspace import Workspace, scrubbed_env
+
+
+def test_public_surface():
+    assert agents.__all__ == sorted([
+        "Agent", "Bank", "BankError", "Environment", "Evaluation", "Goal", "HarnessTampered", "LimitExceeded",
+        "Limits", "Model", "ModelConfig", "ModelError", "Question", "QuestionConfig", "RunConfig", "RunResult",
+        "RunSetupError", "StepRecord", "Submitted", "Supervisor", "TRACE_SCHEMA_VERSION", "Task", "Terminate",
+        "Tool", "ToolRegistry", "ToolResult", "ToolsConfig", "TraceWriter", "Workspace", "base_tools", "load_bank",
+        "make_task", "new_run", "read_trace", "resume_run", "task_names", "timeline_lines", "validate_trace"])
+    for name in agents.__all__:
+        assert getattr(agents, name) is not None
+    assert set(task_names()) >= {"fa-fwd-sm90", "cpu-attn"}
+
+
+@pytest.mark.parametrize("text", [
+    "We are at the theoretical limit of the hardware.", "This loop cannot be improved further.",
+    "The kernel is memory-bound.", "Performance is bound by DRAM bandwidth.", "The tensor cores are saturated.",
+    "Going faster is impossible with this layout.", "There is no further room for improvement.",
+])
+def test_claimed_limits_are_detected(text):
+    found = claimed_limit(text, QuestionConfig().claimed_limit_patterns)
+    assert found and found["phrase"].lower() in text.lower() and found["sentence"]
+
+
+@pytest.mark.parametrize("text", [
+    "Let me try a larger tile.", "The bound check at the edge was wrong; fixed.", "The next step is to pipeline loads.",
+    None, "",
+])
+def test_ordinary_text_claims_no_limit(text):
+    assert claimed_limit(text, QuestionConfig().claimed_limit_patterns) is None
+
+
+def test_failure_signatures_ignore_numbers_and_paths():
+    a = failure_signature("eval wrong", "/tmp/ks-eval-1/x.cu:12: error 0x1f at 3.5")
+    b = failure_signature("eval wrong", "/tmp/ks-eval-9/y.cu:40: error 0x2a at 7.25")
+    assert a == b and failure_signature("shell", "x") != failure_signature("eval wrong", "x")
+
+
+class _Resp:
+    def __init__(self, content=None):
+        self.content = content
+
+
+def _step(n, evals=(), layer=None, content=None):
+    from kernelseek_suite.agents.agent import StepRecord
+    from kernelseek_suite.agents.context import EvalRecord
+    recs = [EvalRecord(i, e, "0" * 64, False, False, n) for i, e in enumerate(evals)]
+    return StepRecord(n, _Resp(content), [], recs, {layer: 1} if layer else {}, layer)
+
+
+def _ok(gm):
+    return Evaluation("ok", True, "baseline", 6, 6, geomean=gm)
+
+
+def test_plateau_counts_evaluations_without_a_meaningful_new_best():
+    det = DecisionDetector(QuestionConfig(plateau_evals=3, new_best_min_gain=0.05))
+    assert det.observe(_step(1, [_ok(1.0)])) == []
+    assert det.observe(_step(2, [_ok(1.02)])) == []         # +2%: not a new best at 5%
+    assert det.observe(_step(3, [Evaluation("wrong", False, "baseline", 6, 2)])) == []
+    found = det.observe(_step(4, [_ok(1.01)]))
+    assert [d.trigger for d in found] == ["plateau"] and found[0].evidence["evals_without_new_best"] == 3
+    det.answered("plateau")
+    assert det.observe(_step(5, [_ok(1.2)])) == []           # a real new best
+    assert det.state()["plateau_best"] == 1.2
+
+
+def test_layer_dwell_and_repeated_failure():
+    det = DecisionDetector(QuestionConfig(layer_dwell_steps=3, repeated_failure=2, plateau_evals=99))
+    assert det.observe(_step(1, layer="memory")) == []
+    assert det.observe(_step(2, layer=None)) == []            # a step in no layer does not break the run
+    assert det.observe(_step(3, layer="memory")) == []
+    found = det.observe(_step(4, layer="memory"))
+    assert found[0].trigger == "layer-dwell" and found[0].evidence == {"layer": "memory", "steps": 3, "from_step": 1}
+    bad = Evaluation("build_failed", False, "baseline", error="x.c:3: error: y undeclared")
+    assert det.observe(_step(5, [bad])) == []
+    found = det.observe(_step(6, [bad], content="It is impossible to go faster."))
+    assert [d.trigger for d in found] == ["claimed-limit", "repeated-failure"]
+
+
+def test_the_layer_classifier():
+    s = layers.scores("add __syncthreads() after the shared memory tile load; __launch_bounds__(128)")
+    assert {"synchronization", "memory", "registers"} <= set(s)
+    assert layers.dominant({"memory": 2, "numerics": 2}) == "memory"
+    assert layers.dominant({}) is None
+
+
+def test_elide_keeps_head_and_tail():
+    text = "a" * 1000 + "MIDDLE" + "z" * 1000
+    out = elide(text, 300)
+    assert out.startswith("a" * 100) and out.endswith("z" * 50) and "elided" in out and "MIDDLE" not in out
+    assert elide("short", 300) == "short"
+
+
+def test_workspace_paths_stay_inside(tmp_path):
+    ws = Workspace(tmp_path / "w", tmp_path / "s")
+    (ws.root / "a.c").write_text("x")
+    assert ws.resolve("a.c") == ws.root / "a.c"
+    assert ws.resolve(str(ws.root / "sub" / "b.c")) == ws.root / "sub" / "b.c"
+    os.symlink("/etc/passwd", ws.root / "link")
+    for bad in ("../s/x", "/etc/passwd", "link", "sub/../../x", ""):
+        with pytest.raises(ToolError):
+            ws.resolve(bad)
+
+
+def test_the_shell_times_out_and_leaves_nothing_running(tmp_path):
+    ws = Workspace(tmp_path / "w", tmp_path / "s")
+    t0 = time.monotonic()
+    r = ws.run("sleep 30 & echo $! > pid; sleep 30", 0.5)
+    assert r.timed_out and r.exit_code is None and time.monotonic() - t0 < 5
+    pid = int((ws.root / "pid").read_text())
+    time.sleep(0.1)
+    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+def test_the_shell_sees_no_secrets(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-hidden")
+    monkeypatch.setenv("SOME_TOKEN", "tok-hidden")
+    assert "OPENAI_API_KEY" not in scrubbed_env() and "SOME_TOKEN" not in scrubbed_env()
+    ws = Workspace(tmp_path / "w", tmp_path / "s")
+    out = ws.run("env", 10).output
+    assert "hidden" not in out and f"HOME={ws.scratch}/home" in out
+
+
+def test_snapshot_and_restore(tmp_path):
+    ws = Workspace(tmp_path / "w", tmp_path / "s")
+    (ws.root / "d").mkdir()
+    (ws.root / "d" / "f.c").write_text("one")
+    (ws.root / "g.c").write_text("two")
+    snap = ws.snapshot()
+    (ws.root / "g.c").write_text("changed")
+    (ws.root / "junk").write_text("junk")
+    ws.restore(snap)
+    assert ws.snapshot() == snap == {"d/f.c": b"one", "g.c": b"two"}
+
+
+def test_config_round_trips_through_a_dict():
+    cfg = RunConfig(task="cpu-attn", task_options={"goal": 3.0}, seed=5)
+    cfg.limits.max_evals = 7
+    cfg.questions.categories = ("information",)
+    again = RunConfig.from_dict(json.loads(json.dumps(cfg.to_dict())))
+    assert again == cfg
+    with pytest.raises(ValueError, match="unknown field"):
+        RunConfig.from_dict({"nonsense": 1})
+
+
+# ---------------------------------------------------------------- fa-fwd-sm90's evaluator, without a GPU
+
+FAKE_EVAL = r'''
+import json, sys
+from pathlib import Path
+from kernelseek_suite.results import ScenarioResult, append_jsonl, summarize
+args = sys.argv[1:]
+out = Path(args[args.index("--out") + 1])
+mode = Path(args[1]).read_text().strip()
+if mode == "build":
+    print(json.dumps({"status": "build_failed", "error": "ptxas error C7515"})); sys.exit(2)
+rows = [ScenarioResult("d64-h32kv32-s1024", "d64-h32kv32", 32, 1024, 1024, False, False, 1e12, "ok",
+                       ratio={"fa3": 0.5}),
+        ScenarioResult("d128-h16kv16-s2048", "d128-h16kv16", 16, 2048, 2048, False, False, 1e12,
+                       "ok" if mode == "ok" else "wrong", reason="" if mode == "ok" else "max err 3 > tol 0.01",
+                       ratio={"fa3": 2.0} if mode == "ok" else {})]
+for r in rows:
+    append_jsonl(out / "bench.jsonl", r)
+s = summarize(rows, "eval", "sm90", {"path": args[1], "sha256": "0"}, {}, ["fa3"])
+print(json.dumps(s)); sys.exit(0 if mode == "ok" else 1)
+'''
+
+
+@pytest.mark.parametrize("mode,status,correct,geomean", [
+    ("ok", "ok", True, 1.0), ("wrong", "wrong", False, 0.5), ("build", "build_failed", False, None)])
+def test_fa_task_reads_the_evaluator_output(tmp_path, mode, status, correct, geomean):
+    script = tmp_path / "fake_eval.py"
+    script.write_text(FAKE_EVAL)
+    task = make_task("fa-fwd-sm90", eval_command=f"{sys.executable} {script}")
+    kernel = tmp_path / "k.cu"
+    kernel.write_text(mode)
+    ev = task.evaluate(kernel, tmp_path / "out", 60)
+    assert (ev.status, ev.correct, ev.geomean) == (status, correct, geomean)
+    if mode == "wrong":
+        assert ev.scenarios_correct == 1 and ev.scenarios_total == 2
+        assert "d128-h16kv16-s2048: wrong max err 3 > tol 0.01" in ev.report()
+    if mode == "build":
+        assert "C7515" in ev.report()
+
+
+def test_fa_task_runs_the_real_evaluator(tmp_path):
+    """With the suite's own `kernelseek-suite eval` (exit 3 without a GPU)."""
+    from kernelseek_suite.gpu import list_gpus
+    task = make_task("fa-fwd-sm90")
+    assert task.kernel == "attn_fwd_ref.cu" and task.goal.baseline == "fa3"
+    ws = Workspace(tmp_path / "w", tmp_path / "s")
+    task.setup(ws)
+    cmd = task.command(ws.root / task.kernel, tmp_path / "out")
+    assert cmd[len(task.eval_prefix):] == ["eval", str(ws.root / task.kernel), "--arch", "sm90", "--json", "--out",
+                                           str(tmp_path / "out"), "--baseline", "fa3"]
+    if list_gpus():
+        pytest.skip("a GPU is present: the gpu test covers this")
+    ev = task.evaluate(ws.root / task.kernel, tmp_path / "out", 120)
+    assert ev.status == "no_gpu" and not ev.correct and "GPU" in ev.error
+
+
+@pytest.mark.gpu
+def test_selfcheck_on_the_gpu(tmp_path):
+    from kernelseek_suite.agents.selfcheck import main
+    assert main(["--task", "fa-fwd-sm90", "--trace", str(tmp_path / "t.jsonl")]) == 0
+
+
+def test_selfcheck_on_the_cpu_task(tmp_path, capsys):
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc")
+    from kernelseek_suite.agents.selfcheck import main
+    assert main(["--task", "cpu-attn", "--trace", str(tmp_path / "t.jsonl")]) == 0
+    out = capsys.readouterr().out
+    assert "SELFCHECK PASS" in out and "correct 6/6" in out
+    assert agents.validate_trace(tmp_path / "t.jsonl").ok
+
+
+# ---------------------------------------------------------------- trace validation
+
+def _minimal_trace():
+    env = {"time": "2026-01-01T00:00:00+00:00", "elapsed_s": 0.0, "step": 0}
+    start = {"type": "run_start", "seq": 0, **env, "schema_version": 1, "run_id": "r", "arm": "a",
+             "task": {"name": "t", "kernel": "k", "goal": {}}, "model": {"name": "m", "base_url": None, "sampling": {}},
+             "config": {}, "suite": {"version": "0", "git_sha": None},
+             "prompts": {"system_sha256": "", "task_sha256": "", "tools_sha256": ""}, "hardware": {}, "versions": {},
+             "seed": 1, "sandbox": {"sandbox": "none"}}
+    totals = {"steps": 0, "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, "cost": None, "evals": 0,
+              "retries": 0, "wall_s": 0.0}
+    ex = {"type": "exit", "seq": 1, **env, "reason": "limit", "message": "m", "goal_met": False, "limit": "steps"}
+    end = {"type": "run_end", "seq": 2, **env, "totals": totals, "best": None, "goal_met": False, "exit_reason": "limit"}
+    return [start, ex, end]
+
+
+def test_the_validator_accepts_a_minimal_trace_and_extensions():
+    events = _minimal_trace()
+    events.insert(1, {"type": "x-lesson", "seq": 1, "time": "t", "elapsed_s": 0, "step": 0, "text": "anything"})
+    for i, e in enumerate(events):
+        e["seq"] = i
+    errors, notes = validate_events(events)
+    assert errors == [] and notes == []
+
+
+@pytest.mark.parametrize("breakage,expected", [
+    (lambda ev: ev[1].pop("reason"), "'reason' is a required property"),
+    (lambda ev: ev[1].update(reason="bored"), "'bored' is not one of"),
+    (lambda ev: ev[2].update(seq=7), "seq 7 does not follow 1"),
+    (lambda ev: ev.insert(1, dict(ev[1], type="mystery")), "unknown event type 'mystery'"),
+    (lambda ev: ev.append(dict(ev[1], seq=3)), "only a resume may follow run_end"),
+    (lambda ev: ev.pop(0), "a trace starts with run_start"),
+])
+def test_the_validator_names_the_problem(breakage, expected):
+    events = _minimal_trace()
+    breakage(events)
+    errors, _ = validate_events(events)
+    assert any(expected in e for e in errors), errors
+
+
+def test_the_trace_schema_is_itself_valid():
+    from jsonschema import Draft202012Validator
+    Draft202012Validator.check_schema(trace_schema())
