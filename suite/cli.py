@@ -230,5 +230,11 @@ def report_cmd(result_dir):
         click.echo(line)
 
 
+from .reproduce.cli import COMMANDS as _REPRODUCE_COMMANDS  # noqa: E402
+
+for _cmd in _REPRODUCE_COMMANDS:
+    main.add_command(_cmd)
+
+
 if __name__ == "__main__":
     main()
