@@ -39,8 +39,7 @@ def heatmap(res: ArchResults, baseline: str, causal: bool, path: Path) -> Path |
     lo, hi = min(values + [0.99]), max(values + [1.01])
     fig, ax = plt.subplots(figsize=(8.5, 0.45 * len(hcs) + 1.8))
     data = [[math.nan if v is None else v for v in row] for row in grid]
-    cmap = plt.get_cmap("RdYlGn").copy()
-    cmap.set_bad("#d0d0d0")
+    cmap = plt.get_cmap("RdYlGn").with_extremes(bad="#d0d0d0")
     im = ax.imshow(data, cmap=cmap, norm=TwoSlopeNorm(vcenter=1.0, vmin=lo, vmax=hi), aspect="auto")
     for i, row in enumerate(grid):
         for j, v in enumerate(row):
@@ -71,7 +70,7 @@ def tflops_vs_seqlen(res: ArchResults, causal: bool, path: Path) -> Path | None:
     impls = ["kernel"] + [b for b in res.baselines if any(r.tflops.get(b) for r in rows)]
     ncol = 4
     nrow = math.ceil(len(hcs) / ncol)
-    fig, axes = plt.subplots(nrow, ncol, figsize=(4 * ncol, 2.9 * nrow), squeeze=False, sharex=True)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4 * ncol, 2.9 * nrow), squeeze=False)
     ceiling = res.ceiling_tflops
     for ax, hc in zip(axes.flat, hcs):
         mine = sorted((r for r in rows if r.head_config == hc), key=lambda r: r.seqlen_q)
@@ -84,6 +83,8 @@ def tflops_vs_seqlen(res: ArchResults, causal: bool, path: Path) -> Path | None:
         if ceiling:
             ax.axhline(ceiling, color="grey", linestyle="--", linewidth=0.8, label="bf16 GEMM")
         ax.set_xscale("log", base=2)
+        ax.set_xticks(SEQLENS, [f"{s // 1024}k" if s >= 1024 else str(s) for s in SEQLENS], fontsize=8)
+        ax.minorticks_off()
         ax.set_title(hc, fontsize=9)
         ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
