@@ -66,7 +66,7 @@ def measure(n: int, reps: int, warmup: int = 3, device: str = "cuda") -> GemmCei
             times.append((time.perf_counter() - t0) * 1e3)
         name = "cpu"
     med = statistics.median(times)
-    return GemmCeiling(round(2 * n ** 3 / (med * 1e-3) / 1e12, 2), med, min(times), max(times), n, reps, name,
+    return GemmCeiling(2 * n ** 3 / (med * 1e-3) / 1e12, med, min(times), max(times), n, reps, name,
                        torch.__version__)
 
 
