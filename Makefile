@@ -43,6 +43,7 @@ endif
 
 # CI: the Dockerfiles' digests and labels, and each pinned Python set resolving (pip --dry-run)
 check-containers: setup
+	$(PY) -m pip install -q "pip>=24"
 	$(VENV)/bin/kernelseek-suite container check --resolve
 
 clean:

@@ -79,10 +79,23 @@ def _pip(args: list[str], timeout: float) -> subprocess.CompletedProcess:
         raise LockError(f"pip did not finish within {timeout:.0f} s: {' '.join(cmd[:6])} ...") from e
 
 
+MIN_PIP = (24, 0)   # older pips judge requires-python by the running interpreter under fast-deps
+
+
+def _check_pip() -> None:
+    from importlib.metadata import version
+
+    have = tuple(int(x) for x in re.findall(r"\d+", version("pip"))[:2])
+    if have < MIN_PIP:
+        raise LockError(f"pip {version('pip')} is too old to resolve for another Python: "
+                        f"{sys.executable} -m pip install 'pip>={MIN_PIP[0]}'")
+
+
 def dry_run(requirements: list[str], timeout: float = 900, extra: list[str] = ()) -> list[dict]:
     """pip's resolution for the image's target, without installing or downloading wheels in full.
     pip runs `--isolated` (no pip.conf, no PIP_* variables: the index is PyPI, as in the image's
     build). Returns the report's `install` entries."""
+    _check_pip()
     with tempfile.TemporaryDirectory(prefix="ks-lock-") as tmp:
         report = Path(tmp) / "report.json"
         args = ["--isolated", "install", "--dry-run", "--ignore-installed", "--use-feature=fast-deps", "--quiet",
