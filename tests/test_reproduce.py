@@ -172,3 +172,55 @@ def _has(arch):
         return True
     except NoGPUError:
         return False
+
+
+def test_run_native_end_to_end_with_the_gpu_parts_stood_in(tmp_path, monkeypatch):
+    """The CPU-side counterpart of the GPU test: bench and the GEMM child replaced by stand-ins that
+    write what they would; everything else (records, provenance of the image, report) is real."""
+    from synthetic_results import make_rows
+
+    from kernelseek_suite import bench
+    from kernelseek_suite.reproduce.gemm import GemmCeiling
+
+    monkeypatch.setattr("kernelseek_suite.gpu.require_gpu", lambda arch, index=0, gpus=None: None)
+    ceilings = iter([650.0, 672.0])
+    monkeypatch.setattr("kernelseek_suite.reproduce.gemm.measure_in_child",
+                        lambda idx, reps: GemmCeiling(next(ceilings), 1.6, 1.5, 1.7, 8192, reps, "H200", "2.11.0"))
+    seen = {}
+
+    def fake_run_bench(req, on_row=None, on_start=None):
+        seen["req"] = req
+        out = Path(req.out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        rows = make_rows()
+        with open(out / "bench.jsonl", "w") as f:
+            f.writelines(json.dumps(r.to_dict()) + "\n" for r in rows)
+        prov = {"gpu_name": "NVIDIA H200", "arch": req.arch, "baselines": req.baselines, "kernel": str(req.kernel)}
+        (out / "provenance.json").write_text(json.dumps(prov))
+        return bench.write_outputs(out, rows, req.baselines, req.arch, "bench", str(req.kernel), "f" * 64, prov)
+    monkeypatch.setattr(bench, "run_bench", fake_run_bench)
+    image = {"tag": "kernelseek-suite:sm90-abc", "id": "sha256:" + "1" * 64, "base": "nvidia/cuda:13.0.1@sha256:x"}
+    monkeypatch.setenv(pipeline.IMAGE_ENV, json.dumps(image))
+
+    root = _checkout(tmp_path)
+    out = pipeline.run_native(ReproduceRequest(arch="sm90", root=root, seed=11))
+    res_dir = root / "results" / "sm90"
+    assert out.exit_code == 0 and out.status == "measured" and out.out == res_dir and out.runtime == "docker"
+    req = seen["req"]
+    # the reference kernel stands in for the missing sm90 kernel, beside every sm90 baseline
+    assert req.kernel == root / config.REFERENCE_KERNEL and req.baselines == ["fa3", "fa4", "cudnn"]
+    assert req.extended and req.grid and req.seed == 11 and req.out_dir == res_dir / "attn_fwd_ref"
+    record = json.loads((res_dir / "reproduce.json").read_text())
+    assert record["status"] == "measured" and record["run"] == "attn_fwd_ref" and record["runtime"] == "docker"
+    assert "is not in this checkout" in record["stand_in"] and record["wall_s"] >= 0
+    assert record["head_to_head"]["status"].startswith("skipped")
+    assert record["image"]["tag"] == image["tag"]
+    ceiling = json.loads((res_dir / "gemm_ceiling.json").read_text())
+    assert (ceiling["tflops"], ceiling["before_tflops"], ceiling["after_tflops"]) == (672.0, 650.0, 672.0)
+    # the image is in the provenance of the numbers, and in the re-rendered summary
+    prov = json.loads((res_dir / "attn_fwd_ref" / "provenance.json").read_text())
+    summary = json.loads((res_dir / "attn_fwd_ref" / "summary.json").read_text())
+    assert prov["container"]["id"] == image["id"] and summary["provenance"]["container"]["id"] == image["id"]
+    report = out.report.read_text()
+    assert "672 TFLOP/s" in report and "kernelseek-suite:sm90-abc" in report and "stands in" not in report
+    assert "the reference kernel" in report and "benched in its place" in report
