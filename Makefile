@@ -1,5 +1,5 @@
 # kernelseek-suite: `make test` runs the tests; `make reproduce ARCH=sm90` regenerates results/.
-#   make reproduce ARCH=sm90 [RUNTIME=auto|docker|native] [WHEELHOUSE=DIR] [OUT=DIR]
+#   make reproduce ARCH=sm90 [RUNTIME=auto|docker|native] [WHEELHOUSE=DIR] [OUT=DIR] [RESUME=1]
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -10,7 +10,8 @@ TORCH_SPEC ?= torch==2.13.0
 RUNTIME ?= auto
 WHEELHOUSE ?=
 OUT ?=
-REPRODUCE_FLAGS = --arch $(ARCH) --runtime $(RUNTIME) $(if $(OUT),--out $(OUT))
+RESUME ?=
+REPRODUCE_FLAGS = --arch $(ARCH) --runtime $(RUNTIME) $(if $(OUT),--out $(OUT)) $(if $(RESUME),--resume)
 
 .PHONY: setup test test-gpu reproduce check-containers clean
 

@@ -224,3 +224,52 @@ def test_run_native_end_to_end_with_the_gpu_parts_stood_in(tmp_path, monkeypatch
     report = out.report.read_text()
     assert "672 TFLOP/s" in report and "kernelseek-suite:sm90-abc" in report and "stands in" not in report
     assert "the reference kernel" in report and "benched in its place" in report
+
+
+def test_an_interrupted_run_resumes(tmp_path, monkeypatch):
+    """A run cut short (a time limit, a lost session) continues with --resume: the rows and the
+    first GEMM ceiling already measured are kept, the restart is recorded."""
+    from synthetic_results import make_rows
+
+    from kernelseek_suite import bench
+    from kernelseek_suite.reproduce.gemm import GemmCeiling
+
+    monkeypatch.setattr("kernelseek_suite.gpu.require_gpu", lambda arch, index=0, gpus=None: None)
+    measured = []
+
+    def ceiling(idx, reps):
+        measured.append(1)
+        return GemmCeiling(600.0 + len(measured), 1.6, 1.5, 1.7, 8192, reps, "H200", "2.11.0")
+    monkeypatch.setattr("kernelseek_suite.reproduce.gemm.measure_in_child", ceiling)
+    asked = []
+
+    def interrupted(req, on_row=None, on_start=None):
+        asked.append(req.resume)
+        raise KeyboardInterrupt
+    monkeypatch.setattr(bench, "run_bench", interrupted)
+    root = _checkout(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        pipeline.run_native(ReproduceRequest(arch="sm90", root=root))
+    res = root / "results" / "sm90"
+    first = json.loads((res / "reproduce.json").read_text())
+    assert first["status"] == "running" and measured == [1]
+
+    def finish(req, on_row=None, on_start=None):
+        asked.append(req.resume)
+        out = Path(req.out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        rows = make_rows()
+        (out / "bench.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in rows))
+        prov = {"gpu_name": "NVIDIA H200", "arch": req.arch, "baselines": req.baselines}
+        (out / "provenance.json").write_text(json.dumps(prov))
+        return bench.write_outputs(out, rows, req.baselines, req.arch, "bench", str(req.kernel), "f" * 64, prov)
+    monkeypatch.setattr(bench, "run_bench", finish)
+    (res / "attn_fwd_ref").mkdir()
+    (res / "attn_fwd_ref" / "bench.jsonl").write_text("")      # what the cut-short sweep left
+    out = pipeline.run_native(ReproduceRequest(arch="sm90", root=root, resume=True))
+    assert asked == [False, True] and measured == [1, 1]    # the "before" ceiling was not measured again
+    rec = json.loads((res / "reproduce.json").read_text())
+    assert rec["date_start"] == first["date_start"] and len(rec["resumed"]) == 1 and rec["status"] == "measured"
+    c = json.loads((res / "gemm_ceiling.json").read_text())
+    assert (c["before_tflops"], c["after_tflops"], c["tflops"]) == (601.0, 602.0, 602.0)
+    assert "resumed 1 time(s)" in out.report.read_text()

@@ -48,8 +48,13 @@ def _provenance_lines(res: ArchResults, status: str) -> list[str]:
         image = rec.get("image") or p.get("container") or {}
         where = f"container `{image.get('tag')}` (image {image.get('id', '?')[:19]}, base " \
                 f"`{image.get('base')}`)" if runtime == "docker" else "natively"
+        resumed = rec.get("resumed") or []
+        wall = _span(rec.get("date_start"), rec.get("date_end")) if resumed else rec.get("wall_s")
         lines.append(f"- **Run**: `{rec.get('command', 'kernelseek-suite reproduce')}` {where}, "
-                     f"wall time {_duration(rec.get('wall_s'))}.")
+                     f"wall time {_duration(wall)}" + (f" from the first start to the end, resumed {len(resumed)} "
+                                                       f"time(s)" if resumed else "") +
+                     (f"; the scenarios themselves took {_duration(rec['sweep_s'])}" if rec.get("sweep_s") else "")
+                     + ".")
     if res.ceiling:
         c = res.ceiling
         lines.append(f"- **bf16 GEMM ceiling**: {c['tflops']:.0f} TFLOP/s ({c.get('n')}^3, torch.matmul on random "
@@ -64,6 +69,15 @@ def _clocks(c: dict | None) -> str:
     if not c:
         return "?"
     return f"SM {c.get('sm_mhz')}/{c.get('max_sm_mhz')} MHz, {c.get('temperature_c')} C"
+
+
+def _span(start: str | None, end: str | None) -> float | None:
+    import datetime as dt
+
+    try:
+        return (dt.datetime.fromisoformat(end) - dt.datetime.fromisoformat(start)).total_seconds()
+    except (TypeError, ValueError):
+        return None
 
 
 def _num(x) -> str:

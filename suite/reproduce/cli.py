@@ -30,9 +30,10 @@ def _say(msg: str) -> None:
 @click.option("--scenarios", "pattern", default=None, help="a glob filter, for a quick partial sweep")
 @click.option("--no-extended", is_flag=True, help="skip the extended correctness set")
 @click.option("--rebuild-image", is_flag=True, help="build the image even if this checkout's exists")
+@click.option("--resume", is_flag=True, help="continue an interrupted run in --out (measured rows are kept)")
 @click.option("--root", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
               help="the checkout (default: the one the suite runs from)")
-def reproduce_cmd(arch, runtime, out, gpu_index, seed, pattern, no_extended, rebuild_image, root):
+def reproduce_cmd(arch, runtime, out, gpu_index, seed, pattern, no_extended, rebuild_image, resume, root):
     """Regenerate results/<arch>/ end to end: GEMM ceiling, the 182 scenarios and the extended set
     beside the baselines, the head-to-head where traces exist, and REPORT.md with plots and tables.
 
@@ -44,7 +45,7 @@ def reproduce_cmd(arch, runtime, out, gpu_index, seed, pattern, no_extended, reb
 
     req = ReproduceRequest(arch=arch, runtime=runtime, root=(root or config.REPO_ROOT).resolve(), out=out,
                            gpu_index=gpu_index, seed=seed, scenario_filter=pattern, extended=not no_extended,
-                           rebuild_image=rebuild_image)
+                           rebuild_image=rebuild_image, resume=resume)
     outcome = _run_with_progress(lambda **kw: reproduce(req, _say, **kw), f"reproduce {arch}")
     for m in outcome.messages:
         click.echo(m)

@@ -265,6 +265,8 @@ def run_in_container(req, notify=lambda m: None, cli=None):
         cmd += ["--scenarios", req.scenario_filter]
     if not req.extended:
         cmd += ["--no-extended"]
+    if req.resume:
+        cmd += ["--resume"]
     recorded = {k: info[k] for k in ("tag", "id", "repo_digests", "base", "labels", "built", "build_s", "size_bytes")}
     env = {IMAGE_ENV: json.dumps(recorded), "HOME": "/tmp", "KERNELSEEK_GIT_SHA": git_sha(root) or "unknown"}
     notify(f"container: {info['tag']} on GPU {req.gpu_index}, results -> {out}")

@@ -43,6 +43,7 @@ class ReproduceRequest:
     extended: bool = True
     ceiling_reps: int = config.GEMM_CEILING_REPS
     rebuild_image: bool = False
+    resume: bool = False                # continue an interrupted run in `out` (rows already measured are kept)
 
     def results_dir(self) -> Path:
         return Path(self.out) if self.out else Path(self.root) / "results" / self.arch
@@ -104,6 +105,13 @@ def _ceiling(req: ReproduceRequest, notify: Notify, when: str) -> dict:
         return {"error": str(e)}
 
 
+def _read(path: Path) -> dict:
+    try:
+        return json.loads(Path(path).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
 def ceiling_record(before: dict, after: dict) -> dict:
     """The ceiling the report divides by is the higher of the two medians: what the GPU showed it
     can do in this run."""
@@ -130,19 +138,26 @@ def run_native(req: ReproduceRequest, notify: Notify = _quiet, on_row=None, on_s
     baselines = list(config.REPRODUCE[req.arch]["baselines"])
     image = json.loads(os.environ[IMAGE_ENV]) if os.environ.get(IMAGE_ENV) else None
     t0 = time.time()
+    previous = _read(out / RECORD) if req.resume else {}
     record = {"arch": req.arch, "status": "running", "runtime": "docker" if image else "native",
               "command": f"kernelseek-suite reproduce --arch {req.arch}", "date_start": _now(),
               "kernel": str(plan.kernel.relative_to(req.root)), "stand_in": plan.stand_in,
               "missing_kernels": plan.missing, "run": plan.kernel.stem, "baselines": baselines,
-              "scenario_filter": req.scenario_filter, "image": image}
+              "scenario_filter": req.scenario_filter, "image": image, "resumed": []}
+    if previous.get("run") == record["run"]:   # resuming: the first start counts, each restart is noted
+        record.update(date_start=previous.get("date_start"), resumed=previous.get("resumed", []) + [_now()])
     (out / RECORD).write_text(json.dumps(record, indent=1))
 
-    before = _ceiling(req, notify, "before")
+    before = _read(out / CEILING).get("before") if req.resume else None
+    if not before:
+        before = _ceiling(req, notify, "before")
+        (out / CEILING).write_text(json.dumps({"before": before}, indent=1))
     run_dir = out / plan.kernel.stem
     notify(f"bench: {record['kernel']} on {req.arch} beside {', '.join(baselines)} -> {run_dir}")
     summary = run_bench(BenchRequest(kernel=plan.kernel, arch=req.arch, baselines=baselines,
                                      scenario_filter=req.scenario_filter, extended=req.extended,
-                                     out_dir=run_dir, seed=req.seed, gpu_index=req.gpu_index),
+                                     out_dir=run_dir, seed=req.seed, gpu_index=req.gpu_index,
+                                     resume=req.resume and (run_dir / "bench.jsonl").exists()),
                         on_row=on_row, on_start=on_start)
     after = _ceiling(req, notify, "after")
     (out / CEILING).write_text(json.dumps(ceiling_record(before, after), indent=1))
@@ -153,7 +168,9 @@ def run_native(req: ReproduceRequest, notify: Notify = _quiet, on_row=None, on_s
         prov_path.write_text(json.dumps(prov, indent=1))
         summary = rerender(run_dir)
     record["head_to_head"] = head_to_head(req.root, notify)
-    record.update(status=MEASURED, date_end=_now(), wall_s=round(time.time() - t0, 1))
+    from ..results import read_jsonl
+    sweep_s = sum(r.wall_s for r in read_jsonl(run_dir / "bench.jsonl"))
+    record.update(status=MEASURED, date_end=_now(), wall_s=round(time.time() - t0, 1), sweep_s=round(sweep_s, 1))
     (out / RECORD).write_text(json.dumps(record, indent=1))
     rendered = render(out)
     ok = summary["scenarios_correct"] == summary["scenarios_total"] and \
