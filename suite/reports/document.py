@@ -55,7 +55,7 @@ def _provenance_lines(res: ArchResults, status: str) -> list[str]:
                                                        f"time(s)" if resumed else "") +
                      (f"; the scenarios themselves took {_duration(rec['sweep_s'])}" if rec.get("sweep_s") else "")
                      + ".")
-    if res.ceiling:
+    if res.ceiling_tflops:
         c = res.ceiling
         lines.append(f"- **bf16 GEMM ceiling**: {c['tflops']:.0f} TFLOP/s ({c.get('n')}^3, torch.matmul on random "
                      f"data, median of {c.get('reps')} runs; before the sweep {_num(c.get('before_tflops'))}, "

@@ -268,14 +268,16 @@ def run_in_container(req, notify=lambda m: None, cli=None):
     if req.resume:
         cmd += ["--resume"]
     recorded = {k: info[k] for k in ("tag", "id", "repo_digests", "base", "labels", "built", "build_s", "size_bytes")}
-    env = {IMAGE_ENV: json.dumps(recorded), "HOME": "/tmp", "KERNELSEEK_GIT_SHA": git_sha(root) or "unknown"}
+    # the host uid has no passwd entry in the image: HOME and USER keep caches and getpass() working
+    env = {IMAGE_ENV: json.dumps(recorded), "HOME": "/tmp", "USER": "kernelseek", "LOGNAME": "kernelseek",
+           "KERNELSEEK_GIT_SHA": git_sha(root) or "unknown"}
     notify(f"container: {info['tag']} on GPU {req.gpu_index}, results -> {out}")
     try:
         container = cli.containers.run(
             info["tag"], cmd, detach=True, environment=env, user=f"{os.getuid()}:{os.getgid()}",
             device_requests=[DeviceRequest(device_ids=[str(req.gpu_index)], capabilities=[["gpu"]])],
             volumes={str(out.parent): {"bind": f"{WORKDIR}/results", "mode": "rw"}},
-            network_mode="none", ipc_mode="host", init=True)
+            network_mode="none", shm_size="8g", init=True)
     except docker.errors.APIError as e:
         raise ContainerError(explain(e)) from e
     try:

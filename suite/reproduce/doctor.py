@@ -82,7 +82,11 @@ def image_cuda(arch: str, root: Path = config.REPO_ROOT) -> str | None:
     """The CUDA version of the architecture's image, from its FROM tag (e.g. 13.0.1)."""
     from .containers import base_images, dockerfile
 
-    for b in base_images(dockerfile(arch, root)):
+    try:
+        bases = base_images(dockerfile(arch, root))
+    except ImportError:  # dockerfile-parse comes with the [docker] extra
+        return None
+    for b in bases:
         m = b.image and re.match(r"(\d+\.\d+(\.\d+)?)", b.image.tag)
         if m:
             return m.group(1)
