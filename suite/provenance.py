@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import importlib.metadata
-import os
 import platform
 import socket
 import subprocess
@@ -24,9 +23,9 @@ def git_sha(root=config.REPO_ROOT) -> str | None:
                              timeout=10).stdout.strip()
         dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
                                capture_output=True, text=True, timeout=10).stdout.strip()
-        return (sha + ("-dirty" if dirty else "")) if sha else os.environ.get("KERNELSEEK_GIT_SHA")
-    except Exception:  # no git (inside the container): the runner passes the checkout's commit
-        return os.environ.get("KERNELSEEK_GIT_SHA")
+        return (sha + ("-dirty" if dirty else "")) if sha else None
+    except Exception:
+        return None
 
 
 def package_version(name: str) -> str | None:
