@@ -85,3 +85,12 @@ def test_missing_baseline_says_why(tmp_path):
     rows = make_rows(ratio=lambda s, b: None if b == "fa4" else 1.0)
     text = render(write_results(tmp_path, rows)).report.read_text()
     assert "vs fa4: no ratio measured (unsupported (synthetic))" in text
+
+
+def test_without_matplotlib_the_report_still_renders(tmp_path, monkeypatch):
+    from kernelseek_suite.reports import plots
+    monkeypatch.setattr(plots, "available", lambda: False)
+    out = render(write_results(tmp_path))
+    text = out.report.read_text()
+    assert out.plots == [] and "Not drawn: matplotlib is not installed" in text
+    assert (tmp_path / "tables" / "scenarios.csv").exists()

@@ -126,7 +126,9 @@ def render(root: Path, out: Path | None = None, status: str = MEASURED, extra: l
     written = []
     for t in (t_scen, t_geo, t_ext):
         written += t.write(out / "tables")
-    figs = plots.render_all(res, out / "plots")
+    # a run that measured for an hour must not be lost to a missing plotting library: the report
+    # says so and `kernelseek-suite render` draws them later
+    figs = plots.render_all(res, out / "plots") if plots.available() else {}
 
     title = f"# Results: {res.arch}, {res.provenance.get('gpu_name') or 'GPU'}"
     parts = [title, ""]
@@ -140,6 +142,9 @@ def render(root: Path, out: Path | None = None, status: str = MEASURED, extra: l
     parts += extra or []
     parts += ["## Geometric means", "Over the correct timed scenarios of each group; ratio = baseline time / "
               "kernel time (> 1: the kernel is faster).", "", t_geo.markdown(), ""]
+    if not plots.available():
+        parts += ["## Plots", "Not drawn: matplotlib is not installed here (`pip install 'kernelseek-suite[report]'`, "
+                  "then `kernelseek-suite render` on this folder).", ""]
     if figs:
         parts.append("## Plots")
         for name, p in figs.items():

@@ -103,6 +103,14 @@ def tflops_vs_seqlen(res: ArchResults, causal: bool, path: Path) -> Path | None:
     return path
 
 
+def available() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
 def render_all(res: ArchResults, folder: Path) -> dict[str, Path]:
     """Every plot there is data for, keyed by a short name; old PNGs in `folder` are removed first
     so nothing stale is left beside a fresh report."""

@@ -6,8 +6,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import requests
-
 ACCEPT = ", ".join((
     "application/vnd.oci.image.index.v1+json",
     "application/vnd.docker.distribution.manifest.list.v2+json",
@@ -56,7 +54,7 @@ def parse_ref(ref: str) -> ImageRef:
     return ImageRef(registry, path, tag, digest)
 
 
-def _bearer_token(session: requests.Session, challenge: str, repository: str, timeout: float) -> str:
+def _bearer_token(session, challenge: str, repository: str, timeout: float) -> str:
     params = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
     realm = params.pop("realm", None)
     if not realm:
@@ -72,10 +70,11 @@ def _bearer_token(session: requests.Session, challenge: str, repository: str, ti
     return token
 
 
-def resolve_digest(ref: str | ImageRef, base_url: str | None = None, timeout: float = 20,
-                   session: requests.Session | None = None) -> str:
+def resolve_digest(ref: str | ImageRef, base_url: str | None = None, timeout: float = 20, session=None) -> str:
     """The digest the tag points to now. `base_url` replaces https://<registry host> (tests use a
     registry on loopback)."""
+    import requests  # comes with the Docker SDK ([docker] extra)
+
     img = parse_ref(ref) if isinstance(ref, str) else ref
     s = session or requests.Session()
     url = f"{base_url or 'https://' + img.api_host}/v2/{img.repository}/manifests/{img.tag}"
