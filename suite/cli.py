@@ -249,5 +249,11 @@ def report_cmd(result_dir):
 from .agents.cli import register as _register_agent_commands  # noqa: E402
 _register_agent_commands(main)
 
+from .reproduce.cli import COMMANDS as _REPRODUCE_COMMANDS  # noqa: E402
+
+for _cmd in _REPRODUCE_COMMANDS:
+    main.add_command(_cmd)
+
+
 if __name__ == "__main__":
     main()

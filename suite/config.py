@@ -115,3 +115,17 @@ SANITIZE_SUBSET = {
     "racecheck": ("ext-d128-h16kv4-b3-q17-k17", "ext-d64-h32kv8-b3-q113-k113-causal"),
 }
 SANITIZER_TIMEOUT_S = 900.0
+
+# `reproduce`: the kernel each architecture is judged by (the reference kernel stands in while it
+# does not exist), the baselines it runs beside (the first is the one the claims are about), the
+# container that pins the software, and the GEMM that measures the GPU's ceiling in the same run.
+REFERENCE_KERNEL = "kernels/reference/attn_fwd_ref.cu"
+REPRODUCE = {
+    "sm90": {"kernel": "kernels/hopper/flash_fwd_sm90.cu", "baselines": ("fa3", "fa4", "cudnn"),
+             "container": "containers/sm90"},
+    "sm100": {"kernel": "kernels/blackwell/flash_fwd_sm100.cu", "baselines": ("fa4", "cudnn"),
+              "container": "containers/sm100"},
+}
+GEMM_CEILING_N = 8192            # bf16 C = A @ B with A, B of n x n, random data
+GEMM_CEILING_REPS = 30
+VERIFY_TOLERANCE = 0.05          # run-to-run spread on one warm H200 was about 3%
