@@ -1,28 +1,32 @@
 // flash_fwd_sm90.cu -- a single-file FlashAttention forward kernel for Hopper (sm_90a).
 //
 // DESIGN
-//   Persistent grid of one CTA per SM. A CTA is 1 producer warpgroup + CWG consumer warpgroups of
-//   64 query rows each (tile BM = 64 * CWG). The producer's elected thread takes tiles from a global
-//   atomic counter (dynamic scheduling: sections of (batch, head) pairs whose K/V fit in L2 together,
-//   the longest causal m_blocks first inside a section), announces each tile to the consumers
-//   through a two-slot shared-memory ring guarded by mbarriers, and issues TMA loads
-//   (cp.async.bulk.tensor, 4-D maps over (headdim, seqlen, heads, batch), so a box never spills into
-//   the next head or batch) into 128-byte-swizzled shared memory in 64-column chunks: Q once per
-//   tile, K and V through separate STAGES-deep full/empty mbarrier pipelines.
-//   Registers move to the consumers with setmaxnreg (producer 32; consumers 240 with 2 warpgroups,
-//   160 with 3).
-//   Consumers: S = Q K^T with wgmma SS (K-major); online softmax in the exp2 domain, the scale folded
-//   into one FFMA, row statistics reduced across the quad; P converted in registers (the fp32
+//   Persistent grid of one CTA per SM; tiles (m_block, head, batch) are taken round-robin in
+//   head-major order (the m_blocks of one head adjacent, longest causal block first), so the CTAs
+//   running at one time share the K/V of a few heads in L2.
+//   A CTA is 1 producer warpgroup + CWG consumer warpgroups of 64 query rows each (BM = 64 * CWG).
+//   The producer's elected thread issues TMA loads (cp.async.bulk.tensor, 4-D maps over (headdim,
+//   seqlen, heads, batch), so a box never spills into the next head or batch) into 128-byte-swizzled
+//   shared memory in 64-column chunks: Q once per tile (q_full / q_empty mbarriers), K and V through
+//   separate STAGES-deep full/empty mbarrier pipelines. setmaxnreg moves registers to the consumers
+//   (producer 24; consumers 240 with 2 warpgroups, 160 with 3).
+//   Consumers: S = Q K^T with wgmma SS (K-major); online softmax in the exp2 domain with the scale
+//   folded into one FFMA, row statistics reduced across the quad; P converted in registers (the fp32
 //   accumulator layout is the bf16 A-operand layout) and O += P V with wgmma RS, V read MN-major.
-//   Intra-warpgroup overlap: S(i) and O += P(i-1) V(i-1) are issued back to back, and the softmax of
-//   S(i) runs while the PV GEMM is in flight. KV blocks are visited last to first, so the masked
-//   blocks (sequence tail, causal diagonal) come first; rows with nothing to attend give 0 and
-//   LSE -inf. O is written from registers.
-//   Tiles (BM x BN, consumer warpgroups, stages): d64 192x128 (3, 2); d96 128x128 (2, 2; d padded
-//   to 128 in shared memory and the PV GEMM); d128 128x128 (2, 2); d256 128x80 (2, 2);
+//   Intra-warpgroup overlap: S(i) and O += P(i-1) V(i-1) are issued back to back under one
+//   wgmma.fence, and the softmax of S(i) runs while the PV GEMM is in flight. KV blocks are visited
+//   last to first, so the masked blocks (sequence tail, causal diagonal) come first; rows with
+//   nothing to attend give 0 and LSE -inf. O and LSE are written from registers.
+//   Tiles (BM x BN, consumer warpgroups, stages): d64 192x128 (3, 2); d96 128x128 (2, 2; d padded to
+//   128 in shared memory and in the PV GEMM); d128 128x128 (2, 2); d256 128x80 (2, 2);
 //   d192/128 128x128 (2, 2).
 //
-// MEASURED STANDING: not measured yet.
+// MEASURED STANDING (kernelseek-suite bench, NVIDIA H200, driver 580.159.04, 2026-12-02, harness at
+//   commit e2daef9, this file's code below the header unchanged; results/sm90/flash_fwd_sm90/):
+//   correct on 182/182 scenarios and 316/316 of the extended set; geometric mean of the speed ratio
+//   vs FA3 (fa3-fwd 0.0.3) 0.842x, slowest 0.530x (d64-h32kv8-s4096-causal); vs cuDNN 0.951x.
+//   Non-causal 0.930x, causal 0.763x vs FA3: static scheduling leaves causal tiles unbalanced
+//   (see kernels/hopper/NOTES.md).
 //
 // Implements the kernelseek-suite kernel contract (ABI 1): see the README, "The kernel contract".
 #include <cuda.h>
@@ -319,12 +323,11 @@ struct Config {
   static constexpr int K_BYTES = BN * DQK_PAD * 2;      // one stage
   static constexpr int V_BYTES = BN * DV_PAD * 2;
   static constexpr int TILE_BYTES = Q_BYTES + STAGES * (K_BYTES + V_BYTES);
-  static constexpr int SMEM_BYTES = TILE_BYTES + 256 + 1024;
-  static_assert(8 * (6 + 4 * STAGES) <= 256, "barrier area");  // barriers, and slack for 1024-B alignment
+  static constexpr int SMEM_BYTES = TILE_BYTES + 256 + 1024;  // barriers, and slack for 1024-B alignment
   static constexpr int THREADS = 128 * (CWG + 1);
   static constexpr int CONSUMER_WARPS = 4 * CWG;
   // registers per thread after setmaxnreg: the producer gives its share to the consumers
-  static constexpr int REGS_PRODUCER = 32, REGS_CONSUMER = CWG == 2 ? 240 : 160;
+  static constexpr int REGS_PRODUCER = 24, REGS_CONSUMER = CWG == 2 ? 240 : 160;
   static_assert(REGS_PRODUCER * 128 + REGS_CONSUMER * 128 * CWG <= 65536, "register file");
   static_assert(BN % 16 == 0 && BN <= 256, "BN");
   static_assert(SMEM_BYTES <= 232448, "shared memory budget of an sm90 CTA");
@@ -337,23 +340,19 @@ struct DeviceParams {
   int64_t lse_batch_stride, lse_head_stride;
   int seqlen_q, seqlen_k, heads_q, group, batch;  // group = heads_q / heads_kv
   int causal, m_blocks;
-  int section;        // (batch, head) pairs whose tiles are scheduled together (their K/V share L2)
-  int* tile_counter;  // dynamic scheduler: zeroed before each launch
   float scale, scale_log2;
 };
 
 // ------------------------------------------------------------------------------ the kernel
-// Tiles are (m_block, head, batch) triples, handed out dynamically: a CTA takes the next tile
-// index from a global atomic counter. Tile indices run over sections of `section` (batch, head)
-// pairs whose K/V fit in L2 together; inside a section the longest (causal) m_blocks come first.
+// Tiles are (m_block, head, batch) triples. A persistent grid of one CTA per SM takes them
+// round-robin in head-major order, the m_blocks of one head adjacent and longest (causal) first:
+// the CTAs running at one time share the K/V of a few heads in L2 instead of streaming all of them.
 struct Tile {
   int m_block, h, b;
 };
 __device__ __forceinline__ Tile tile_at(int t, const DeviceParams& p) {
-  const int per_section = p.section * p.m_blocks;
-  const int sec = t / per_section, r = t % per_section;
-  const int bh = sec * p.section + r % p.section;
-  return Tile{p.m_blocks - 1 - r / p.section, bh % p.heads_q, bh / p.heads_q};
+  const int bh = t / p.m_blocks;
+  return Tile{p.m_blocks - 1 - t % p.m_blocks, bh % p.heads_q, bh / p.heads_q};
 }
 
 template <class C>
@@ -445,10 +444,6 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   const uint32_t sV = sK + C::STAGES * C::K_BYTES;        // + stage * V_BYTES
   const uint32_t bars = sQ + C::TILE_BYTES;
   const uint32_t q_full = bars, q_empty = bars + 8;
-  // a ring of two tile slots: the producer announces the next tile, the consumers read it
-  auto tile_full = [&](int i) { return bars + 8 * (2 + 4 * C::STAGES + i); };
-  auto tile_empty = [&](int i) { return bars + 8 * (4 + 4 * C::STAGES + i); };
-  __shared__ int tile_slot[2];
   auto k_full = [&](int s) { return bars + 8 * (2 + s); };
   auto k_empty = [&](int s) { return bars + 8 * (2 + C::STAGES + s); };
   auto v_full = [&](int s) { return bars + 8 * (2 + 2 * C::STAGES + s); };
@@ -466,10 +461,6 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       mbar_init(k_empty(s), C::CONSUMER_WARPS);
       mbar_init(v_empty(s), C::CONSUMER_WARPS);
     }
-    for (int i = 0; i < 2; ++i) {
-      mbar_init(tile_full(i), 1);
-      mbar_init(tile_empty(i), C::CONSUMER_WARPS);
-    }
     fence_barrier_init();
     fence_proxy_async();
   }
@@ -480,40 +471,33 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     regs_dealloc<C::REGS_PRODUCER>();
     if (threadIdx.x == 0) {
       int kv_it = 0, q_it = 0;
-      for (int j = 0, t = blockIdx.x;; ++j) {
-        mbar_wait(tile_empty(j & 1), ((j >> 1) & 1) ^ 1);
-        tile_slot[j & 1] = t;
-        mbar_arrive(tile_full(j & 1));
-        if (t >= num_tiles) break;
+      for (int t = blockIdx.x; t < num_tiles; t += gridDim.x) {
         const Tile tile = tile_at(t, p);
         const int m0 = tile.m_block * C::BM, hk = tile.h / p.group;
         const int n_blocks = kv_blocks<C>(m0, p);
-        if (n_blocks > 0) {
-          mbar_wait(q_empty, (q_it & 1) ^ 1);
-          mbar_expect_tx(q_full, C::Q_BYTES);
+        if (n_blocks == 0) continue;
+        mbar_wait(q_empty, (q_it & 1) ^ 1);
+        mbar_expect_tx(q_full, C::Q_BYTES);
+#pragma unroll
+        for (int c = 0; c < C::QK_CHUNKS; ++c)
+          tma_load_4d(sQ + c * C::BM * 128, &tm_q, q_full, c * 64, m0, tile.h, tile.b);
+        for (int i = 0; i < n_blocks; ++i, ++kv_it) {
+          const int n_block = n_blocks - 1 - i, s = kv_it % C::STAGES;
+          const uint32_t ph = (kv_it / C::STAGES) & 1;
+          mbar_wait(k_empty(s), ph ^ 1);
+          mbar_expect_tx(k_full(s), C::K_BYTES);
 #pragma unroll
           for (int c = 0; c < C::QK_CHUNKS; ++c)
-            tma_load_4d(sQ + c * C::BM * 128, &tm_q, q_full, c * 64, m0, tile.h, tile.b);
-          for (int i = 0; i < n_blocks; ++i, ++kv_it) {
-            const int n_block = n_blocks - 1 - i, s = kv_it % C::STAGES;
-            const uint32_t ph = (kv_it / C::STAGES) & 1;
-            mbar_wait(k_empty(s), ph ^ 1);
-            mbar_expect_tx(k_full(s), C::K_BYTES);
+            tma_load_4d(sK + s * C::K_BYTES + c * C::BN * 128, &tm_k, k_full(s), c * 64, n_block * C::BN, hk,
+                        tile.b);
+          mbar_wait(v_empty(s), ph ^ 1);
+          mbar_expect_tx(v_full(s), C::V_BYTES);
 #pragma unroll
-            for (int c = 0; c < C::QK_CHUNKS; ++c)
-              tma_load_4d(sK + s * C::K_BYTES + c * C::BN * 128, &tm_k, k_full(s), c * 64, n_block * C::BN, hk,
-                          tile.b);
-            mbar_wait(v_empty(s), ph ^ 1);
-            mbar_expect_tx(v_full(s), C::V_BYTES);
-#pragma unroll
-            for (int c = 0; c < C::V_CHUNKS; ++c)
-              tma_load_4d(sV + s * C::V_BYTES + c * C::BN * 128, &tm_v, v_full(s), c * 64, n_block * C::BN, hk,
-                          tile.b);
-          }
-          ++q_it;
+          for (int c = 0; c < C::V_CHUNKS; ++c)
+            tma_load_4d(sV + s * C::V_BYTES + c * C::BN * 128, &tm_v, v_full(s), c * 64, n_block * C::BN, hk,
+                        tile.b);
         }
-        // the next tile is taken once this one's loads are issued (at most STAGES blocks ahead)
-        t = atomicAdd(p.tile_counter, 1) + gridDim.x;
+        ++q_it;
       }
     }
     return;
@@ -526,13 +510,9 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   const int col_lane = 2 * (lane % 4);
   int kv_it = 0, q_it = 0;
 
-  for (int j = 0;; ++j) {
-    mbar_wait(tile_full(j & 1), (j >> 1) & 1);
-    const int t = tile_slot[j & 1];
-    __syncwarp();
-    if (lane == 0) mbar_arrive(tile_empty(j & 1));
-    if (t >= num_tiles) break;
-    const int m0 = tile_at(t, p).m_block * C::BM;  // (head, batch) are recomputed for the epilogue
+  for (int t = blockIdx.x; t < num_tiles; t += gridDim.x) {
+    const Tile tile = tile_at(t, p);
+    const int m0 = tile.m_block * C::BM;
     const int n_blocks = kv_blocks<C>(m0, p);
     const int row_a = m0 + cw * 64 + warp * 16 + lane / 4, row_b = row_a + 8;
     const int wg_row0 = m0 + cw * 64;  // smallest row of this warpgroup
@@ -627,7 +607,6 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       row_sum[r] += __shfl_xor_sync(0xffffffff, row_sum[r], 2);
     }
     const float inv[2] = {row_sum[0] > 0.f ? 1.f / row_sum[0] : 0.f, row_sum[1] > 0.f ? 1.f / row_sum[1] : 0.f};
-    const Tile tile = tile_at(t, p);
     __nv_bfloat16* o = p.out + tile.b * p.o_batch_stride + tile.h * p.o_head_stride;
 #pragma unroll
     for (int j = 0; j < C::DV_PAD / 8; ++j) {
@@ -708,20 +687,6 @@ static int launch(const ks_attn_params& a, cudaStream_t stream) {
   p.m_blocks = (a.seqlen_q + C::BM - 1) / C::BM;
   p.scale = a.softmax_scale;
   p.scale_log2 = a.softmax_scale * 1.4426950408889634f;
-  // K/V bytes of one (batch, head) pair; a section keeps about 24 MB of them in flight (L2: 50 MB)
-  const long long kv_bytes = (long long)a.seqlen_k * (a.d_qk + a.d_v) * 2 / p.group;
-  const long long bh = (long long)a.heads_q * a.batch;
-  long long section = (24ll << 20) / (kv_bytes > 0 ? kv_bytes : 1);
-  section = section < 1 ? 1 : (section > bh ? bh : section);
-  while (bh % section != 0) --section;  // whole sections only
-  p.section = (int)section;
-  // the scheduler's counters: a ring, so launches in flight on different streams do not share one
-  static int* counters = nullptr;
-  static unsigned next_counter = 0;
-  constexpr int RING = 64;
-  if (counters == nullptr && cudaMalloc(&counters, RING * sizeof(int)) != cudaSuccess) return KS_ERR_CUDA;
-  p.tile_counter = counters + (next_counter++ % RING);
-  if (cudaMemsetAsync(p.tile_counter, 0, sizeof(int), stream) != cudaSuccess) return KS_ERR_CUDA;
   auto kern = flash_fwd_sm90_kernel<C>;
   if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES) != cudaSuccess)
     return KS_ERR_CUDA;
