@@ -90,7 +90,7 @@ class LessonStore:
 
     def relevant(self, query: str, k: int, exclude: set[int] = frozenset()) -> list[Lesson]:
         pool = [l for l in self.all() if l.id not in exclude]
-        index = Bm25Index([l.text + (f" {l.status}" if l.status else "") for l in pool])
+        index = Bm25Index([l.text for l in pool])
         return [pool[i] for i, _ in index.search(query, k)]
 
 

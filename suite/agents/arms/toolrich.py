@@ -50,6 +50,7 @@ class ToolRichSupervisor:
                  enforce_goal: bool):
         self.population, self.store, self.k, self.enforce_goal = population, store, k, enforce_goal
         self.last_shown: list[int] = []
+        self.since_eval: list[str] = []      # what the steps since the last evaluation wrote and ran
 
     def on_stop(self, ctx: RunContext, response) -> str | None:
         if ctx.goal_met or not self.enforce_goal:
@@ -59,10 +60,12 @@ class ToolRichSupervisor:
         return REFUSAL.format(goal=ctx.task.goal.text(), best=best)
 
     def after_step(self, ctx: RunContext, step) -> list[str]:
+        self.since_eval = (self.since_eval + [_step_text(step)])[-8:]
         if not step.evals:
             return []
+        query, self.since_eval = "\n".join(self.since_eval), []
         recorded_now = {l.id for l in self.store.all() if l.step == step.step}
-        hits = self.store.relevant(_step_query(step), self.k, exclude=recorded_now)
+        hits = self.store.relevant(query, self.k, exclude=recorded_now)
         ids = [l.id for l in hits]
         if not hits or ids == self.last_shown:
             return []
@@ -83,7 +86,7 @@ class ToolRichSupervisor:
             self.last_shown = list(state.get("last_shown", []))
 
 
-def _step_query(step) -> str:
+def _step_text(step) -> str:
     parts = [step.response.content or ""]
     for call, result in step.results:
         if call.name == "evaluate":
