@@ -160,6 +160,29 @@ def test_the_plan_gives_each_arm_the_same_run_and_ships_as_plain_data(tmp_path):
     assert pickle.loads(pickle.dumps(run_spec)) is run_spec        # a plain, importable function
 
 
+@needs_gcc
+def test_run_spec_resumes_an_interrupted_run_and_keeps_a_finished_one(tmp_path):
+    from kernelseek_suite.agents.selfcheck import ScriptedModel
+
+    class Interrupting(ScriptedModel):
+        def query(self, messages, tools):
+            if self.calls == 1:
+                raise KeyboardInterrupt
+            return super().query(messages, tools)
+
+    req = CompareRequest(arms=["toolrich"], task="cpu-attn", model={"name": "m"}, seeds=[1],
+                         limits={"max_steps": 2}, task_options={"budget_ms": 2}, out_dir=str(tmp_path))
+    (spec,) = plan(req)
+    first = run_spec(spec, model=Interrupting([[("evaluate", {})]]))
+    assert first["state"] == "new" and first["exit_reason"] == "interrupted"
+    second = run_spec(spec, model=ScriptedModel([[("evaluate", {})], [("population", {})]]))
+    assert second["state"] == "resumed" and second["exit_reason"] == "limit"
+    assert run_spec(spec)["state"] == "finished"
+    events = read_trace(spec.trace_path).events
+    assert [e["type"] for e in events].count("resume") == 1 and validate_trace(spec.trace_path).ok
+    assert stats_from_trace(spec.trace_path).evals == 2
+
+
 def test_run_stats_and_the_table_from_a_constructed_trace(tmp_path):
     b = TraceBuilder(tmp_path / "t.jsonl", "kernelseek", "run-x", seed=4)
     b.step(tool="view_file").evaluate(0.50)

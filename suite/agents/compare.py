@@ -67,13 +67,20 @@ def plan(req: CompareRequest) -> list[RunSpec]:
     return specs
 
 
+# a run that ended this way is taken up again rather than kept
+RESUMABLE = ("interrupted", "model_error")
+
+
 def trace_state(path: Path) -> str:
-    """'absent', 'finished' (its last event is a run_end) or 'unfinished' (it can be resumed)."""
+    """'absent', 'finished' (it ended, and not by an interruption or an endpoint that stayed down) or
+    'unfinished' (it can be resumed)."""
     path = Path(path)
     if not path.exists() or not path.stat().st_size:
         return "absent"
     events = read_trace(path).events
-    return "finished" if events and events[-1]["type"] == "run_end" else "unfinished"
+    if events and events[-1]["type"] == "run_end" and events[-1].get("exit_reason") not in RESUMABLE:
+        return "finished"
+    return "unfinished"
 
 
 def run_spec(spec: RunSpec, api_key: str | None = None, model=None) -> dict:
@@ -86,8 +93,8 @@ def run_spec(spec: RunSpec, api_key: str | None = None, model=None) -> dict:
     state = trace_state(path)
     if state == "finished":
         return {"arm": spec.arm, "seed": spec.seed, "trace": str(path), "ran": False, "state": state}
-    if state == "unfinished":
-        agent = resume_run(path, key, model=model)
+    if state == "unfinished":      # with this request's endpoint, which may have moved since
+        agent = resume_run(path, key, model=model, model_overrides={"base_url": spec.config["model"]["base_url"]})
     else:
         agent = new_run(RunConfig.from_dict(spec.config), path, key, model=model)
     result = agent.run()

@@ -149,8 +149,8 @@ def profile_tool(options: dict) -> Tool:
         cmd = ncu_parse.ncu_command(exe, target, nvtx_range=f"kernel:{scenario}")
         ran = run_command(cmd, timeout_s, out, harness_env())
         note = ""
-        if ran.returncode not in (0, None) and "metric" in (ran.stdout + ran.stderr).lower() \
-                and not ncu_parse.parse(ran.stdout):
+        said = (ran.stdout + ran.stderr).lower()
+        if ran.returncode is not None and "metric" in said and "error" in said and not ncu_parse.parse(ran.stdout):
             # an ncu that does not know one of the extra metrics: profile with the sections alone
             note = "this ncu refused the tensor-pipe and stall metrics; they are not reported\n"
             cmd = ncu_parse.ncu_command(exe, target, nvtx_range=f"kernel:{scenario}", extra_metrics=False)
