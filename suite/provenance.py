@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import importlib.metadata
+import os
 import platform
+import re
 import socket
 import subprocess
 
@@ -12,20 +14,20 @@ from .gpu import list_gpus
 
 
 def git_sha(root=config.REPO_ROOT) -> str | None:
-    """HEAD (with -dirty when tracked files differ); KERNELSEEK_GIT_SHA stands in where the tree
-    was copied without its .git folder (e.g. onto a GPU node)."""
-    import os
-
-    if not (config.REPO_ROOT / ".git").exists() and os.environ.get("KERNELSEEK_GIT_SHA"):
+    """HEAD (with -dirty when tracked files differ). KERNELSEEK_GIT_SHA, when set, wins: a tree
+    copied onto a GPU node without its history names its commit that way."""
+    if os.environ.get("KERNELSEEK_GIT_SHA"):
         return os.environ["KERNELSEEK_GIT_SHA"]
     try:
         sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
                              timeout=10).stdout.strip()
         dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
                                capture_output=True, text=True, timeout=10).stdout.strip()
-        return (sha + ("-dirty" if dirty else "")) if sha else None
+        if not re.fullmatch(r"[0-9a-f]{40}", sha):
+            return os.environ.get("KERNELSEEK_GIT_SHA")
+        return sha + ("-dirty" if dirty else "")
     except Exception:
-        return None
+        return os.environ.get("KERNELSEEK_GIT_SHA")
 
 
 def package_version(name: str) -> str | None:

@@ -1,20 +1,26 @@
 // flash_fwd_sm90.cu -- a single-file FlashAttention forward kernel for Hopper (sm_90a).
 //
-// DESIGN (v1)
-//   CTA = 3 warpgroups: WG0 is the producer (one elected thread issues TMA; the warpgroup gives its
-//   registers away with setmaxnreg.dec), WG1 and WG2 are consumers (setmaxnreg.inc), each owning
-//   64 rows of a 128-row Q tile. Q is loaded once; K and V tiles go through separate STAGES-deep
-//   pipelines of full/empty mbarriers, loaded by TMA (cp.async.bulk.tensor, 4-D maps over
-//   (headdim, seqlen, heads, batch), so a box never spills into the next head or batch) into 128-byte
-//   swizzled shared memory in chunks of 64 columns.
-//   S = Q K^T: wgmma SS (both from shared memory, K-major). Softmax: online, in the exp2 domain with
-//   the scale folded into one FFMA, row statistics reduced across the 4 threads of a quad.
-//   O += P V: wgmma RS (P straight from the S accumulators converted to bf16: the fp32 accumulator
-//   layout is the A-operand register layout), V read MN-major (transposed by the descriptor).
-//   KV blocks are visited from the last to the first, so the masked blocks (sequence tail, causal
-//   diagonal) come first; rows with nothing to attend give 0 and LSE -inf.
-//   Tiles (BM x BN): d64 128x128, d96 128x128 (d padded to 128 in shared memory and for the PV
-//   GEMM), d128 128x128, d256 128x64, d192/128 128x128; 2 stages.
+// DESIGN
+//   Persistent grid of one CTA per SM. A CTA is 1 producer warpgroup + CWG consumer warpgroups of
+//   64 query rows each (tile BM = 64 * CWG). The producer's elected thread takes tiles from a global
+//   atomic counter (dynamic scheduling: sections of (batch, head) pairs whose K/V fit in L2 together,
+//   the longest causal m_blocks first inside a section), announces each tile to the consumers
+//   through a two-slot shared-memory ring guarded by mbarriers, and issues TMA loads
+//   (cp.async.bulk.tensor, 4-D maps over (headdim, seqlen, heads, batch), so a box never spills into
+//   the next head or batch) into 128-byte-swizzled shared memory in 64-column chunks: Q once per
+//   tile, K and V through separate STAGES-deep full/empty mbarrier pipelines.
+//   Registers move to the consumers with setmaxnreg (producer 32; consumers 240 with 2 warpgroups,
+//   160 with 3).
+//   Consumers: S = Q K^T with wgmma SS (K-major); online softmax in the exp2 domain, the scale folded
+//   into one FFMA, row statistics reduced across the quad; P converted in registers (the fp32
+//   accumulator layout is the bf16 A-operand layout) and O += P V with wgmma RS, V read MN-major.
+//   Intra-warpgroup overlap: S(i) and O += P(i-1) V(i-1) are issued back to back, and the softmax of
+//   S(i) runs while the PV GEMM is in flight. KV blocks are visited last to first, so the masked
+//   blocks (sequence tail, causal diagonal) come first; rows with nothing to attend give 0 and
+//   LSE -inf. O is written from registers.
+//   Tiles (BM x BN, consumer warpgroups, stages): d64 192x128 (3, 2); d96 128x128 (2, 2; d padded
+//   to 128 in shared memory and the PV GEMM); d128 128x128 (2, 2); d256 128x80 (2, 2);
+//   d192/128 128x128 (2, 2).
 //
 // MEASURED STANDING: not measured yet.
 //
@@ -152,6 +158,41 @@ template <> struct Wgmma<64> {
   }
 };
 
+template <> struct Wgmma<80> {
+  // D(64x80, f32) = (accumulate ? D : 0) + A(64x16, smem, K-major) * B(16x80, smem, K-major)
+  __device__ static __forceinline__ void ss(float (&d)[40], uint64_t a, uint64_t b, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %42, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39"
+        "}, %40, %41, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39])
+        : "l"(a), "l"(b), "r"(accumulate));
+  }
+  // D(64x80, f32) += A(64x16, registers) * B(16x80, smem, MN-major)
+  __device__ static __forceinline__ void rs(float (&d)[40], const uint32_t (&a)[4], uint64_t b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %45, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39"
+        "}, {%40, %41, %42, %43}, %44, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+  }
+};
+
 template <> struct Wgmma<128> {
   // D(64x128, f32) = (accumulate ? D : 0) + A(64x16, smem, K-major) * B(16x128, smem, K-major)
   __device__ static __forceinline__ void ss(float (&d)[64], uint64_t a, uint64_t b, int accumulate) {
@@ -264,21 +305,27 @@ template <> struct Wgmma<256> {
 
 
 // ------------------------------------------------------------------------------ configuration
-template <int DQK_, int DV_, int BN_, int STAGES_>
+template <int DQK_, int DV_, int BN_, int STAGES_, int CWG_ = 2>
 struct Config {
   static constexpr int DQK = DQK_, DV = DV_;
   static constexpr int DQK_PAD = (DQK + 63) / 64 * 64;  // shared memory holds 64-column chunks
   static constexpr int DV_PAD = (DV + 63) / 64 * 64;
   static constexpr int QK_CHUNKS = DQK_PAD / 64, V_CHUNKS = DV_PAD / 64;
-  static constexpr int BM = 128, BN = BN_, STAGES = STAGES_;
+  static constexpr int CWG = CWG_;                      // consumer warpgroups, 64 rows each
+  static constexpr int BM = 64 * CWG, BN = BN_, STAGES = STAGES_;
   static constexpr int QK_STEPS = DQK / 16;             // k16 steps of S = Q K^T (real columns only)
   static constexpr int PV_STEPS = BN / 16;
   static constexpr int Q_BYTES = BM * DQK_PAD * 2;
   static constexpr int K_BYTES = BN * DQK_PAD * 2;      // one stage
   static constexpr int V_BYTES = BN * DV_PAD * 2;
   static constexpr int TILE_BYTES = Q_BYTES + STAGES * (K_BYTES + V_BYTES);
-  static constexpr int SMEM_BYTES = TILE_BYTES + 256 + 1024;  // barriers, and slack for 1024-B alignment
-  static constexpr int THREADS = 384;
+  static constexpr int SMEM_BYTES = TILE_BYTES + 256 + 1024;
+  static_assert(8 * (6 + 4 * STAGES) <= 256, "barrier area");  // barriers, and slack for 1024-B alignment
+  static constexpr int THREADS = 128 * (CWG + 1);
+  static constexpr int CONSUMER_WARPS = 4 * CWG;
+  // registers per thread after setmaxnreg: the producer gives its share to the consumers
+  static constexpr int REGS_PRODUCER = 32, REGS_CONSUMER = CWG == 2 ? 240 : 160;
+  static_assert(REGS_PRODUCER * 128 + REGS_CONSUMER * 128 * CWG <= 65536, "register file");
   static_assert(BN % 16 == 0 && BN <= 256, "BN");
   static_assert(SMEM_BYTES <= 232448, "shared memory budget of an sm90 CTA");
 };
@@ -288,12 +335,105 @@ struct DeviceParams {
   float* lse;
   int64_t o_batch_stride, o_seq_stride, o_head_stride;
   int64_t lse_batch_stride, lse_head_stride;
-  int seqlen_q, seqlen_k, heads_q, group;  // group = heads_q / heads_kv
+  int seqlen_q, seqlen_k, heads_q, group, batch;  // group = heads_q / heads_kv
   int causal, m_blocks;
+  int section;        // (batch, head) pairs whose tiles are scheduled together (their K/V share L2)
+  int* tile_counter;  // dynamic scheduler: zeroed before each launch
   float scale, scale_log2;
 };
 
 // ------------------------------------------------------------------------------ the kernel
+// Tiles are (m_block, head, batch) triples, handed out dynamically: a CTA takes the next tile
+// index from a global atomic counter. Tile indices run over sections of `section` (batch, head)
+// pairs whose K/V fit in L2 together; inside a section the longest (causal) m_blocks come first.
+struct Tile {
+  int m_block, h, b;
+};
+__device__ __forceinline__ Tile tile_at(int t, const DeviceParams& p) {
+  const int per_section = p.section * p.m_blocks;
+  const int sec = t / per_section, r = t % per_section;
+  const int bh = sec * p.section + r % p.section;
+  return Tile{p.m_blocks - 1 - r / p.section, bh % p.heads_q, bh / p.heads_q};
+}
+
+template <class C>
+__device__ __forceinline__ int kv_blocks(int m0, const DeviceParams& p) {
+  const int n_end = p.causal ? min(p.seqlen_k, m0 + C::BM + p.seqlen_k - p.seqlen_q) : p.seqlen_k;
+  return n_end > 0 ? (n_end + C::BN - 1) / C::BN : 0;
+}
+
+template <class C>
+__device__ __forceinline__ void mask_scores(float (&acc_s)[C::BN / 2], int n0, int row_a, int row_b, int col_lane,
+                                            int diag, const DeviceParams& p) {
+#pragma unroll
+  for (int j = 0; j < C::BN / 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int col = n0 + j * 8 + col_lane + (e & 1);
+      const int row = e < 2 ? row_a : row_b;
+      if (col >= p.seqlen_k || (p.causal && col > row + diag)) acc_s[j * 4 + e] = -INFINITY;
+    }
+  }
+}
+
+// online softmax of one S tile in place (S -> P, fp32), returning the O correction factors
+template <class C>
+__device__ __forceinline__ void softmax_step(float (&acc_s)[C::BN / 2], float (&row_max)[2], float (&row_sum)[2],
+                                             float (&corr)[2], float scale_log2) {
+  float neg_max_scaled[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float mx = row_max[r];
+#pragma unroll
+    for (int j = 0; j < C::BN / 8; ++j) mx = fmaxf(mx, fmaxf(acc_s[j * 4 + 2 * r], acc_s[j * 4 + 2 * r + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
+    const float m_use = mx == -INFINITY ? 0.f : mx;  // nothing visible yet: exp2(-inf - 0) = 0, not NaN
+    corr[r] = row_max[r] == -INFINITY ? 1.f : exp2f((row_max[r] - m_use) * scale_log2);
+    row_max[r] = mx;
+    neg_max_scaled[r] = -m_use * scale_log2;
+    row_sum[r] *= corr[r];
+  }
+#pragma unroll
+  for (int j = 0; j < C::BN / 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float v = exp2f(fmaf(acc_s[j * 4 + e], scale_log2, neg_max_scaled[e / 2]));
+      acc_s[j * 4 + e] = v;
+      row_sum[e / 2] += v;
+    }
+  }
+}
+
+template <class C>
+__device__ __forceinline__ void pack_p(uint32_t (&p_frag)[C::PV_STEPS][4], const float (&acc_s)[C::BN / 2]) {
+#pragma unroll
+  for (int kk = 0; kk < C::PV_STEPS; ++kk) {
+    p_frag[kk][0] = pack_bf16(acc_s[8 * kk + 0], acc_s[8 * kk + 1]);
+    p_frag[kk][1] = pack_bf16(acc_s[8 * kk + 2], acc_s[8 * kk + 3]);
+    p_frag[kk][2] = pack_bf16(acc_s[8 * kk + 4], acc_s[8 * kk + 5]);
+    p_frag[kk][3] = pack_bf16(acc_s[8 * kk + 6], acc_s[8 * kk + 7]);
+  }
+}
+
+template <class C>
+__device__ __forceinline__ void issue_qk(float (&acc_s)[C::BN / 2], uint32_t sQ, uint32_t sK_stage, int cw) {
+#pragma unroll
+  for (int kk = 0; kk < C::QK_STEPS; ++kk) {
+    const uint32_t a = sQ + (kk / 4) * C::BM * 128 + cw * 64 * 128 + (kk % 4) * 32;
+    const uint32_t bk = sK_stage + (kk / 4) * C::BN * 128 + (kk % 4) * 32;
+    Wgmma<C::BN>::ss(acc_s, smem_desc(a, 16, 1024), smem_desc(bk, 16, 1024), kk > 0);
+  }
+}
+
+template <class C>
+__device__ __forceinline__ void issue_pv(float (&acc_o)[C::DV_PAD / 2], const uint32_t (&p_frag)[C::PV_STEPS][4],
+                                         uint32_t sV_stage) {
+#pragma unroll
+  for (int kk = 0; kk < C::PV_STEPS; ++kk)
+    Wgmma<C::DV_PAD>::rs(acc_o, p_frag[kk], smem_desc(sV_stage + kk * 16 * 128, C::BN * 128, 1024));
+}
+
 template <class C>
 __global__ void __launch_bounds__(C::THREADS, 1)
     flash_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
@@ -304,27 +444,31 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   const uint32_t sK = sQ + C::Q_BYTES;                    // + stage * K_BYTES
   const uint32_t sV = sK + C::STAGES * C::K_BYTES;        // + stage * V_BYTES
   const uint32_t bars = sQ + C::TILE_BYTES;
-  const uint32_t q_full = bars;
-  auto k_full = [&](int s) { return bars + 8 * (1 + s); };
-  auto k_empty = [&](int s) { return bars + 8 * (1 + C::STAGES + s); };
-  auto v_full = [&](int s) { return bars + 8 * (1 + 2 * C::STAGES + s); };
-  auto v_empty = [&](int s) { return bars + 8 * (1 + 3 * C::STAGES + s); };
+  const uint32_t q_full = bars, q_empty = bars + 8;
+  // a ring of two tile slots: the producer announces the next tile, the consumers read it
+  auto tile_full = [&](int i) { return bars + 8 * (2 + 4 * C::STAGES + i); };
+  auto tile_empty = [&](int i) { return bars + 8 * (4 + 4 * C::STAGES + i); };
+  __shared__ int tile_slot[2];
+  auto k_full = [&](int s) { return bars + 8 * (2 + s); };
+  auto k_empty = [&](int s) { return bars + 8 * (2 + C::STAGES + s); };
+  auto v_full = [&](int s) { return bars + 8 * (2 + 2 * C::STAGES + s); };
+  auto v_empty = [&](int s) { return bars + 8 * (2 + 3 * C::STAGES + s); };
 
-  const int m_block = p.m_blocks - 1 - blockIdx.x;  // longest (causal) tiles first
-  const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
-  const int m0 = m_block * C::BM;
+  const int num_tiles = p.m_blocks * p.heads_q * p.batch;
   const int diag = p.seqlen_k - p.seqlen_q;  // causal: column j visible from row i iff j <= i + diag
-  const int n_end = p.causal ? min(p.seqlen_k, m0 + C::BM + diag) : p.seqlen_k;
-  const int n_blocks = n_end > 0 ? (n_end + C::BN - 1) / C::BN : 0;
-
   const int wg = threadIdx.x / 128;
   if (threadIdx.x == 0) {
     mbar_init(q_full, 1);
+    mbar_init(q_empty, C::CONSUMER_WARPS);  // one arrive per consumer warp
     for (int s = 0; s < C::STAGES; ++s) {
       mbar_init(k_full(s), 1);
       mbar_init(v_full(s), 1);
-      mbar_init(k_empty(s), 8);  // one arrive per consumer warp
-      mbar_init(v_empty(s), 8);
+      mbar_init(k_empty(s), C::CONSUMER_WARPS);
+      mbar_init(v_empty(s), C::CONSUMER_WARPS);
+    }
+    for (int i = 0; i < 2; ++i) {
+      mbar_init(tile_full(i), 1);
+      mbar_init(tile_empty(i), C::CONSUMER_WARPS);
     }
     fence_barrier_init();
     fence_proxy_async();
@@ -333,154 +477,175 @@ __global__ void __launch_bounds__(C::THREADS, 1)
 
   if (wg == 0) {
     // ---------------------------------------------------------------- producer
-    regs_dealloc<24>();
-    if (threadIdx.x == 0 && n_blocks > 0) {
-      mbar_expect_tx(q_full, C::Q_BYTES);
+    regs_dealloc<C::REGS_PRODUCER>();
+    if (threadIdx.x == 0) {
+      int kv_it = 0, q_it = 0;
+      for (int j = 0, t = blockIdx.x;; ++j) {
+        mbar_wait(tile_empty(j & 1), ((j >> 1) & 1) ^ 1);
+        tile_slot[j & 1] = t;
+        mbar_arrive(tile_full(j & 1));
+        if (t >= num_tiles) break;
+        const Tile tile = tile_at(t, p);
+        const int m0 = tile.m_block * C::BM, hk = tile.h / p.group;
+        const int n_blocks = kv_blocks<C>(m0, p);
+        if (n_blocks > 0) {
+          mbar_wait(q_empty, (q_it & 1) ^ 1);
+          mbar_expect_tx(q_full, C::Q_BYTES);
 #pragma unroll
-      for (int c = 0; c < C::QK_CHUNKS; ++c) tma_load_4d(sQ + c * C::BM * 128, &tm_q, q_full, c * 64, m0, h, b);
-      for (int it = 0; it < n_blocks; ++it) {
-        const int n_block = n_blocks - 1 - it, s = it % C::STAGES;
-        const uint32_t ph = (it / C::STAGES) & 1;
-        mbar_wait(k_empty(s), ph ^ 1);
-        mbar_expect_tx(k_full(s), C::K_BYTES);
+          for (int c = 0; c < C::QK_CHUNKS; ++c)
+            tma_load_4d(sQ + c * C::BM * 128, &tm_q, q_full, c * 64, m0, tile.h, tile.b);
+          for (int i = 0; i < n_blocks; ++i, ++kv_it) {
+            const int n_block = n_blocks - 1 - i, s = kv_it % C::STAGES;
+            const uint32_t ph = (kv_it / C::STAGES) & 1;
+            mbar_wait(k_empty(s), ph ^ 1);
+            mbar_expect_tx(k_full(s), C::K_BYTES);
 #pragma unroll
-        for (int c = 0; c < C::QK_CHUNKS; ++c)
-          tma_load_4d(sK + s * C::K_BYTES + c * C::BN * 128, &tm_k, k_full(s), c * 64, n_block * C::BN, hk, b);
-        mbar_wait(v_empty(s), ph ^ 1);
-        mbar_expect_tx(v_full(s), C::V_BYTES);
+            for (int c = 0; c < C::QK_CHUNKS; ++c)
+              tma_load_4d(sK + s * C::K_BYTES + c * C::BN * 128, &tm_k, k_full(s), c * 64, n_block * C::BN, hk,
+                          tile.b);
+            mbar_wait(v_empty(s), ph ^ 1);
+            mbar_expect_tx(v_full(s), C::V_BYTES);
 #pragma unroll
-        for (int c = 0; c < C::V_CHUNKS; ++c)
-          tma_load_4d(sV + s * C::V_BYTES + c * C::BN * 128, &tm_v, v_full(s), c * 64, n_block * C::BN, hk, b);
+            for (int c = 0; c < C::V_CHUNKS; ++c)
+              tma_load_4d(sV + s * C::V_BYTES + c * C::BN * 128, &tm_v, v_full(s), c * 64, n_block * C::BN, hk,
+                          tile.b);
+          }
+          ++q_it;
+        }
+        // the next tile is taken once this one's loads are issued (at most STAGES blocks ahead)
+        t = atomicAdd(p.tile_counter, 1) + gridDim.x;
       }
     }
     return;
   }
 
   // ------------------------------------------------------------------ consumers
-  regs_alloc<240>();
-  const int cw = wg - 1;                      // consumer warpgroup: rows cw*64 .. cw*64+63 of the tile
+  regs_alloc<C::REGS_CONSUMER>();
+  const int cw = wg - 1;  // consumer warpgroup: rows cw*64 .. cw*64+63 of the tile
   const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
-  const int row_a = m0 + cw * 64 + warp * 16 + lane / 4, row_b = row_a + 8;
   const int col_lane = 2 * (lane % 4);
+  int kv_it = 0, q_it = 0;
 
-  float acc_o[C::DV_PAD / 2];
-#pragma unroll
-  for (int i = 0; i < C::DV_PAD / 2; ++i) acc_o[i] = 0.f;
-  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
+  for (int j = 0;; ++j) {
+    mbar_wait(tile_full(j & 1), (j >> 1) & 1);
+    const int t = tile_slot[j & 1];
+    __syncwarp();
+    if (lane == 0) mbar_arrive(tile_empty(j & 1));
+    if (t >= num_tiles) break;
+    const int m0 = tile_at(t, p).m_block * C::BM;  // (head, batch) are recomputed for the epilogue
+    const int n_blocks = kv_blocks<C>(m0, p);
+    const int row_a = m0 + cw * 64 + warp * 16 + lane / 4, row_b = row_a + 8;
+    const int wg_row0 = m0 + cw * 64;  // smallest row of this warpgroup
 
-  if (n_blocks > 0) mbar_wait(q_full, 0);
-  for (int it = 0; it < n_blocks; ++it) {
-    const int n_block = n_blocks - 1 - it, s = it % C::STAGES;
-    const uint32_t ph = (it / C::STAGES) & 1;
+    float acc_o[C::DV_PAD / 2];
+#pragma unroll
+    for (int i = 0; i < C::DV_PAD / 2; ++i) acc_o[i] = 0.f;
+    float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
 
-    // S = Q K^T
-    float acc_s[C::BN / 2];
-    mbar_wait(k_full(s), ph);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < C::QK_STEPS; ++kk) {
-      const uint32_t a = sQ + (kk / 4) * C::BM * 128 + cw * 64 * 128 + (kk % 4) * 32;
-      const uint32_t bk = sK + s * C::K_BYTES + (kk / 4) * C::BN * 128 + (kk % 4) * 32;
-      Wgmma<C::BN>::ss(acc_s, smem_desc(a, 16, 1024), smem_desc(bk, 16, 1024), kk > 0);
-    }
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_regs(acc_s);
-    if (lane == 0) mbar_arrive(k_empty(s));
+    if (n_blocks > 0) {
+      mbar_wait(q_full, q_it & 1);
+      float acc_s[C::BN / 2];
+      uint32_t p_frag[C::PV_STEPS][4];
+      float corr[2];
 
-    // mask: the sequence tail, and the causal diagonal
-    const int n0 = n_block * C::BN;
-    const bool need_mask = (n0 + C::BN > p.seqlen_k) || (p.causal && n0 + C::BN - 1 > m0 + cw * 64 + diag);
-    if (need_mask) {
-#pragma unroll
-      for (int j = 0; j < C::BN / 8; ++j) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int col = n0 + j * 8 + col_lane + (e & 1);
-          const int row = e < 2 ? row_a : row_b;
-          if (col >= p.seqlen_k || (p.causal && col > row + diag)) acc_s[j * 4 + e] = -INFINITY;
-        }
+      // first KV block (the last one: masked first)
+      int s = kv_it % C::STAGES;
+      uint32_t ph = (kv_it / C::STAGES) & 1;
+      mbar_wait(k_full(s), ph);
+      wgmma_fence();
+      issue_qk<C>(acc_s, sQ, sK + s * C::K_BYTES, cw);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(acc_s);
+      if (lane == 0) {
+        mbar_arrive(k_empty(s));
+        if (n_blocks == 1) mbar_arrive(q_empty);
       }
+      {
+        const int n0 = (n_blocks - 1) * C::BN;
+        if (n0 + C::BN > p.seqlen_k || (p.causal && n0 + C::BN - 1 > wg_row0 + diag))
+          mask_scores<C>(acc_s, n0, row_a, row_b, col_lane, diag, p);
+      }
+      softmax_step<C>(acc_s, row_max, row_sum, corr, p.scale_log2);
+      pack_p<C>(p_frag, acc_s);
+      int prev_s = s;
+      uint32_t prev_ph = ph;
+
+      // steady state: S(i) = Q K(i) is issued, then O += P(i-1) V(i-1); the softmax of S(i) runs
+      // while the PV GEMM is in flight
+      for (int i = 1; i < n_blocks; ++i) {
+        const int it = kv_it + i;
+        s = it % C::STAGES;
+        ph = (it / C::STAGES) & 1;
+        const int n0 = (n_blocks - 1 - i) * C::BN;
+        mbar_wait(k_full(s), ph);
+        mbar_wait(v_full(prev_s), prev_ph);  // V(i-1) was loaded before K(i): one fence covers both GEMMs
+        wgmma_fence();
+        issue_qk<C>(acc_s, sQ, sK + s * C::K_BYTES, cw);
+        wgmma_commit();
+        issue_pv<C>(acc_o, p_frag, sV + prev_s * C::V_BYTES);
+        wgmma_commit();
+        wgmma_wait<1>();
+        fence_regs(acc_s);
+        if (lane == 0) {
+          mbar_arrive(k_empty(s));
+          if (i == n_blocks - 1) mbar_arrive(q_empty);
+        }
+        if (p.causal && n0 + C::BN - 1 > wg_row0 + diag)
+          mask_scores<C>(acc_s, n0, row_a, row_b, col_lane, diag, p);
+        softmax_step<C>(acc_s, row_max, row_sum, corr, p.scale_log2);
+        wgmma_wait<0>();
+        fence_regs(acc_o);
+        if (lane == 0) mbar_arrive(v_empty(prev_s));
+#pragma unroll
+        for (int j = 0; j < C::DV_PAD / 8; ++j) {
+          acc_o[j * 4 + 0] *= corr[0];
+          acc_o[j * 4 + 1] *= corr[0];
+          acc_o[j * 4 + 2] *= corr[1];
+          acc_o[j * 4 + 3] *= corr[1];
+        }
+        pack_p<C>(p_frag, acc_s);
+        prev_s = s;
+        prev_ph = ph;
+      }
+      // the last PV GEMM
+      mbar_wait(v_full(prev_s), prev_ph);
+      wgmma_fence();
+      issue_pv<C>(acc_o, p_frag, sV + prev_s * C::V_BYTES);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(acc_o);
+      if (lane == 0) mbar_arrive(v_empty(prev_s));
+      kv_it += n_blocks;
+      ++q_it;
     }
 
-    // online softmax (exp2 domain, scale folded into one FFMA)
-    float corr[2], neg_max_scaled[2];
+    // epilogue: full row sums, normalize, store O and LSE; empty rows give 0 and LSE -inf
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      float mx = row_max[r];
-#pragma unroll
-      for (int j = 0; j < C::BN / 8; ++j) mx = fmaxf(mx, fmaxf(acc_s[j * 4 + 2 * r], acc_s[j * 4 + 2 * r + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
-      const float m_use = mx == -INFINITY ? 0.f : mx;  // nothing visible yet: exp2(-inf - 0) = 0, not NaN
-      corr[r] = row_max[r] == -INFINITY ? 1.f : exp2f((row_max[r] - m_use) * p.scale_log2);
-      row_max[r] = mx;
-      neg_max_scaled[r] = -m_use * p.scale_log2;
-      row_sum[r] *= corr[r];
+      row_sum[r] += __shfl_xor_sync(0xffffffff, row_sum[r], 1);
+      row_sum[r] += __shfl_xor_sync(0xffffffff, row_sum[r], 2);
     }
-#pragma unroll
-    for (int j = 0; j < C::BN / 8; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float v = exp2f(fmaf(acc_s[j * 4 + e], p.scale_log2, neg_max_scaled[e / 2]));
-        acc_s[j * 4 + e] = v;
-        row_sum[e / 2] += v;
-      }
-    }
+    const float inv[2] = {row_sum[0] > 0.f ? 1.f / row_sum[0] : 0.f, row_sum[1] > 0.f ? 1.f / row_sum[1] : 0.f};
+    const Tile tile = tile_at(t, p);
+    __nv_bfloat16* o = p.out + tile.b * p.o_batch_stride + tile.h * p.o_head_stride;
 #pragma unroll
     for (int j = 0; j < C::DV_PAD / 8; ++j) {
-      acc_o[j * 4 + 0] *= corr[0];
-      acc_o[j * 4 + 1] *= corr[0];
-      acc_o[j * 4 + 2] *= corr[1];
-      acc_o[j * 4 + 3] *= corr[1];
+      const int col = j * 8 + col_lane;
+      if (col < C::DV) {
+        if (row_a < p.seqlen_q)
+          *reinterpret_cast<uint32_t*>(o + row_a * p.o_seq_stride + col) =
+              pack_bf16(acc_o[j * 4 + 0] * inv[0], acc_o[j * 4 + 1] * inv[0]);
+        if (row_b < p.seqlen_q)
+          *reinterpret_cast<uint32_t*>(o + row_b * p.o_seq_stride + col) =
+              pack_bf16(acc_o[j * 4 + 2] * inv[1], acc_o[j * 4 + 3] * inv[1]);
+      }
     }
-    uint32_t p_frag[C::PV_STEPS][4];
-#pragma unroll
-    for (int kk = 0; kk < C::PV_STEPS; ++kk) {
-      p_frag[kk][0] = pack_bf16(acc_s[8 * kk + 0], acc_s[8 * kk + 1]);
-      p_frag[kk][1] = pack_bf16(acc_s[8 * kk + 2], acc_s[8 * kk + 3]);
-      p_frag[kk][2] = pack_bf16(acc_s[8 * kk + 4], acc_s[8 * kk + 5]);
-      p_frag[kk][3] = pack_bf16(acc_s[8 * kk + 6], acc_s[8 * kk + 7]);
+    if (p.lse != nullptr && (lane % 4) == 0) {
+      float* lse = p.lse + tile.b * p.lse_batch_stride + tile.h * p.lse_head_stride;
+      if (row_a < p.seqlen_q) lse[row_a] = row_sum[0] > 0.f ? row_max[0] * p.scale + logf(row_sum[0]) : -INFINITY;
+      if (row_b < p.seqlen_q) lse[row_b] = row_sum[1] > 0.f ? row_max[1] * p.scale + logf(row_sum[1]) : -INFINITY;
     }
-
-    // O += P V
-    mbar_wait(v_full(s), ph);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < C::PV_STEPS; ++kk) {
-      const uint32_t bv = sV + s * C::V_BYTES + kk * 16 * 128;
-      Wgmma<C::DV_PAD>::rs(acc_o, p_frag[kk], smem_desc(bv, C::BN * 128, 1024));
-    }
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_regs(acc_o);
-    if (lane == 0) mbar_arrive(v_empty(s));
-  }
-
-  // epilogue: full row sums, normalize, store O and LSE; empty rows give 0 and LSE -inf
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    row_sum[r] += __shfl_xor_sync(0xffffffff, row_sum[r], 1);
-    row_sum[r] += __shfl_xor_sync(0xffffffff, row_sum[r], 2);
-  }
-  const float inv[2] = {row_sum[0] > 0.f ? 1.f / row_sum[0] : 0.f, row_sum[1] > 0.f ? 1.f / row_sum[1] : 0.f};
-  __nv_bfloat16* o = p.out + b * p.o_batch_stride + h * p.o_head_stride;
-#pragma unroll
-  for (int j = 0; j < C::DV_PAD / 8; ++j) {
-    const int col = j * 8 + col_lane;
-    if (col < C::DV) {
-      if (row_a < p.seqlen_q)
-        *reinterpret_cast<uint32_t*>(o + row_a * p.o_seq_stride + col) =
-            pack_bf16(acc_o[j * 4 + 0] * inv[0], acc_o[j * 4 + 1] * inv[0]);
-      if (row_b < p.seqlen_q)
-        *reinterpret_cast<uint32_t*>(o + row_b * p.o_seq_stride + col) =
-            pack_bf16(acc_o[j * 4 + 2] * inv[1], acc_o[j * 4 + 3] * inv[1]);
-    }
-  }
-  if (p.lse != nullptr && (lane % 4) == 0) {
-    float* lse = p.lse + b * p.lse_batch_stride + h * p.lse_head_stride;
-    if (row_a < p.seqlen_q) lse[row_a] = row_sum[0] > 0.f ? row_max[0] * p.scale + logf(row_sum[0]) : -INFINITY;
-    if (row_b < p.seqlen_q) lse[row_b] = row_sum[1] > 0.f ? row_max[1] * p.scale + logf(row_sum[1]) : -INFINITY;
   }
 }
 
@@ -537,15 +702,39 @@ static int launch(const ks_attn_params& a, cudaStream_t stream) {
   p.seqlen_q = a.seqlen_q;
   p.seqlen_k = a.seqlen_k;
   p.heads_q = a.heads_q;
+  p.batch = a.batch;
   p.group = a.heads_q / a.heads_kv;
   p.causal = a.causal;
   p.m_blocks = (a.seqlen_q + C::BM - 1) / C::BM;
   p.scale = a.softmax_scale;
   p.scale_log2 = a.softmax_scale * 1.4426950408889634f;
+  // K/V bytes of one (batch, head) pair; a section keeps about 24 MB of them in flight (L2: 50 MB)
+  const long long kv_bytes = (long long)a.seqlen_k * (a.d_qk + a.d_v) * 2 / p.group;
+  const long long bh = (long long)a.heads_q * a.batch;
+  long long section = (24ll << 20) / (kv_bytes > 0 ? kv_bytes : 1);
+  section = section < 1 ? 1 : (section > bh ? bh : section);
+  while (bh % section != 0) --section;  // whole sections only
+  p.section = (int)section;
+  // the scheduler's counters: a ring, so launches in flight on different streams do not share one
+  static int* counters = nullptr;
+  static unsigned next_counter = 0;
+  constexpr int RING = 64;
+  if (counters == nullptr && cudaMalloc(&counters, RING * sizeof(int)) != cudaSuccess) return KS_ERR_CUDA;
+  p.tile_counter = counters + (next_counter++ % RING);
+  if (cudaMemsetAsync(p.tile_counter, 0, sizeof(int), stream) != cudaSuccess) return KS_ERR_CUDA;
   auto kern = flash_fwd_sm90_kernel<C>;
   if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES) != cudaSuccess)
     return KS_ERR_CUDA;
-  dim3 grid(p.m_blocks, a.heads_q, a.batch);
+  static int num_sms = 0;
+  if (num_sms == 0) {
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+      return KS_ERR_CUDA;
+  }
+  const long long tiles = (long long)p.m_blocks * a.heads_q * a.batch;
+  if (tiles > 0x7fffffffLL) return KS_ERR_UNSUPPORTED;
+  dim3 grid((unsigned)(tiles < num_sms ? tiles : num_sms));
   kern<<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(tq, tk, tv, p);
   return cudaGetLastError() == cudaSuccess ? KS_OK : KS_ERR_CUDA;
 }
@@ -562,7 +751,6 @@ extern "C" int ks_attn_fwd(const ks_attn_params* pp, cudaStream_t stream) {
   if (!a.q || !a.k || !a.v || !a.out) return KS_ERR_INVALID;
   if (a.batch <= 0 || a.seqlen_q <= 0 || a.seqlen_k <= 0 || a.heads_q <= 0 || a.heads_kv <= 0) return KS_ERR_INVALID;
   if (a.heads_q % a.heads_kv != 0) return KS_ERR_INVALID;
-  if (a.batch > 65535 || a.heads_q > 65535) return KS_ERR_UNSUPPORTED;
   // TMA: 16-byte aligned bases and strides that are multiples of 16 bytes; contiguous rows
   if (!aligned16(a.q) || !aligned16(a.k) || !aligned16(a.v) || !aligned16(a.out)) return KS_ERR_UNSUPPORTED;
   const int64_t strides[] = {a.q_batch_stride, a.q_seq_stride, a.q_head_stride, a.k_batch_stride,
@@ -571,10 +759,10 @@ extern "C" int ks_attn_fwd(const ks_attn_params* pp, cudaStream_t stream) {
   for (int64_t s : strides)
     if (s % 8 != 0 || s <= 0) return KS_ERR_UNSUPPORTED;
   if (a.o_batch_stride % 2 != 0 || a.o_head_stride % 2 != 0) return KS_ERR_UNSUPPORTED;
-  if (a.d_qk == 64 && a.d_v == 64) return launch<Config<64, 64, 128, 2>>(a, stream);
+  if (a.d_qk == 64 && a.d_v == 64) return launch<Config<64, 64, 128, 2, 3>>(a, stream);
   if (a.d_qk == 96 && a.d_v == 96) return launch<Config<96, 96, 128, 2>>(a, stream);
   if (a.d_qk == 128 && a.d_v == 128) return launch<Config<128, 128, 128, 2>>(a, stream);
-  if (a.d_qk == 256 && a.d_v == 256) return launch<Config<256, 256, 64, 2>>(a, stream);
+  if (a.d_qk == 256 && a.d_v == 256) return launch<Config<256, 256, 80, 2>>(a, stream);
   if (a.d_qk == 192 && a.d_v == 128) return launch<Config<192, 128, 128, 2>>(a, stream);
   return KS_ERR_UNSUPPORTED;
 }
