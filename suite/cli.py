@@ -256,6 +256,8 @@ def report_cmd(result_dir):
 
 from .agents.cli import register as _register_agent_commands  # noqa: E402
 _register_agent_commands(main)
+from .agents.compare_cli import register as _register_compare_commands  # noqa: E402
+_register_compare_commands(main)
 
 from .reproduce.cli import COMMANDS as _REPRODUCE_COMMANDS  # noqa: E402
 

@@ -37,7 +37,7 @@ def _task_options(kernel, goal, task_opts) -> dict:
 
 
 @click.command("run")
-@click.option("--agent", "arm", default="kernelseek", show_default=True, help="the arm: kernelseek or general")
+@click.option("--agent", "arm", default="kernelseek", show_default=True, help="the arm: kernelseek, general or toolrich")
 @click.option("--task", default="fa-fwd-sm90", show_default=True, help="fa-fwd-sm90 or cpu-attn")
 @click.option("--model", "model_name", default=None, help="the model name the endpoint knows")
 @click.option("--base-url", default=None, help="an OpenAI-compatible endpoint, e.g. http://localhost:8000/v1")

@@ -142,6 +142,13 @@ def _edit(args: dict, ctx: RunContext) -> ToolResult:
 
 def _evaluate(args: dict, ctx: RunContext) -> ToolResult:
     rec = ctx.evaluate()
+    return ToolResult(evaluation_text(rec, ctx), is_error=not rec.evaluation.correct,
+                      data={"eval_index": rec.index, "status": rec.evaluation.status})
+
+
+def evaluation_text(rec, ctx: RunContext) -> str:
+    """What the model reads after an evaluation: the evaluator's report, the goal, the best so far and
+    the evaluations left (shared by arms that evaluate their own way)."""
     lines = [rec.evaluation.report()]
     goal = ctx.task.goal
     lines.append(f"goal ({goal.text()}): {'met' if rec.goal_met else 'not met'}")
@@ -151,8 +158,7 @@ def _evaluate(args: dict, ctx: RunContext) -> ToolResult:
     lim = ctx.config.limits.max_evals
     if lim is not None:
         lines.append(f"evaluations left: {max(0, lim - ctx.totals.evals)}")
-    return ToolResult("\n".join(lines), is_error=not rec.evaluation.correct,
-                      data={"eval_index": rec.index, "status": rec.evaluation.status})
+    return "\n".join(lines)
 
 
 SHELL = Tool("shell", "Run a bash command in the workspace (the current directory). Returns the exit code and "

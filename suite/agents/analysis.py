@@ -1,0 +1,275 @@
+"""Trace analysis: what each run did (human messages, bank questions by category, tool calls by tool,
+evaluations, wrong candidates) and the test of the central claim, gain attribution. A large gain is
+an evaluation whose correct speed-up beats the run's best so far by at least `threshold` (the first
+correct evaluation sets the starting level and is not a gain). It is attributed to the nearest
+question asked after the previous best and before it (none: `none`), with the question's category
+(`layer-shift`, `limit-rejection`, `information`; `human` for a typed one) and the layer of the
+system that the agent's next edits touched (edit_file's added lines and shell commands between the
+question and the gain, scored by layers.py), beside the layer it had worked in before the question.
+"""
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tabulate import tabulate
+
+from . import layers
+from .runstats import EvalPoint, question_category
+from .trace import read_trace
+
+DEFAULT_THRESHOLD = 0.10
+CATEGORIES = ("layer-shift", "limit-rejection", "information", "human", "none")
+CATEGORY_COLORS = {"layer-shift": "#2ca02c", "limit-rejection": "#d62728", "information": "#9467bd",
+                   "human": "#8c564b", "uncategorized": "#7f7f7f"}
+
+
+@dataclass
+class Gain:
+    trace: str
+    run_id: str
+    arm: str
+    eval_index: int
+    step: int
+    before: float
+    after: float
+    gain_pct: float
+    category: str                   # of the question it followed, or "none"
+    question_step: int | None = None
+    question_trigger: str | None = None
+    question_id: str | None = None
+    question_text: str | None = None
+    layer_before: str | None = None
+    layer_after: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class RunAnalysis:
+    trace: str
+    run_id: str
+    arm: str
+    steps: int
+    human_messages: int
+    questions_by_category: dict[str, int]
+    tool_calls: dict[str, int]
+    evaluations: int
+    wrong: int
+    gains: list[Gain]
+    points: list[EvalPoint] = field(default_factory=list)
+    questions: list[tuple[int, str]] = field(default_factory=list)      # (step, category)
+
+
+@dataclass
+class Analysis:
+    threshold: float
+    runs: list[RunAnalysis]
+
+    @property
+    def gains(self) -> list[Gain]:
+        return [g for r in self.runs for g in r.gains]
+
+    def shares(self, arm: str | None = None) -> dict[str, tuple[int, float]]:
+        """category -> (large gains that followed it, their share of all large gains)."""
+        gains = [g for g in self.gains if arm is None or g.arm == arm]
+        cats = list(CATEGORIES) + sorted({g.category for g in gains} - set(CATEGORIES))
+        total = len(gains)
+        return {c: (n, n / total if total else 0.0) for c in cats
+                for n in [sum(g.category == c for g in gains)]}
+
+
+def _layer(texts: dict[int, list[str]], step_layers: dict[int, dict], lo: int, hi: int) -> str | None:
+    """The dominant layer of the edits and commands of steps lo < step <= hi (the steps' recorded layer
+    scores when there were none)."""
+    text = "\n".join(t for s in range(lo + 1, hi + 1) for t in texts.get(s, []))
+    scores = layers.scores(text) if text.strip() else {}
+    if not scores:
+        for s in range(lo + 1, hi + 1):
+            for lid, n in (step_layers.get(s) or {}).items():
+                scores[lid] = scores.get(lid, 0) + n
+    return layers.dominant(scores)
+
+
+def analyze_events(events: list[dict], trace: str, threshold: float = DEFAULT_THRESHOLD) -> RunAnalysis:
+    start = events[0]
+    texts: dict[int, list[str]] = {}
+    step_layers: dict[int, dict] = {}
+    calls: dict[str, int] = {}
+    by_cat: dict[str, int] = {}
+    human = steps = 0
+    questions: list[dict] = []
+    points: list[EvalPoint] = []
+    gains: list[Gain] = []
+    best: float | None = None
+    best_step, best_seq = 0, -1
+    for ev in events:
+        t = ev["type"]
+        if t == "tool_result":
+            calls[ev["tool"]] = calls.get(ev["tool"], 0) + 1
+            if ev["tool"] == "edit_file" and ev.get("data"):
+                texts.setdefault(ev["step"], []).append(str(ev["data"].get("added", "")))
+            elif ev["tool"] == "shell":
+                texts.setdefault(ev["step"], []).append(str(ev["arguments"].get("command", "")))
+        elif t == "step":
+            step_layers[ev["step"]] = ev.get("layers") or {}
+            steps = max(steps, ev["totals"]["steps"])
+        elif t == "question":
+            cat = question_category(ev)
+            by_cat[cat] = by_cat.get(cat, 0) + 1
+            human += ev.get("source") == "human"
+            questions.append(ev)
+        elif t == "harness_eval":
+            p = EvalPoint(ev["index"], ev["step"], ev["status"], ev["correct"], ev.get("geomean"),
+                          ev["candidate_sha256"])
+            points.append(p)
+            if not (p.correct and p.geomean is not None):
+                continue
+            if best is not None and p.geomean >= best * (1 + threshold):
+                gains.append(_attribute(ev, p, best, best_step, best_seq, questions, texts, step_layers, trace,
+                                        start))
+            if best is None or p.geomean > best:
+                best, best_step, best_seq = p.geomean, p.step, ev["seq"]
+    return RunAnalysis(trace, start.get("run_id", ""), start.get("arm", ""), steps, human, by_cat,
+                       dict(sorted(calls.items())), len(points),
+                       sum(1 for p in points if not p.correct and p.status not in ("no_gpu", "error")), gains, points,
+                       [(q["step"], question_category(q)) for q in questions])
+
+
+def _attribute(ev, p, before, best_step, best_seq, questions, texts, step_layers, trace, start) -> Gain:
+    q = next((q for q in reversed(questions) if best_seq < q["seq"] < ev["seq"]), None)
+    g = Gain(trace, start.get("run_id", ""), start.get("arm", ""), p.index, p.step, before, p.geomean,
+             round((p.geomean / before - 1) * 100, 2), "none")
+    if q is None:
+        g.layer_after = _layer(texts, step_layers, best_step, p.step)
+        return g
+    g.category, g.question_step, g.question_trigger = question_category(q), q["step"], q.get("trigger")
+    g.question_id, g.question_text = q.get("bank_id"), q.get("text")
+    g.layer_before = _layer(texts, step_layers, best_step, q["step"])
+    g.layer_after = _layer(texts, step_layers, q["step"], p.step)
+    return g
+
+
+def analyze(paths: list[Path], threshold: float = DEFAULT_THRESHOLD) -> Analysis:
+    runs = []
+    for path in paths:
+        events = read_trace(path).events
+        if not events or events[0].get("type") != "run_start":
+            raise ValueError(f"{path}: not a trace (no run_start)")
+        runs.append(analyze_events(events, str(path), threshold))
+    return Analysis(threshold, runs)
+
+
+# ---------------------------------------------------------------- tables
+
+def _counts(d: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(d.items(), key=lambda kv: (-kv[1], kv[0]))) or "-"
+
+
+def run_table(a: Analysis) -> str:
+    rows = [[r.run_id, r.arm, r.human_messages, _counts({k: v for k, v in r.questions_by_category.items()
+                                                          if k != "human"}),
+             _counts(r.tool_calls), r.evaluations, r.wrong, len(r.gains)] for r in a.runs]
+    return tabulate(rows, ["run", "arm", "human messages", "bank questions", "tool calls", "evaluations", "wrong",
+                           "large gains"], tablefmt="github")
+
+
+def gains_table(a: Analysis) -> str:
+    rows = [[g.run_id, g.eval_index, g.step, f"{g.before:.3f}x -> {g.after:.3f}x", f"+{g.gain_pct:.1f} %",
+             g.category, "-" if g.question_step is None else f"step {g.question_step} {g.question_trigger or ''}"
+             + (f" {g.question_id}" if g.question_id else ""),
+             f"{g.layer_before or '-'} -> {g.layer_after or '-'}"] for g in a.gains]
+    return tabulate(rows, ["run", "eval", "step", "speed-up", "gain", "after question", "question", "layers"],
+                    tablefmt="github")
+
+
+def shares_table(a: Analysis) -> str:
+    arms = sorted({r.arm for r in a.runs})
+    every = a.shares()
+    per = {arm: a.shares(arm) for arm in arms}
+    rows = []
+    for cat, (n, share) in every.items():
+        rows.append([cat, n, f"{share * 100:.0f} %"] + [f"{per[arm][cat][0]} ({per[arm][cat][1] * 100:.0f} %)"
+                                                        for arm in arms])
+    rows.append(["all large gains", len(a.gains), ""] + [str(len([g for g in a.gains if g.arm == arm])) for arm in arms])
+    return tabulate(rows, ["followed", "large gains", "share"] + arms, tablefmt="github")
+
+
+def markdown(a: Analysis) -> str:
+    return "\n".join([
+        "# Trace analysis", "",
+        f"Large gain: a new best at least {a.threshold * 100:g} % above the run's previous best. Each is "
+        "attributed to the nearest question asked after the previous best (none: `none`); the layers are those "
+        "of the agent's edits and commands before the question and between the question and the gain.", "",
+        "## Share of large gains by the question they followed", "", shares_table(a), "",
+        "## Runs", "", run_table(a), "", "## Large gains", "", gains_table(a) if a.gains else "(none)", ""])
+
+
+def write_gains_csv(a: Analysis, path: Path) -> None:
+    fields = list(Gain.__dataclass_fields__)
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        for g in a.gains:
+            w.writerow(g.to_dict())
+
+
+# ---------------------------------------------------------------- timeline plots
+
+def timeline(r: RunAnalysis, gains: list[Gain], png: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    best, xs, ys = None, [], []
+    for p in r.points:
+        if p.correct and p.geomean is not None and (best is None or p.geomean > best):
+            best = p.geomean
+        if best is not None:
+            xs.append(p.step)
+            ys.append(best)
+    if xs:
+        xs.append(max(r.steps, xs[-1]))
+        ys.append(ys[-1])
+        ax.step(xs, ys, where="post", color="black", linewidth=1.5, label="best so far")
+    ok = [(p.step, p.geomean) for p in r.points if p.correct and p.geomean is not None]
+    if ok:
+        ax.plot(*zip(*ok), "o", color="#1f77b4", markersize=4, label="correct candidate")
+    bad = [p.step for p in r.points if not p.correct]
+    if bad:
+        ax.plot(bad, [0] * len(bad), "x", color="#d62728", markersize=6, label="wrong or failed candidate")
+    seen = set()
+    for step, cat in r.questions:
+        ax.axvline(step, color=CATEGORY_COLORS.get(cat, "#7f7f7f"), linewidth=1, alpha=0.8,
+                   label=f"question: {cat}" if cat not in seen else None)
+        seen.add(cat)
+    if gains:
+        ax.plot([g.step for g in gains], [g.after for g in gains], "*", color="gold", markeredgecolor="black",
+                markersize=14, label="large gain")
+    ax.set_xlabel("step (model call)")
+    ax.set_ylabel("speed-up vs the baseline")
+    ax.set_title(f"{r.run_id} ({r.arm})")
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+
+
+def write(a: Analysis, out_dir: Path) -> list[Path]:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = [out_dir / "analysis.md", out_dir / "gains.csv"]
+    written[0].write_text(markdown(a), encoding="utf-8")
+    write_gains_csv(a, written[1])
+    for r in a.runs:
+        name = re.sub(r"[^\w.-]+", "_", r.run_id or Path(r.trace).stem)
+        png = out_dir / f"timeline-{name}.png"
+        timeline(r, [g for g in a.gains if g.trace == r.trace], png)
+        written.append(png)
+    return written

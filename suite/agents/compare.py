@@ -1,0 +1,217 @@
+"""The head-to-head: every arm on the same task, evaluator, hardware, model and budget, once per seed,
+each run writing its own trace under `<out>/traces/`; and re-measuring the candidates of recorded
+traces on this machine.
+
+`run_spec` (one arm, one seed) is a plain function of plain data, so that an executor can ship it
+to another process or machine; `run_compare` runs the specs one after another on this machine.
+A spec whose trace already ended is not run again; one that was cut off is resumed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..provenance import host_provenance, now_utc
+from .config import RunConfig
+from .runner import API_KEY_ENV
+from .trace import artifacts_dir, read_trace
+
+DEFAULT_OUT = Path("results") / "compare"
+
+
+@dataclass
+class CompareRequest:
+    arms: list[str]
+    task: str
+    model: dict                               # ModelConfig fields (name, base_url, temperature ...)
+    seeds: list[int]
+    limits: dict = field(default_factory=dict)          # Limits fields
+    task_options: dict = field(default_factory=dict)
+    arm_options: dict[str, dict] = field(default_factory=dict)   # arm -> its options
+    tools: dict = field(default_factory=dict)            # ToolsConfig fields
+    out_dir: str = str(DEFAULT_OUT)
+
+
+@dataclass
+class RunSpec:
+    arm: str
+    seed: int
+    config: dict                # RunConfig.to_dict()
+    trace_path: str
+
+
+def plan(req: CompareRequest) -> list[RunSpec]:
+    """One spec per (seed, arm). The arms take turns going first, seed by seed, so that a drift of the
+    machine over the session does not favour one of them."""
+    specs = []
+    for n, seed in enumerate(req.seeds):
+        order = req.arms if n % 2 == 0 else list(reversed(req.arms))
+        for arm in order:
+            cfg = RunConfig(arm=arm, arm_options=dict(req.arm_options.get(arm, {})), task=req.task,
+                            task_options=dict(req.task_options), seed=seed)
+            for k, v in req.model.items():
+                setattr(cfg.model, k, v)
+            for k, v in req.limits.items():
+                setattr(cfg.limits, k, v)
+            for k, v in req.tools.items():
+                setattr(cfg.tools, k, v)
+            if cfg.model.seed is None:
+                cfg.model.seed = seed          # sent to endpoints that take one
+            trace = Path(req.out_dir) / "traces" / f"{arm}-seed{seed}.jsonl"
+            specs.append(RunSpec(arm, seed, cfg.to_dict(), str(trace)))
+    return specs
+
+
+# a run that ended this way is taken up again rather than kept
+RESUMABLE = ("interrupted", "model_error")
+
+
+def trace_state(path: Path) -> str:
+    """'absent', 'finished' (it ended, and not by an interruption or an endpoint that stayed down) or
+    'unfinished' (it can be resumed)."""
+    path = Path(path)
+    if not path.exists() or not path.stat().st_size:
+        return "absent"
+    events = read_trace(path).events
+    if events and events[-1]["type"] == "run_end" and events[-1].get("exit_reason") not in RESUMABLE:
+        return "finished"
+    return "unfinished"
+
+
+def run_spec(spec: RunSpec, api_key: str | None = None, model=None) -> dict:
+    """Runs (or resumes, or skips when finished) one arm with one seed. The key is read from
+    OPENAI_API_KEY when not given. Returns a small JSON-able record of the outcome."""
+    from .runner import new_run, resume_run
+
+    key = api_key if api_key is not None else os.environ.get(API_KEY_ENV) or None
+    path = Path(spec.trace_path)
+    state = trace_state(path)
+    if state == "finished":
+        return {"arm": spec.arm, "seed": spec.seed, "trace": str(path), "ran": False, "state": state}
+    if state == "unfinished":      # with this request's endpoint, which may have moved since
+        agent = resume_run(path, key, model=model, model_overrides={"base_url": spec.config["model"]["base_url"]})
+    else:
+        agent = new_run(RunConfig.from_dict(spec.config), path, key, model=model)
+    result = agent.run()
+    return {"arm": spec.arm, "seed": spec.seed, "trace": str(path), "ran": True, "state": "resumed" if state ==
+            "unfinished" else "new", "exit_reason": result.exit_reason, "goal_met": result.goal_met,
+            "best": result.best}
+
+
+def run_compare(req: CompareRequest, on_run: Callable[[RunSpec, dict], None] | None = None,
+                runner: Callable[[RunSpec], dict] = run_spec) -> list[dict]:
+    """Every spec, one after another, on this machine."""
+    out = Path(req.out_dir)
+    (out / "traces").mkdir(parents=True, exist_ok=True)
+    (out / "request.json").write_text(json.dumps(_public(asdict(req)), indent=1))
+    records = []
+    for spec in plan(req):
+        rec = runner(spec)
+        records.append(rec)
+        if on_run:
+            on_run(spec, rec)
+    return records
+
+
+def _public(d: dict) -> dict:
+    model = dict(d.get("model") or {})
+    model.pop("api_key", None)
+    return {**d, "model": model}
+
+
+# ---------------------------------------------------------------- re-measuring
+
+@dataclass
+class Remeasurement:
+    trace: str
+    run_id: str
+    eval_index: int
+    candidate_sha256: str
+    recorded_status: str
+    recorded_geomean: float | None
+    status: str
+    correct: bool
+    geomean: float | None
+    error: str | None
+
+
+def remeasure(traces: list[Path], out_dir: Path, timeout_s: float | None = None,
+              on_result: Callable[[Remeasurement], None] | None = None) -> list[Remeasurement]:
+    """Evaluates every candidate recorded in `traces` again, with each run's own task and options, on
+    this machine; each distinct candidate of a run once. Rows go to `<out_dir>/remeasure.jsonl`."""
+    from .tasks import make_task
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows: list[Remeasurement] = []
+    work = Path(tempfile.mkdtemp(prefix="ks-remeasure-"))
+    try:
+        for path in traces:
+            events = read_trace(path).events
+            start = events[0]
+            cfg = RunConfig.from_dict(start["config"])
+            task = make_task(cfg.task, **_portable(cfg.task_options, start, path, work))
+            done: dict[str, Remeasurement] = {}
+            try:
+                for ev in (e for e in events if e["type"] == "harness_eval"):
+                    sha = ev["candidate_sha256"]
+                    if sha not in done:
+                        blob = artifacts_dir(path) / "blobs" / sha
+                        run_dir = work / start["run_id"] / f"{ev['index']:04d}"
+                        run_dir.mkdir(parents=True)
+                        kernel = run_dir / Path(task.kernel).name
+                        shutil.copyfile(blob, kernel)
+                        res = task.evaluate(kernel, run_dir / "eval", timeout_s or cfg.tools.eval_timeout_s)
+                        done[sha] = Remeasurement(str(path), start["run_id"], ev["index"], sha, ev["status"],
+                                                  ev.get("geomean"), res.status, res.correct, res.geomean, res.error)
+                        if on_result:
+                            on_result(done[sha])
+                    row = done[sha]
+                    rows.append(row if row.eval_index == ev["index"] else
+                                Remeasurement(**{**asdict(row), "eval_index": ev["index"], "recorded_status":
+                                                 ev["status"], "recorded_geomean": ev.get("geomean")}))
+            finally:
+                if hasattr(task, "close"):
+                    task.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    with open(out_dir / "remeasure.jsonl", "w", encoding="utf-8") as f:
+        f.write(json.dumps({"remeasured_at": now_utc(), "host": _machine()}) + "\n")
+        for r in rows:
+            f.write(json.dumps(asdict(r)) + "\n")
+    return rows
+
+
+def _portable(options: dict, start: dict, trace: Path, work: Path) -> dict:
+    """The task's options, with a starting kernel that is not on this machine replaced by the copy of
+    it that the trace keeps (the task needs one to be made; candidates come from the blobs)."""
+    kernel = options.get("kernel")
+    if not kernel or Path(kernel).is_file():
+        return options
+    rel = (start.get("task") or {}).get("kernel") or Path(kernel).name
+    sha = (start.get("workspace") or {}).get(rel)
+    if not sha:
+        return options
+    copy = work / "start" / start["run_id"] / Path(rel).name
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(artifacts_dir(trace) / "blobs" / sha, copy)
+    return {**options, "kernel": str(copy)}
+
+
+def _machine() -> dict:
+    prov = host_provenance()
+    return {k: prov.get(k) for k in ("host", "gpu_name", "driver", "nvcc")}
+
+
+def remeasured_by_trace(rows: list[Remeasurement]) -> dict[str, dict[str, dict]]:
+    """trace -> candidate sha256 -> the new numbers (the form runstats takes)."""
+    out: dict[str, dict[str, dict]] = {}
+    for r in rows:
+        out.setdefault(r.trace, {})[r.candidate_sha256] = {"status": r.status, "correct": r.correct,
+                                                           "geomean": r.geomean}
+    return out

@@ -1,0 +1,166 @@
+"""`kernelseek-suite compare` and `kernelseek-suite traces analyze`: thin layers over compare.py,
+compare_report.py and analysis.py."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from .cli import EXIT_FAIL, EXIT_USAGE, _key_values, _task_options, traces_group
+
+NO_ENDPOINT = """\
+No model endpoint is configured, and there are no traces under {traces} to regenerate from.
+Point compare at an OpenAI-compatible endpoint with tool calling:
+  export OPENAI_API_KEY=...        # a hosted API (the key is read from the environment only)
+  kernelseek-suite compare --agents kernelseek,toolrich --task {task} --model MODEL [--base-url URL]
+or, for a local server that needs no key:
+  kernelseek-suite compare ... --model MODEL --base-url http://localhost:8000/v1
+To rebuild the table and plot from traces you already have: --from-traces DIR."""
+
+
+def _arm_options(items) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for item in items:
+        arm, sep, kv = item.partition(":")
+        if not sep or "=" not in kv:
+            raise click.BadParameter(f"{item!r}: expected ARM:KEY=VALUE", param_hint="--agent-opt")
+        out.setdefault(arm.strip(), {}).update(_key_values([kv], "--agent-opt"))
+    return out
+
+
+def _say(text: str) -> None:
+    click.echo(text, err=True)
+
+
+def _render(traces: list[Path], out_dir: Path, remeasure_runs: bool, note: str = "") -> None:
+    from .compare import remeasure, remeasured_by_trace
+    from .compare_report import render
+    from .runstats import stats_from_trace
+
+    new = {}
+    if remeasure_runs:
+        _say(f"re-measuring the candidates of {len(traces)} trace(s) on this machine ...")
+        rows = remeasure(traces, out_dir, on_result=lambda r: _say(
+            f"  {Path(r.trace).name} evaluation {r.eval_index}: recorded {r.recorded_status} "
+            f"{'-' if r.recorded_geomean is None else f'{r.recorded_geomean:.3f}x'}, now {r.status} "
+            f"{'-' if r.geomean is None else f'{r.geomean:.3f}x'}"))
+        new = remeasured_by_trace(rows)
+        if any(r.status == "no_gpu" for r in rows):
+            _say("warning: some candidates could not be measured here (no suitable GPU); they count as "
+                          "not correct in the re-measured table")
+        note = (note + " " if note else "") + f"Speed-ups re-measured on this machine ({out_dir / 'remeasure.jsonl'})."
+    runs = [stats_from_trace(t, new.get(str(t))) for t in traces]
+    outs = render(runs, out_dir, note)
+    click.echo(outs.markdown.read_text())
+    _say(f"wrote {outs.markdown}, {outs.csv}, {outs.png}, {outs.svg}, {outs.runs_jsonl}")
+
+
+@click.command("compare")
+@click.option("--agents", "arms", default="kernelseek,toolrich", show_default=True, help="comma-separated arms")
+@click.option("--task", default="fa-fwd-sm90", show_default=True)
+@click.option("--model", "model_name", default=None, help="the model name the endpoint knows")
+@click.option("--base-url", default=None, help="an OpenAI-compatible endpoint")
+@click.option("--seeds", type=click.IntRange(min=1), default=1, show_default=True, help="runs per arm (seeds 1..N)")
+@click.option("--max-steps", type=int, default=None)
+@click.option("--max-evals", type=int, default=None)
+@click.option("--max-wall", type=float, default=None, help="minutes per run")
+@click.option("--max-tokens", type=int, default=None)
+@click.option("--max-cost", type=float, default=None, help="USD per run")
+@click.option("--price", nargs=2, type=float, default=None, metavar="IN OUT", help="USD per million tokens")
+@click.option("--temperature", type=float, default=None)
+@click.option("--kernel", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
+@click.option("--goal", type=float, default=None)
+@click.option("--task-opt", "task_opts", multiple=True, metavar="KEY=VALUE")
+@click.option("--agent-opt", "agent_opts", multiple=True, metavar="ARM:KEY=VALUE", help="an option for one arm")
+@click.option("--sandbox", type=click.Choice(["auto", "landlock", "none"]), default=None)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("results/compare"),
+              show_default=True)
+@click.option("--from-traces", "from_traces", type=click.Path(exists=True, path_type=Path), default=None,
+              help="regenerate the table and plot from the traces in DIR, without a model")
+@click.option("--remeasure", is_flag=True, help="re-evaluate every recorded candidate on this machine first")
+def compare_cmd(arms, task, model_name, base_url, seeds, max_steps, max_evals, max_wall, max_tokens, max_cost, price,
+                temperature, kernel, goal, task_opts, agent_opts, sandbox, out_dir, from_traces, remeasure):
+    """Run the arms head-to-head on one task, model and budget; table and plot in --out."""
+    from .arms import arm_names
+    from .runner import api_key_from_env
+    from .runstats import find_traces
+
+    if from_traces:
+        traces = find_traces(from_traces)
+        if not traces:
+            click.echo(f"error: no traces under {from_traces}", err=True)
+            sys.exit(EXIT_USAGE)
+        _render(traces, out_dir, remeasure)
+        return
+    api_key = api_key_from_env()
+    if not api_key and not base_url:
+        traces = find_traces(out_dir / "traces") if (out_dir / "traces").is_dir() else []
+        if not traces:
+            click.echo(NO_ENDPOINT.format(traces=out_dir / "traces", task=task), err=True)
+            sys.exit(EXIT_USAGE)
+        _say(f"no model endpoint configured (OPENAI_API_KEY or --base-url): regenerating from the "
+                      f"{len(traces)} trace(s) under {out_dir / 'traces'}")
+        _render(traces, out_dir, remeasure)
+        return
+    from .compare import CompareRequest, run_compare
+
+    names = [a.strip() for a in arms.split(",") if a.strip()]
+    try:
+        unknown = [a for a in names if a not in arm_names()]
+        if unknown or len(set(names)) != len(names) or not names:
+            raise click.BadParameter(f"{arms!r}: arms are {', '.join(arm_names())}, each once", param_hint="--agents")
+        if not model_name:
+            raise click.BadParameter("--model is required to run the arms (or use --from-traces)")
+        model = {"name": model_name, "base_url": base_url, "temperature": temperature}
+        if price:
+            model.update(price_input_per_mtok=price[0], price_output_per_mtok=price[1])
+        limits = {k: v for k, v in (("max_steps", max_steps), ("max_evals", max_evals), ("max_tokens", max_tokens),
+                                    ("max_cost", max_cost),
+                                    ("max_wall_s", None if max_wall is None else max_wall * 60)) if v is not None}
+        req = CompareRequest(arms=names, task=task, model=model, seeds=list(range(1, seeds + 1)), limits=limits,
+                             task_options=_task_options(kernel, goal, task_opts), arm_options=_arm_options(agent_opts),
+                             tools={"sandbox": sandbox} if sandbox else {}, out_dir=str(out_dir))
+    except click.BadParameter as e:
+        click.echo(f"error: {e.format_message()}", err=True)
+        sys.exit(EXIT_USAGE)
+
+    def on_run(spec, rec):
+        what = "already finished, kept" if not rec["ran"] else (
+            f"{rec['state']}: exit {rec['exit_reason']}, best "
+            + (f"{rec['best']['geomean']:.3f}x" if rec.get("best") else "-"))
+        _say(f"{spec.arm} seed {spec.seed}: {what} ({spec.trace_path})")
+
+    try:
+        records = run_compare(req, on_run=on_run)
+    except (ValueError, KeyError, FileNotFoundError, ImportError, RuntimeError) as e:
+        click.echo(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", err=True)
+        sys.exit(EXIT_USAGE)
+    _render([Path(r["trace"]) for r in records], out_dir, remeasure)
+    failed = [r for r in records if r.get("exit_reason") in ("model_error", "error", "harness_tampered")]
+    sys.exit(EXIT_FAIL if failed else 0)
+
+
+@traces_group.command("analyze")
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--gain", "threshold", type=float, default=10.0, show_default=True,
+              help="a large gain: a new best at least this many percent above the previous best")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("results/analysis"),
+              show_default=True)
+def traces_analyze(files, threshold, out_dir):
+    """Questions, tool calls, evaluations and gain attribution for FILES (traces, or folders of them)."""
+    from .analysis import analyze, markdown, write
+    from .runstats import find_traces
+
+    traces = [t for f in files for t in find_traces(f)]
+    if not traces:
+        click.echo("error: no traces among the given files", err=True)
+        sys.exit(EXIT_USAGE)
+    a = analyze(traces, threshold / 100.0)
+    click.echo(markdown(a))
+    written = write(a, out_dir)
+    _say(f"wrote {', '.join(str(p) for p in written)}")
+
+
+def register(main: click.Group) -> None:
+    main.add_command(compare_cmd)

@@ -1,0 +1,183 @@
+"""Retrieval for the tool-rich arm: a BM25 index (the `bm25s` library) over a documents folder, cut
+into passages, and the `search_docs` tool that queries it. The same index type ranks the lessons of
+a run (lessons.py).
+
+By default the documents are the suite's own notes and kernels (README.md, docs/, kernels/); a user
+adds others, e.g. the CUDA and PTX guides saved as text or HTML, with the arm option `docs_extra`.
+"""
+from __future__ import annotations
+
+import hashlib
+import html.parser
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import config as suite_config
+from .context import RunContext
+from .exceptions import ToolError
+from .tools import Tool, ToolResult, elide
+
+TEXT_SUFFIXES = {".md", ".txt", ".rst", ".cu", ".cuh", ".h", ".hpp", ".c", ".cc", ".cpp", ".py", ".ptx", ".html",
+                 ".htm"}
+DEFAULT_SOURCES = ("README.md", "docs", "kernels")
+MAX_FILE_BYTES = 8 << 20
+PASSAGE_CHARS = 1500
+
+
+def _bm25s():
+    try:
+        import bm25s
+    except ImportError as e:
+        raise ImportError("retrieval needs the 'agents' extra (bm25s): pip install 'kernelseek-suite[agents]'") from e
+    return bm25s
+
+
+class Bm25Index:
+    """A BM25 ranking over a list of texts; scores of 0 (no shared term) are never returned."""
+
+    def __init__(self, texts: list[str]):
+        self.size = len(texts)
+        self._retriever = None
+        if texts:
+            bm25s = _bm25s()
+            self._retriever = bm25s.BM25()
+            self._retriever.index(bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False)
+
+    def search(self, query: str, k: int) -> list[tuple[int, float]]:
+        if not self._retriever or k <= 0:
+            return []
+        bm25s = _bm25s()
+        tokens = bm25s.tokenize([query], stopwords="en", return_ids=False, show_progress=False)
+        if not tokens[0]:
+            return []
+        docs, scores = self._retriever.retrieve(tokens, k=min(k, self.size), show_progress=False)
+        return [(int(d), float(s)) for d, s in zip(docs[0], scores[0]) if s > 0]
+
+
+@dataclass
+class Passage:
+    source: str            # the file, relative to the folder it was found in
+    first_line: int
+    last_line: int
+    text: str
+
+
+class _Text(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.parts: list[str] = []
+        self._skip = 0
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("script", "style"):
+            self._skip += 1
+
+    def handle_endtag(self, tag):
+        if tag in ("script", "style") and self._skip:
+            self._skip -= 1
+        if tag in ("p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "pre", "section"):
+            self.parts.append("\n")
+
+    def handle_data(self, data):
+        if not self._skip:
+            self.parts.append(data)
+
+
+def _read(path: Path) -> str:
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if path.suffix in (".html", ".htm"):
+        p = _Text()
+        p.feed(text)
+        lines = [" ".join(l.split()) for l in "".join(p.parts).splitlines()]
+        text = "\n".join(l for l in lines if l)
+    return text
+
+
+def passages(text: str, source: str, max_chars: int = PASSAGE_CHARS) -> list[Passage]:
+    """Consecutive blocks (split at blank lines) joined up to `max_chars`; a longer block is cut."""
+    out: list[Passage] = []
+    lines = text.splitlines()
+    start, buf = 0, []
+
+    def flush(end):
+        body = "\n".join(buf).strip()
+        if body:
+            out.append(Passage(source, start + 1, end, body))
+
+    for i, line in enumerate(lines):
+        if not buf:
+            start = i
+        buf.append(line)
+        size = sum(len(l) + 1 for l in buf)
+        if (not line.strip() and size >= max_chars // 2) or size >= max_chars:
+            flush(i + 1)
+            buf = []
+    flush(len(lines))
+    return out
+
+
+def collect(sources: list[Path]) -> tuple[list[Passage], list[str]]:
+    """Passages of every text file under `sources` (files or folders), and what was skipped."""
+    found: list[Passage] = []
+    skipped: list[str] = []
+    for src in sources:
+        if not src.exists():
+            skipped.append(f"{src}: not found")
+            continue
+        files = [src] if src.is_file() else sorted(p for p in src.rglob("*") if p.is_file())
+        for f in files:
+            if f.suffix.lower() not in TEXT_SUFFIXES or any(part.startswith(".") for part in f.parts[-3:]):
+                continue
+            if f.stat().st_size > MAX_FILE_BYTES:
+                skipped.append(f"{f}: larger than {MAX_FILE_BYTES >> 20} MiB")
+                continue
+            rel = f.name if src.is_file() else f"{src.name}/{f.relative_to(src)}"
+            found.extend(passages(_read(f), rel))
+    return found, skipped
+
+
+class DocIndex:
+    def __init__(self, sources: list[Path]):
+        self.sources = [Path(s).resolve() for s in sources]
+        self.passages, self.skipped = collect(self.sources)
+        self.index = Bm25Index([f"{p.source}\n{p.text}" for p in self.passages])
+        h = hashlib.sha256()
+        for p in self.passages:
+            h.update(f"{p.source}:{p.first_line}\0{p.text}\0".encode())
+        self.sha256 = h.hexdigest()
+
+    def search(self, query: str, k: int = 5) -> list[tuple[Passage, float]]:
+        return [(self.passages[i], s) for i, s in self.index.search(query, k)]
+
+    def describe(self) -> dict:
+        return {"sources": [str(s) for s in self.sources], "passages": len(self.passages),
+                "files": len({p.source for p in self.passages}), "sha256": self.sha256, "skipped": self.skipped[:20]}
+
+
+def default_sources() -> list[Path]:
+    return [suite_config.REPO_ROOT / s for s in DEFAULT_SOURCES]
+
+
+def search_tool(index: DocIndex, max_chars: int = 1200) -> Tool:
+    def run(args: dict, ctx: RunContext) -> ToolResult:
+        query = args["query"].strip()
+        if not query:
+            raise ToolError("the query is empty")
+        k = int(args.get("k") or 5)
+        hits = index.search(query, k)
+        if not index.passages:
+            return ToolResult("the document index is empty: no documents were found in "
+                              + ", ".join(str(s) for s in index.sources), is_error=True, data={"hits": []})
+        if not hits:
+            return ToolResult(f"no passage matches {query!r}", data={"hits": []})
+        parts = [f"[{n}] {p.source}:{p.first_line}-{p.last_line} (score {s:.2f})\n{elide(p.text, max_chars)}"
+                 for n, (p, s) in enumerate(hits, 1)]
+        return ToolResult("\n\n".join(parts), data={"hits": [
+            {"source": p.source, "lines": [p.first_line, p.last_line], "score": round(s, 3)} for p, s in hits]})
+
+    return Tool("search_docs", "Search the documents folder (the suite's notes and kernels, and any guides the "
+                "user added) with a keyword query; returns the best-matching passages with their file and lines.",
+                {"type": "object", "properties": {
+                    "query": {"type": "string", "minLength": 1},
+                    "k": {"type": "integer", "minimum": 1, "maximum": 10, "description": "passages (default 5)"}},
+                 "required": ["query"], "additionalProperties": False}, run)

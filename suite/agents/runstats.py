@@ -1,0 +1,162 @@
+"""What a run achieved and spent, read back from its trace: the numbers the head-to-head table and
+plot are made of. The best is recomputed from the evaluations (so that re-measured speed-ups can
+replace the recorded ones), never taken on trust from the trace's own `best` field."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .trace import read_trace
+
+# evaluations that say nothing about the candidate: the machine could not judge it
+NOT_JUDGED = ("no_gpu", "error")
+
+
+@dataclass
+class EvalPoint:
+    index: int
+    step: int
+    status: str
+    correct: bool
+    geomean: float | None
+    candidate_sha256: str
+    remeasured: bool = False
+
+
+@dataclass
+class RunStats:
+    trace: str
+    run_id: str
+    arm: str
+    task: str
+    model: str
+    seed: int | None
+    baseline: str | None
+    steps: int
+    evals: int
+    wrong: int                      # candidates judged incorrect (wrong, crash, timeout, build_failed)
+    best: float | None              # best correct speed-up vs the baseline
+    best_eval: int | None
+    steps_to_best: int | None
+    evals_to_best: int | None
+    questions: int
+    questions_by_category: dict[str, int]
+    tool_calls: dict[str, int]
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    cost: float | None
+    wall_s: float
+    exit_reason: str | None
+    goal_met: bool
+    remeasured: bool = False
+    points: list[EvalPoint] = field(default_factory=list)
+    question_steps: list[tuple[int, str]] = field(default_factory=list)     # (step, category)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunStats":
+        d = dict(d)
+        d["points"] = [EvalPoint(**p) for p in d.get("points", [])]
+        d["question_steps"] = [tuple(q) for q in d.get("question_steps", [])]
+        return cls(**d)
+
+    def curve(self) -> list[tuple[int, float | None]]:
+        """Best-so-far speed-up after each step that evaluated something, and at the last step."""
+        out, best = [], None
+        for p in self.points:
+            if p.correct and p.geomean is not None and (best is None or p.geomean > best):
+                best = p.geomean
+            if out and out[-1][0] == p.step:
+                out[-1] = (p.step, best)
+            else:
+                out.append((p.step, best))
+        if self.steps and (not out or out[-1][0] < self.steps):
+            out.append((self.steps, best))
+        return out
+
+
+def question_category(ev: dict) -> str:
+    """A question's category; a typed question has none: `human`."""
+    return ev.get("category") or ("human" if ev.get("source") == "human" else "uncategorized")
+
+
+def is_trace(path: Path) -> bool:
+    try:
+        with open(path, encoding="utf-8") as f:
+            first = json.loads(f.readline())
+        return isinstance(first, dict) and first.get("type") == "run_start"
+    except (OSError, ValueError):
+        return False
+
+
+def find_traces(root: Path) -> list[Path]:
+    """Trace files under `root` (or `root` itself), in name order."""
+    root = Path(root)
+    if root.is_file():
+        return [root] if is_trace(root) else []
+    return sorted(p for p in root.rglob("*.jsonl") if is_trace(p))
+
+
+def stats_from_events(events: list[dict], trace: str, remeasured: dict[str, dict] | None = None) -> RunStats:
+    """`remeasured` maps candidate sha256 -> {status, correct, geomean} measured again."""
+    start = events[0]
+    task = start.get("task") or {}
+    points, calls, by_cat, qsteps = [], {}, {}, []
+    totals, end = {}, None
+    for ev in events:
+        t = ev["type"]
+        if t == "harness_eval":
+            p = EvalPoint(ev["index"], ev["step"], ev["status"], ev["correct"], ev.get("geomean"),
+                          ev["candidate_sha256"])
+            new = (remeasured or {}).get(p.candidate_sha256)
+            if new is not None:
+                p.status, p.correct, p.geomean, p.remeasured = new["status"], new["correct"], new["geomean"], True
+            points.append(p)
+        elif t == "tool_result":
+            calls[ev["tool"]] = calls.get(ev["tool"], 0) + 1
+        elif t == "question":
+            cat = question_category(ev)
+            by_cat[cat] = by_cat.get(cat, 0) + 1
+            qsteps.append((ev["step"], cat))
+        elif t in ("step", "run_end"):
+            totals = ev["totals"]
+            if t == "run_end":
+                end = ev
+    best = None
+    for p in points:
+        if p.correct and p.geomean is not None and (best is None or p.geomean > best.geomean):
+            best = p
+    exit_ev = next((e for e in reversed(events) if e["type"] == "exit"), None)
+    return RunStats(
+        trace=str(trace), run_id=start.get("run_id", ""), arm=start.get("arm", ""), task=task.get("name", ""),
+        model=(start.get("model") or {}).get("name", ""), seed=start.get("seed"),
+        baseline=(task.get("goal") or {}).get("baseline"), steps=int(totals.get("steps", 0)), evals=len(points),
+        wrong=sum(1 for p in points if not p.correct and p.status not in NOT_JUDGED),
+        best=best.geomean if best else None, best_eval=best.index if best else None,
+        steps_to_best=best.step if best else None, evals_to_best=best.index if best else None,
+        questions=sum(by_cat.values()), questions_by_category=by_cat, tool_calls=dict(sorted(calls.items())),
+        prompt_tokens=int(totals.get("prompt_tokens", 0)), completion_tokens=int(totals.get("completion_tokens", 0)),
+        total_tokens=int(totals.get("total_tokens", 0)), cost=totals.get("cost"),
+        wall_s=float(totals.get("wall_s", 0.0)), exit_reason=exit_ev["reason"] if exit_ev else None,
+        goal_met=_goal_met(events, end, points, (task.get("goal") or {}).get("min_geomean"), bool(remeasured)),
+        remeasured=bool(remeasured), points=points, question_steps=qsteps)
+
+
+def _goal_met(events, end, points, min_geomean, remeasured: bool) -> bool:
+    if remeasured:     # judged again on the new numbers
+        return min_geomean is not None and any(p.correct and p.geomean is not None and p.geomean >= min_geomean
+                                               for p in points)
+    if end is not None:
+        return bool(end.get("goal_met"))
+    return any(e.get("goal_met") for e in events if e["type"] == "harness_eval")
+
+
+def stats_from_trace(path: Path, remeasured: dict[str, dict] | None = None) -> RunStats:
+    events = read_trace(path).events
+    if not events or events[0].get("type") != "run_start":
+        raise ValueError(f"{path}: not a trace (no run_start)")
+    return stats_from_events(events, str(path), remeasured)

@@ -1,0 +1,132 @@
+"""Trace analysis on constructed traces whose answers are known: counts, gain attribution to the
+nearest question and its category, the layers before and after, the shares, and the command."""
+from __future__ import annotations
+
+import csv
+
+import pytest
+from click.testing import CliRunner
+
+from kernelseek_suite.agents.analysis import analyze
+from kernelseek_suite.agents.trace import validate_trace
+from kernelseek_suite.cli import main
+from trace_builder import TraceBuilder
+
+UNROLL = "#pragma unroll 4\nfor (int c = 0; c < d; c++) s = fmaf(q[c], k[c], s);"
+SHARED = "__shared__ float tile[64][64];  // the K tile, loaded once into shared memory"
+SYNC = "__syncthreads();  // a barrier between the two phases"
+SKIP = "// skip the masked blocks: causal rows end early"
+SPLIT = "int blocks = gridDim.x;  // split the rows across blocks"
+LAUNCH = "cudaLaunchKernel(f, grid, block, args, 0, stream);"
+
+
+def _run_a(path):
+    """kernelseek: a layer-shift question then a large gain in another layer; a wrong candidate; a
+    limit-rejection question then a large gain; a small gain; a large gain with no question since."""
+    b = TraceBuilder(path, "kernelseek", "run-a")
+    b.step().evaluate(1.00)                          # step 1: the starting level, not a gain
+    b.step(edit="float s = 0.0f;").evaluate(1.05)     # step 2: +5 %, a new best below the threshold
+    b.step(edit=UNROLL).question("layer-shift", "plateau", "ls-mem-gap")       # step 3
+    b.step(edit=SHARED).evaluate(1.30)               # step 4: +23.8 % -> after the layer-shift question
+    b.step(edit=SYNC).evaluate(None, correct=False)  # step 5: a wrong candidate
+    b.step().question("limit-rejection", "claimed-limit", "lr-evidence")       # step 6
+    b.step(edit=SKIP).evaluate(1.60)                 # step 7: +23.1 % -> after the limit-rejection question
+    b.step(tool="view_file").evaluate(1.65)          # step 8: +3 %
+    b.step(edit=SPLIT).evaluate(2.00)                # step 9: +21.2 %, no question since step 8's best
+    return b.end()
+
+
+def _run_b(path):
+    """kernelseek with a person asking: a typed question, then a large gain; an information question
+    followed by a small one."""
+    b = TraceBuilder(path, "kernelseek", "run-b", seed=2)
+    b.step().evaluate(1.00)
+    b.step().question(None, "early-stop", source="human")
+    b.step(edit=LAUNCH).evaluate(1.50)               # +50 %
+    b.step().question("information", "plateau", "info-bw")
+    b.step(edit=SHARED).evaluate(1.56)               # +4 %
+    return b.end()
+
+
+def _run_c(path):
+    b = TraceBuilder(path, "toolrich", "run-c")
+    b.step(tool="profile").evaluate(1.00)
+    b.step(edit=SHARED, tool="search_docs").evaluate(1.20)        # +20 %, no questions in this arm
+    b.step(edit=SYNC).evaluate(None, correct=False)
+    b.step(tool="disassemble").evaluate(None, correct=False, status="build_failed")
+    b.step().evaluate(None, correct=False, status="no_gpu")        # not a judgement of the candidate
+    return b.end()
+
+
+@pytest.fixture
+def traces(tmp_path):
+    paths = [_run_a(tmp_path / "a.jsonl"), _run_b(tmp_path / "b.jsonl"), _run_c(tmp_path / "c.jsonl")]
+    for p in paths:
+        v = validate_trace(p)
+        assert v.ok, v.errors
+    return paths
+
+
+def test_large_gains_are_attributed_to_the_nearest_question_since_the_last_best(traces):
+    a = analyze(traces, threshold=0.10)
+    gains = {(g.run_id, g.eval_index): g for g in a.gains}
+    assert sorted(gains) == [("run-a", 3), ("run-a", 5), ("run-a", 7), ("run-b", 2), ("run-c", 2)]
+    g = gains[("run-a", 3)]
+    assert (g.step, g.before, g.after, g.gain_pct) == (4, 1.05, 1.30, 23.81)
+    assert (g.category, g.question_step, g.question_trigger, g.question_id) == ("layer-shift", 3, "plateau",
+                                                                                "ls-mem-gap")
+    assert (g.layer_before, g.layer_after) == ("instructions", "memory")
+    g = gains[("run-a", 5)]
+    assert (g.category, g.question_step, g.before, g.after) == ("limit-rejection", 6, 1.30, 1.60)
+    # the layer-shift question of step 3 came before the previous best (step 4): not this gain's
+    assert (g.layer_before, g.layer_after) == ("synchronization", "algorithm")
+    g = gains[("run-a", 7)]
+    assert (g.category, g.question_step, g.layer_before, g.layer_after) == ("none", None, None, "decomposition")
+    assert (gains[("run-b", 2)].category, gains[("run-b", 2)].layer_after) == ("human", "launch")
+    assert gains[("run-c", 2)].category == "none"
+
+
+def test_the_shares_of_large_gains_by_category(traces):
+    a = analyze(traces, threshold=0.10)
+    assert a.shares() == {"layer-shift": (1, 0.2), "limit-rejection": (1, 0.2), "information": (0, 0.0),
+                          "human": (1, 0.2), "none": (2, 0.4)}
+    assert a.shares("kernelseek")["none"] == (1, 0.25) and a.shares("toolrich") == {
+        "layer-shift": (0, 0.0), "limit-rejection": (0, 0.0), "information": (0, 0.0), "human": (0, 0.0),
+        "none": (1, 1.0)}
+    # a higher threshold leaves only the +50 % gain
+    assert [(g.run_id, g.category) for g in analyze(traces, threshold=0.25).gains] == [("run-b", "human")]
+
+
+def test_the_counts_per_run(traces):
+    runs = {r.run_id: r for r in analyze(traces).runs}
+    a, b, c = runs["run-a"], runs["run-b"], runs["run-c"]
+    assert a.questions_by_category == {"layer-shift": 1, "limit-rejection": 1} and a.human_messages == 0
+    assert b.questions_by_category == {"human": 1, "information": 1} and b.human_messages == 1
+    assert a.tool_calls == {"edit_file": 6, "evaluate": 7, "view_file": 1}
+    assert c.tool_calls == {"disassemble": 1, "edit_file": 2, "evaluate": 5, "profile": 1, "search_docs": 1}
+    assert (a.evaluations, a.wrong, c.evaluations, c.wrong) == (7, 1, 5, 2)     # no_gpu judges no candidate
+    assert a.steps == 9 and c.steps == 5
+
+
+def test_traces_analyze_writes_tables_and_a_timeline_per_run(traces, tmp_path):
+    out = tmp_path / "out"
+    r = CliRunner().invoke(main, ["traces", "analyze", *map(str, traces), "--gain", "10", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "| layer-shift     |             1 | 20 %" in r.output
+    assert "| none            |             2 | 40 %" in r.output
+    md = (out / "analysis.md").read_text()
+    assert "1.050x -> 1.300x" in md and "instructions -> memory" in md
+    rows = list(csv.DictReader(open(out / "gains.csv")))
+    assert [(x["run_id"], x["category"]) for x in rows] == [("run-a", "layer-shift"), ("run-a", "limit-rejection"),
+                                                           ("run-a", "none"), ("run-b", "human"), ("run-c", "none")]
+    for run in ("run-a", "run-b", "run-c"):
+        assert (out / f"timeline-{run}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # a folder of traces is read the same way
+    r2 = CliRunner().invoke(main, ["traces", "analyze", str(traces[0].parent), "--out", str(tmp_path / "o2")])
+    assert r2.exit_code == 0 and (tmp_path / "o2" / "gains.csv").read_text() == (out / "gains.csv").read_text()
+
+
+def test_traces_analyze_without_traces_is_a_usage_error(tmp_path):
+    (tmp_path / "x.jsonl").write_text('{"type": "llm_call"}\n')
+    r = CliRunner().invoke(main, ["traces", "analyze", str(tmp_path / "x.jsonl")])
+    assert r.exit_code == 4 and "no traces" in r.output
