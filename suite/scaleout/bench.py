@@ -1,0 +1,332 @@
+"""`bench` on a Dask cluster: the scenarios are sharded over the GPUs.
+
+Each worker builds the kernel once (its own build cache, per device) and runs its shards in the
+harness's isolated sweep, the baselines beside the kernel on the same GPU, so every ratio is still
+measured side by side on one device. Rows come back to the client one at a time and are appended to
+the same bench.jsonl as a single-GPU run, each with the GPU it ran on (index, UUID, host); the
+csv/md/summary/provenance are written as by `run_bench`. A worker that dies loses only the scenario
+it was running: Dask runs its shard again elsewhere, without the rows already recorded. An
+interrupted run continues with --resume.
+
+The function that runs a shard on a worker is a seam (`ShardJob.runner`): the GPU one by default;
+tests put a GPU-free one there to exercise the sharding, the retries and the merge on the CPU."""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import math
+import os
+import secrets
+import tempfile
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from ..bench import BenchRequest, ResumeMismatch, select_scenarios, write_outputs
+from ..config import HarnessConfig
+from ..provenance import host_provenance, now_utc, _clocks
+from ..results import STATUS_CRASH, ScenarioResult, read_jsonl
+from ..scenarios import Scenario
+from .cluster import ClusterSpec, open_client
+from .executor import Channel, ItemFailure, WorkItem, run_items
+from .gpus import WorkerGPU, check_cluster, cluster_gpus, pinned_device, probe_this_worker
+
+
+@dataclass
+class ScaleOut:
+    """How `bench` spreads over a cluster."""
+    cluster: ClusterSpec = field(default_factory=ClusterSpec)
+    per_class_reports: bool = False   # mixed GPU classes: one report per class under --out
+    chunk: int | None = None          # scenarios per work item (default: about four items per worker)
+
+
+ShardRunner = Callable[["ShardJob", list[Scenario], Callable[[ScenarioResult], None]], dict]
+GPUProbe = Callable[[], WorkerGPU]
+
+
+@dataclass
+class ShardJob:
+    kernel_name: str
+    kernel_source: bytes
+    kernel_sha256: str
+    arch: str
+    baselines: list[str]
+    seed: int
+    scenarios: list[dict]                 # Scenario.to_dict()
+    timed_ids: list[str]
+    config: HarnessConfig = field(default_factory=HarnessConfig)
+    runner: ShardRunner | None = None     # None: the GPU runner
+    probe: GPUProbe | None = None         # None: NVML on the worker's pinned device
+
+
+# ---------------------------------------------------------------- on the worker
+
+@functools.lru_cache(maxsize=None)
+def _this_gpu(probe: GPUProbe | None) -> WorkerGPU:
+    return (probe or probe_this_worker)()
+
+
+def run_shard(job: ShardJob, channel: Channel) -> dict:
+    """Run one shard on this worker; each row goes to the client as soon as it exists."""
+    from distributed import get_worker
+
+    gpu = _this_gpu(job.probe)
+    try:
+        where = {**gpu.provenance(), "worker": get_worker().address}
+    except ValueError:
+        where = gpu.provenance()
+    done = channel.recorded()
+    todo = [Scenario(**d) for d in job.scenarios if d["id"] not in done]
+
+    def on_row(row: ScenarioResult) -> None:
+        row.gpu = dict(where)
+        channel.emit(row.scenario, row.to_dict())
+
+    info = (job.runner or gpu_runner)(job, todo, on_row) if todo else {}
+    return {"gpu": where, "skipped": len(job.scenarios) - len(todo), **info}
+
+
+def _worker_dir(gpu: WorkerGPU) -> Path:
+    from .. import config
+    tag = (gpu.uuid or f"{gpu.host}-{os.getpid()}").replace("/", "-")
+    return config.cache_dir() / "scaleout" / tag
+
+
+@functools.lru_cache(maxsize=None)
+def _build_once(kernel_name: str, source: bytes, sha: str, arch: str, where: Path):
+    from ..build import build
+    src = where / "src" / sha[:16] / kernel_name
+    src.parent.mkdir(parents=True, exist_ok=True)
+    src.write_bytes(source)
+    # a cache of this device's own: workers of one host never race on the same build folder
+    return build(src, arch, cache=where / "build")
+
+
+def gpu_runner(job: ShardJob, todo: list[Scenario], on_row: Callable[[ScenarioResult], None]) -> dict:
+    """Build (once per worker) and run the scenarios in the harness's isolated sweep on this
+    worker's GPU."""
+    from ..harness.sweep import SweepSpec, run_sweep
+
+    gpu = _this_gpu(job.probe)
+    where = _worker_dir(gpu)
+    built = _build_once(job.kernel_name, job.kernel_source, job.kernel_sha256, job.arch, where)
+    pinned = pinned_device()
+    if pinned is not None:   # the sweep's child process sees this worker's device alone
+        os.environ["CUDA_VISIBLE_DEVICES"] = pinned
+    hello: dict = {}
+    timed = set(job.timed_ids)
+    spec = SweepSpec(library=built.library, scenarios=todo, baselines=job.baselines, seed=job.seed,
+                     timed=lambda s: s.id in timed, config=job.config, gpu_index=0,
+                     worker_log=where / "worker.log")
+    clocks_start = _clocks(gpu_info(gpu))
+    run_sweep(spec, None, on_row=on_row, on_hello=hello.update)
+    return {"hello": hello, "clocks": {"start": clocks_start, "end": _clocks(gpu_info(gpu))},
+            "build": {"nvcc": built.nvcc_version, "flags": built.flags,
+                      "functions": [f.__dict__ for f in built.functions]}}
+
+
+def gpu_info(gpu: WorkerGPU):
+    from ..gpu import list_gpus
+    return next((g for g in list_gpus() if g.uuid == gpu.uuid), None)
+
+
+# ---------------------------------------------------------------- on the client
+
+def plan_shards(scenarios: list[Scenario], workers: int, chunk: int | None = None) -> list[list[Scenario]]:
+    """Consecutive slices of the scenario list, about four per worker unless `chunk` says: small
+    enough to balance the tail, large enough that a worker's sweep process is started rarely."""
+    if not scenarios:
+        return []
+    size = chunk or max(1, math.ceil(len(scenarios) / (4 * max(1, workers))))
+    return [scenarios[i:i + size] for i in range(0, len(scenarios), size)]
+
+
+class _Sweep:
+    """One output folder (one device class): its rows, provenance and files."""
+
+    def __init__(self, out: Path, req: BenchRequest, sha: str, chosen: list[Scenario], gpus: list[WorkerGPU],
+                 executor: dict, seed: int | None):
+        self.out, self.req, self.sha, self.chosen, self.gpus = Path(out), req, sha, chosen, gpus
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.jsonl, self.prov_path = self.out / "bench.jsonl", self.out / "provenance.json"
+        self.prior: list[ScenarioResult] = []
+        if req.resume and self.jsonl.exists():
+            old = json.loads(self.prov_path.read_text()) if self.prov_path.exists() else {}
+            if old.get("kernel_sha256") and old["kernel_sha256"] != sha:
+                raise ResumeMismatch(f"{self.out} holds results of another kernel (sha256 {old['kernel_sha256'][:16]}); "
+                                     "use another --out or drop --resume")
+            self.prior = _dedup(read_jsonl(self.jsonl))
+            self.prov = old
+            self.seed = int(self.prov.get("seed", seed if seed is not None else secrets.randbits(48)))
+            self.prov.setdefault("resumed", []).append(now_utc())
+        else:
+            if self.jsonl.exists():
+                self.jsonl.unlink()
+            self.seed = seed if seed is not None else secrets.randbits(48)
+            self.prov = _client_provenance(gpus)
+            self.prov.update({"seed": self.seed, "kernel": str(req.kernel), "kernel_sha256": sha, "arch": req.arch,
+                              "baselines": req.baselines})
+        self.prov["executor"] = executor
+        known = {d.get("uuid") or d.get("worker") for d in self.prov.get("devices", [])}
+        self.prov.setdefault("devices", []).extend(
+            g.to_dict() for g in gpus if (g.uuid or g.worker) not in known)
+        self.done = {r.scenario for r in self.prior}
+        self.rows: list[ScenarioResult] = list(self.prior)
+        self.todo = [s for s in chosen if s.id not in self.done]
+        self.save()
+
+    def save(self) -> None:
+        self.prov_path.write_text(json.dumps(self.prov, indent=1))
+
+    def record(self, row: ScenarioResult) -> bool:
+        if row.scenario in self.done:
+            return False
+        self.done.add(row.scenario)
+        self.rows.append(row)
+        with open(self.jsonl, "a") as f:
+            f.write(json.dumps(row.to_dict()) + "\n")
+        return True
+
+    def shard_done(self, res: dict) -> None:
+        dev = self._device(res.get("gpu") or {})
+        if dev is None:
+            return
+        if res.get("clocks"):
+            dev.setdefault("clocks_start", res["clocks"]["start"])
+            dev["clocks_end"] = res["clocks"]["end"]
+        h = res.get("hello") or {}
+        if h:
+            dev["software"] = {k: h.get(k) for k in ("device", "sms", "torch", "cuda", "cudnn", "baselines",
+                                                     "baseline_versions")}
+            if not self.prov.get("device"):
+                got = {"device": h.get("device"), "sms": h.get("sms"), "torch": h.get("torch"), "cuda": h.get("cuda"),
+                       "cudnn": h.get("cudnn"), "baseline_status": h.get("baselines"),
+                       "baseline_versions": h.get("baseline_versions")}
+                self.prov.update({k: v for k, v in got.items() if v is not None})
+        if res.get("build") and "build" not in self.prov:
+            self.prov["build"] = res["build"]
+        self.save()
+
+    def _device(self, where: dict) -> dict | None:
+        for d in self.prov.get("devices", []):
+            if (where.get("uuid") and d.get("uuid") == where.get("uuid")) or d.get("worker") == where.get("worker"):
+                return d
+        return None
+
+    def finish(self) -> dict:
+        order = {s.id: i for i, s in enumerate(self.chosen)}
+        rows = sorted(self.rows, key=lambda r: order.get(r.scenario, 1 << 30))
+        self.prov["date_end"] = now_utc()
+        self.save()
+        return write_outputs(self.out, rows, self.req.baselines, self.req.arch, self.req.kind, str(self.req.kernel),
+                             self.sha, self.prov)
+
+
+def _dedup(rows: list[ScenarioResult]) -> list[ScenarioResult]:
+    seen, out = set(), []
+    for r in rows:
+        if r.scenario not in seen:
+            seen.add(r.scenario)
+            out.append(r)
+    return out
+
+
+def _client_provenance(gpus: list[WorkerGPU]) -> dict:
+    """The client's machine and versions, with the GPU fields describing the workers' device class."""
+    prov = host_provenance(0)
+    g = gpus[0]
+    prov.update({"gpu_name": g.name, "gpu_uuid": None, "gpu_index": None, "driver": g.driver,
+                 "compute_capability": list(g.compute_capability) if g.compute_capability else None,
+                 "clocks_start": None, "client_host": prov.get("host"),
+                 "hosts": sorted({x.host for x in gpus})})
+    return prov
+
+
+@contextmanager
+def _connected(spec: ClusterSpec, client) -> Iterator:
+    if client is not None:
+        with nullcontext(client) as c:
+            yield c
+    else:
+        with open_client(spec) as c:
+            yield c
+
+
+def run_bench_distributed(req: BenchRequest, on_row: Callable[[ScenarioResult], None] | None = None,
+                          on_start: Callable[[int, int], None] | None = None, *, client=None,
+                          runner: ShardRunner | None = None, probe: GPUProbe | None = None) -> dict:
+    """`run_bench` on a cluster (req.scaleout). Returns summary.json's content; with per-class reports,
+    {"per_class": {class: summary}} with one folder per class under req.out_dir. `client` uses an
+    existing distributed.Client instead of opening req.scaleout.cluster; `runner` and `probe` replace
+    the GPU parts on the workers (tests)."""
+    so: ScaleOut = req.scaleout or ScaleOut()
+    source = Path(req.kernel).read_bytes()
+    sha = hashlib.sha256(source).hexdigest()
+    chosen = select_scenarios(req)
+    with _connected(so.cluster, client) as cl:
+        gpus = cluster_gpus(cl, probe or probe_this_worker)
+        classes = check_cluster(gpus, req.arch, so.per_class_reports)
+        executor = {"kind": "dask", "cluster": so.cluster.describe() if client is None else {"kind": "client"},
+                    "scheduler": cl.scheduler.address, "workers": len(gpus)}
+        sweeps: dict[str, _Sweep] = {}
+        items: list[WorkItem] = []
+        for cls_name, members in classes.items():
+            out = Path(req.out_dir) / members[0].slug if so.per_class_reports else Path(req.out_dir)
+            sw = _Sweep(out, req, sha, chosen, members, {**executor, "workers": len(members), "chunk": so.chunk},
+                        req.seed)
+            sweeps[cls_name] = sw
+            for i, shard in enumerate(plan_shards(sw.todo, len(members), so.chunk)):
+                timed = [s.id for s in shard if not s.extended and (req.timed_ids is None or s.id in req.timed_ids)]
+                job = ShardJob(Path(req.kernel).name, source, sha, req.arch, list(req.baselines), sw.seed,
+                               [s.to_dict() for s in shard], timed, req.config, runner, probe)
+                # one class: any worker (a restarted one too); several: only that class's workers
+                pool = tuple(g.worker for g in members) if len(classes) > 1 else None
+                items.append(WorkItem(f"{members[0].slug}/{i:04d}", (cls_name, job), pool))
+        if on_start:
+            on_start(sum(len(s.chosen) for s in sweeps.values()), sum(len(s.prior) for s in sweeps.values()))
+
+        def on_emit(item: WorkItem, mark: str, data: dict) -> None:
+            row = ScenarioResult.from_dict(data)
+            if sweeps[item.payload[0]].record(row) and on_row:
+                on_row(row)
+
+        def on_result(item: WorkItem, res: dict) -> None:
+            sweeps[item.payload[0]].shard_done(res)
+
+        def on_failure(item: WorkItem, failure: ItemFailure) -> list[WorkItem]:
+            if not failure.worker_died:     # a build error, a bug: the run stops (and can be resumed)
+                raise failure.exception
+            # Dask gave up on the shard: its workers kept dying. A shard runs in order, so the first
+            # scenario not recorded is the one they died on; the rest go on as a new shard.
+            sw, job = sweeps[item.payload[0]], item.payload[1]
+            left = [d for d in job.scenarios if d["id"] not in sw.done]
+            if not left:
+                return []
+            row = _failed(Scenario(**left[0]), sw.seed, f"the Dask worker died while running it, "
+                                                         f"{failure.error.split(':')[0]} ({failure.error[-300:]})")
+            if sw.record(row) and on_row:
+                on_row(row)
+            if len(left) == 1:
+                return []
+            rest = [d for d in left[1:]]
+            again = dataclasses.replace(job, scenarios=rest, timed_ids=[t for t in job.timed_ids
+                                                                         if t in {d["id"] for d in rest}])
+            return [WorkItem(f"{item.key}+{left[1]['id']}", (item.payload[0], again), item.workers)]
+
+        run_items(cl, items, _run_payload, on_emit=on_emit, on_result=on_result, on_failure=on_failure)
+    summaries = {name: sw.finish() for name, sw in sweeps.items()}
+    if so.per_class_reports:
+        return {"per_class": summaries}
+    return next(iter(summaries.values()))
+
+
+def _run_payload(payload: tuple[str, ShardJob], channel: Channel) -> dict:
+    return run_shard(payload[1], channel)
+
+
+def _failed(s: Scenario, seed: int, reason: str) -> ScenarioResult:
+    return ScenarioResult(s.id, s.head_config, s.batch, s.seqlen_q, s.seqlen_k, s.causal, s.extended, s.flops,
+                          status=STATUS_CRASH, reason=reason, seed=seed)
