@@ -125,9 +125,8 @@ def batch_options(spec: ClusterSpec) -> dict:
     g = int(spec.gpus_per_job)
     opts: dict[str, Any] = {
         "cores": 1, "processes": 1,                  # one thread per GPU worker
-        "memory": "32GB",
+        "memory": f"{16 * g}GB",
         "worker_command": "dask_cuda.cli worker",
-        "name": "kernelseek",
     }
     if spec.kind == "slurm":
         opts.update(job_cpu=4 * g, job_extra_directives=[f"--gres=gpu:{g}"])
