@@ -73,7 +73,8 @@ def agreement_cmd(reference, run, baseline, as_json):
     click.echo(f"ratio vs {ag.baseline}: {run} against {reference}, {ag.scenarios} scenarios in both")
     table = [[g.gpu, g.host, g.scenarios, _f(g.geomean_quotient), _f(g.min_quotient), _f(g.max_quotient),
               _pct(g.max_abs_dev)] for g in ag.per_gpu]
-    click.echo(tabulate(table, headers=["GPU", "host", "scenarios", "geomean run/ref", "min", "max", "max |dev|"]))
+    click.echo(tabulate(table, headers=["GPU", "host", "scenarios", "geomean run/ref", "min", "max", "max |dev|"],
+                        disable_numparse=True))
     click.echo(f"overall: geomean run/ref {_f(ag.geomean_quotient)}, max |dev| {_pct(ag.max_abs_dev)}; "
                f"spread of the per-GPU geomeans {_pct(ag.gpu_spread)}")
     if ag.wall_s:
@@ -96,12 +97,16 @@ def cluster_cmd(scheduler, as_json):
     """Start or reach a Dask cluster and list its workers, their GPUs and the GPU classes."""
     from tabulate import tabulate
 
+    from ..gpu import NoGPUError
     from .cluster import ClusterError, open_client, parse_scheduler
     from .gpus import by_class, cluster_gpus
 
     try:
         with open_client(parse_scheduler(scheduler)) as client:
             gpus = cluster_gpus(client)
+    except NoGPUError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(EXIT_NO_GPU)
     except ClusterError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(EXIT_USAGE)

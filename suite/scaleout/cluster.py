@@ -19,13 +19,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..gpu import NoGPUError, list_gpus
+
 KINDS = ("local-cuda", "local", "address", "slurm", "pbs")
 
 EXTRA_HINT = {
     "dask": 'pip install "kernelseek-suite[dask]"',
     "distributed": 'pip install "kernelseek-suite[dask]"',
     "dask_jobqueue": 'pip install "kernelseek-suite[dask]"',
-    "dask_cuda": 'pip install "kernelseek-suite[dask-cuda]" (on a machine with NVIDIA GPUs)',
+    "dask_cuda": 'pip install "kernelseek-suite[dask-cuda]" on a machine with NVIDIA GPUs, with the cuda-bindings '
+                 'of its CUDA (e.g. pip install "dask-cuda[cu13]")',
 }
 
 
@@ -108,6 +111,9 @@ def make_cluster(spec: ClusterSpec):
                 **spec.options}
         return distributed.LocalCluster(**opts)
     if spec.kind == "local-cuda":
+        if not list_gpus():
+            raise NoGPUError("no NVIDIA GPU on this host for a local-cuda cluster: give --scheduler the address of "
+                             "a scheduler whose workers hold GPUs, or a Slurm/PBS cluster spec")
         dask_cuda = need("dask_cuda")
         opts = {"threads_per_worker": 1, "dashboard_address": ":0", **spec.options}
         if spec.devices:
@@ -155,7 +161,12 @@ def expected_workers(spec: ClusterSpec, cluster) -> int:
 def open_client(spec: ClusterSpec, wait_s: float = 600.0) -> Iterator[Any]:
     """A connected distributed.Client; the cluster it made (if any) is closed on the way out."""
     distributed = need("distributed")
-    cluster = make_cluster(spec)
+    try:
+        cluster = make_cluster(spec)
+    except (ClusterError, NoGPUError):
+        raise
+    except Exception as e:     # e.g. NVML or the batch system refusing: say what failed, no traceback
+        raise ClusterError(f"the {spec.kind} cluster could not be started: {type(e).__name__}: {e}") from e
     try:
         client = distributed.Client(cluster if cluster is not None else spec.address)
         try:
