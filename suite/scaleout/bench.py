@@ -262,7 +262,10 @@ def run_bench_distributed(req: BenchRequest, on_row: Callable[[ScenarioResult], 
     {"per_class": {class: summary}} with one folder per class under req.out_dir. `client` uses an
     existing distributed.Client instead of opening req.scaleout.cluster; `runner` and `probe` replace
     the GPU parts on the workers (tests)."""
+    from .. import rules
+
     so: ScaleOut = req.scaleout or ScaleOut()
+    rules.enforce(req.kernel)        # here, before any cluster: the workers build the same file
     source = Path(req.kernel).read_bytes()
     sha = hashlib.sha256(source).hexdigest()
     chosen = select_scenarios(req)
