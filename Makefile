@@ -1,12 +1,19 @@
 # kernelseek-suite: `make test` runs the tests; `make reproduce ARCH=sm90` regenerates results/.
+#   make reproduce ARCH=sm90 [RUNTIME=auto|docker|native] [WHEELHOUSE=DIR] [OUT=DIR] [RESUME=1]
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 ARCH ?= sm90
 # torch: a machine that already has one (a GPU image) keeps it; otherwise the CPU build is installed
 TORCH_SPEC ?= torch==2.13.0
+# reproduce: auto runs in the pinned container where Docker can give it a GPU, else natively
+RUNTIME ?= auto
+WHEELHOUSE ?=
+OUT ?=
+RESUME ?=
+REPRODUCE_FLAGS = --arch $(ARCH) --runtime $(RUNTIME) $(if $(OUT),--out $(OUT)) $(if $(RESUME),--resume)
 
-.PHONY: setup test test-gpu reproduce clean
+.PHONY: setup test test-gpu reproduce check-containers clean
 
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv --system-site-packages $(VENV)
@@ -22,8 +29,23 @@ test: setup
 test-gpu: setup
 	$(PY) -m pytest -q -m "gpu"
 
+# Without the right GPU this runs what it can and fails with the command's code in make's message
+# ("Error 3": nothing measured; "Error 2": a kernel failed its static checks).
+ifeq ($(strip $(WHEELHOUSE)),)
 reproduce: setup
-	$(VENV)/bin/kernelseek-suite bench --arch $(ARCH) --kernel kernels/reference/attn_fwd_ref.cu --baseline fa3 --baseline cudnn --extended --out results/$(ARCH)/reference
+	$(VENV)/bin/kernelseek-suite reproduce $(REPRODUCE_FLAGS)
+else
+# a GPU node with no internet: every wheel comes from the wheelhouse, checked against its manifest
+reproduce:
+	$(PYTHON) -m venv --system-site-packages $(VENV)
+	$(PYTHON) suite/reproduce/wheelhouse.py install "$(WHEELHOUSE)" --python $(PY) --root .
+	$(VENV)/bin/kernelseek-suite reproduce $(REPRODUCE_FLAGS)
+endif
+
+# CI: the Dockerfiles' digests and labels, and each pinned Python set resolving (pip --dry-run)
+check-containers: setup
+	$(PY) -m pip install -q "pip>=24"
+	$(VENV)/bin/kernelseek-suite container check --resolve
 
 clean:
 	rm -rf $(VENV) .pytest_cache

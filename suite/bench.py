@@ -12,6 +12,7 @@ from . import build as _build
 from . import config, report, scenarios
 from .config import HarnessConfig
 from .gpu import require_gpu
+from .harness import plausibility, sanitize
 from .harness.sweep import SweepSpec, run_sweep
 from .provenance import clocks_now, host_provenance, now_utc
 from .results import ScenarioResult, read_jsonl, summarize
@@ -39,6 +40,9 @@ class BenchRequest:
     config: HarnessConfig = field(default_factory=HarnessConfig)
     kind: str = "bench"
     timed_ids: set[str] | None = None   # None: every grid scenario is timed
+    previous: Path | None = None        # a previous run's folder: ratios that jump are flagged
+    sanitize: bool = False              # also run compute-sanitizer on config.SANITIZE_SUBSET
+    worker_command: tuple[str, ...] | None = None   # tests only: a stand-in for the worker
     scaleout: "ScaleOut | None" = None   # a Dask cluster (scaleout.bench); None: this one GPU
 
 
@@ -61,7 +65,7 @@ def run_bench(req: BenchRequest, on_row: Callable[[ScenarioResult], None] | None
     if req.scaleout is not None:
         from .scaleout.bench import run_bench_distributed
         return run_bench_distributed(req, on_row=on_row, on_start=on_start)
-    require_gpu(req.arch, req.gpu_index)
+    gpu = require_gpu(req.arch, req.gpu_index)
     built = _build.build(req.kernel, req.arch)
     out = Path(req.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -76,13 +80,15 @@ def run_bench(req: BenchRequest, on_row: Callable[[ScenarioResult], None] | None
         if old.get("kernel_sha256") and old["kernel_sha256"] != built.source_sha256:
             raise ResumeMismatch(f"{out} holds results of another kernel (sha256 {old['kernel_sha256'][:16]}); "
                                  "use another --out or drop --resume")
-        prior = read_jsonl(jsonl)
+        chosen_ids = {s.id for s in chosen}
+        prior = [r for r in read_jsonl(jsonl) if r.scenario in chosen_ids]
         prov = old or {}
-        seed = int(prov.get("seed", req.seed or secrets.randbits(48)))
+        seed = int(prov.get("seed", req.seed if req.seed is not None else secrets.randbits(48)))
         prov.setdefault("resumed", []).append(now_utc())
     else:
-        if jsonl.exists():
-            jsonl.unlink()
+        for stale in (jsonl, out / "sanitize.json", out / "summary.json"):
+            if stale.exists():
+                stale.unlink()
         seed = req.seed if req.seed is not None else secrets.randbits(48)
         prov = host_provenance(req.gpu_index)
         prov.update({"seed": seed, "kernel": str(req.kernel), "kernel_sha256": built.source_sha256,
@@ -97,26 +103,40 @@ def run_bench(req: BenchRequest, on_row: Callable[[ScenarioResult], None] | None
 
     def on_hello(h: dict):
         prov.update({"device": h.get("device"), "sms": h.get("sms"), "torch": h.get("torch"),
-                     "cuda": h.get("cuda"), "cudnn": h.get("cudnn"),
+                     "cuda": h.get("cuda"), "cudnn": h.get("cudnn"), "gemm_tflops": h.get("gemm_tflops"),
                      "baseline_status": h.get("baselines"), "baseline_versions": h.get("baseline_versions")})
         prov_path.write_text(json.dumps(prov, indent=1))
 
+    previous = plausibility.load_previous(req.previous)
+
+    def annotate(row: ScenarioResult):
+        plausibility.annotate(row, prov.get("gemm_tflops"), previous, req.config.plausibility)
+
     timed = (lambda s: not s.extended and (req.timed_ids is None or s.id in req.timed_ids))
     spec = SweepSpec(library=built.library, scenarios=todo, baselines=req.baselines, seed=seed, timed=timed,
-                     config=req.config, gpu_index=req.gpu_index, worker_log=out / "worker.log")
-    new_rows = run_sweep(spec, jsonl, on_row=on_row, on_hello=on_hello) if todo else []
+                     config=req.config, gpu_index=req.gpu_index, worker_log=out / "worker.log",
+                     gpu_uuid=gpu.uuid or None, worker_command=req.worker_command)
+    new_rows = run_sweep(spec, jsonl, on_row=on_row, on_hello=on_hello, annotate=annotate) if todo else []
     rows = prior + new_rows
+    extra = {}
+    if req.sanitize:
+        runs = sanitize.run_sanitizer(built.library, config.SANITIZE_SUBSET, seed, gpu.uuid or None,
+                                      config.SANITIZER_TIMEOUT_S, out / "sanitize")
+        extra["sanitize"] = sanitize.summary_entry(runs)
+        (out / "sanitize.json").write_text(json.dumps(extra["sanitize"], indent=1))
     order = {s.id: i for i, s in enumerate(chosen)}
     rows.sort(key=lambda r: order.get(r.scenario, 1 << 30))
     prov["clocks_end"] = clocks_now(req.gpu_index)
     prov["date_end"] = now_utc()
     prov_path.write_text(json.dumps(prov, indent=1))
-    return write_outputs(out, rows, req.baselines, req.arch, req.kind, str(req.kernel), built.source_sha256, prov)
+    return write_outputs(out, rows, req.baselines, req.arch, req.kind, str(req.kernel), built.source_sha256, prov,
+                         extra)
 
 
 def write_outputs(out: Path, rows: list[ScenarioResult], baselines: list[str], arch: str, kind: str,
-                  kernel_path: str, kernel_sha: str, prov: dict) -> dict:
+                  kernel_path: str, kernel_sha: str, prov: dict, extra: dict | None = None) -> dict:
     summary = summarize(rows, kind, arch, {"path": kernel_path, "sha256": kernel_sha}, prov, baselines)
+    summary.update(extra or {})
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     report.write_csv(out / "bench.csv", rows, baselines)
     (out / "bench.md").write_text(report.markdown(rows, baselines, summary))
@@ -132,5 +152,6 @@ def rerender(out: Path) -> dict:
     prov = json.loads((out / "provenance.json").read_text())
     old = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
     baselines = prov.get("baselines") or sorted({b for r in rows for b in r.ratio})
+    extra = {"sanitize": old["sanitize"]} if "sanitize" in old else None
     return write_outputs(out, rows, baselines, prov.get("arch", "sm90"), old.get("kind", "bench"),
-                         prov.get("kernel", ""), prov.get("kernel_sha256", ""), prov)
+                         prov.get("kernel", ""), prov.get("kernel_sha256", ""), prov, extra)

@@ -1,6 +1,10 @@
 """Build a single-file kernel into a shared library with nvcc, cached by source hash, flags and
 nvcc version. No GPU is needed. ptxas's resource report is parsed; ptxas warnings C7515/C7519/C7511
-fail the build."""
+fail the build.
+
+The source is read once: the rules are checked on those bytes and nvcc compiles a private copy of
+them, so the file cannot be swapped between the check and the compile. The built library's imported
+symbols are checked too (`imported_symbol_violations`)."""
 from __future__ import annotations
 
 import hashlib
@@ -82,13 +86,19 @@ _USED_RE = re.compile(r"Used (\d+) registers")
 _SMEM_RE = re.compile(r"(\d+) bytes smem")
 
 
+_CODE_RE = re.compile(r"\(C\d{4}\)")
+
+
 def parse_ptxas(text: str) -> tuple[list[FunctionResources], list[str]]:
-    """Parse `-Xptxas -v` output into per-function resources and the list of warnings."""
+    """Parse `-Xptxas -v` output into per-function resources and the list of warnings. ptxas prints
+    its performance warnings (C7511, C7515, C7519, ...) as `ptxas info : (C75xx) ...` lines, not as
+    warnings, so every line with such a code counts as one."""
     funcs: list[FunctionResources] = []
     warnings: list[str] = []
     cur: FunctionResources | None = None
     for line in text.splitlines():
-        if "warning" in line.lower() and "ptxas" in line.lower():
+        low = line.lower()
+        if ("warning" in low and "ptxas" in low) or _CODE_RE.search(line):
             warnings.append(line.strip())
         m = _FUNC_RE.search(line)
         if m:
@@ -113,6 +123,41 @@ def fatal_warnings(warnings: list[str]) -> list[str]:
     return [w for w in warnings if any(code in w for code in config.FATAL_PTXAS_WARNINGS)]
 
 
+# Undefined symbols a kernel library may import without a version: weak hooks of the C runtime and
+# the CUDA driver API (cu*, resolved from libcuda). Everything else it imports must come, versioned,
+# from the system libraries; an unversioned name is resolved from whatever the loading process
+# exports -- the Python interpreter, torch, cuBLAS -- which is reaching into the harness.
+_UNVERSIONED_OK = re.compile(r"^(_ITM_\w+|__gmon_start__|_Jv_RegisterClasses|cu[A-Z]\w*)$")
+
+
+def imported_symbols(library: str | Path) -> list[tuple[str, str]] | None:
+    """(type, name) of the library's undefined dynamic symbols, via binutils' nm; None without nm."""
+    nm = shutil.which("nm")
+    if not nm:
+        return None
+    p = subprocess.run([nm, "-D", "--undefined-only", str(library)], capture_output=True, text=True)
+    if p.returncode != 0:
+        return None
+    out = []
+    for line in p.stdout.splitlines():
+        parts = line.split()
+        if len(parts) >= 2:
+            out.append((parts[-2], parts[-1]))
+    return out
+
+
+def imported_symbol_violations(symbols: list[tuple[str, str]]) -> list[str]:
+    bad = []
+    for kind, name in symbols:
+        if kind.upper() != "U" or "@" in name or _UNVERSIONED_OK.match(name):
+            continue
+        what = "the Python C API" if re.match(r"_?Py", name) else \
+            "a library the kernel may not use" if re.match(r"(cublas|cudnn|cutlass|nccl|cufft|curand)", name, re.I) \
+            else "a symbol of the loading process"
+        bad.append(f"imports `{name}` ({what}): no system library provides it")
+    return bad
+
+
 def build(source: str | Path, arch: str = "sm90", extra_flags: tuple[str, ...] = (),
           cache: Path | None = None, force: bool = False) -> BuildResult:
     src = Path(source).resolve()
@@ -122,20 +167,26 @@ def build(source: str | Path, arch: str = "sm90", extra_flags: tuple[str, ...] =
         raise BuildError(f"a kernel is one .cu file; got {src.name}")
     if arch not in config.ARCHES:
         raise BuildError(f"unknown arch {arch!r}; known: {', '.join(config.ARCHES)}")
-    rules.enforce(src)
+    source_bytes = src.read_bytes()
+    rules.enforce_text(source_bytes.decode("utf-8", errors="replace"), str(src))
     nvcc = nvcc_path()
     if not nvcc:
         raise BuildError("nvcc not found: install the CUDA toolkit (12.4 or newer) or put nvcc on the PATH")
     version = nvcc_version()
     flags = [*config.NVCC_FLAGS, config.ARCHES[arch]["gencode"], *extra_flags]
     digest = hashlib.sha256()
-    digest.update(src.read_bytes())
+    digest.update(source_bytes)
     digest.update("\0".join(flags).encode())
     digest.update(version.encode())
     key = digest.hexdigest()[:24]
     root = (cache or config.cache_dir() / "build") / key
     report = root / "build.json"
     if report.exists() and not force and (root / "kernel.so").exists():
+        # the cache is a folder like any other: check what a cached library imports again
+        symbols = imported_symbols(root / "kernel.so")
+        bad = imported_symbol_violations(symbols) if symbols else []
+        if bad:
+            raise rules.DependencyRuleError(str(src), [rules.Violation(0, "built library (cached)", b) for b in bad])
         data = json.loads(report.read_text())
         data["functions"] = [FunctionResources(**f) for f in data["functions"]]
         data.pop("spill_bytes", None)
@@ -148,9 +199,11 @@ def build(source: str | Path, arch: str = "sm90", extra_flags: tuple[str, ...] =
     lib = tmp / "kernel.so"
     keep = tmp / "keep"
     keep.mkdir()
-    cmd = [nvcc, *flags, "-keep", f"-keep-dir={keep}", "-o", str(lib), str(src)]
+    private_src = tmp / src.name
+    private_src.write_bytes(source_bytes)
+    cmd = [nvcc, *flags, "-keep", f"-keep-dir={keep}", "-o", str(lib), str(private_src)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
-    log = proc.stdout + proc.stderr
+    log = (proc.stdout + proc.stderr).replace(str(private_src), str(src))
     if proc.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
         errors = [l for l in log.splitlines() if "error" in l.lower()] or log.splitlines()[-20:]
@@ -160,6 +213,14 @@ def build(source: str | Path, arch: str = "sm90", extra_flags: tuple[str, ...] =
     if fatal:
         shutil.rmtree(tmp, ignore_errors=True)
         raise BuildError(f"ptxas warnings that fail the build for {src.name}:\n" + "\n".join(fatal))
+    symbols = imported_symbols(lib)
+    if symbols is None:
+        warnings.append("imported symbols not checked: binutils' nm is not on the PATH")
+    else:
+        bad = imported_symbol_violations(symbols)
+        if bad:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise rules.DependencyRuleError(str(src), [rules.Violation(0, "built library", b) for b in bad])
     ptx_files = sorted(keep.glob("*.ptx"))
     ptx_dst = None
     if ptx_files:
@@ -171,7 +232,7 @@ def build(source: str | Path, arch: str = "sm90", extra_flags: tuple[str, ...] =
         shutil.rmtree(root, ignore_errors=True)
     os.replace(tmp, root)
     result = BuildResult(
-        source=str(src), source_sha256=sha256_file(src), arch=arch, library=str(root / "kernel.so"),
+        source=str(src), source_sha256=hashlib.sha256(source_bytes).hexdigest(), arch=arch, library=str(root / "kernel.so"),
         ptx=str(root / "kernel.ptx") if ptx_dst else None, nvcc_version=version, flags=flags,
         cached=False, functions=funcs, warnings=warnings)
     report.write_text(json.dumps(result.to_dict(), indent=1))

@@ -98,14 +98,26 @@ def _run_with_progress(fn, label):
         return fn(on_row=on_row, on_start=on_start)
 
 
-def _gpu_or_exit(arch):
+def _gpu_or_exit(arch, gpu_index: int = 0, as_json: bool = False):
     from .gpu import NoGPUError, require_gpu
 
     try:
-        require_gpu(arch)
+        require_gpu(arch, gpu_index)
     except NoGPUError as e:
+        if as_json:
+            click.echo(json.dumps({"status": "no_gpu", "error": str(e)}))
         click.echo(f"error: {e}", err=True)
         sys.exit(EXIT_NO_GPU)
+
+
+def _sanitize_option(f):
+    return click.option("--sanitize", is_flag=True,
+                        help="also run compute-sanitizer (memcheck, racecheck, initcheck) on a small subset")(f)
+
+
+def _previous_option(f):
+    return click.option("--previous", type=click.Path(exists=True, path_type=Path), default=None,
+                        help="a previous run's folder: a ratio that jumps past it is flagged")(f)
 
 
 @main.command("bench")
@@ -119,8 +131,11 @@ def _gpu_or_exit(arch):
 @click.option("--resume", is_flag=True, help="continue an interrupted sweep in --out")
 @click.option("--seed", type=int, default=None, help="input seed (default: a fresh secret one, recorded)")
 @click.option("--gpu", "gpu_index", type=int, default=0, show_default=True)
+@_sanitize_option
+@_previous_option
 @scaleout_options
-def bench_cmd(arch, kernel, baselines, pattern, extended, extended_only, out_dir, resume, seed, gpu_index, scaleout):
+def bench_cmd(arch, kernel, baselines, pattern, extended, extended_only, out_dir, resume, seed, gpu_index,
+              sanitize, previous, scaleout):
     """Run KERNEL over the scenario grid beside the baselines; write results with provenance."""
     from .bench import BenchRequest, ResumeMismatch, run_bench
     from .build import BuildError
@@ -130,7 +145,7 @@ def bench_cmd(arch, kernel, baselines, pattern, extended, extended_only, out_dir
     from .scaleout.cluster import ClusterError
 
     if scaleout is None:     # on a cluster, the workers' GPUs are checked instead
-        _gpu_or_exit(arch)
+        _gpu_or_exit(arch, gpu_index)
     baselines = list(baselines) or [config.ARCHES[arch]["baseline"]]
     from . import baselines as bl
     for b in baselines:
@@ -142,7 +157,8 @@ def bench_cmd(arch, kernel, baselines, pattern, extended, extended_only, out_dir
     out_dir = out_dir or Path("results") / arch / kernel.stem
     req = BenchRequest(kernel=kernel, arch=arch, baselines=baselines, scenario_filter=pattern,
                        extended=extended or extended_only, grid=not extended_only, out_dir=out_dir,
-                       resume=resume, seed=seed, gpu_index=gpu_index, scaleout=scaleout)
+                       resume=resume, seed=seed, gpu_index=gpu_index, sanitize=sanitize, previous=previous,
+                       scaleout=scaleout)
     try:
         summary = _run_with_progress(lambda **kw: run_bench(req, **kw), f"bench {kernel.name}")
     except (BuildError, DependencyRuleError) as e:
@@ -154,12 +170,12 @@ def bench_cmd(arch, kernel, baselines, pattern, extended, extended_only, out_dir
     except (ResumeMismatch, ValueError, ClusterError) as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(EXIT_USAGE)
+    from .evaluate import passed
     ok = True
-    for name, one in (summary.get("per_class") or {"": summary}).items():
+    for name, one in (summary.get("per_class") or {"": summary}).items():   # per_class: one per GPU class
         for line in ([f"GPU class {name}:"] if name else []) + summary_lines(one):
             click.echo(line)
-        ok = ok and one["scenarios_correct"] == one["scenarios_total"] and \
-            one["extended_correct"] == one["extended_total"]
+        ok = ok and passed(one)
     click.echo(f"results: {out_dir}")
     sys.exit(0 if ok else EXIT_FAIL)
 
@@ -171,7 +187,9 @@ def bench_cmd(arch, kernel, baselines, pattern, extended, extended_only, out_dir
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 @click.option("--no-extended", is_flag=True, help="skip the extended correctness set")
 @click.option("--json", "as_json", is_flag=True, help="print summary.json on stdout")
-def eval_cmd(kernel, arch, baseline, out_dir, no_extended, as_json):
+@_sanitize_option
+@_previous_option
+def eval_cmd(kernel, arch, baseline, out_dir, no_extended, as_json, sanitize, previous):
     """Compile KERNEL, check it on every scenario, time a representative subset; exit 0 only when
     everything is correct."""
     from .build import BuildError
@@ -179,14 +197,14 @@ def eval_cmd(kernel, arch, baseline, out_dir, no_extended, as_json):
     from .report import summary_lines
     from .rules import DependencyRuleError
 
-    _gpu_or_exit(arch)
+    _gpu_or_exit(arch, as_json=as_json)
+    opts = dict(extended=not no_extended, sanitize=sanitize, previous=previous)
     try:
         if as_json:
-            summary = evaluate(kernel, arch, baseline, out_dir, extended=not no_extended)
+            summary = evaluate(kernel, arch, baseline, out_dir, **opts)
         else:
             summary = _run_with_progress(
-                lambda **kw: evaluate(kernel, arch, baseline, out_dir, extended=not no_extended, **kw),
-                f"eval {kernel.name}")
+                lambda **kw: evaluate(kernel, arch, baseline, out_dir, **opts, **kw), f"eval {kernel.name}")
     except (BuildError, DependencyRuleError) as e:
         if as_json:
             click.echo(json.dumps({"status": "build_failed", "error": str(e)}))
@@ -200,7 +218,7 @@ def eval_cmd(kernel, arch, baseline, out_dir, no_extended, as_json):
         from .results import read_jsonl
         bad = [r for r in read_jsonl(Path(summary["out_dir"]) / "bench.jsonl") if not r.correct]
         for r in bad[:10]:
-            click.echo(f"  {r.status}: {r.scenario}: {r.reason[:200]}")
+            click.echo(f"  {r.status}{f' ({r.code})' if r.code else ''}: {r.scenario}: {r.reason[:200]}")
         if len(bad) > 10:
             click.echo(f"  ... and {len(bad) - 10} more (see {summary['out_dir']}/bench.md)")
     sys.exit(0 if passed(summary) else EXIT_FAIL)
@@ -245,6 +263,12 @@ _register_agent_commands(main)
 from .scaleout.cli import COMMANDS as _SCALEOUT_COMMANDS  # noqa: E402
 for _cmd in _SCALEOUT_COMMANDS:
     main.add_command(_cmd)
+
+from .reproduce.cli import COMMANDS as _REPRODUCE_COMMANDS  # noqa: E402
+
+for _cmd in _REPRODUCE_COMMANDS:
+    main.add_command(_cmd)
+
 
 if __name__ == "__main__":
     main()

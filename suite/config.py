@@ -44,6 +44,8 @@ class CheckConfig:
     atol: float = 2e-4
     lse_atol: float = 2e-3
     lse_rtol: float = 1e-4
+    # guard zones around the output and LSE buffers: a write that lands there is out of bounds
+    red_zone_bytes: int = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,11 @@ class TimingConfig:
     budget_s: float = 0.15          # per implementation per scenario, after warm-up
     input_sets: int = 2             # rotated between repetitions
     l2_flush_bytes: int = 256 << 20
+    # Every call ends with a device-wide synchronize; the time from the end of the work on the
+    # harness's stream to the device going idle (beyond the calibrated overhead) is work the kernel
+    # left running elsewhere. It counts, and more than max(abs, rel * call time) rejects the kernel.
+    late_work_abs_ms: float = 0.05
+    late_work_rel: float = 0.25
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,21 @@ class SweepConfig:
     scenario_timeout_s: float = 180.0   # a scenario that takes longer is a hang
     worker_start_timeout_s: float = 240.0
     max_restarts: int = 400
+    # Host memory of a worker (resident set, polled by the parent). Not RLIMIT_AS: the CUDA driver
+    # reserves far more virtual address space than it uses, so an address-space limit breaks CUDA.
+    memory_limit_gb: float = 48.0
+    poll_s: float = 0.5
+
+
+@dataclass(frozen=True)
+class PlausibilityConfig:
+    """Alarms on timings that are too good to be true (flagged in the rows, never hidden)."""
+    # kernel TFLOP/s above this multiple of the measured bf16 GEMM ceiling (FA3 has been seen a
+    # little above the measured GEMM figure on the H200, so the margin is not 1.0)
+    roofline_factor: float = 1.2
+    # a ratio this many times the same scenario's ratio in a previous run (`--previous DIR`)
+    jump_factor: float = 1.5
+    gemm_size: int = 8192
 
 
 @dataclass(frozen=True)
@@ -68,6 +90,7 @@ class HarnessConfig:
     check: CheckConfig = field(default_factory=CheckConfig)
     timing: TimingConfig = field(default_factory=TimingConfig)
     sweep: SweepConfig = field(default_factory=SweepConfig)
+    plausibility: PlausibilityConfig = field(default_factory=PlausibilityConfig)
 
 
 DEFAULT = HarnessConfig()
@@ -79,3 +102,30 @@ EVAL_TIMED_SUBSET = (
     "d128-h16kv1-s16384-causal", "d256-h8kv8-s2048-causal", "d256-h8kv4-s8192",
     "d192v128-h16kv16-s4096",
 )
+
+# `--sanitize`: compute-sanitizer runs the kernel once per scenario of a small subset (the tools
+# slow a kernel down 10-1000x, racecheck the most). Small off-grid shapes: tails, causal with
+# seqlen_q != seqlen_k both ways, GQA/MQA, every head dimension.
+SANITIZE_SUBSET = {
+    "memcheck": ("ext-d128-h16kv4-b3-q113-k1000-causal", "ext-d128-h16kv4-b3-q1000-k113-causal",
+                 "ext-d64-h32kv1-b3-q17-k17", "ext-d256-h8kv4-b3-q113-k113",
+                 "ext-d192v128-h16kv16-b3-q17-k3001-causal", "ext-d96-h16kv16-b3-q113-k113"),
+    "initcheck": ("ext-d128-h16kv4-b3-q113-k1000-causal", "ext-d64-h32kv1-b3-q17-k17",
+                  "ext-d192v128-h16kv16-b3-q17-k17"),
+    "racecheck": ("ext-d128-h16kv4-b3-q17-k17", "ext-d64-h32kv8-b3-q113-k113-causal"),
+}
+SANITIZER_TIMEOUT_S = 900.0
+
+# `reproduce`: the kernel each architecture is judged by (the reference kernel stands in while it
+# does not exist), the baselines it runs beside (the first is the one the claims are about), the
+# container that pins the software, and the GEMM that measures the GPU's ceiling in the same run.
+REFERENCE_KERNEL = "kernels/reference/attn_fwd_ref.cu"
+REPRODUCE = {
+    "sm90": {"kernel": "kernels/hopper/flash_fwd_sm90.cu", "baselines": ("fa3", "fa4", "cudnn"),
+             "container": "containers/sm90"},
+    "sm100": {"kernel": "kernels/blackwell/flash_fwd_sm100.cu", "baselines": ("fa4", "cudnn"),
+              "container": "containers/sm100"},
+}
+GEMM_CEILING_N = 8192            # bf16 C = A @ B with A, B of n x n, random data
+GEMM_CEILING_REPS = 30
+VERIFY_TOLERANCE = 0.05          # run-to-run spread on one warm H200 was about 3%

@@ -107,10 +107,10 @@ def list_gpus() -> list[GPUInfo]:
             return []
 
 
-def require_gpu(arch: str, index: int = 0) -> GPUInfo:
+def require_gpu(arch: str, index: int = 0, gpus: list[GPUInfo] | None = None) -> GPUInfo:
     """The GPU the run uses, checked against the architecture (exact compute capability: sm120 is
-    not sm100)."""
-    gpus = list_gpus()
+    not sm100). `gpus` replaces this machine's list (the preflight's tests pass their own)."""
+    gpus = list_gpus() if gpus is None else gpus
     if not gpus:
         raise NoGPUError("no NVIDIA GPU found (NVML and nvidia-smi see none): `bench` and `eval` need a "
                          f"{config.ARCHES.get(arch, {}).get('gpus', arch)} GPU. Without one, `scenarios`, "

@@ -21,12 +21,15 @@ def table_rows(rows: list[ScenarioResult], baselines: list[str]) -> tuple[list[s
     headers += ["max err", "tol", "note"]
     out = []
     for r in rows:
-        line = [r.scenario, r.status, _fmt(r.tflops.get("kernel"), 1)]
+        status = f"{r.status} ({r.code})" if r.code and r.status != "ok" else r.status
+        line = [r.scenario, status, _fmt(r.tflops.get("kernel"), 1)]
         for b in baselines:
             line += [_fmt(r.tflops.get(b), 1), _fmt(r.ratio.get(b), 3)]
         chk = r.check or {}
         note = r.reason if r.status != "ok" else "; ".join(
             f"{b}: {m}" for b, m in r.baselines.items() if m != "ok")
+        if r.flags:
+            note = "; ".join(["ALARM " + f for f in r.flags] + ([note] if note else []))
         line += [f"{chk['max_err']:.2e}" if chk.get("max_err") is not None else "",
                  f"{chk['tol']:.2e}" if chk.get("tol") is not None else "", note[:160]]
         out.append(line)
@@ -51,6 +54,15 @@ def summary_lines(summary: dict) -> list[str]:
         else:
             lines.append(f"vs {b}: geomean {g:.3f}x over {s['ratio_count'][b]} scenarios, "
                          f"min {s['min_ratio'][b]:.3f}x ({s['min_ratio_scenario'][b]})")
+    if s.get("failures"):
+        lines.append("not correct: " + ", ".join(f"{n} {code}" for code, n in s["failures"].items()))
+    if s.get("flagged"):
+        codes = sorted({c for cs in s["flagged"].values() for c in cs})
+        lines.append(f"flagged for a look: {len(s['flagged'])} scenarios ({', '.join(codes)})")
+    if "sanitize" in s:
+        runs = s["sanitize"].get("runs", [])
+        lines.append("compute-sanitizer: " + ("clean" if s["sanitize"].get("ok") else "FAILED") + " (" +
+                     ", ".join(f"{r['tool']}: {r['summary'] or ('ok' if r['ok'] else 'failed')}" for r in runs) + ")")
     return lines
 
 

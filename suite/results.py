@@ -15,6 +15,11 @@ summary.json is a contract that tools read. Schema version 1, fields:
   ratio_count         {baseline: how many scenarios entered the geomean}
   kernel              {"path": ..., "sha256": ...}
   provenance          {"gpu_name", "git_sha", "date", ... see provenance.py}
+Added within schema 1 (readers must ignore keys they do not know):
+  failures            {reason code: number of rows with it}, e.g. {"unwritten": 3}; see CODES
+  flagged             {scenario: [alarm codes]}: plausibility alarms ("roofline", "jump");
+                      an alarm does not make a row incorrect, it asks for a human look
+  sanitize            present with `--sanitize`: {"ok": bool, "runs": [...]} (harness/sanitize.py)
 """
 from __future__ import annotations
 
@@ -32,6 +37,30 @@ STATUS_UNSUPPORTED = "unsupported"
 STATUS_ERROR = "error"          # the kernel returned an error code, or a CUDA error was raised
 STATUS_CRASH = "crash"          # the worker process died
 STATUS_TIMEOUT = "timeout"      # the worker did not answer in time (a hang)
+STATUS_REJECTED = "rejected"    # caught breaking the contract (inputs modified, out-of-bounds
+                                # writes, work left running after the call, a cached result, ...)
+
+# Reason codes: one short, stable word per row that is not ok (the `reason` says it in full).
+CODES = {
+    "unsupported": "the kernel returned KS_ERR_UNSUPPORTED",
+    "kernel-error": "the kernel returned an error code",
+    "unwritten": "output elements still hold the poison written before the launch",
+    "nonfinite": "NaN or Inf in the output",
+    "mismatch": "the output is farther from the reference than the tolerance",
+    "lse": "the log-sum-exp is wrong",
+    "repeat-differs": "two runs on the same inputs disagree",
+    "cached": "new inputs in the same buffers gave the previous call's output",
+    "inputs-modified": "the kernel changed its inputs",
+    "out-of-bounds": "writes landed in the guard zones around the output",
+    "late-work": "work was still running after the harness's stream was done",
+    "timed-output": "an output written during timing was unwritten, non-finite or wrong",
+    "cuda-error": "a CUDA error (e.g. an illegal address) in the worker",
+    "crash": "the worker process died",
+    "timeout": "the worker did not answer in time (a hang)",
+    "memory": "the worker went over its host memory limit",
+    "contract": "the library does not implement the kernel contract",
+    "error": "another error in the worker",
+}
 
 
 @dataclass
@@ -46,6 +75,7 @@ class ScenarioResult:
     flops: float
     status: str
     reason: str = ""
+    code: str = ""                                    # one of CODES when status != ok
     check: dict | None = None
     recheck: dict | None = None
     times_ms: dict = field(default_factory=dict)      # impl -> TimingStats as dict
@@ -126,7 +156,18 @@ def summarize(rows: list[ScenarioResult], kind: str, arch: str, kernel: dict, pr
         "ratio_count": cnt,
         "kernel": kernel,
         "provenance": provenance,
+        "failures": failure_counts(rows),
+        "flagged": {r.scenario: [f.split(":", 1)[0] for f in r.flags] for r in rows if r.flags},
     }
+
+
+def failure_counts(rows: list[ScenarioResult]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in rows:
+        if not r.correct:
+            key = r.code or r.status
+            out[key] = out.get(key, 0) + 1
+    return dict(sorted(out.items()))
 
 
 def breakdown(rows: list[ScenarioResult], baseline: str) -> dict[str, dict[str, float | None]]:

@@ -3,7 +3,14 @@
 A kernel is one file using the CUDA runtime/driver API and inline PTX only: no CUTLASS, CuTe,
 cuBLAS, cuDNN, ThunderKittens, CUB/Thrust or other library, no local includes, no loading of
 libraries at run time, no host-side streams or threads of its own (work must run on the stream
-the harness passes).
+the harness passes), and no reaching into the process that loads it (the Python interpreter, files,
+processes, the environment, code run at load time).
+
+The source is checked with comments and string literals blanked out, so that neither hides nor
+fakes a violation; a few patterns that only make sense inside strings (inline host assembly, paths)
+are searched with the strings kept. A determined author can still disguise a call (token pasting,
+function pointers); the build's symbol check (build.py) and the run-time defences of the harness
+are the next lines.
 """
 from __future__ import annotations
 
@@ -29,12 +36,40 @@ FORBIDDEN_CODE = (
     (r"\bthrust::", "Thrust"),
     (r"\bcub::", "CUB"),
     (r"\bnvcuda::wmma\b|\bwmma::", "the WMMA library (use inline PTX)"),
-    (r"\bdlopen\s*\(|\bdlsym\s*\(|\bLoadLibrary\w*\s*\(", "loading a library at run time"),
+    (r"\b_*(libc_)?dl(open|mopen|sym|vsym|info|close)\b|\bLoadLibrary\w*\s*\(",
+     "loading a library at run time"),
     (r"\bcudaStreamCreate\w*\s*\(|\bcuStreamCreate\w*\s*\(", "creating a stream (run on the stream passed in)"),
-    (r"\bstd::thread\b|\bpthread_create\s*\(|\bstd::async\s*\(", "creating a host thread"),
+    (r"\bcudaStreamPerThread\b|\bcudaStreamLegacy\b|\bCU_STREAM_PER_THREAD\b|\bCU_STREAM_LEGACY\b",
+     "a stream other than the one passed in"),
+    (r"\bstd::j?thread\b|\bpthread_create\s*\(|\bstd::async\s*\(|\bthrd_create\s*\(|\bclone\s*\(",
+     "creating a host thread"),
     (r"#\s*pragma\s+comment\s*\(\s*lib", "linking a library"),
-    (r"\bcudaGraphLaunch\s*\(|\bcudaLaunchHostFunc\s*\(", "deferred host-side launches"),
+    (r"\bcudaGraph\w*|\bcuGraph\w*|\bcudaStreamBeginCapture\w*|\bcudaLaunchHostFunc\s*\(|\bcuLaunchHostFunc\s*\(",
+     "deferred host-side launches (graphs, host functions)"),
+    (r"\b_?Py[A-Z_]\w*", "the Python C API (a kernel must not reach into the process that loads it)"),
+    (r"\b(system|popen|v?fork|posix_spawnp?|exec[lv]p?e?)\s*\(", "starting a process"),
+    (r"\b(fopen|freopen|fdopen|tmpfile|remove|rename|unlink|open|openat|creat)\s*\(",
+     "file access from the kernel"),
+    (r"\b(exit|_exit|_Exit|quick_exit|abort|atexit|at_quick_exit)\s*\(",
+     "ending the process (return a KS_ERR_* code instead)"),
+    (r"\b(getenv|secure_getenv|setenv|putenv|unsetenv)\s*\(", "reading or changing the environment"),
+    (r"__attribute__\s*\(\(\s*(constructor|destructor)\b", "code that runs when the library is loaded"),
+    (r"\b(syscall|signal|sigaction|raise|kill|ptrace|mmap|mprotect|dup2?|setrlimit|prctl)\s*\(",
+     "process-level system calls"),
+    (r"\bcudaDeviceReset\s*\(|\bcudaSetDevice\s*\(|\bcuCtx(Create|Destroy|SetCurrent|PushCurrent)\w*",
+     "changing, resetting or creating device contexts"),
 )
+
+# searched with comments removed but strings kept: things that only live in strings
+FORBIDDEN_TEXT = (
+    (r"\bsyscall\b|\bint\s+\$?0x80\b|\bsysenter\b", "a system call in inline host assembly"),
+    (r"\.incbin\b", "embedding a prebuilt binary"),
+    (r"/proc/|/dev/shm|LD_PRELOAD", "reaching into the process or system"),
+)
+
+_INCLUDE_RE = re.compile(r'\s*(?:#|%:)\s*include(_next)?\b(.*)')
+_INCLUDE_OK_RE = re.compile(r'\s*([<"])([^>"]+)[>"]\s*$')
+_CHAR_RE = re.compile(r"'(?:\\(?:x[0-9A-Fa-f]+|[0-7]{1,3}|.)|[^\\'\n])'")
 
 
 @dataclass(frozen=True)
@@ -55,8 +90,14 @@ class DependencyRuleError(ValueError):
                          f"PTX only, one file):\n  {lines}")
 
 
-def _strip_comments_and_strings(src: str) -> str:
-    """Blank out comments and string literals (keeping newlines) so line numbers stay true."""
+def _blank(text: str) -> str:
+    return "".join(ch if ch == "\n" else " " for ch in text)
+
+
+def _strip(src: str, strings: bool = True) -> str:
+    """Blank out comments (and string and character literals when `strings`), keeping newlines so
+    line numbers stay true. Literals are recognised as the compiler does, so that a quote inside a
+    character literal ('"') cannot open a fake string that hides code."""
     out, i, n = [], 0, len(src)
     while i < n:
         c = src[i]
@@ -67,45 +108,98 @@ def _strip_comments_and_strings(src: str) -> str:
         elif src.startswith("/*", i):
             j = src.find("*/", i + 2)
             j = n if j < 0 else j + 2
-            out.append("".join(ch if ch == "\n" else " " for ch in src[i:j])); i = j
+            out.append(_blank(src[i:j])); i = j
+        elif c == "'":
+            m = _CHAR_RE.match(src, i)
+            if m:  # a character literal; otherwise a digit separator (1'000)
+                out.append(("'" + " " * (len(m.group(0)) - 2) + "'") if strings else m.group(0))
+                i = m.end()
+            else:
+                out.append(c); i += 1
         elif c == '"' and not _inside_include(src, i):
-            j = i + 1
-            while j < n and src[j] != '"':
-                j += 2 if src[j] == "\\" else 1
-            out.append('"' + " " * max(0, min(j, n) - i - 1) + '"'); i = j + 1
+            raw = re.match(r'R"([^()\\\s]{0,16})\(', src[i - 1:i + 20]) if i > 0 and src[i - 1] == "R" else None
+            if raw:  # raw string literal R"delim( ... )delim"
+                end = src.find(")" + raw.group(1) + '"', i)
+                j = n if end < 0 else end + len(raw.group(1)) + 2
+            else:
+                j = i + 1
+                while j < n and src[j] != '"' and src[j] != "\n":
+                    j += 2 if src[j] == "\\" else 1
+                j = min(j + 1, n)
+            out.append(('"' + _blank(src[i + 1:j - 1]) + '"') if strings else src[i:j]); i = j
         else:
             out.append(c); i += 1
     return "".join(out)
 
 
+def _strip_comments_and_strings(src: str) -> str:
+    return _strip(src, strings=True)
+
+
 def _inside_include(src: str, i: int) -> bool:
     line_start = src.rfind("\n", 0, i) + 1
-    return re.match(r"\s*#\s*include\b", src[line_start:i]) is not None
+    return re.match(r"\s*(#|%:)\s*include(_next)?\b", src[line_start:i]) is not None
+
+
+def _launch_args(config: str) -> int:
+    """How many arguments a <<<...>>> launch configuration has (commas at bracket depth 0)."""
+    depth, count = 0, 1
+    for ch in config:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            count += 1
+    return count if config.strip() else 0
+
+
+def _launch_violations(clean: str, raw_lines: list[str]) -> list[Violation]:
+    found = []
+    for m in re.finditer(r"<<<(.*?)>>>", clean, flags=re.S):
+        if _launch_args(m.group(1)) < 4:
+            no = clean.count("\n", 0, m.start()) + 1
+            found.append(Violation(no, "a kernel launch without the stream passed in "
+                                       "(use <<<grid, block, smem, stream>>>)", raw_lines[no - 1]))
+    return found
 
 
 def check_source(source: str, path: str = "<kernel>") -> list[Violation]:
-    clean = _strip_comments_and_strings(source)
+    clean = _strip(source, strings=True)
+    text = _strip(source, strings=False)
     violations: list[Violation] = []
     lines = clean.splitlines()
+    text_lines = text.splitlines()
     raw_lines = source.splitlines()
     for no, line in enumerate(lines, 1):
-        m = re.match(r'\s*#\s*include\s*([<"])([^>"]+)[>"]', line)
+        m = _INCLUDE_RE.match(line)
         if m:
-            kind, name = m.group(1), m.group(2).strip()
-            if kind == '"':
+            ok = _INCLUDE_OK_RE.match(m.group(2))
+            if m.group(1) or not ok:
+                violations.append(Violation(no, "an include that is not a plain <header> (computed or "
+                                                "#include_next)", raw_lines[no - 1]))
+            elif ok.group(1) == '"':
                 violations.append(Violation(no, "local include (the kernel must be one file)", raw_lines[no - 1]))
-            elif name not in ALLOWED_INCLUDES:
-                violations.append(Violation(no, f"include <{name}> is not a CUDA runtime/driver or C/C++ "
-                                                "standard header", raw_lines[no - 1]))
+            elif ok.group(2).strip() not in ALLOWED_INCLUDES:
+                violations.append(Violation(no, f"include <{ok.group(2).strip()}> is not a CUDA runtime/driver "
+                                                "or C/C++ standard header", raw_lines[no - 1]))
             continue
         for pat, what in FORBIDDEN_CODE:
             if re.search(pat, line):
                 violations.append(Violation(no, what, raw_lines[no - 1]))
-    return violations
+        for pat, what in FORBIDDEN_TEXT:
+            if no <= len(text_lines) and re.search(pat, text_lines[no - 1]):
+                violations.append(Violation(no, what, raw_lines[no - 1]))
+    violations += _launch_violations(clean, raw_lines)
+    return sorted(violations, key=lambda v: v.line)
+
+
+def enforce_text(source: str, path: str) -> None:
+    violations = check_source(source, path)
+    if violations:
+        raise DependencyRuleError(path, violations)
 
 
 def enforce(path: str | Path) -> None:
     p = Path(path)
-    violations = check_source(p.read_text(), str(p))
-    if violations:
-        raise DependencyRuleError(str(p), violations)
+    enforce_text(p.read_text(), str(p))

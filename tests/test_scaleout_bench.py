@@ -219,3 +219,52 @@ def test_a_shard_whose_workers_keep_dying_is_recorded_as_crashed(tmp_path):
     assert summary["scenarios_correct"] == 27
     runs = started(log)
     assert runs.count(victim) == 1 and sorted(runs) == sorted(s.id for s in chosen)
+
+
+@pytest.mark.nvcc
+def test_the_real_shard_runner_builds_once_per_worker_and_isolates_a_crash(tmp_path, monkeypatch):
+    """The GPU runner itself (nvcc build per worker, the harness's isolated sweep, alarms), with the
+    sweep's worker process stood in by tests/fake_worker.py: a kernel that kills its process loses
+    one scenario, inside a Dask worker that lives on."""
+    import sys
+
+    kernel = Path(__file__).parent / "kernels" / "spin.cu"
+    chosen = scenarios.select(scenarios.grid("sm90"), PATTERN)
+    crash = chosen[5].id
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"record": str(tmp_path / "record.jsonl"), "tflops": 500.0, "gemm_tflops": 100.0,
+                                "ratio": {"fa3": 0.8}, "actions": {crash: "segv"}}))
+    prev = tmp_path / "prev"
+    prev.mkdir()
+    (prev / "bench.jsonl").write_text(json.dumps(ScenarioResult(
+        chosen[0].id, chosen[0].head_config, 1, 1, 1, False, False, 1.0, "ok", ratio={"fa3": 0.2}).to_dict()) + "\n")
+    monkeypatch.setenv("KERNELSEEK_CACHE", str(tmp_path / "cache"))      # inherited by the workers
+    from kernelseek_suite.config import HarnessConfig, SweepConfig
+    req = BenchRequest(kernel=kernel, arch="sm90", baselines=["fa3"], scenario_filter=PATTERN, seed=5,
+                       out_dir=tmp_path / "out", previous=prev, sanitize=True, scaleout=ScaleOut(chunk=4),
+                       config=HarnessConfig(sweep=SweepConfig(scenario_timeout_s=30, poll_s=0.05)),
+                       worker_command=(sys.executable, str(Path(__file__).parent / "fake_worker.py"), str(plan)))
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0") as cluster, distributed.Client(cluster) as c:
+        summary = run_bench_distributed(req, client=c, probe=h200_probe)
+    rows = {r.scenario: r for r in read_jsonl(tmp_path / "out" / "bench.jsonl")}
+    assert sorted(rows) == sorted(s.id for s in chosen)
+    assert rows[crash].status == "crash" and summary["scenarios_correct"] == 27
+    # the roofline alarm from the GEMM ceiling the worker measured, the jump alarm from --previous
+    ok = [r for r in rows.values() if r.correct]
+    assert all(any(f.startswith("roofline") for f in r.flags) for r in ok)
+    assert any(f.startswith("jump") for f in rows[chosen[0].id].flags)
+    # one build per device: each worker's own cache holds a single build of the kernel
+    builds = sorted((tmp_path / "cache" / "scaleout").glob("GPU-fake-*/build/*/kernel.so"))
+    assert 1 <= len(builds) <= 2 and len({b.parent.name for b in builds}) == 1
+    assert {r.gpu["uuid"] for r in rows.values()} == {p.parts[-4] for p in builds}
+    # a sweep process per shard of four, and one more for the rest of the shard after the crash
+    from collections import Counter
+    starts = [json.loads(line)["scenarios"] for line in (tmp_path / "record.jsonl").read_text().splitlines()]
+    handed = Counter(i for st in starts for i in st)
+    assert len(starts) == 7 + 1 and set(handed) == set(rows)
+    assert [i for i, n in handed.items() if n > 1] == [chosen[6].id, chosen[7].id]
+    prov = json.loads((tmp_path / "out" / "provenance.json").read_text())
+    assert prov["gemm_tflops"] == 100.0 and prov["build"]["flags"]
+    # the sanitizer ran as one more item; on a machine without a GPU it cannot pass
+    assert summary["sanitize"]["ok"] is False and (tmp_path / "out" / "sanitize.json").exists()

@@ -47,3 +47,18 @@ def test_select_filters_by_glob():
     assert len(sc.select(g, "d128-*")) == 4 * 14
     assert len(sc.select(g, "*-causal")) == 91
     assert sc.select(g, "nothing-*") == []
+
+
+def test_extended_set_size_and_flops_when_lengths_differ():
+    ext = sc.extended()
+    assert len(ext) == 13 * 2 * len(sc.EXTENDED_SHAPES) + 5 * 2 * len(sc.ONE_HEAD_SHAPES)
+    s = sc.by_id()["ext-d128-h16kv4-b3-q113-k1000-causal"]
+    assert (s.batch, s.seqlen_q, s.seqlen_k, s.heads_q, s.heads_kv, s.causal) == (3, 113, 1000, 16, 4, True)
+    assert s.flops == 2 * 3 * 16 * 113 * 500 * 256
+
+
+def test_by_id_holds_the_grid_and_the_extended_set_and_select_takes_several_patterns():
+    ids = sc.by_id()
+    assert len(ids) == 182 + len(sc.extended())
+    picked = sc.select(sc.grid() + sc.extended(), "d96-*, ext-d96-h16kv16-b3-q17-k17")
+    assert len(picked) == 14 + 1

@@ -152,6 +152,41 @@ template <> struct Wgmma<64> {
   }
 };
 
+template <> struct Wgmma<80> {
+  // D(64x80, f32) = (accumulate ? D : 0) + A(64x16, smem, K-major) * B(16x80, smem, K-major)
+  __device__ static __forceinline__ void ss(float (&d)[40], uint64_t a, uint64_t b, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %42, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39"
+        "}, %40, %41, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39])
+        : "l"(a), "l"(b), "r"(accumulate));
+  }
+  // D(64x80, f32) += A(64x16, registers) * B(16x80, smem, MN-major)
+  __device__ static __forceinline__ void rs(float (&d)[40], const uint32_t (&a)[4], uint64_t b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %45, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39"
+        "}, {%40, %41, %42, %43}, %44, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+  }
+};
+
 template <> struct Wgmma<128> {
   // D(64x128, f32) = (accumulate ? D : 0) + A(64x16, smem, K-major) * B(16x128, smem, K-major)
   __device__ static __forceinline__ void ss(float (&d)[64], uint64_t a, uint64_t b, int accumulate) {
@@ -264,13 +299,14 @@ template <> struct Wgmma<256> {
 
 
 // ------------------------------------------------------------------------------ configuration
-template <int DQK_, int DV_, int BN_, int STAGES_>
+template <int DQK_, int DV_, int BN_, int STAGES_, int CWG_ = 2>
 struct Config {
   static constexpr int DQK = DQK_, DV = DV_;
   static constexpr int DQK_PAD = (DQK + 63) / 64 * 64;  // shared memory holds 64-column chunks
   static constexpr int DV_PAD = (DV + 63) / 64 * 64;
   static constexpr int QK_CHUNKS = DQK_PAD / 64, V_CHUNKS = DV_PAD / 64;
-  static constexpr int BM = 128, BN = BN_, STAGES = STAGES_;
+  static constexpr int CWG = CWG_;                      // consumer warpgroups, 64 rows each
+  static constexpr int BM = 64 * CWG, BN = BN_, STAGES = STAGES_;
   static constexpr int QK_STEPS = DQK / 16;             // k16 steps of S = Q K^T (real columns only)
   static constexpr int PV_STEPS = BN / 16;
   static constexpr int Q_BYTES = BM * DQK_PAD * 2;
@@ -278,7 +314,11 @@ struct Config {
   static constexpr int V_BYTES = BN * DV_PAD * 2;
   static constexpr int TILE_BYTES = Q_BYTES + STAGES * (K_BYTES + V_BYTES);
   static constexpr int SMEM_BYTES = TILE_BYTES + 256 + 1024;  // barriers, and slack for 1024-B alignment
-  static constexpr int THREADS = 384;
+  static constexpr int THREADS = 128 * (CWG + 1);
+  static constexpr int CONSUMER_WARPS = 4 * CWG;
+  // registers per thread after setmaxnreg: the producer gives its share to the consumers
+  static constexpr int REGS_PRODUCER = 24, REGS_CONSUMER = CWG == 2 ? 240 : 160;
+  static_assert(REGS_PRODUCER * 128 + REGS_CONSUMER * 128 * CWG <= 65536, "register file");
   static_assert(BN % 16 == 0 && BN <= 256, "BN");
   static_assert(SMEM_BYTES <= 232448, "shared memory budget of an sm90 CTA");
 };
@@ -294,15 +334,15 @@ struct DeviceParams {
 };
 
 // ------------------------------------------------------------------------------ the kernel
-// Tiles are (m_block, head, batch) triples, visited longest first (the last m_block of every head,
-// then the one before, ...); a persistent grid of one CTA per SM takes them round-robin.
+// Tiles are (m_block, head, batch) triples. A persistent grid of one CTA per SM takes them
+// round-robin in head-major order, the m_blocks of one head adjacent and longest (causal) first:
+// the CTAs running at one time share the K/V of a few heads in L2 instead of streaming all of them.
 struct Tile {
   int m_block, h, b;
 };
 __device__ __forceinline__ Tile tile_at(int t, const DeviceParams& p) {
-  const int bh = p.heads_q * p.batch;
-  const int rank = t / bh, rest = t % bh;
-  return Tile{p.m_blocks - 1 - rank, rest % p.heads_q, rest / p.heads_q};
+  const int bh = t / p.m_blocks;
+  return Tile{p.m_blocks - 1 - t % p.m_blocks, bh % p.heads_q, bh / p.heads_q};
 }
 
 template <class C>
@@ -404,12 +444,12 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   const int wg = threadIdx.x / 128;
   if (threadIdx.x == 0) {
     mbar_init(q_full, 1);
-    mbar_init(q_empty, 8);  // one arrive per consumer warp
+    mbar_init(q_empty, C::CONSUMER_WARPS);  // one arrive per consumer warp
     for (int s = 0; s < C::STAGES; ++s) {
       mbar_init(k_full(s), 1);
       mbar_init(v_full(s), 1);
-      mbar_init(k_empty(s), 8);
-      mbar_init(v_empty(s), 8);
+      mbar_init(k_empty(s), C::CONSUMER_WARPS);
+      mbar_init(v_empty(s), C::CONSUMER_WARPS);
     }
     fence_barrier_init();
     fence_proxy_async();
@@ -418,7 +458,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
 
   if (wg == 0) {
     // ---------------------------------------------------------------- producer
-    regs_dealloc<24>();
+    regs_dealloc<C::REGS_PRODUCER>();
     if (threadIdx.x == 0) {
       int kv_it = 0, q_it = 0;
       for (int t = blockIdx.x; t < num_tiles; t += gridDim.x) {
@@ -454,7 +494,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   }
 
   // ------------------------------------------------------------------ consumers
-  regs_alloc<240>();
+  regs_alloc<C::REGS_CONSUMER>();
   const int cw = wg - 1;  // consumer warpgroup: rows cw*64 .. cw*64+63 of the tile
   const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
   const int col_lane = 2 * (lane % 4);
@@ -509,10 +549,10 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         ph = (it / C::STAGES) & 1;
         const int n0 = (n_blocks - 1 - i) * C::BN;
         mbar_wait(k_full(s), ph);
+        mbar_wait(v_full(prev_s), prev_ph);  // V(i-1) was loaded before K(i): one fence covers both GEMMs
         wgmma_fence();
         issue_qk<C>(acc_s, sQ, sK + s * C::K_BYTES, cw);
         wgmma_commit();
-        mbar_wait(v_full(prev_s), prev_ph);
         issue_pv<C>(acc_o, p_frag, sV + prev_s * C::V_BYTES);
         wgmma_commit();
         wgmma_wait<1>();
@@ -677,7 +717,7 @@ extern "C" int ks_attn_fwd(const ks_attn_params* pp, cudaStream_t stream) {
   if (a.d_qk == 64 && a.d_v == 64) return launch<Config<64, 64, 128, 2>>(a, stream);
   if (a.d_qk == 96 && a.d_v == 96) return launch<Config<96, 96, 128, 2>>(a, stream);
   if (a.d_qk == 128 && a.d_v == 128) return launch<Config<128, 128, 128, 2>>(a, stream);
-  if (a.d_qk == 256 && a.d_v == 256) return launch<Config<256, 256, 64, 2>>(a, stream);
+  if (a.d_qk == 256 && a.d_v == 256) return launch<Config<256, 256, 80, 2>>(a, stream);
   if (a.d_qk == 192 && a.d_v == 128) return launch<Config<192, 128, 128, 2>>(a, stream);
   return KS_ERR_UNSUPPORTED;
 }

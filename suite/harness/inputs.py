@@ -1,4 +1,6 @@
-"""Fresh random inputs for a scenario, drawn from a per-run seed (recorded in the results)."""
+"""Fresh random inputs for a scenario, drawn from a per-run seed (recorded in the results), and the
+exact transform that turns one input set into another whose reference is known without computing
+it again."""
 from __future__ import annotations
 
 import hashlib
@@ -14,8 +16,10 @@ def scenario_seed(run_seed: int, scenario_id: str, trial: int = 0) -> int:
 def make_inputs(scn: Scenario, seed: int, device="cuda"):
     """q (batch, seqlen_q, heads_q, d_qk), k/v (batch, seqlen_k, heads_kv, d_qk|d_v), bf16, contiguous.
 
-    Not only standard normal data: the variance differs per tensor and per head, and the mean of
-    q is shifted, so a kernel computing a different, cheaper function cannot hide behind symmetry."""
+    Not symmetric and not low-variance, so that a kernel computing a different, cheaper function
+    (a plain mean of V, a copy of an input, no softmax) cannot pass by luck: per-head scales and
+    mean shifts for q, k and v, and a few "hot" keys per head with a larger norm, so that some rows
+    attend sharply and others broadly."""
     import torch
 
     gen = torch.Generator(device=device)
@@ -25,12 +29,17 @@ def make_inputs(scn: Scenario, seed: int, device="cuda"):
     def randn(*shape):
         return torch.randn(*shape, generator=gen, device=device, dtype=torch.float32)
 
-    q = randn(scn.batch, scn.seqlen_q, scn.heads_q, scn.d_qk)
-    k = randn(scn.batch, scn.seqlen_k, scn.heads_kv, scn.d_qk)
-    v = randn(scn.batch, scn.seqlen_k, scn.heads_kv, scn.d_v)
-    # per-head scale in [0.5, 1.5] for q and k, and a small mean shift: varied score distributions
-    q = q * (0.5 + torch.rand(1, 1, scn.heads_q, 1, generator=gen, device=device)) + 0.1
-    k = k * (0.5 + torch.rand(1, 1, scn.heads_kv, 1, generator=gen, device=device))
+    def uniform(lo, hi, *shape):
+        return lo + (hi - lo) * torch.rand(*shape, generator=gen, device=device)
+
+    hq, hk = scn.heads_q, scn.heads_kv
+    q = randn(scn.batch, scn.seqlen_q, hq, scn.d_qk)
+    k = randn(scn.batch, scn.seqlen_k, hk, scn.d_qk)
+    v = randn(scn.batch, scn.seqlen_k, hk, scn.d_v)
+    q = q * uniform(0.5, 1.5, 1, 1, hq, 1) + uniform(-0.2, 0.3, 1, 1, hq, 1)
+    hot = torch.rand(scn.batch, scn.seqlen_k, hk, 1, generator=gen, device=device) < 0.02
+    k = k * uniform(0.5, 1.5, 1, 1, hk, 1) * torch.where(hot, 2.5, 1.0)
+    v = v * uniform(0.5, 2.0, 1, 1, hk, 1) + uniform(-0.5, 0.5, 1, 1, hk, 1)
     return q.to(dt), k.to(dt), v.to(dt)
 
 
@@ -39,3 +48,42 @@ def poison_like(t):
     import torch
 
     return torch.full_like(t, float("nan"))
+
+
+class NewData:
+    """Another input set for the same buffers, with a reference known exactly from the first one:
+    V negated, the batch rolled by one, the heads rolled by one kv group (q heads by the group size,
+    so every q head keeps its kv head). Attention commutes with all three, so the new reference is
+    the old one negated and rolled the same way -- and a kernel that returns a result cached by
+    pointer or shape returns the old, wrong answer."""
+
+    def __init__(self, scn: Scenario):
+        self.roll_batch = -1 if scn.batch > 1 else 0
+        group = scn.heads_q // scn.heads_kv
+        if scn.heads_kv > 1:
+            self.roll_q, self.roll_kv = -group, -1
+        else:
+            self.roll_q, self.roll_kv = (-1 if scn.heads_q > 1 else 0), 0
+
+    @staticmethod
+    def _roll(t, shifts: list[tuple[int, int]]):
+        import torch
+
+        for shift, dim in shifts:
+            if shift:
+                t = torch.roll(t, shift, dims=dim)
+        return t
+
+    def inputs(self, q, k, v):
+        q2 = self._roll(q, [(self.roll_batch, 0), (self.roll_q, 2)])
+        k2 = self._roll(k, [(self.roll_batch, 0), (self.roll_kv, 2)])
+        v2 = self._roll(-v, [(self.roll_batch, 0), (self.roll_kv, 2)])
+        return q2, k2, v2
+
+    def output(self, out):
+        """(batch, seqlen_q, heads_q, d_v)"""
+        return self._roll(-out, [(self.roll_batch, 0), (self.roll_q, 2)])
+
+    def lse(self, lse):
+        """(batch, heads_q, seqlen_q): unchanged by negating V"""
+        return self._roll(lse, [(self.roll_batch, 0), (self.roll_q, 1)])

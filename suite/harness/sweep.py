@@ -1,9 +1,12 @@
-"""Run a kernel over scenarios in an isolated worker process: a crash, an illegal address or a hang
-marks that scenario failed with its reason and the sweep goes on in a fresh worker. Rows are
-appended to JSONL as they come, so nothing measured is lost; a sweep can be resumed."""
+"""Run a kernel over scenarios in an isolated worker process: a crash, an illegal address, a hang or
+too much host memory marks that scenario failed with its reason and the sweep goes on in a fresh
+worker. Rows are appended to JSONL as they come, so nothing measured is lost; a sweep can be resumed.
+
+The parent never creates a CUDA context (it does not even import torch), so no kernel can poison
+it. Results come back over the worker's private, signed channel (channel.py), never its stdout.
+"""
 from __future__ import annotations
 
-import json
 import os
 import queue
 import signal
@@ -17,9 +20,12 @@ from pathlib import Path
 from typing import Callable
 
 from ..config import HarnessConfig
-from ..results import (STATUS_CRASH, STATUS_TIMEOUT, ScenarioResult, append_jsonl)
+from ..results import STATUS_CRASH, STATUS_TIMEOUT, ScenarioResult, append_jsonl
 from ..scenarios import Scenario
-from .worker import MARK
+from .channel import Message, ParentChannel
+from .containment import rss_bytes
+
+WORKER_COMMAND = (sys.executable, "-m", "kernelseek_suite.harness.worker")
 
 
 @dataclass
@@ -32,52 +38,65 @@ class SweepSpec:
     config: HarnessConfig = field(default_factory=HarnessConfig)
     gpu_index: int = 0
     worker_log: Path | None = None
+    gpu_uuid: str | None = None               # pins the worker to this GPU (CUDA_VISIBLE_DEVICES)
+    # the command that starts a worker; the channel's fd is appended. Tests put a stand-in here.
+    worker_command: tuple[str, ...] | None = None
 
 
 @dataclass
-class WorkerEvent:
-    kind: str
-    payload: dict
+class _Failure:
+    status: str
+    code: str
+    reason: str
 
 
-def _reader(stream, q: "queue.Queue[WorkerEvent | None]"):
-    for line in iter(stream.readline, ""):
-        if line.startswith(MARK):
-            try:
-                msg = json.loads(line[len(MARK):])
-            except json.JSONDecodeError:
-                continue
-            q.put(WorkerEvent(msg.pop("kind"), msg))
+def _reader(chan: ParentChannel, q: "queue.Queue[Message | None]"):
+    for line in chan.lines():
+        msg = chan.verify(line)
+        if msg is not None:
+            q.put(msg)
     q.put(None)
 
 
-def _tail(path: Path | None, n: int = 12) -> str:
+def _tail(path: Path | None, offset: int = 0, n: int = 12) -> str:
+    """The interesting lines a worker wrote to the log since `offset` (this worker's own)."""
     if not path or not path.exists():
         return ""
-    lines = path.read_text(errors="replace").splitlines()
+    with open(path, "rb") as f:
+        f.seek(offset)
+        lines = f.read().decode(errors="replace").splitlines()
     interesting = [l for l in lines if "error" in l.lower() or "illegal" in l.lower()]
     return " | ".join((interesting or lines)[-n:])[-800:]
 
 
-def _start_worker(spec: SweepSpec, todo: list[Scenario], log) -> tuple[subprocess.Popen, str]:
+def _start_worker(spec: SweepSpec, todo: list[Scenario], log) -> tuple[subprocess.Popen, ParentChannel]:
     job = {
         "library": spec.library,
         "baselines": spec.baselines,
         "seed": spec.seed,
         "check": asdict(spec.config.check),
         "timing": asdict(spec.config.timing),
+        "plausibility": asdict(spec.config.plausibility),
         "scenarios": [{"scenario": s.to_dict(), "time": spec.timed(s)} for s in todo],
     }
-    fd, job_path = tempfile.mkstemp(prefix="ks-job-", suffix=".json")
-    with os.fdopen(fd, "w") as f:
-        json.dump(job, f)
     env = dict(os.environ)
-    env.setdefault("CUDA_VISIBLE_DEVICES", str(spec.gpu_index))
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"   # the order NVML (and --gpu) uses
+    if spec.gpu_uuid:
+        env["CUDA_VISIBLE_DEVICES"] = spec.gpu_uuid
+    else:
+        env.setdefault("CUDA_VISIBLE_DEVICES", str(spec.gpu_index))
     env["PYTHONUNBUFFERED"] = "1"
-    proc = subprocess.Popen([sys.executable, "-m", "kernelseek_suite.harness.worker", job_path],
-                            stdout=subprocess.PIPE, stderr=log, text=True, env=env,
-                            start_new_session=True)
-    return proc, job_path
+    chan = ParentChannel()
+    cmd = [*(spec.worker_command or WORKER_COMMAND), str(chan.write_fd)]
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=log, stderr=log, env=env,
+                            pass_fds=(chan.write_fd,), start_new_session=True)
+    chan.after_spawn()
+    try:
+        proc.stdin.write(chan.handshake(job))
+        proc.stdin.close()
+    except (BrokenPipeError, OSError):
+        pass   # it died at once; the event loop sees it exit
+    return proc, chan
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -91,16 +110,36 @@ def _kill(proc: subprocess.Popen) -> None:
         pass
 
 
+def _exit_failure(rc: int | None, log_path: Path, offset: int) -> _Failure:
+    sig = -rc if rc is not None and rc < 0 else None
+    if sig:
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = "unknown"
+        why = f"worker died (signal {sig}, {name})"
+    else:
+        why = f"worker exited with code {rc} before it was done"
+    tail = _tail(log_path, offset)
+    code = "cuda-error" if rc == 3 or "illegal" in tail.lower() or "CUDA error" in tail else "crash"
+    return _Failure(STATUS_CRASH, code, f"{why}: {tail}" if tail else why)
+
+
 def run_sweep(spec: SweepSpec, jsonl: Path | None = None,
               on_row: Callable[[ScenarioResult], None] | None = None,
-              on_hello: Callable[[dict], None] | None = None) -> list[ScenarioResult]:
-    """Run every scenario of the spec; returns the rows in the order they finished."""
+              on_hello: Callable[[dict], None] | None = None,
+              annotate: Callable[[ScenarioResult], None] | None = None) -> list[ScenarioResult]:
+    """Run every scenario of the spec; returns the rows in the order they finished. `annotate` sees
+    each row before it is written (the plausibility alarms)."""
     rows: list[ScenarioResult] = []
     todo = list(spec.scenarios)
     log_path = spec.worker_log or Path(tempfile.mkstemp(prefix="ks-worker-", suffix=".log")[1])
+    sweep_cfg = spec.config.sweep
     restarts = 0
 
     def record(row: ScenarioResult):
+        if annotate:
+            annotate(row)
         rows.append(row)
         if jsonl is not None:
             append_jsonl(jsonl, row)
@@ -111,68 +150,87 @@ def run_sweep(spec: SweepSpec, jsonl: Path | None = None,
         with open(log_path, "a") as log:
             log.write(f"\n=== worker start, {len(todo)} scenarios to go, {time.ctime()}\n")
             log.flush()
-            proc, job_path = _start_worker(spec, todo, log)
-        q: queue.Queue = queue.Queue()
-        threading.Thread(target=_reader, args=(proc.stdout, q), daemon=True).start()
-        current: Scenario | None = None
-        by_id = {s.id: s for s in todo}
-        done_ids: set[str] = set()
-        timeout = spec.config.sweep.worker_start_timeout_s
-        failure: tuple[str, str] | None = None
-        t_start = time.time()
-        while True:
-            try:
-                ev = q.get(timeout=timeout)
-            except queue.Empty:
-                failure = (STATUS_TIMEOUT, f"no answer within {timeout:.0f} s (a hang); worker killed")
-                _kill(proc)
-                break
-            if ev is None:  # the worker's stdout closed: it exited
-                proc.wait()
-                rc = proc.returncode
-                if current is not None or rc not in (0,):
-                    sig = -rc if rc and rc < 0 else None
-                    why = f"worker died (signal {sig})" if sig else f"worker exited with code {rc}"
-                    failure = (STATUS_CRASH, f"{why}: {_tail(log_path)}")
-                break
-            if ev.kind == "hello":
-                if on_hello:
-                    on_hello(ev.payload)
-                timeout = spec.config.sweep.scenario_timeout_s
-            elif ev.kind == "start":
-                current = by_id.get(ev.payload["scenario"])
-                t_start = time.time()
-            elif ev.kind == "result":
-                row = ScenarioResult.from_dict(ev.payload["row"])
-                done_ids.add(row.scenario)
-                record(row)
-                current = None
-            elif ev.kind == "fatal":
-                failure = (STATUS_CRASH, f"worker failed: {ev.payload.get('error')}")
-            elif ev.kind == "done":
-                pass
+            offset = log.tell()
+            proc, chan = _start_worker(spec, todo, log)
         try:
-            os.unlink(job_path)
-        except OSError:
-            pass
+            q: queue.Queue = queue.Queue()
+            threading.Thread(target=_reader, args=(chan, q), daemon=True).start()
+            current: Scenario | None = None
+            by_id = {s.id: s for s in todo}
+            done_ids: set[str] = set()
+            timeout = sweep_cfg.worker_start_timeout_s
+            deadline = time.monotonic() + timeout
+            failure: _Failure | None = None
+            finished = False
+            t_start = time.time()
+            limit = int(sweep_cfg.memory_limit_gb * (1 << 30))
+            while True:
+                try:
+                    ev = q.get(timeout=sweep_cfg.poll_s)
+                except queue.Empty:
+                    rss = rss_bytes(proc.pid)
+                    if rss is not None and rss > limit:
+                        failure = _Failure(STATUS_CRASH, "memory",
+                                           f"worker used {rss / (1 << 30):.1f} GiB of host memory, over the limit "
+                                           f"of {sweep_cfg.memory_limit_gb:g} GiB; worker killed")
+                        _kill(proc)
+                        break
+                    if time.monotonic() > deadline:
+                        failure = _Failure(STATUS_TIMEOUT, "timeout",
+                                           f"no answer within {timeout:.0f} s (a hang); worker killed")
+                        _kill(proc)
+                        break
+                    continue
+                if ev is None:  # the channel closed: the worker exited
+                    proc.wait()
+                    if failure is None and (current is not None or not finished or proc.returncode != 0):
+                        failure = _exit_failure(proc.returncode, log_path, offset)
+                    break
+                deadline = time.monotonic() + timeout
+                if ev.kind == "hello":
+                    if on_hello:
+                        on_hello(ev.payload)
+                    timeout = sweep_cfg.scenario_timeout_s
+                    deadline = time.monotonic() + timeout
+                elif ev.kind == "start":
+                    current = by_id.get(ev.payload.get("scenario"))
+                    t_start = time.time()
+                elif ev.kind == "result":
+                    row = ScenarioResult.from_dict(ev.payload["row"])
+                    if current is None or row.scenario != current.id or row.scenario in done_ids:
+                        continue   # only the scenario the worker said it started, once
+                    done_ids.add(row.scenario)
+                    record(row)
+                    current = None
+                elif ev.kind == "done":
+                    finished = True
+                elif ev.kind == "fatal":
+                    failure = _Failure(STATUS_CRASH, ev.payload.get("code") or "crash",
+                                       f"worker failed: {ev.payload.get('error')}")
+        finally:
+            if proc.poll() is None:
+                _kill(proc)
+            if proc.stdin and not proc.stdin.closed:
+                proc.stdin.close()
         todo = [s for s in todo if s.id not in done_ids]
         if failure is not None and current is not None:
-            record(_failed_row(current, spec.seed, failure[0], failure[1], time.time() - t_start))
+            record(_failed_row(current, spec.seed, failure, time.time() - t_start))
             todo = [s for s in todo if s.id != current.id]
         elif failure is not None and not done_ids and todo:
             # the worker failed before it finished any scenario (the library does not load, the
             # GPU is unusable, it hung at start): a fresh worker would fail the same way
             for s in todo:
-                record(_failed_row(s, spec.seed, *failure))
+                record(_failed_row(s, spec.seed, failure))
             break
         restarts += 1
-        if restarts > spec.config.sweep.max_restarts:
+        if restarts > sweep_cfg.max_restarts:
             for s in todo:
-                record(_failed_row(s, spec.seed, STATUS_CRASH, "too many worker restarts"))
+                record(_failed_row(s, spec.seed, _Failure(STATUS_CRASH, "crash", "too many worker restarts")))
             break
     return rows
 
 
-def _failed_row(s: Scenario, seed: int, status: str, reason: str, wall: float = 0.0) -> ScenarioResult:
+def _failed_row(s: Scenario, seed: int, failure: _Failure, wall: float = 0.0) -> ScenarioResult:
     return ScenarioResult(s.id, s.head_config, s.batch, s.seqlen_q, s.seqlen_k, s.causal, s.extended, s.flops,
-                          status=status, reason=reason, seed=seed, wall_s=round(wall, 3))
+                          status=failure.status, reason=failure.reason, code=failure.code, seed=seed,
+                          wall_s=round(wall, 3))

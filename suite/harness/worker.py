@@ -1,24 +1,23 @@
-"""The child process that runs a kernel: one scenario after another, each built, checked, timed
-beside the baselines and reported as one line on stdout (`@@KS {json}`).
+"""The child process that runs a kernel: one scenario after another, each checked (trial.py), timed
+beside the baselines, checked again, and reported as one signed message on the private channel
+(channel.py). Nothing the kernel prints can pass for a result.
 
-A CUDA error leaves this process's context unusable: the worker reports the scenario and exits,
-and the parent starts a fresh worker for the rest. A crash or a hang is detected by the parent.
+The worker runs everything on a non-blocking stream of its own, so a kernel that launches on the
+legacy default stream (or any other) runs beside the harness's work instead of being serialised
+with it, and is caught. A CUDA error leaves this process's context unusable: the worker reports the
+scenario and exits, and the parent starts a fresh worker for the rest. A crash, a hang or too much
+memory is detected by the parent.
 
-Run as `python -m kernelseek_suite.harness.worker JOB.json`.
+Run as `python -m kernelseek_suite.harness.worker CHANNEL_FD`, with the job on stdin.
 """
 from __future__ import annotations
 
-import json
+import random
 import sys
 import time
 import traceback
 
-MARK = "@@KS "
-
-
-def emit(kind: str, **payload) -> None:
-    sys.stdout.write(MARK + json.dumps({"kind": kind, **payload}) + "\n")
-    sys.stdout.flush()
+from .channel import WorkerChannel
 
 
 def _is_cuda_error(e: BaseException) -> bool:
@@ -42,135 +41,200 @@ class _Range:
         torch.cuda.nvtx.range_pop()
 
 
-def run_job(job: dict) -> int:
+def measure_gemm_tflops(n: int = 8192, reps: int = 10) -> float:
+    """The bf16 GEMM throughput of this GPU (torch/cuBLAS, random data): the roofline of the
+    plausibility alarm."""
+    import torch
+
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ b
+    best = float("inf")
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        a @ b
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end))
+    del a, b
+    return round(2.0 * n ** 3 / (best * 1e-3) / 1e12, 1)
+
+
+def baseline_column(name: str, scn, inputs: tuple, expected, check_cfg, sync):
+    """(the callable to time or None, what the baseline's column says): "ok", "ok (its output
+    fails the check: ...)", or why it has no number ("not installed (...): pip install ...",
+    unsupported). A baseline that is missing or raises is reported, never fatal -- except a CUDA
+    error, which has poisoned the context and ends the worker."""
+    from .. import baselines as bl
+    from .check import check_output
+
+    try:
+        fn = bl.get(name).prepare(scn)
+        out = fn(*inputs)
+        sync()
+        chk = check_output(out, expected.ref, expected.lowp, cfg=check_cfg)
+        return fn, ("ok" if chk.ok else f"ok (its output fails the check: {chk.reason})")
+    except bl.Unsupported as e:
+        return None, str(e)
+    except Exception as e:
+        if _is_cuda_error(e):
+            raise
+        first = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
+        return None, f"unsupported ({type(e).__name__}: {first})"
+
+
+def run_job(job: dict, chan: WorkerChannel) -> int:
     import torch
 
     from .. import baselines as bl
-    from ..config import CheckConfig, TimingConfig
-    from ..contract import ERROR_NAMES, KS_ERR_UNSUPPORTED, KS_OK, KernelLibrary, make_params
-    from ..results import (STATUS_ERROR, STATUS_OK, STATUS_UNSUPPORTED, STATUS_WRONG, ScenarioResult)
+    from ..config import CheckConfig, PlausibilityConfig, TimingConfig
+    from ..contract import ContractError, KernelLibrary, make_params
+    from ..results import STATUS_ERROR, STATUS_OK, STATUS_REJECTED, ScenarioResult
     from ..scenarios import Scenario
-    from .check import check_output
-    from .inputs import make_inputs, poison_like, scenario_seed
-    from .reference import reference_pair
-    from .timing import L2Flusher, time_interleaved
+    from . import trial
+    from .inputs import scenario_seed
+    from .timing import L2Flusher, Timed, idle_gap_ms, late_work, time_interleaved
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     check_cfg = CheckConfig(**job.get("check", {}))
     timing_cfg = TimingConfig(**job.get("timing", {}))
+    plaus_cfg = PlausibilityConfig(**job.get("plausibility", {}))
     dev = torch.device("cuda")
+    stream = torch.cuda.Stream(device=dev)      # non-blocking: see the module docstring
+    torch.cuda.set_stream(stream)
     props = torch.cuda.get_device_properties(dev)
-    lib = KernelLibrary(job["library"])
-    emit("hello", device=props.name, sms=props.multi_processor_count, torch=torch.__version__,
-         cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version(),
-         baselines={b: bl.get(b).available()[1] for b in job["baselines"]},
-         baseline_versions={b: bl.get(b).version() for b in job["baselines"]})
+    try:
+        lib = KernelLibrary(job["library"])
+    except ContractError as e:
+        chan.emit("fatal", error=str(e)[:1000], code="contract")
+        return 2
+    try:
+        gemm = measure_gemm_tflops(plaus_cfg.gemm_size)
+    except Exception as e:  # the alarm is then off, and says so in provenance
+        sys.stderr.write(f"GEMM ceiling not measured: {e}\n")
+        gemm = None
+    chan.emit("hello", device=props.name, sms=props.multi_processor_count, torch=torch.__version__,
+              cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version(), gemm_tflops=gemm,
+              baselines={b: bl.get(b).available()[1] for b in job["baselines"]},
+              baseline_versions={b: bl.get(b).version() for b in job["baselines"]})
     flush = L2Flusher(timing_cfg.l2_flush_bytes)
-    stream = torch.cuda.current_stream()
+    gap = idle_gap_ms()
     seed = int(job["seed"])
+    rng = random.Random(seed)
+
+    def sync():
+        torch.cuda.synchronize()
+
+    def run_scenario(scn: Scenario, timed: bool, row: ScenarioResult) -> None:
+        def launch(bufs: trial.Buffers) -> int:
+            p = make_params(bufs.q, bufs.k, bufs.v, bufs.out.view, bufs.lse.view, scn.causal, scn.softmax_scale)
+            return lib.forward(p, stream.cuda_stream)
+
+        def apply(v: trial.Verdict):
+            row.status, row.code, row.reason = v.status, v.code, v.reason
+            if v.check is not None and row.check is None:
+                row.check = v.check
+
+        with _Range(f"check:{scn.id}"):
+            verdict, state = trial.check_scenario(scn, scenario_seed(seed, scn.id, 0), launch, sync, dev, check_cfg)
+            apply(verdict)
+            row.flags += verdict.flags
+        if row.status != STATUS_OK or not timed:
+            return
+
+        with _Range(f"time:{scn.id}"):
+            sets = [state.bufs] + [trial.new_buffers(scn, scenario_seed(seed, scn.id, t), dev, check_cfg)
+                                   for t in range(1, timing_cfg.input_sets)]
+            params = [make_params(b.q, b.k, b.v, b.out.view, b.lse.view, scn.causal, scn.softmax_scale) for b in sets]
+            bad = [torch.zeros((), dtype=torch.int64, device=dev) for _ in sets]
+            # one timed output per input set, chosen at random, is kept and checked in full
+            pick = {t: rng.randrange(t, timing_cfg.min_reps, timing_cfg.input_sets)
+                    for t in range(len(sets)) if t < timing_cfg.min_reps}
+            snaps: dict[int, tuple] = {}
+
+            def before(t):
+                sets[t].out.poison()
+                sets[t].lse.poison()
+
+            def after(t, rnd):
+                bad[t] += (~torch.isfinite(sets[t].out.view)).sum() + (~torch.isfinite(sets[t].lse.view)).sum()
+                if rnd == pick.get(t):
+                    snaps[t] = (sets[t].out.view.clone(), sets[t].lse.view.clone())
+
+            fns: dict = {"kernel": Timed(lambda t: lib.forward(params[t], stream.cuda_stream), before, after)}
+            exp0 = state.expected
+            for b in job["baselines"]:
+                fn, row.baselines[b] = baseline_column(b, scn, (sets[0].q, sets[0].k, sets[0].v), exp0, check_cfg, sync)
+                if fn is not None:
+                    fns[b] = (lambda f: (lambda t: f(sets[t].q, sets[t].k, sets[t].v)))(fn)
+            stats = time_interleaved(fns, timing_cfg, flush, gap_ms=gap)
+            for name, st in stats.items():
+                row.times_ms[name] = st.to_dict()
+                row.tflops[name] = round(scn.flops / (st.median_ms * 1e-3) / 1e12, 2)
+            for b in job["baselines"]:
+                if b in stats:
+                    row.ratio[b] = round(stats[b].median_ms / stats["kernel"].median_ms, 4)
+            kst = stats["kernel"]
+            if late_work(kst, timing_cfg):
+                with_late = kst.median_ms + kst.late_ms
+                row.tflops["kernel"] = round(scn.flops / (with_late * 1e-3) / 1e12, 2)
+                row.ratio = {}
+                apply(trial.Verdict(STATUS_REJECTED, "late-work",
+                                    f"each call left {kst.late_ms:.3f} ms of work running after its stream was "
+                                    f"done (the call itself: {kst.median_ms:.3f} ms): work on another stream or "
+                                    "a host thread"))
+                return
+
+        with _Range(f"recheck:{scn.id}"):
+            bad_counts = {t: int(c.item()) for t, c in enumerate(bad)}
+            expected = [exp0] + [trial.expected_for(scn, scenario_seed(seed, scn.id, t), dev)
+                                 for t in range(1, len(sets))]
+            v = trial.check_timed_outputs(bad_counts, snaps, list(zip(sets, expected)), check_cfg)
+            if v.ok:
+                v = trial.recheck(launch, sets[-1], expected[-1], sync, check_cfg)
+                row.recheck = v.check
+            apply(v)
 
     for item in job["scenarios"]:
         scn = Scenario(**item["scenario"])
-        timed = bool(item.get("time", True))
-        emit("start", scenario=scn.id)
+        chan.emit("start", scenario=scn.id)
         t0 = time.time()
         row = ScenarioResult(scn.id, scn.head_config, scn.batch, scn.seqlen_q, scn.seqlen_k, scn.causal,
                              scn.extended, scn.flops, status=STATUS_OK, seed=seed)
         try:
-            nsets = timing_cfg.input_sets if timed else 1
-            sets = [make_inputs(scn, scenario_seed(seed, scn.id, t)) for t in range(nsets)]
-            outs = [torch.empty(scn.batch, scn.seqlen_q, scn.heads_q, scn.d_v, device=dev,
-                                dtype=torch.bfloat16) for _ in range(nsets)]
-            lses = [torch.empty(scn.batch, scn.heads_q, scn.seqlen_q, device=dev, dtype=torch.float32)
-                    for _ in range(nsets)]
-            params = [make_params(*sets[t], outs[t], lses[t], scn.causal, scn.softmax_scale)
-                      for t in range(nsets)]
-
-            def run_candidate(t: int) -> int:
-                return lib.forward(params[t], stream.cuda_stream)
-
-            def checked_run(t: int):
-                outs[t].fill_(float("nan"))
-                lses[t].fill_(float("nan"))
-                rc = run_candidate(t)
-                torch.cuda.synchronize()
-                return rc
-
-            with _Range(f"check:{scn.id}"):
-                ref, ref_lse, lowp = reference_pair(*sets[0], scn.causal, scn.softmax_scale)
-                rc = checked_run(0)
-                if rc == KS_ERR_UNSUPPORTED:
-                    row.status, row.reason = STATUS_UNSUPPORTED, "the kernel returned KS_ERR_UNSUPPORTED"
-                elif rc != KS_OK:
-                    row.status = STATUS_ERROR
-                    row.reason = f"the kernel returned {rc} ({ERROR_NAMES.get(rc, 'unknown code')})"
-                else:
-                    chk = check_output(outs[0], ref, lowp, lses[0], ref_lse, check_cfg)
-                    row.check = chk.to_dict()
-                    if not chk.ok:
-                        row.status, row.reason = STATUS_WRONG, chk.reason
-
-            if row.status == STATUS_OK and timed:
-                with _Range(f"time:{scn.id}"):
-                    fns = {"kernel": lambda t: run_candidate(t)}
-                    for b in job["baselines"]:
-                        try:
-                            fn = bl.get(b).prepare(scn)
-                            o = fn(*sets[0])
-                            torch.cuda.synchronize()
-                            bchk = check_output(o, ref, lowp, cfg=check_cfg)
-                            row.baselines[b] = "ok" if bchk.ok else f"ok (its output fails the check: {bchk.reason})"
-                            fns[b] = (lambda f: (lambda t: f(*sets[t])))(fn)
-                        except bl.Unsupported as e:
-                            row.baselines[b] = str(e)
-                        except Exception as e:  # a baseline that raises is reported, never fatal
-                            if _is_cuda_error(e):
-                                raise
-                            row.baselines[b] = f"unsupported ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
-                    del ref, lowp
-                    stats = time_interleaved(fns, timing_cfg, flush)
-                    for name, st in stats.items():
-                        row.times_ms[name] = st.to_dict()
-                        row.tflops[name] = round(scn.flops / (st.median_ms * 1e-3) / 1e12, 2)
-                    for b in job["baselines"]:
-                        if b in stats:
-                            row.ratio[b] = round(stats[b].median_ms / stats["kernel"].median_ms, 4)
-                # correctness again after timing, on another input set
-                t = nsets - 1
-                ref2, ref2_lse, lowp2 = reference_pair(*sets[t], scn.causal, scn.softmax_scale)
-                checked_run(t)
-                chk2 = check_output(outs[t], ref2, lowp2, lses[t], ref2_lse, check_cfg)
-                row.recheck = chk2.to_dict()
-                if not chk2.ok:
-                    row.status, row.reason = STATUS_WRONG, f"failed the re-check after timing: {chk2.reason}"
+            run_scenario(scn, bool(item.get("time", True)), row)
         except Exception as e:
             fatal = _is_cuda_error(e)
             row.status = STATUS_ERROR
+            row.code = "cuda-error" if fatal else "error"
             row.reason = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:500]
             row.wall_s = round(time.time() - t0, 3)
-            emit("result", row=row.to_dict())
+            chan.emit("result", row=row.to_dict())
             if fatal:
                 sys.stderr.write(traceback.format_exc())
                 return 3  # the context is gone: the parent restarts a fresh worker
+            torch.cuda.empty_cache()
             continue
         row.wall_s = round(time.time() - t0, 3)
-        emit("result", row=row.to_dict())
-        del sets, outs, lses, params
+        chan.emit("result", row=row.to_dict())
         torch.cuda.empty_cache()
-    emit("done")
+    chan.emit("done")
     return 0
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    with open(argv[0]) as f:
-        job = json.load(f)
+    from .containment import no_core_dumps
+
+    no_core_dumps()
+    job, chan = WorkerChannel.open(sys.argv if argv is None else argv)
     try:
-        return run_job(job)
+        return run_job(job, chan)
     except Exception as e:
         traceback.print_exc()
-        emit("fatal", error=f"{type(e).__name__}: {e}"[:1000])
+        chan.emit("fatal", error=f"{type(e).__name__}: {e}"[:1000], code="cuda-error" if _is_cuda_error(e) else "error")
         return 2
 
 

@@ -32,7 +32,7 @@ from ..results import STATUS_CRASH, ScenarioResult, read_jsonl
 from ..scenarios import Scenario
 from .cluster import ClusterSpec, open_client
 from .executor import Channel, ItemFailure, WorkItem, run_items
-from .gpus import WorkerGPU, check_cluster, cluster_gpus, pinned_device, probe_this_worker
+from .gpus import WorkerGPU, check_cluster, cluster_gpus, probe_this_worker
 
 
 @dataclass
@@ -60,6 +60,7 @@ class ShardJob:
     config: HarnessConfig = field(default_factory=HarnessConfig)
     runner: ShardRunner | None = None     # None: the GPU runner
     probe: GPUProbe | None = None         # None: NVML on the worker's pinned device
+    worker_command: tuple[str, ...] | None = None   # tests only: a stand-in for the sweep's worker
 
 
 # ---------------------------------------------------------------- on the worker
@@ -107,25 +108,40 @@ def _build_once(kernel_name: str, source: bytes, sha: str, arch: str, where: Pat
 
 def gpu_runner(job: ShardJob, todo: list[Scenario], on_row: Callable[[ScenarioResult], None]) -> dict:
     """Build (once per worker) and run the scenarios in the harness's isolated sweep on this
-    worker's GPU."""
+    worker's GPU; the roofline alarm uses the GEMM ceiling measured on this GPU."""
+    from ..harness import plausibility
     from ..harness.sweep import SweepSpec, run_sweep
 
     gpu = _this_gpu(job.probe)
     where = _worker_dir(gpu)
     built = _build_once(job.kernel_name, job.kernel_source, job.kernel_sha256, job.arch, where)
-    pinned = pinned_device()
-    if pinned is not None:   # the sweep's child process sees this worker's device alone
-        os.environ["CUDA_VISIBLE_DEVICES"] = pinned
     hello: dict = {}
     timed = set(job.timed_ids)
     spec = SweepSpec(library=built.library, scenarios=todo, baselines=job.baselines, seed=job.seed,
-                     timed=lambda s: s.id in timed, config=job.config, gpu_index=0,
-                     worker_log=where / "worker.log")
+                     timed=lambda s: s.id in timed, config=job.config, gpu_index=gpu.index or 0,
+                     worker_log=where / "worker.log", gpu_uuid=gpu.uuid, worker_command=job.worker_command)
     clocks_start = _clocks(gpu_info(gpu))
-    run_sweep(spec, None, on_row=on_row, on_hello=hello.update)
+    run_sweep(spec, None, on_row=on_row, on_hello=hello.update,
+              annotate=lambda row: plausibility.annotate(row, hello.get("gemm_tflops"), {}, job.config.plausibility))
     return {"hello": hello, "clocks": {"start": clocks_start, "end": _clocks(gpu_info(gpu))},
-            "build": {"nvcc": built.nvcc_version, "flags": built.flags,
-                      "functions": [f.__dict__ for f in built.functions]}}
+            "build": _build_info(built)}
+
+
+def _build_info(built) -> dict:
+    return {"nvcc": built.nvcc_version, "flags": built.flags, "functions": [f.__dict__ for f in built.functions]}
+
+
+def run_sanitize(job: ShardJob, channel: Channel) -> dict:
+    """compute-sanitizer over config.SANITIZE_SUBSET on this worker's GPU (its logs stay on the worker)."""
+    from .. import config
+    from ..harness import sanitize
+
+    gpu = _this_gpu(job.probe)
+    where = _worker_dir(gpu)
+    built = _build_once(job.kernel_name, job.kernel_source, job.kernel_sha256, job.arch, where)
+    runs = sanitize.run_sanitizer(built.library, config.SANITIZE_SUBSET, job.seed, gpu.uuid,
+                                  config.SANITIZER_TIMEOUT_S, where / "sanitize")
+    return {**sanitize.summary_entry(runs), "where": {**gpu.provenance(), "logs": str(where / "sanitize")}}
 
 
 def gpu_info(gpu: WorkerGPU):
@@ -158,13 +174,15 @@ class _Sweep:
             if old.get("kernel_sha256") and old["kernel_sha256"] != sha:
                 raise ResumeMismatch(f"{self.out} holds results of another kernel (sha256 {old['kernel_sha256'][:16]}); "
                                      "use another --out or drop --resume")
-            self.prior = _dedup(read_jsonl(self.jsonl))
+            ids = {s.id for s in chosen}
+            self.prior = _dedup([r for r in read_jsonl(self.jsonl) if r.scenario in ids])
             self.prov = old
             self.seed = int(self.prov.get("seed", seed if seed is not None else secrets.randbits(48)))
             self.prov.setdefault("resumed", []).append(now_utc())
         else:
-            if self.jsonl.exists():
-                self.jsonl.unlink()
+            for stale in (self.jsonl, self.out / "sanitize.json", self.out / "summary.json"):
+                if stale.exists():
+                    stale.unlink()
             self.seed = seed if seed is not None else secrets.randbits(48)
             self.prov = _client_provenance(gpus)
             self.prov.update({"seed": self.seed, "kernel": str(req.kernel), "kernel_sha256": sha, "arch": req.arch,
@@ -175,6 +193,7 @@ class _Sweep:
             g.to_dict() for g in gpus if (g.uuid or g.worker) not in known)
         self.done = {r.scenario for r in self.prior}
         self.rows: list[ScenarioResult] = list(self.prior)
+        self.extra: dict = {}
         self.todo = [s for s in chosen if s.id not in self.done]
         self.save()
 
@@ -199,11 +218,11 @@ class _Sweep:
             dev["clocks_end"] = res["clocks"]["end"]
         h = res.get("hello") or {}
         if h:
-            dev["software"] = {k: h.get(k) for k in ("device", "sms", "torch", "cuda", "cudnn", "baselines",
-                                                     "baseline_versions")}
+            dev["software"] = {k: h.get(k) for k in ("device", "sms", "torch", "cuda", "cudnn", "gemm_tflops",
+                                                     "baselines", "baseline_versions")}
             if not self.prov.get("device"):
                 got = {"device": h.get("device"), "sms": h.get("sms"), "torch": h.get("torch"), "cuda": h.get("cuda"),
-                       "cudnn": h.get("cudnn"), "baseline_status": h.get("baselines"),
+                       "cudnn": h.get("cudnn"), "gemm_tflops": h.get("gemm_tflops"), "baseline_status": h.get("baselines"),
                        "baseline_versions": h.get("baseline_versions")}
                 self.prov.update({k: v for k, v in got.items() if v is not None})
         if res.get("build") and "build" not in self.prov:
@@ -216,13 +235,17 @@ class _Sweep:
                 return d
         return None
 
+    def sanitized(self, entry: dict) -> None:
+        self.extra["sanitize"] = entry
+        (self.out / "sanitize.json").write_text(json.dumps(entry, indent=1))
+
     def finish(self) -> dict:
         order = {s.id: i for i, s in enumerate(self.chosen)}
         rows = sorted(self.rows, key=lambda r: order.get(r.scenario, 1 << 30))
         self.prov["date_end"] = now_utc()
         self.save()
         return write_outputs(self.out, rows, self.req.baselines, self.req.arch, self.req.kind, str(self.req.kernel),
-                             self.sha, self.prov)
+                             self.sha, self.prov, self.extra)
 
 
 def _dedup(rows: list[ScenarioResult]) -> list[ScenarioResult]:
@@ -263,6 +286,7 @@ def run_bench_distributed(req: BenchRequest, on_row: Callable[[ScenarioResult], 
     existing distributed.Client instead of opening req.scaleout.cluster; `runner` and `probe` replace
     the GPU parts on the workers (tests)."""
     from .. import rules
+    from ..harness import plausibility
 
     so: ScaleOut = req.scaleout or ScaleOut()
     rules.enforce(req.kernel)        # here, before any cluster: the workers build the same file
@@ -281,27 +305,39 @@ def run_bench_distributed(req: BenchRequest, on_row: Callable[[ScenarioResult], 
             sw = _Sweep(out, req, sha, chosen, members, {**executor, "workers": len(members), "chunk": so.chunk},
                         req.seed)
             sweeps[cls_name] = sw
+            # one class: any worker (a restarted one too); several: only that class's workers
+            pool = tuple(g.worker for g in members) if len(classes) > 1 else None
             for i, shard in enumerate(plan_shards(sw.todo, len(members), so.chunk)):
                 timed = [s.id for s in shard if not s.extended and (req.timed_ids is None or s.id in req.timed_ids)]
                 job = ShardJob(Path(req.kernel).name, source, sha, req.arch, list(req.baselines), sw.seed,
-                               [s.to_dict() for s in shard], timed, req.config, runner, probe)
-                # one class: any worker (a restarted one too); several: only that class's workers
-                pool = tuple(g.worker for g in members) if len(classes) > 1 else None
-                items.append(WorkItem(f"{members[0].slug}/{i:04d}", (cls_name, job), pool))
+                               [s.to_dict() for s in shard], timed, req.config, runner, probe, req.worker_command)
+                items.append(WorkItem(f"{members[0].slug}/{i:04d}", (cls_name, job, "shard"), pool))
+            if req.sanitize:
+                job = ShardJob(Path(req.kernel).name, source, sha, req.arch, [], sw.seed, [], [], req.config,
+                               runner, probe, req.worker_command)
+                items.append(WorkItem(f"{members[0].slug}/sanitize", (cls_name, job, "sanitize"), pool))
         if on_start:
             on_start(sum(len(s.chosen) for s in sweeps.values()), sum(len(s.prior) for s in sweeps.values()))
 
+        previous = plausibility.load_previous(req.previous)
+
         def on_emit(item: WorkItem, mark: str, data: dict) -> None:
-            row = ScenarioResult.from_dict(data)
+            row = plausibility.annotate(ScenarioResult.from_dict(data), None, previous, req.config.plausibility)
             if sweeps[item.payload[0]].record(row) and on_row:
                 on_row(row)
 
         def on_result(item: WorkItem, res: dict) -> None:
-            sweeps[item.payload[0]].shard_done(res)
+            if item.payload[2] == "sanitize":
+                sweeps[item.payload[0]].sanitized(res)
+            else:
+                sweeps[item.payload[0]].shard_done(res)
 
         def on_failure(item: WorkItem, failure: ItemFailure) -> list[WorkItem]:
             if not failure.worker_died:     # a build error, a bug: the run stops (and can be resumed)
                 raise failure.exception
+            if item.payload[2] == "sanitize":
+                sweeps[item.payload[0]].sanitized({"ok": False, "runs": [], "error": failure.error})
+                return []
             # Dask gave up on the shard: its workers kept dying. A shard runs in order, so the first
             # scenario not recorded is the one they died on; the rest go on as a new shard.
             sw, job = sweeps[item.payload[0]], item.payload[1]
@@ -317,7 +353,7 @@ def run_bench_distributed(req: BenchRequest, on_row: Callable[[ScenarioResult], 
             rest = [d for d in left[1:]]
             again = dataclasses.replace(job, scenarios=rest, timed_ids=[t for t in job.timed_ids
                                                                          if t in {d["id"] for d in rest}])
-            return [WorkItem(f"{item.key}+{left[1]['id']}", (item.payload[0], again), item.workers)]
+            return [WorkItem(f"{item.key}+{left[1]['id']}", (item.payload[0], again, "shard"), item.workers)]
 
         run_items(cl, items, _run_payload, on_emit=on_emit, on_result=on_result, on_failure=on_failure)
     summaries = {name: sw.finish() for name, sw in sweeps.items()}
@@ -326,8 +362,8 @@ def run_bench_distributed(req: BenchRequest, on_row: Callable[[ScenarioResult], 
     return next(iter(summaries.values()))
 
 
-def _run_payload(payload: tuple[str, ShardJob], channel: Channel) -> dict:
-    return run_shard(payload[1], channel)
+def _run_payload(payload: tuple[str, ShardJob, str], channel: Channel) -> dict:
+    return (run_sanitize if payload[2] == "sanitize" else run_shard)(payload[1], channel)
 
 
 def _failed(s: Scenario, seed: int, reason: str) -> ScenarioResult:

@@ -9,6 +9,7 @@ raises is handed to `on_failure`, which by default raises.
 """
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from collections import deque
@@ -45,8 +46,10 @@ class Channel:
         return set(self._load())
 
     def emit(self, mark: str, data: Any = None) -> None:
+        """Report `data` (JSON-serializable) under `mark`."""
         from distributed import Queue, Variable
-        Queue(self.queue_name).put({"key": self.key, "mark": mark, "data": data})
+        # as JSON text: the queue's msgpack would hand lists back as tuples
+        Queue(self.queue_name).put({"key": self.key, "mark": mark, "data": json.dumps(data)})
         marks = self._load()
         marks.append(mark)
         Variable(self.marks_name).set(list(marks))   # after the data: a listed mark is never lost
@@ -160,7 +163,7 @@ def run_items(client, items: list[WorkItem], fn: Callable[[Any, Channel], Any], 
                 continue       # reported again by a retry whose predecessor died before noting it
             marks[key].append(mark)
             if on_emit:
-                on_emit(by_key[key], mark, msg["data"])
+                on_emit(by_key[key], mark, json.loads(msg["data"]))
 
     try:
         while futures or waiting:

@@ -1,0 +1,102 @@
+"""Read a results folder: the bench run (bench.jsonl, summary.json, provenance.json), the GEMM
+ceiling measured in the same run, and the record `reproduce` wrote (runtime, kernels, wall time).
+
+Layout of `results/<arch>/`:
+  reproduce.json        what ran: arch, runtime, kernel, missing kernels, image, wall time, status
+  gemm_ceiling.json     the bf16 GEMM ceiling measured before and after the sweep
+  <kernel stem>/        the bench run (bench.jsonl is the raw data; the rest is rendered from it)
+  REPORT.md, tables/, plots/   rendered by `kernelseek-suite render`
+A plain bench folder (bench.jsonl beside provenance.json) is read too.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import config
+from ..results import ScenarioResult, read_jsonl
+
+RECORD = "reproduce.json"
+CEILING = "gemm_ceiling.json"
+
+# what the data in a folder is: measured by the run that wrote it, or shipped and only re-rendered
+MEASURED = "measured"
+SHIPPED = "shipped, not re-measured"
+
+
+class NoResults(FileNotFoundError):
+    """The folder holds no bench data."""
+
+
+@dataclass
+class ArchResults:
+    root: Path
+    run_dir: Path
+    arch: str
+    rows: list[ScenarioResult]
+    summary: dict
+    provenance: dict
+    record: dict = field(default_factory=dict)
+    ceiling: dict | None = None
+
+    @property
+    def grid_rows(self) -> list[ScenarioResult]:
+        return [r for r in self.rows if not r.extended]
+
+    @property
+    def extended_rows(self) -> list[ScenarioResult]:
+        return [r for r in self.rows if r.extended]
+
+    @property
+    def baselines(self) -> list[str]:
+        listed = list(self.provenance.get("baselines") or [])
+        seen = {b for r in self.rows for b in list(r.ratio) + list(r.baselines)}
+        return listed + sorted(seen - set(listed))
+
+    @property
+    def main_baseline(self) -> str:
+        """The baseline the claims are about (FA3 on sm90, FA4 on sm100), if it is in the data."""
+        want = config.REPRODUCE.get(self.arch, {}).get("baselines", ("fa3",))[0]
+        return want if want in self.baselines or not self.baselines else self.baselines[0]
+
+    @property
+    def ceiling_tflops(self) -> float | None:
+        return (self.ceiling or {}).get("tflops")
+
+
+def find_run_dir(root: Path) -> Path:
+    root = Path(root)
+    if (root / "bench.jsonl").exists():
+        return root
+    rec = _read_json(root / RECORD)
+    if rec.get("run") and (root / rec["run"] / "bench.jsonl").exists():
+        return root / rec["run"]
+    runs = sorted(p.parent for p in root.glob("*/bench.jsonl"))
+    if len(runs) == 1:
+        return runs[0]
+    if not runs:
+        raise NoResults(f"no bench data in {root} (no bench.jsonl there or one level below)")
+    raise NoResults(f"{root} holds several runs ({', '.join(p.name for p in runs)}) and no {RECORD} "
+                    "that names one; pass the run folder itself")
+
+
+def load(root: Path) -> ArchResults:
+    root = Path(root)
+    run = find_run_dir(root)
+    rows = read_jsonl(run / "bench.jsonl")
+    if not rows:
+        raise NoResults(f"{run / 'bench.jsonl'} has no rows")
+    prov = _read_json(run / "provenance.json")
+    summary = _read_json(run / "summary.json")
+    record = _read_json(root / RECORD) if run != root else _read_json(run / RECORD)
+    ceiling = _read_json(root / CEILING) or _read_json(run / CEILING) or None
+    arch = record.get("arch") or prov.get("arch") or summary.get("arch") or "sm90"
+    return ArchResults(root, run, arch, rows, summary, prov, record, ceiling)
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(Path(path).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}

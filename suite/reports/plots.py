@@ -1,0 +1,130 @@
+"""The report's plots (matplotlib, PNG): the ratio to a baseline as a heat map over head
+configuration x sequence length, causal and not; TFLOP/s against sequence length per head
+configuration, the kernel beside its baselines, with the measured GEMM ceiling drawn in."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from ..scenarios import HEAD_CONFIGS, SEQLENS
+from .data import ArchResults
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError as e:  # an optional extra: say how to get it
+        raise ImportError("plots need matplotlib: pip install 'kernelseek-suite[report]'") from e
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _mask_name(causal: bool) -> str:
+    return "causal" if causal else "non-causal"
+
+
+def heatmap(res: ArchResults, baseline: str, causal: bool, path: Path) -> Path | None:
+    """None when no scenario of that mask has a ratio to `baseline`."""
+    from matplotlib.colors import TwoSlopeNorm
+
+    plt = _pyplot()
+    cell = {(r.head_config, r.seqlen_q): r for r in res.grid_rows if r.causal == causal}
+    hcs = [hc.name for hc in HEAD_CONFIGS if any(k[0] == hc.name for k in cell)]
+    grid = [[(cell[(h, s)].ratio.get(baseline) if (h, s) in cell and cell[(h, s)].correct else None)
+             for s in SEQLENS] for h in hcs]
+    values = [v for row in grid for v in row if v]
+    if not values:
+        return None
+    lo, hi = min(values + [0.99]), max(values + [1.01])
+    fig, ax = plt.subplots(figsize=(8.5, 0.45 * len(hcs) + 1.8))
+    data = [[math.nan if v is None else v for v in row] for row in grid]
+    cmap = plt.get_cmap("RdYlGn").with_extremes(bad="#d0d0d0")
+    im = ax.imshow(data, cmap=cmap, norm=TwoSlopeNorm(vcenter=1.0, vmin=lo, vmax=hi), aspect="auto")
+    for i, row in enumerate(grid):
+        for j, v in enumerate(row):
+            r = cell.get((hcs[i], SEQLENS[j]))
+            text = f"{v:.2f}" if v is not None else ("" if r is None else
+                                                      ("n/a" if r.correct else r.status))
+            ax.text(j, i, text, ha="center", va="center", fontsize=8)
+    ax.set_xticks(range(len(SEQLENS)), [str(s) for s in SEQLENS])
+    ax.set_yticks(range(len(hcs)), hcs)
+    ax.set_xlabel("sequence length (batch x seqlen = 32768 tokens)")
+    gpu = res.provenance.get("gpu_name") or "GPU"
+    ax.set_title(f"{baseline} time / kernel time, {_mask_name(causal)} ({gpu}); > 1: kernel faster",
+                 fontsize=10)
+    fig.colorbar(im, ax=ax, shrink=0.8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def tflops_vs_seqlen(res: ArchResults, causal: bool, path: Path) -> Path | None:
+    plt = _pyplot()
+    rows = [r for r in res.grid_rows if r.causal == causal and r.tflops]
+    if not rows:
+        return None
+    hcs = [hc.name for hc in HEAD_CONFIGS if any(r.head_config == hc.name for r in rows)]
+    impls = ["kernel"] + [b for b in res.baselines if any(r.tflops.get(b) for r in rows)]
+    ncol = 4
+    nrow = math.ceil(len(hcs) / ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4 * ncol, 2.9 * nrow), squeeze=False)
+    ceiling = res.ceiling_tflops
+    for ax, hc in zip(axes.flat, hcs):
+        mine = sorted((r for r in rows if r.head_config == hc), key=lambda r: r.seqlen_q)
+        for impl in impls:
+            pts = [(r.seqlen_q, r.tflops[impl]) for r in mine if r.tflops.get(impl) and
+                   (impl != "kernel" or r.correct)]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", markersize=3, label=impl,
+                        linewidth=2.2 if impl == "kernel" else 1.2)
+        if ceiling:
+            ax.axhline(ceiling, color="grey", linestyle="--", linewidth=0.8, label="bf16 GEMM")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(SEQLENS, [f"{s // 1024}k" if s >= 1024 else str(s) for s in SEQLENS], fontsize=8)
+        ax.minorticks_off()
+        ax.set_title(hc, fontsize=9)
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+    for ax in list(axes.flat)[len(hcs):]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("TFLOP/s")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower right", ncol=len(labels))
+    fig.suptitle(f"TFLOP/s vs sequence length, {_mask_name(causal)} "
+                 f"({res.provenance.get('gpu_name') or 'GPU'})")
+    fig.tight_layout(rect=(0, 0.03, 1, 0.97))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def available() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+def render_all(res: ArchResults, folder: Path) -> dict[str, Path]:
+    """Every plot there is data for, keyed by a short name; old PNGs in `folder` are removed first
+    so nothing stale is left beside a fresh report."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("*.png"):
+        old.unlink()
+    out: dict[str, Path] = {}
+    for causal in (False, True):
+        m = _mask_name(causal)
+        for b in res.baselines:
+            p = heatmap(res, b, causal, folder / f"ratio_vs_{b}_{m}.png")
+            if p:
+                out[f"ratio vs {b}, {m}"] = p
+        p = tflops_vs_seqlen(res, causal, folder / f"tflops_vs_seqlen_{m}.png")
+        if p:
+            out[f"TFLOP/s vs seqlen, {m}"] = p
+    return out

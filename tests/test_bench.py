@@ -1,0 +1,236 @@
+"""bench and eval without a GPU, missing baselines, rendering saved results, and resuming an
+interrupted sweep (with the stand-in worker, on the CPU)."""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from conftest import HAS_GPU
+from kernelseek_suite import baselines as bl
+from kernelseek_suite import bench, gpu, report
+from kernelseek_suite import scenarios as sc
+from kernelseek_suite.cli import main
+from kernelseek_suite.config import HarnessConfig, SweepConfig
+from kernelseek_suite.gpu import GPUInfo
+from kernelseek_suite.harness import trial
+from kernelseek_suite.harness.reference import reference_pair
+from kernelseek_suite.harness.worker import baseline_column
+from kernelseek_suite.results import ScenarioResult, read_jsonl, summarize
+
+KERNELS = Path(__file__).parent / "kernels"
+FAKE = Path(__file__).parent / "fake_worker.py"
+H100 = GPUInfo(0, "NVIDIA H100 80GB HBM3", "GPU-00000000-test", (9, 0), "580.00")
+A100 = GPUInfo(0, "NVIDIA A100-SXM4-80GB", "GPU-00000000-a100", (8, 0), "580.00")
+
+
+# ---- no GPU -------------------------------------------------------------------------------------
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    monkeypatch.setattr(gpu, "list_gpus", lambda: [])
+
+
+@pytest.mark.parametrize("args", [
+    ["bench", "--arch", "sm90", "--kernel", str(KERNELS / "spin.cu")],
+    ["eval", str(KERNELS / "spin.cu")],
+])
+def test_bench_and_eval_say_there_is_no_gpu_and_exit_3(no_gpu, args):
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 3
+    assert "no NVIDIA GPU found" in r.output and "`scenarios`, `build`" in r.output
+
+
+def test_eval_json_prints_one_json_line_without_a_gpu(no_gpu):
+    r = CliRunner().invoke(main, ["eval", str(KERNELS / "spin.cu"), "--json"])
+    assert r.exit_code == 3
+    lines = [l for l in r.output.splitlines() if l.startswith("{")]
+    assert len(lines) == 1 and json.loads(lines[0])["status"] == "no_gpu"
+
+
+@pytest.mark.skipif(HAS_GPU, reason="this machine has a GPU")
+def test_without_monkeypatching_this_machine_has_no_gpu_and_says_so():
+    r = CliRunner().invoke(main, ["eval", str(KERNELS / "spin.cu")])
+    assert r.exit_code == 3 and "no NVIDIA GPU found" in r.output
+
+
+@pytest.mark.parametrize("arch,have,words", [("sm90", A100, "compute capability 9.0"),
+                                             ("sm100", H100, "compute capability 10.0")])
+def test_the_wrong_gpu_is_refused_with_exit_3(monkeypatch, arch, have, words):
+    monkeypatch.setattr(gpu, "list_gpus", lambda: [have])
+    r = CliRunner().invoke(main, ["bench", "--arch", arch, "--kernel", str(KERNELS / "spin.cu")])
+    assert r.exit_code == 3 and words in r.output and have.name in r.output
+
+
+def test_a_missing_gpu_index_is_refused(monkeypatch):
+    monkeypatch.setattr(gpu, "list_gpus", lambda: [H100])
+    r = CliRunner().invoke(main, ["bench", "--kernel", str(KERNELS / "spin.cu"), "--gpu", "3"])
+    assert r.exit_code == 3 and "GPU index 3" in r.output
+
+
+def test_an_unknown_baseline_is_a_usage_error(monkeypatch):
+    monkeypatch.setattr(gpu, "list_gpus", lambda: [H100])
+    r = CliRunner().invoke(main, ["bench", "--kernel", str(KERNELS / "spin.cu"), "--baseline", "fa9"])
+    assert r.exit_code == 4 and "unknown baseline 'fa9'" in r.output
+
+
+def test_scenarios_and_env_work_without_a_gpu(no_gpu):
+    r = CliRunner().invoke(main, ["scenarios", "--arch", "sm90"])
+    assert r.exit_code == 0 and "182 scenarios" in r.output
+    r = CliRunner().invoke(main, ["env", "--json"])
+    assert r.exit_code == 0
+    env = json.loads(r.output)
+    assert env["gpu_name"] is None and env["baselines"]["fa3"]["status"] == "not checked (no GPU)"
+
+
+# ---- missing baselines --------------------------------------------------------------------------
+
+def test_a_missing_baseline_says_how_to_install_it():
+    missing = bl.Baseline("ghost", "a baseline that is not installed", "pip install ghost-attn==1.0",
+                          probe=lambda: __import__("ghost_attn_module"), prepare_fn=lambda m, s: None)
+    ok, msg = missing.available()
+    assert not ok and msg.startswith("not installed") and msg.endswith("pip install ghost-attn==1.0")
+    with pytest.raises(bl.Unsupported) as e:
+        missing.prepare(sc.grid()[0])
+    assert "pip install ghost-attn" in str(e.value)
+
+
+def test_a_baseline_whose_import_breaks_is_reported_not_raised():
+    def broken():
+        raise OSError("libcudart.so.13: cannot open shared object file")
+    b = bl.Baseline("broken", "", "pip install broken", probe=broken, prepare_fn=lambda m, s: None)
+    assert b.available() == (False, "not installed (OSError: libcudart.so.13: cannot open shared object file): "
+                                    "pip install broken")
+
+
+@pytest.mark.skipif(HAS_GPU, reason="this machine has a GPU")
+def test_the_registered_baselines_are_missing_here_with_their_install_hints():
+    assert "pip install fa3-fwd" in bl.get("fa3").available()[1]
+    assert "pip install flash-attn-4" in bl.get("fa4").available()[1]
+    assert "CUDA build of torch" in bl.get("cudnn").available()[1]
+
+
+def test_the_worker_fills_a_baselines_column_and_never_raises(monkeypatch):
+    """baseline_column is what the worker runs per baseline: on the CPU with baselines that are
+    missing, that raise, and one that works."""
+    s = sc.Scenario("t", 1, 32, 32, 2, 1, 16, 16, False)
+    q, k, v = trial.make_inputs(s, 3, "cpu")
+    ref, ref_lse, lowp = reference_pair(q, k, v, False)
+    exp = trial.Expected(q, k, v, ref, ref_lse, lowp)
+
+    def attn(q, k, v):
+        return ref.to(torch.bfloat16)
+    fake = {
+        "absent": bl.Baseline("absent", "", "pip install absent", lambda: __import__("absent_mod"), lambda m, x: None),
+        "raises": bl.Baseline("raises", "", "", lambda: object(), lambda m, x: (lambda *a: 1 / 0)),
+        "works": bl.Baseline("works", "", "", lambda: object(), lambda m, x: attn),
+        "wrong": bl.Baseline("wrong", "", "", lambda: object(), lambda m, x: (lambda *a: torch.zeros_like(ref))),
+    }
+    monkeypatch.setattr(bl, "REGISTRY", fake)
+    cols = {n: baseline_column(n, s, (q, k, v), exp, trial.CheckConfig(), lambda: None) for n in fake}
+    assert cols["absent"][0] is None and "pip install absent" in cols["absent"][1]
+    assert cols["raises"][0] is None and cols["raises"][1].startswith("unsupported (ZeroDivisionError")
+    assert cols["works"][0] is attn and cols["works"][1] == "ok"
+    assert cols["wrong"][1].startswith("ok (its output fails the check")
+
+
+def test_the_report_shows_the_missing_baseline_in_its_column(tmp_path):
+    row = ScenarioResult("d128-h16kv16-s512", "d128-h16kv16", 64, 512, 512, False, False, 1e12, "ok",
+                         tflops={"kernel": 300.0},
+                         baselines={"fa3": "not installed (ModuleNotFoundError): pip install fa3-fwd==0.0.3"})
+    summary = summarize([row], "bench", "sm90", {"path": "k.cu", "sha256": "0" * 64}, {}, ["fa3"])
+    md = report.markdown([row], ["fa3"], summary)
+    assert "fa3: not installed (ModuleNotFoundError): pip install fa3-fwd==0.0.3" in md
+    assert "vs fa3: no ratio measured" in md
+    report.write_csv(tmp_path / "b.csv", [row], ["fa3"])
+    assert "pip install fa3-fwd" in (tmp_path / "b.csv").read_text()
+
+
+# ---- rendering saved results --------------------------------------------------------------------
+
+def test_report_rerenders_a_saved_folder_without_a_gpu(tmp_path, no_gpu):
+    rows = [ScenarioResult(s.id, s.head_config, s.batch, s.seqlen_q, s.seqlen_k, s.causal, False, s.flops, "ok",
+                           ratio={"fa3": 0.5 + i / 10}, tflops={"kernel": 100.0}) for i, s in enumerate(sc.grid()[:4])]
+    rows[1].status, rows[1].code, rows[1].reason = "rejected", "late-work", "work left running"
+    rows[2].flags = ["roofline: too fast"]
+    (tmp_path / "bench.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in rows) + '{"cut sh')
+    (tmp_path / "provenance.json").write_text(json.dumps({"baselines": ["fa3"], "arch": "sm90", "kernel": "k.cu"}))
+    r = CliRunner().invoke(main, ["report", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["scenarios_total"] == 4 and summary["scenarios_correct"] == 3
+    assert summary["failures"] == {"late-work": 1} and summary["flagged"] == {rows[2].scenario: ["roofline"]}
+    assert "not correct: 1 late-work" in r.output and "flagged for a look: 1 scenarios (roofline)" in r.output
+    md = (tmp_path / "bench.md").read_text()
+    assert "rejected (late-work)" in md and "ALARM roofline: too fast" in md
+
+
+# ---- resume ------------------------------------------------------------------------------------
+
+@pytest.fixture
+def fake_gpu(monkeypatch, tmp_path):
+    monkeypatch.setattr(bench, "require_gpu", lambda arch, index=0: H100)
+    monkeypatch.setattr(gpu, "require_gpu", lambda arch, index=0: H100)
+    monkeypatch.setenv("KERNELSEEK_CACHE", str(tmp_path / "cache"))
+
+
+def request(tmp_path, kernel="spin.cu", resume=False, **kw):
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"record": str(tmp_path / "record.jsonl"), "delay_s": 0.02, "tflops": 50.0,
+                                "ratio": {"fa3": 0.8}}))
+    cfg = HarnessConfig(sweep=SweepConfig(scenario_timeout_s=5, poll_s=0.05))
+    return bench.BenchRequest(kernel=KERNELS / kernel, arch="sm90", baselines=["fa3"], scenario_filter="d64-h32kv8-*",
+                              out_dir=tmp_path / "out", resume=resume, config=cfg,
+                              worker_command=(sys.executable, str(FAKE), str(plan)), **kw)
+
+
+@pytest.mark.nvcc
+def test_an_interrupted_sweep_resumes_where_it_stopped_and_refuses_another_kernel(tmp_path, fake_gpu):
+    seen = []
+
+    def stop_after_five(row):
+        seen.append(row.scenario)
+        if len(seen) == 5:
+            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        bench.run_bench(request(tmp_path), on_row=stop_after_five)
+    out = tmp_path / "out"
+    assert len(read_jsonl(out / "bench.jsonl")) == 5
+    seed = json.loads((out / "provenance.json").read_text())["seed"]
+
+    summary = bench.run_bench(request(tmp_path, resume=True))
+    rows = read_jsonl(out / "bench.jsonl")
+    ids = [s.id for s in sc.select(sc.grid(), "d64-h32kv8-*")]
+    assert sorted(r.scenario for r in rows) == sorted(ids) and len(rows) == 14
+    workers = [json.loads(l) for l in (tmp_path / "record.jsonl").read_text().splitlines()]
+    assert workers[-1]["scenarios"] == [i for i in ids if i not in seen]
+    assert summary["scenarios_total"] == 14 and summary["scenarios_correct"] == 14
+    prov = json.loads((out / "provenance.json").read_text())
+    assert prov["seed"] == seed and prov["resumed"] and prov["gemm_tflops"] == 100.0
+    assert {r.seed for r in rows} == {seed}
+
+    with pytest.raises(bench.ResumeMismatch):
+        bench.run_bench(request(tmp_path, kernel="illegal_address.cu", resume=True))
+    r = CliRunner().invoke(main, ["bench", "--kernel", str(KERNELS / "illegal_address.cu"), "--out", str(out),
+                                  "--resume"])
+    assert r.exit_code == 4 and "another kernel" in r.output
+
+
+@pytest.mark.nvcc
+def test_plausibility_alarms_reach_the_rows_and_the_summary(tmp_path, fake_gpu):
+    prev = tmp_path / "prev"
+    prev.mkdir()
+    s = sc.select(sc.grid(), "d64-h32kv8-*")
+    (prev / "bench.jsonl").write_text("".join(json.dumps(ScenarioResult(
+        x.id, x.head_config, x.batch, x.seqlen_q, x.seqlen_k, x.causal, False, x.flops, "ok",
+        ratio={"fa3": 0.4}).to_dict()) + "\n" for x in s[:3]))
+    req = request(tmp_path, previous=prev)
+    req.config = HarnessConfig(sweep=req.config.sweep,
+                               plausibility=bench.config.PlausibilityConfig(roofline_factor=0.25))
+    summary = bench.run_bench(req)
+    rows = read_jsonl(tmp_path / "out" / "bench.jsonl")
+    assert all(any(f.startswith("roofline:") for f in r.flags) for r in rows)   # 50 > 0.25 x 100
+    assert all(any(f.startswith("jump:") for f in r.flags) == (r.scenario in {x.id for x in s[:3]}) for r in rows)
+    assert summary["flagged"][s[0].id] == ["roofline", "jump"] and summary["scenarios_correct"] == 14
