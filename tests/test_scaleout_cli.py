@@ -111,3 +111,18 @@ def test_the_single_gpu_path_needs_no_dask():
             "'dask_cuda') or m.startswith('kernelseek_suite.scaleout.') and m != 'kernelseek_suite.scaleout.cli'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_reproduce_on_a_cluster_runs_natively(monkeypatch):
+    from kernelseek_suite.reproduce import pipeline
+    from kernelseek_suite.scaleout.bench import ScaleOut
+
+    seen = {}
+    monkeypatch.setattr("kernelseek_suite.gpu.require_gpu", lambda arch, index=0, gpus=None: None)
+    monkeypatch.setattr(pipeline, "run_native", lambda req, notify, on_row=None, on_start=None:
+                        seen.setdefault("req", req) and pipeline.Outcome(req.arch, "measured", 0))
+    so = ScaleOut(ClusterSpec("address", address="tcp://head:8786"))
+    out = pipeline.reproduce(pipeline.ReproduceRequest(arch="sm90", runtime="auto", scaleout=so))
+    assert out.exit_code == 0 and seen["req"].scaleout is so
+    r = CliRunner().invoke(main, ["reproduce", "--executor", "dask", "--per-class-reports"])
+    assert r.exit_code == 4 and "one GPU class" in r.output
