@@ -35,14 +35,15 @@ def fake_ratio(seed: int, scenario: str, baseline: str) -> float:
     return round(0.5 + (h % 10000) / 10000, 4)
 
 
-def fake_runner(job, todo, on_row, *, log_dir: str, block: str | None = None, pause_s: float = 0.0):
-    """Rows for `todo`, one at a time. On `block` (first attempt only) it writes its pid to
-    log_dir/blocked and waits to be killed."""
+def fake_runner(job, todo, on_row, *, log_dir: str, block: str | None = None, block_class: str | None = None,
+                pause_s: float = 0.0):
+    """Rows for `todo`, one at a time. On `block` (first attempt only; in the sweep of `block_class`
+    when given) it writes its pid to log_dir/blocked and waits to be killed."""
     log = Path(log_dir)
     for s in todo:
         with open(log / "started", "a") as f:
             f.write(f"{s.id} {os.getpid()}\n")
-        if s.id == block and not (log / "blocked").exists():
+        if s.id == block and block_class in (None, job.device_class) and not (log / "blocked").exists():
             (log / "blocked").write_text(str(os.getpid()))
             time.sleep(120)
         if pause_s:
@@ -51,3 +52,13 @@ def fake_runner(job, todo, on_row, *, log_dir: str, block: str | None = None, pa
                               status="ok", seed=job.seed,
                               ratio={b: fake_ratio(job.seed, s.id, b) for b in job.baselines}))
     return {"build": {"nvcc": "none (stand-in)"}, "hello": {"device": "NVIDIA H200", "torch": "stand-in"}}
+
+
+def late_h100_probe() -> WorkerGPU:
+    """Worker 2 holds an H100 once a marker file exists: a worker of another class joining late."""
+    n = int(_worker_name())
+    import os as _os
+    late = _os.environ.get("KS_TEST_LATE_MARKER")
+    if n == 2 and late and Path(late).exists():
+        return WorkerGPU("node-b", 0, "GPU-fake-late", "NVIDIA H100 80GB HBM3", (9, 0), "580.1")
+    return h200_probe()

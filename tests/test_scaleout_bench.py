@@ -21,7 +21,7 @@ from kernelseek_suite.scaleout.executor import NullChannel  # noqa: E402
 from kernelseek_suite.scaleout.gpus import MixedGPUs, WorkerGPU  # noqa: E402
 from kernelseek_suite import scenarios  # noqa: E402
 
-from scaleout_fakes import fake_runner, h200_probe, mixed_probe  # noqa: E402
+from scaleout_fakes import fake_runner, h200_probe, late_h100_probe, mixed_probe  # noqa: E402
 
 KERNEL = Path(__file__).resolve().parent.parent / "kernels" / "reference" / "attn_fwd_ref.cu"
 WORKERS = 3
@@ -268,3 +268,44 @@ def test_the_real_shard_runner_builds_once_per_worker_and_isolates_a_crash(tmp_p
     assert prov["gemm_tflops"] == 100.0 and prov["build"]["flags"]
     # the sanitizer ran as one more item; on a machine without a GPU it cannot pass
     assert summary["sanitize"]["ok"] is False and (tmp_path / "out" / "sanitize.json").exists()
+
+
+def test_a_class_whose_workers_are_all_gone_stops_the_run_instead_of_waiting(ready, tmp_path):
+    """Per-class shards may only run on their class's workers; a restarted worker comes back under a
+    new address, so once a class has no live worker its shards could never run: the run stops (and
+    is resumed later) instead of waiting for ever."""
+    from kernelseek_suite.scaleout.executor import WorkersGone
+
+    log = tmp_path / "log"
+    log.mkdir()
+    chosen = scenarios.select(scenarios.grid("sm90"), PATTERN)
+    watcher = kill_when_blocked(log)          # the only H100 worker (worker 1) runs the blocking scenario
+    req = request(tmp_path / "out", scaleout=ScaleOut(per_class_reports=True, chunk=4))
+    with pytest.raises(WorkersGone, match="alive"):
+        run_bench_distributed(req, client=ready, probe=mixed_probe,
+                              runner=functools.partial(fake_runner, log_dir=str(log), block=chosen[1].id,
+                                                       block_class="NVIDIA H100 80GB HBM3 (sm90)", pause_s=0.02))
+    watcher.join(1)
+    h100 = read_jsonl(tmp_path / "out" / "nvidia-h100-80gb-hbm3-sm90" / "bench.jsonl")
+    assert [r.scenario for r in h100] == [chosen[0].id]       # recorded before the kill, kept for --resume
+
+
+def test_a_late_worker_of_another_class_is_refused(tmp_path, monkeypatch):
+    marker = tmp_path / "late"
+    monkeypatch.setenv("KS_TEST_LATE_MARKER", str(marker))
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0") as cluster, distributed.Client(cluster) as c:
+        log = tmp_path / "log"
+        log.mkdir()
+
+        def add_worker_after_first_row(row):
+            if not marker.exists():
+                marker.write_text("1")
+                cluster.scale(3)              # worker 2 joins, holding an H100
+                c.wait_for_workers(3, timeout=60)
+
+        with pytest.raises(MixedGPUs, match="took a shard"):
+            run_bench_distributed(request(tmp_path / "out", scaleout=ScaleOut(chunk=1)), client=c,
+                                  on_row=add_worker_after_first_row, probe=late_h100_probe,
+                                  runner=functools.partial(fake_runner, log_dir=str(log), pause_s=0.05))
+    assert all(r.gpu["name"] == "NVIDIA H200" for r in read_jsonl(tmp_path / "out" / "bench.jsonl"))

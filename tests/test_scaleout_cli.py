@@ -126,3 +126,10 @@ def test_reproduce_on_a_cluster_runs_natively(monkeypatch):
     assert out.exit_code == 0 and seen["req"].scaleout is so
     r = CliRunner().invoke(main, ["reproduce", "--executor", "dask", "--per-class-reports"])
     assert r.exit_code == 4 and "one GPU class" in r.output
+
+
+def test_the_public_names_of_the_scaleout_resolve():
+    import kernelseek_suite.scaleout as so
+    for name in so.__all__:
+        assert getattr(so, name) is not None
+    assert {"run_items", "WorkItem", "run_bench_distributed", "run_agent_items", "ClusterSpec"} <= set(so.__all__)

@@ -32,7 +32,7 @@ from ..results import STATUS_CRASH, ScenarioResult, read_jsonl
 from ..scenarios import Scenario
 from .cluster import ClusterSpec, open_client
 from .executor import Channel, ItemFailure, WorkItem, run_items
-from .gpus import WorkerGPU, check_cluster, cluster_gpus, probe_this_worker
+from .gpus import MixedGPUs, WorkerGPU, check_cluster, cluster_gpus, probe_this_worker
 
 
 @dataclass
@@ -61,6 +61,7 @@ class ShardJob:
     runner: ShardRunner | None = None     # None: the GPU runner
     probe: GPUProbe | None = None         # None: NVML on the worker's pinned device
     worker_command: tuple[str, ...] | None = None   # tests only: a stand-in for the sweep's worker
+    device_class: str | None = None       # the GPU class this sweep runs on; another one is refused
 
 
 # ---------------------------------------------------------------- on the worker
@@ -75,6 +76,11 @@ def run_shard(job: ShardJob, channel: Channel) -> dict:
     from distributed import get_worker
 
     gpu = _this_gpu(job.probe)
+    if job.device_class and gpu.device_class != job.device_class:
+        # a worker that joined after the classes were checked (a batch job that started late)
+        raise MixedGPUs(f"a worker holding {gpu.device_class} on {gpu.host} took a shard of the sweep on "
+                        f"{job.device_class}; ratios are only comparable within one class: restrict the "
+                        "workers, or use --per-class-reports (then --resume)")
     try:
         where = {**gpu.provenance(), "worker": get_worker().address}
     except ValueError:
@@ -310,11 +316,12 @@ def run_bench_distributed(req: BenchRequest, on_row: Callable[[ScenarioResult], 
             for i, shard in enumerate(plan_shards(sw.todo, len(members), so.chunk)):
                 timed = [s.id for s in shard if not s.extended and (req.timed_ids is None or s.id in req.timed_ids)]
                 job = ShardJob(Path(req.kernel).name, source, sha, req.arch, list(req.baselines), sw.seed,
-                               [s.to_dict() for s in shard], timed, req.config, runner, probe, req.worker_command)
+                               [s.to_dict() for s in shard], timed, req.config, runner, probe, req.worker_command,
+                               cls_name)
                 items.append(WorkItem(f"{members[0].slug}/{i:04d}", (cls_name, job, "shard"), pool))
             if req.sanitize:
                 job = ShardJob(Path(req.kernel).name, source, sha, req.arch, [], sw.seed, [], [], req.config,
-                               runner, probe, req.worker_command)
+                               runner, probe, req.worker_command, cls_name)
                 items.append(WorkItem(f"{members[0].slug}/sanitize", (cls_name, job, "sanitize"), pool))
         if on_start:
             on_start(sum(len(s.chosen) for s in sweeps.values()), sum(len(s.prior) for s in sweeps.values()))

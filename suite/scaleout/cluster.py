@@ -55,6 +55,7 @@ class ClusterSpec:
     jobs: int = 1                     # slurm / pbs: batch jobs to submit
     gpus_per_job: int = 1             # slurm / pbs: GPUs (and so workers) per job
     options: dict[str, Any] = field(default_factory=dict)   # passed on to the cluster class
+    wait_s: float = 600.0             # how long to wait for the workers (batch jobs may queue longer)
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -158,7 +159,7 @@ def expected_workers(spec: ClusterSpec, cluster) -> int:
 
 
 @contextmanager
-def open_client(spec: ClusterSpec, wait_s: float = 600.0) -> Iterator[Any]:
+def open_client(spec: ClusterSpec) -> Iterator[Any]:
     """A connected distributed.Client; the cluster it made (if any) is closed on the way out."""
     distributed = need("distributed")
     try:
@@ -170,10 +171,10 @@ def open_client(spec: ClusterSpec, wait_s: float = 600.0) -> Iterator[Any]:
     try:
         client = distributed.Client(cluster if cluster is not None else spec.address)
         try:
-            client.wait_for_workers(expected_workers(spec, cluster), timeout=wait_s)
+            client.wait_for_workers(expected_workers(spec, cluster), timeout=spec.wait_s)
         except Exception as e:
             client.close()
-            raise ClusterError(f"the workers of the {spec.kind} cluster did not come up within {wait_s:.0f} s "
+            raise ClusterError(f"the workers of the {spec.kind} cluster did not come up within {spec.wait_s:.0f} s "
                                f"({type(e).__name__}: {e})") from e
         try:
             yield client

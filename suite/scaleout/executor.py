@@ -17,12 +17,18 @@ from concurrent.futures import CancelledError
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .cluster import ClusterError
+
 
 @dataclass(frozen=True)
 class WorkItem:
     key: str                                   # unique within a run, stable across resumes
     payload: Any
     workers: tuple[str, ...] | None = None     # run only on these worker addresses
+
+
+class WorkersGone(ClusterError):
+    """An item's workers are all gone: it cannot run until they are back (resume then)."""
 
 
 @dataclass
@@ -57,7 +63,11 @@ class Channel:
     def _load(self) -> list[str]:
         if self._marks is None:
             from distributed import Variable
-            self._marks = list(Variable(self.marks_name).get(timeout=60) or [])
+            try:
+                # set before the item was submitted; gone only when the run no longer wants this item
+                self._marks = list(Variable(self.marks_name).get(timeout=2) or [])
+            except (TimeoutError, OSError):
+                self._marks = []
         return self._marks
 
 
@@ -87,11 +97,9 @@ def worker_slots(client) -> dict[str, int]:
 def check_one_item_per_worker(client) -> list[str]:
     slots = worker_slots(client)
     if not slots:
-        from .cluster import ClusterError
         raise ClusterError("the cluster has no workers")
     multi = {a: n for a, n in slots.items() if n != 1}
     if multi:
-        from .cluster import ClusterError
         raise ClusterError("each worker must run one item at a time (one per GPU), but these have more threads: "
                            + ", ".join(f"{a} ({n})" for a, n in sorted(multi.items()))
                            + "; start workers with `--nthreads 1` (dask-cuda's worker does)")
@@ -124,19 +132,22 @@ def run_items(client, items: list[WorkItem], fn: Callable[[Any, Channel], Any], 
     pending = as_completed()
     waiting = deque(items)
 
+    def live_workers() -> set[str]:
+        return set(client.scheduler_info(n_workers=-1)["workers"])
+
     def fill() -> None:
         """Hand out items while a worker is free: an item waits here, not queued behind a busy
         worker, so a worker that dies takes only its running item with it. Pools (per-class runs)
         are disjoint sets of workers."""
-        total = len(client.scheduler_info(n_workers=-1)["workers"]) or 1
+        live = live_workers()
         in_pool: dict = {}
         for it in futures.values():
             in_pool[it.workers] = in_pool.get(it.workers, 0) + 1
         for _ in range(len(waiting)):
             item = waiting.popleft()
-            free = total - len(futures)
+            free = max(1, len(live)) - len(futures)
             if item.workers:
-                free = min(free, len(item.workers) - in_pool.get(item.workers, 0))
+                free = min(free, len(live & set(item.workers)) - in_pool.get(item.workers, 0))
             if free <= 0:
                 waiting.append(item)
                 continue
@@ -154,7 +165,29 @@ def run_items(client, items: list[WorkItem], fn: Callable[[Any, Channel], Any], 
         futures[fut] = item
         pending.add(fut)
 
-    fill()
+    def fail(item: WorkItem, exc: BaseException, worker_died: bool) -> None:
+        if on_failure is None:
+            raise exc
+        for extra in on_failure(item, ItemFailure(item.key, f"{type(exc).__name__}: {exc}", worker_died, exc)) or ():
+            if extra.key in by_key:
+                raise ValueError(f"work item key {extra.key!r} used twice")
+            waiting.append(extra)
+
+    def orphans() -> None:
+        """Items bound to a pool none of whose workers is alive any more (a restarted worker comes
+        back under a new address): they would wait for ever."""
+        live = live_workers()
+        stranded = [(f, i) for f, i in futures.items() if i.workers and not live & set(i.workers)]
+        stranded += [(None, i) for i in waiting if i.workers and not live & set(i.workers)]
+        for fut, item in stranded:
+            if fut is not None:
+                futures.pop(fut)
+                fut.cancel()
+            else:
+                waiting.remove(item)
+            _forget(variables.pop(item.key, None))
+            fail(item, WorkersGone(f"none of the workers item {item.key} may run on is alive "
+                                   f"({', '.join(item.workers)})"), False)
 
     def drain() -> None:
         for msg in queue.get(batch=True) or ():
@@ -165,14 +198,22 @@ def run_items(client, items: list[WorkItem], fn: Callable[[Any, Channel], Any], 
             if on_emit:
                 on_emit(by_key[key], mark, json.loads(msg["data"]))
 
+    fill()
+    last_check = time.monotonic()
     try:
         while futures or waiting:
             batch = pending.next_batch(block=False)
             drain()
             if not batch:
+                if time.monotonic() - last_check > 2.0:
+                    orphans()
+                    fill()
+                    last_check = time.monotonic()
                 time.sleep(poll_s)
                 continue
             for fut in batch:
+                if fut not in futures:
+                    continue                  # cancelled as stranded
                 if fut.status not in ("finished", "error", "cancelled"):
                     # its result lived on a worker that died before it was fetched: Dask runs it again
                     pending.add(fut)
@@ -184,15 +225,9 @@ def run_items(client, items: list[WorkItem], fn: Callable[[Any, Channel], Any], 
                         on_result(item, res)
                 else:
                     exc = fut.exception() if fut.status == "error" else CancelledError(item.key)
-                    failure = ItemFailure(item.key, f"{type(exc).__name__}: {exc}", isinstance(exc, KilledWorker), exc)
-                    if on_failure is None:
-                        raise exc
-                    for extra in on_failure(item, failure) or ():
-                        if extra.key in by_key:
-                            raise ValueError(f"work item key {extra.key!r} used twice")
-                        waiting.append(extra)
+                    fail(item, exc, isinstance(exc, KilledWorker))
                 fut.release()
-                _forget(variables.pop(item.key))
+                _forget(variables.pop(item.key, None))
             fill()
         drain()
     finally:
@@ -208,6 +243,8 @@ def run_items(client, items: list[WorkItem], fn: Callable[[Any, Channel], Any], 
 
 
 def _forget(variable) -> None:
+    if variable is None:
+        return
     try:
         variable.delete()
     except Exception:
