@@ -3,7 +3,8 @@ spread one per GPU at a time.
 
 Layout: cluster.py (cluster specs: dask-cuda on this host, an existing scheduler, Slurm/PBS through
 dask-jobqueue, a CPU LocalCluster), executor.py (run items on the cluster, progress that survives a
-dead worker, retries), gpus.py (each worker's GPU, device classes), bench.py (bench on a cluster),
+dead worker, retries), gpus.py (each worker's GPU, device classes), bench.py (bench on a cluster:
+the client's side), shard.py (a shard of bench on a worker),
 agent_runs.py (agent runs as items), agreement.py (ratios of two runs side by side, per GPU),
 cli.py (the options and commands). Dask is imported only when a cluster is used: install the `dask`
 extra (and `dask-cuda` on GPU machines)."""
@@ -13,7 +14,8 @@ _EXPORTS = {
     "cluster": ("ClusterError", "ClusterSpec", "open_client", "parse_scheduler"),
     "executor": ("Channel", "ItemFailure", "NullChannel", "WorkItem", "run_items"),
     "gpus": ("MixedGPUs", "WorkerGPU", "cluster_gpus"),
-    "bench": ("ScaleOut", "ShardJob", "plan_shards", "run_bench_distributed"),
+    "bench": ("ScaleOut", "plan_shards", "run_bench_distributed"),
+    "shard": ("ShardJob", "gpu_runner", "run_shard"),
     "agent_runs": ("AgentRunItem", "run_agent_item", "run_agent_items"),
     "agreement": ("ratio_agreement",),
 }
