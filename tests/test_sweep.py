@@ -3,8 +3,10 @@ protocol) crashes, dies of SIGSEGV, hangs, hits a CUDA error, eats memory or for
 chosen scenarios; each is recorded with its status and reason and the sweep goes on."""
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -138,6 +140,7 @@ def test_the_parent_never_imports_torch(tmp_path):
     plan.write_text("{}")
     code = f"""
 import sys
+import time
 from pathlib import Path
 import kernelseek_suite.cli, kernelseek_suite.bench, kernelseek_suite.evaluate
 from kernelseek_suite import scenarios as sc
@@ -163,3 +166,40 @@ def test_the_real_worker_without_a_gpu_fails_each_scenario_once_with_its_reason(
     rows = run_sweep(spec)
     assert [r.scenario for r in rows] == [s.id for s in SCN[:3]]
     assert all(r.status == "crash" and "CUDA" in r.reason for r in rows)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_killed_sweep_process_leaves_no_worker_running(tmp_path, sig):
+    """`timeout` (SIGTERM) or SIGKILL on the sweep's process: its worker, in a session of its own,
+    must not go on running a kernel on the GPU."""
+    plan = tmp_path / "plan.json"
+    record = tmp_path / "record.jsonl"
+    plan.write_text(json.dumps({"at_start": "hang", "record": str(record)}))
+    code = f"""
+import sys
+import time
+from pathlib import Path
+from kernelseek_suite import cli
+from kernelseek_suite import scenarios as sc
+from kernelseek_suite.harness.sweep import SweepSpec, run_sweep
+import signal
+signal.signal(signal.SIGTERM, cli._terminate)
+spec = SweepSpec(library="x", scenarios=sc.grid()[:2], baselines=[], seed=1,
+                 worker_command=(sys.executable, {str(FAKE)!r}, {str(plan)!r}), worker_log=Path({str(tmp_path / 'w.log')!r}))
+run_sweep(spec)
+"""
+    parent = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(Path(__file__).parent)})
+    deadline = time.time() + 60
+    while not (record.exists() and record.read_text().strip()) and time.time() < deadline:
+        time.sleep(0.1)
+    pid = workers(tmp_path)[0]["pid"]
+    parent.send_signal(sig)
+    parent.wait(timeout=30)
+
+    def alive(p):
+        status = Path(f"/proc/{p}/status")
+        return status.exists() and "zombie" not in status.read_text().lower()
+    deadline = time.time() + 10
+    while alive(pid) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not alive(pid)

@@ -33,19 +33,18 @@ def attention_reference(q, k, v, causal: bool, softmax_scale: float, upcast: boo
             qc = q[bi, r0:r1].permute(1, 0, 2)  # (hq, n, dqk)
             qc = qc.float() if upcast else qc
             qc = qc.reshape(hk, group * n, dqk)
-            s = torch.matmul(qc, kb.transpose(1, 2)).float() * softmax_scale  # (hk, group*n, sk)
+            s = torch.matmul(qc, kb.transpose(1, 2))
+            s = s.float() if s.dtype != torch.float32 else s
+            s.mul_(softmax_scale)                                       # (hk, group*n, sk)
             s = s.view(hk, group, n, sk)
             if causal:
                 row_idx = torch.arange(r0, r1, device=q.device).view(n, 1)
                 masked = cols.view(1, sk) > row_idx + (sk - sq)
                 s.masked_fill_(masked.view(1, 1, n, sk), float("-inf"))
-            m = s.amax(dim=-1, keepdim=True)
-            m_safe = torch.where(torch.isinf(m), torch.zeros_like(m), m)
-            p = torch.exp(s - m_safe)
-            denom = p.sum(dim=-1, keepdim=True)
-            lse_c = (torch.log(denom) + m_safe).squeeze(-1)          # -inf where denom == 0
-            lse_c = torch.where(denom.squeeze(-1) > 0, lse_c, torch.full_like(lse_c, float("-inf")))
-            p = p / torch.where(denom > 0, denom, torch.ones_like(denom))
+            # few passes over the (rows x seqlen_k) scores, in place: they dominate the check's time
+            lse_c = torch.logsumexp(s, dim=-1)                          # -inf on rows with nothing visible
+            shift = torch.where(torch.isneginf(lse_c), torch.zeros_like(lse_c), lse_c)
+            p = s.sub_(shift.unsqueeze(-1)).exp_()                      # 0 on empty rows
             p = p.reshape(hk, group * n, sk)
             if not upcast:
                 p = p.to(q.dtype)

@@ -69,6 +69,19 @@ def _tail(path: Path | None, offset: int = 0, n: int = 12) -> str:
     return " | ".join((interesting or lines)[-n:])[-800:]
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: the kernel's worker is killed when the sweep's process dies, even
+    by SIGKILL (Linux), so a killed sweep never leaves a kernel running on the GPU."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
 def _start_worker(spec: SweepSpec, todo: list[Scenario], log) -> tuple[subprocess.Popen, ParentChannel]:
     job = {
         "library": spec.library,
@@ -89,7 +102,8 @@ def _start_worker(spec: SweepSpec, todo: list[Scenario], log) -> tuple[subproces
     chan = ParentChannel()
     cmd = [*(spec.worker_command or WORKER_COMMAND), str(chan.write_fd)]
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=log, stderr=log, env=env,
-                            pass_fds=(chan.write_fd,), start_new_session=True)
+                            pass_fds=(chan.write_fd,), start_new_session=True,
+                            preexec_fn=_die_with_parent)
     chan.after_spawn()
     try:
         proc.stdin.write(chan.handshake(job))
