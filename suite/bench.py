@@ -6,7 +6,7 @@ import json
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from . import build as _build
 from . import config, report, scenarios
@@ -16,6 +16,9 @@ from .harness import plausibility, sanitize
 from .harness.sweep import SweepSpec, run_sweep
 from .provenance import clocks_now, host_provenance, now_utc
 from .results import ScenarioResult, read_jsonl, summarize
+
+if TYPE_CHECKING:
+    from .scaleout.bench import ScaleOut
 
 
 class ResumeMismatch(RuntimeError):
@@ -40,6 +43,7 @@ class BenchRequest:
     previous: Path | None = None        # a previous run's folder: ratios that jump are flagged
     sanitize: bool = False              # also run compute-sanitizer on config.SANITIZE_SUBSET
     worker_command: tuple[str, ...] | None = None   # tests only: a stand-in for the worker
+    scaleout: "ScaleOut | None" = None   # a Dask cluster (scaleout.bench); None: this one GPU
 
 
 def select_scenarios(req: BenchRequest) -> list[scenarios.Scenario]:
@@ -58,6 +62,9 @@ def run_bench(req: BenchRequest, on_row: Callable[[ScenarioResult], None] | None
               on_start: Callable[[int, int], None] | None = None) -> dict:
     """Returns summary.json's content. Raises NoGPUError without a suitable GPU, BuildError when the
     kernel does not build."""
+    if req.scaleout is not None:
+        from .scaleout.bench import run_bench_distributed
+        return run_bench_distributed(req, on_row=on_row, on_start=on_start)
     gpu = require_gpu(req.arch, req.gpu_index)
     built = _build.build(req.kernel, req.arch)
     out = Path(req.out_dir)

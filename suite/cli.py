@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from tabulate import tabulate
 
 from . import __version__, config
+from .scaleout.cli import scaleout_options
 
 console = Console(stderr=True)
 
@@ -140,15 +141,19 @@ def _previous_option(f):
 @click.option("--gpu", "gpu_index", type=int, default=0, show_default=True)
 @_sanitize_option
 @_previous_option
+@scaleout_options
 def bench_cmd(arch, kernel, baselines, pattern, extended, extended_only, out_dir, resume, seed, gpu_index,
-              sanitize, previous):
+              sanitize, previous, scaleout):
     """Run KERNEL over the scenario grid beside the baselines; write results with provenance."""
     from .bench import BenchRequest, ResumeMismatch, run_bench
     from .build import BuildError
+    from .gpu import NoGPUError
     from .report import summary_lines
     from .rules import DependencyRuleError
+    from .scaleout.cluster import ClusterError
 
-    _gpu_or_exit(arch, gpu_index)
+    if scaleout is None:     # on a cluster, the workers' GPUs are checked instead
+        _gpu_or_exit(arch, gpu_index)
     baselines = list(baselines) or [config.ARCHES[arch]["baseline"]]
     from . import baselines as bl
     for b in baselines:
@@ -160,20 +165,27 @@ def bench_cmd(arch, kernel, baselines, pattern, extended, extended_only, out_dir
     out_dir = out_dir or Path("results") / arch / kernel.stem
     req = BenchRequest(kernel=kernel, arch=arch, baselines=baselines, scenario_filter=pattern,
                        extended=extended or extended_only, grid=not extended_only, out_dir=out_dir,
-                       resume=resume, seed=seed, gpu_index=gpu_index, sanitize=sanitize, previous=previous)
+                       resume=resume, seed=seed, gpu_index=gpu_index, sanitize=sanitize, previous=previous,
+                       scaleout=scaleout)
     try:
         summary = _run_with_progress(lambda **kw: run_bench(req, **kw), f"bench {kernel.name}")
     except (BuildError, DependencyRuleError) as e:
         click.echo(f"build failed: {e}", err=True)
         sys.exit(EXIT_BUILD)
-    except (ResumeMismatch, ValueError) as e:
+    except NoGPUError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(EXIT_NO_GPU)
+    except (ResumeMismatch, ValueError, ClusterError) as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(EXIT_USAGE)
-    for line in summary_lines(summary):
-        click.echo(line)
-    click.echo(f"results: {out_dir}")
     from .evaluate import passed
-    sys.exit(0 if passed(summary) else EXIT_FAIL)
+    ok = True
+    for name, one in (summary.get("per_class") or {"": summary}).items():   # per_class: one per GPU class
+        for line in ([f"GPU class {name}:"] if name else []) + summary_lines(one):
+            click.echo(line)
+        ok = ok and passed(one)
+    click.echo(f"results: {out_dir}")
+    sys.exit(0 if ok else EXIT_FAIL)
 
 
 @main.command("eval")
@@ -258,6 +270,9 @@ from .agents.cli import register as _register_agent_commands  # noqa: E402
 _register_agent_commands(main)
 from .agents.compare_cli import register as _register_compare_commands  # noqa: E402
 _register_compare_commands(main)
+from .scaleout.cli import COMMANDS as _SCALEOUT_COMMANDS  # noqa: E402
+for _cmd in _SCALEOUT_COMMANDS:
+    main.add_command(_cmd)
 
 from .reproduce.cli import COMMANDS as _REPRODUCE_COMMANDS  # noqa: E402
 

@@ -10,6 +10,7 @@ import click
 from tabulate import tabulate
 
 from .. import config
+from ..scaleout.cli import scaleout_options
 
 ARCH = click.Choice(sorted(config.REPRODUCE))
 
@@ -33,7 +34,8 @@ def _say(msg: str) -> None:
 @click.option("--resume", is_flag=True, help="continue an interrupted run in --out (measured rows are kept)")
 @click.option("--root", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
               help="the checkout (default: the one the suite runs from)")
-def reproduce_cmd(arch, runtime, out, gpu_index, seed, pattern, no_extended, rebuild_image, resume, root):
+@scaleout_options
+def reproduce_cmd(arch, runtime, out, gpu_index, seed, pattern, no_extended, rebuild_image, resume, root, scaleout):
     """Regenerate results/<arch>/ end to end: GEMM ceiling, the 182 scenarios and the extended set
     beside the baselines, the head-to-head where traces exist, and REPORT.md with plots and tables.
 
@@ -43,9 +45,13 @@ def reproduce_cmd(arch, runtime, out, gpu_index, seed, pattern, no_extended, reb
     from ..cli import _run_with_progress
     from .pipeline import ReproduceRequest, reproduce
 
+    if scaleout is not None and (runtime == "docker" or scaleout.per_class_reports):
+        click.echo("error: reproduce on a Dask cluster runs natively, on one GPU class "
+                   "(no --runtime docker, no --per-class-reports)", err=True)
+        sys.exit(4)
     req = ReproduceRequest(arch=arch, runtime=runtime, root=(root or config.REPO_ROOT).resolve(), out=out,
                            gpu_index=gpu_index, seed=seed, scenario_filter=pattern, extended=not no_extended,
-                           rebuild_image=rebuild_image, resume=resume)
+                           rebuild_image=rebuild_image, resume=resume, scaleout=scaleout)
     outcome = _run_with_progress(lambda **kw: reproduce(req, _say, **kw), f"reproduce {arch}")
     for m in outcome.messages:
         click.echo(m)

@@ -20,7 +20,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from .. import config
 from ..reports.data import CEILING, MEASURED, RECORD, SHIPPED, NoResults
@@ -44,6 +44,7 @@ class ReproduceRequest:
     ceiling_reps: int = config.GEMM_CEILING_REPS
     rebuild_image: bool = False
     resume: bool = False                # continue an interrupted run in `out` (rows already measured are kept)
+    scaleout: Any = None                # a ScaleOut: the sweep sharded over a Dask cluster's GPUs (native only)
 
     def results_dir(self) -> Path:
         return Path(self.out) if self.out else Path(self.root) / "results" / self.arch
@@ -157,7 +158,8 @@ def run_native(req: ReproduceRequest, notify: Notify = _quiet, on_row=None, on_s
     summary = run_bench(BenchRequest(kernel=plan.kernel, arch=req.arch, baselines=baselines,
                                      scenario_filter=req.scenario_filter, extended=req.extended,
                                      out_dir=run_dir, seed=req.seed, gpu_index=req.gpu_index,
-                                     resume=req.resume and (run_dir / "bench.jsonl").exists()),
+                                     resume=req.resume and (run_dir / "bench.jsonl").exists(),
+                                     scaleout=req.scaleout),
                         on_row=on_row, on_start=on_start)
     after = _ceiling(req, notify, "after")
     (out / CEILING).write_text(json.dumps(ceiling_record(before, after), indent=1))
@@ -239,7 +241,7 @@ def reproduce(req: ReproduceRequest, notify: Notify = _quiet, on_row=None, on_st
     except NoGPUError as e:
         return run_partial(req, str(e), notify)
 
-    runtime = req.runtime
+    runtime = "native" if req.scaleout is not None else req.runtime
     if runtime in ("auto", "docker"):
         ready, why = containers.docker_ready()
         if runtime == "docker" and not ready:

@@ -1,0 +1,29 @@
+"""Scale out on Dask: bench sharded over GPUs and hosts, and any list of items (arm x seed agent runs)
+spread one per GPU at a time.
+
+Layout: cluster.py (cluster specs: dask-cuda on this host, an existing scheduler, Slurm/PBS through
+dask-jobqueue, a CPU LocalCluster), executor.py (run items on the cluster, progress that survives a
+dead worker, retries), gpus.py (each worker's GPU, device classes), bench.py (bench on a cluster:
+the client's side), shard.py (a shard of bench on a worker),
+agent_runs.py (agent runs as items), agreement.py (ratios of two runs side by side, per GPU),
+cli.py (the options and commands). Dask is imported only when a cluster is used: install the `dask`
+extra (and `dask-cuda` on GPU machines)."""
+import importlib
+
+_EXPORTS = {
+    "cluster": ("ClusterError", "ClusterSpec", "open_client", "parse_scheduler"),
+    "executor": ("Channel", "ItemFailure", "NullChannel", "WorkItem", "run_items"),
+    "gpus": ("MixedGPUs", "WorkerGPU", "cluster_gpus"),
+    "bench": ("ScaleOut", "plan_shards", "run_bench_distributed"),
+    "shard": ("ShardJob", "gpu_runner", "run_shard"),
+    "agent_runs": ("AgentRunItem", "run_agent_item", "run_agent_items"),
+    "agreement": ("ratio_agreement",),
+}
+_WHERE = {name: mod for mod, names in _EXPORTS.items() for name in names}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,123 @@
+"""Command-line pieces of the scale-out: the executor options other commands take, and the
+`agreement` and `cluster` commands."""
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+
+import click
+
+EXIT_FAIL = 1
+EXIT_NO_GPU = 3
+EXIT_USAGE = 4
+
+
+def scaleout_options(f):
+    """Adds --executor, --scheduler, --per-class-reports and --chunk; the command receives
+    `scaleout`: a ScaleOut, or None for the single-GPU path."""
+    @click.option("--executor", type=click.Choice(["local", "dask"]), default=None,
+                  help="local: this one GPU (the default); dask: every GPU of a Dask cluster")
+    @click.option("--scheduler", default=None, metavar="ADDRESS|SPEC",
+                  help="with --executor dask: a scheduler address (tcp://host:8786), local-cuda (this host's "
+                       "GPUs, the default), local[:N] (CPU workers), or a YAML cluster spec (Slurm/PBS); "
+                       "implies --executor dask")
+    @click.option("--per-class-reports", is_flag=True,
+                  help="with --executor dask on mixed GPUs: one sweep and report per GPU class under --out")
+    @click.option("--chunk", type=click.IntRange(min=1), default=None,
+                  help="with --executor dask: scenarios per work item (default: about four items per GPU)")
+    @functools.wraps(f)
+    def wrapper(*args, executor, scheduler, per_class_reports, chunk, **kwargs):
+        kwargs["scaleout"] = make_scaleout(executor, scheduler, per_class_reports, chunk)
+        return f(*args, **kwargs)
+    return wrapper
+
+
+def make_scaleout(executor: str | None, scheduler: str | None, per_class_reports: bool, chunk: int | None):
+    if executor == "local" or (executor is None and scheduler is None):
+        if per_class_reports or chunk is not None or scheduler:
+            click.echo("error: --scheduler, --per-class-reports and --chunk go with --executor dask", err=True)
+            sys.exit(EXIT_USAGE)
+        return None
+    from .bench import ScaleOut
+    from .cluster import ClusterError, parse_scheduler
+    try:
+        spec = parse_scheduler(scheduler)
+    except ClusterError as e:
+        click.echo(f"error: --scheduler: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    return ScaleOut(cluster=spec, per_class_reports=per_class_reports, chunk=chunk)
+
+
+@click.command("agreement")
+@click.argument("reference", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("run", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--baseline", default=None, help="default: the runs' first baseline")
+@click.option("--json", "as_json", is_flag=True)
+def agreement_cmd(reference, run, baseline, as_json):
+    """How RUN's ratios agree with REFERENCE's, scenario by scenario, per GPU of RUN (e.g. a run on
+    one GPU against the same kernel sharded over several)."""
+    from tabulate import tabulate
+
+    from .agreement import ratio_agreement
+
+    try:
+        ag = ratio_agreement(reference, run, baseline)
+    except (FileNotFoundError, ValueError) as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    if as_json:
+        click.echo(json.dumps(ag.to_dict(), indent=1))
+        return
+    click.echo(f"ratio vs {ag.baseline}: {run} against {reference}, {ag.scenarios} scenarios in both")
+    table = [[g.gpu, g.host, g.scenarios, _f(g.geomean_quotient), _f(g.min_quotient), _f(g.max_quotient),
+              _pct(g.max_abs_dev)] for g in ag.per_gpu]
+    click.echo(tabulate(table, headers=["GPU", "host", "scenarios", "geomean run/ref", "min", "max", "max |dev|"],
+                        disable_numparse=True))
+    click.echo(f"overall: geomean run/ref {_f(ag.geomean_quotient)}, max |dev| {_pct(ag.max_abs_dev)}; "
+               f"spread of the per-GPU geomeans {_pct(ag.gpu_spread)}")
+    if ag.wall_s:
+        click.echo(f"wall time: reference {ag.wall_s['reference']:.0f} s, run {ag.wall_s['run']:.0f} s"
+                   if all(ag.wall_s.values()) else "wall time: not recorded in both")
+
+
+def _f(x):
+    return "-" if x is None else f"{x:.4f}"
+
+
+def _pct(x):
+    return "-" if x is None else f"{100 * x:.2f}%"
+
+
+@click.command("cluster")
+@click.option("--scheduler", default=None, metavar="ADDRESS|SPEC", help="as for bench --executor dask")
+@click.option("--json", "as_json", is_flag=True)
+def cluster_cmd(scheduler, as_json):
+    """Start or reach a Dask cluster and list its workers, their GPUs and the GPU classes."""
+    from tabulate import tabulate
+
+    from ..gpu import NoGPUError
+    from .cluster import ClusterError, open_client, parse_scheduler
+    from .gpus import by_class, cluster_gpus
+
+    try:
+        with open_client(parse_scheduler(scheduler)) as client:
+            gpus = cluster_gpus(client)
+    except NoGPUError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(EXIT_NO_GPU)
+    except ClusterError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(EXIT_USAGE)
+    if as_json:
+        click.echo(json.dumps({a: g.to_dict() for a, g in gpus.items()}, indent=1))
+        return
+    click.echo(tabulate([[a, g.host, g.index, g.uuid, g.device_class] for a, g in sorted(gpus.items())],
+                        headers=["worker", "host", "GPU", "UUID", "class"]))
+    classes = by_class(gpus)
+    click.echo(f"{len(gpus)} workers, {len(classes)} GPU class{'es' if len(classes) != 1 else ''}: "
+               + "; ".join(f"{c} x{len(v)}" for c, v in classes.items()))
+
+
+COMMANDS = (agreement_cmd, cluster_cmd)
