@@ -81,7 +81,7 @@ def test_eval_sm100_json_says_no_gpu_on_an_h200(monkeypatch):
 
 def test_the_header_and_the_notes_say_it_has_not_run():
     head = KERNEL.read_text().split("#include", 1)[0]
-    for words in ("NOT YET RUN ON HARDWARE", "Checked:", "Unverified", "DESIGN", "MEASURED STANDING: none"):
+    for words in ("NOT YET RUN ON HARDWARE", "Checked (", "Unverified", "DESIGN", "MEASURED STANDING: none"):
         assert words in head, words
     notes = NOTES.read_text()
     assert "NOT YET RUN ON HARDWARE" in notes
@@ -149,7 +149,8 @@ def test_every_mma_has_the_designed_descriptors(ptx_functions):
             if a.startswith("["):     # O += P V: P from tensor memory, V MN-major
                 pv += 1
                 assert d["b_major"] == 1, (name, d)
-                assert (b_desc["lbo"], b_desc["sbo"]) == (128 * 128, 1024), (name, b_desc)  # 64-col chunks of BN=128 rows
+                # LBO: the step between V's 64-column chunks of BN = 128 rows
+                assert (b_desc["lbo"], b_desc["sbo"]) == (128 * 128, 1024), (name, b_desc)
                 pv_n.add(d["n"])
             else:                     # S = Q K^T: both K-major, N = BN
                 qk += 1
@@ -178,3 +179,31 @@ def test_the_budget_asserts_fire_for_a_configuration_over_budget(tmp_path, confi
     p = subprocess.run([build.nvcc_path(), "-std=c++17", config.ARCHES["sm100"]["gencode"], "-c",
                         "-o", str(tmp_path / "o.o"), str(probe)], capture_output=True, text=True, timeout=300)
     assert p.returncode != 0 and message in p.stdout + p.stderr, p.stdout + p.stderr
+
+
+# ---- on a B200 only -----------------------------------------------------------------------------
+
+def _has_sm100() -> bool:
+    return any(g.compute_capability is not None and tuple(g.compute_capability) == (10, 0) for g in gpu.list_gpus())
+
+
+@pytest.mark.gpu
+@pytest.mark.nvcc
+def test_on_a_b200_the_kernel_is_correct_on_a_slice_of_every_kind(tmp_path):
+    """The first run on hardware: tails, seqlen_q != seqlen_k both ways, causal, GQA/MQA and every
+    head dimension, on the extended set (not timed). The CPU-side checks are the ones above."""
+    if not _has_sm100():
+        pytest.skip("needs a B200 (compute capability 10.0)")
+    from kernelseek_suite import scenarios as sc
+    from kernelseek_suite.bench import BenchRequest, run_bench
+    from kernelseek_suite.results import read_jsonl
+
+    pattern = ",".join(["ext-*-b3-q113-k1000-causal", "ext-*-b3-q1000-k113-causal", "ext-*-b3-q17-k17",
+                        "ext-d*-h1kv1-b1-q1-k17*"])
+    req = BenchRequest(kernel=KERNEL, arch="sm100", baselines=[], scenario_filter=pattern, extended=True,
+                       grid=False, out_dir=tmp_path / "out")
+    run_bench(req)
+    rows = read_jsonl(tmp_path / "out" / "bench.jsonl")
+    assert len(rows) == len(sc.select(sc.extended("sm100"), pattern)) == 49   # 13 head configs x 3 + 5 dims x 2
+    bad = [(r.scenario, r.status, r.reason[:200]) for r in rows if r.status != "ok"]
+    assert not bad, bad

@@ -1,10 +1,12 @@
 // flash_fwd_sm100.cu -- a single-file FlashAttention forward kernel for Blackwell (sm_100a, B200).
 //
 // STATUS: NOT YET RUN ON HARDWARE. No Blackwell GPU was available while it was written.
-//   Checked: it compiles for sm_100a with nvcc 13.0 with no spills, no stack and no ptxas warnings;
-//   the PTX holds tcgen05.alloc/mma/commit/ld/st/wait and cp.async.bulk.tensor; it follows the
-//   dependency-free rule; compile-time asserts hold the tensor-memory column budget (<= 512, a power
-//   of two >= 32) and the shared-memory budget (232448 bytes per CTA). (tests/test_kernels.py)
+//   Checked (tests/test_kernels.py, tests/test_blackwell.py): it compiles for sm_100a with nvcc 13.0
+//   with no spills, no stack and no ptxas warnings; the PTX holds tcgen05.alloc/mma/commit/ld/st/wait
+//   and cp.async.bulk.tensor; the descriptors it passes to every tcgen05.mma decode (with the PTX
+//   ISA's bit layouts) to the design below; it follows the dependency-free rule; compile-time asserts
+//   hold the tensor-memory column budget (<= 512, a power of two >= 32), the shared-memory budget
+//   (232448 bytes per CTA) and the register split.
 //   Taken unchanged from the Hopper kernel (kernels/hopper/flash_fwd_sm90.cu, correct on 182/182
 //   scenarios and 316/316 extended cases on an H200): the contract (struct, symbols, error codes,
 //   input validation), the TMA tensor maps (4-D over headdim/seqlen/heads/batch, 128-byte swizzle,
@@ -373,7 +375,8 @@ __device__ __forceinline__ void store_row32(__nv_bfloat16* dst, const float (&v)
   if (vec16) {
 #pragma unroll
     for (int j = 0; j < 4; ++j)
-      reinterpret_cast<uint4*>(dst)[j] = make_uint4(packed[4 * j], packed[4 * j + 1], packed[4 * j + 2], packed[4 * j + 3]);
+      reinterpret_cast<uint4*>(dst)[j] =
+          make_uint4(packed[4 * j], packed[4 * j + 1], packed[4 * j + 2], packed[4 * j + 3]);
   } else {
 #pragma unroll
     for (int j = 0; j < 16; ++j) reinterpret_cast<uint32_t*>(dst)[j] = packed[j];
