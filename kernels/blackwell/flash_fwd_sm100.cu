@@ -264,9 +264,11 @@ struct Config {
   // registers per thread after setmaxnreg (512 threads start at 128 each)
   static constexpr int REGS_SOFTMAX = QT == 2 ? 200 : 240, REGS_CORRECTION = 64, REGS_OTHER = 48;
   static_assert(QT == 1 || QT == 2, "one or two Q tiles");
+  // setmaxnreg.inc draws only on the CTA's launch allocation (65536 / 512 = 128 per thread) and what
+  // the other warpgroups released: more than that and the increase waits forever
   static_assert(QT * 128 * REGS_SOFTMAX + (2 - QT) * 128 * REGS_OTHER + 128 * REGS_CORRECTION + 128 * REGS_OTHER <=
-                    65536,
-                "register file");
+                    (65536 / THREADS) * THREADS,
+                "register split exceeds the launch allocation");
   static_assert(BN % 64 == 0 && BN <= 256, "BN: an MMA N, and P stored 32 columns at a time");
   static_assert(DV_PAD % 16 == 0 && DV_PAD <= 256, "DV_PAD: an MMA N");
   static_assert(DQK % 16 == 0 && DV % 32 == 0, "head dimensions");
