@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from tabulate import tabulate
 
 from . import __version__, config
+from .gpu import GPU_ENV
 from .scaleout.cli import scaleout_options
 
 console = Console(stderr=True)
@@ -195,9 +196,11 @@ def bench_cmd(arch, kernel, baselines, pattern, extended, extended_only, out_dir
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 @click.option("--no-extended", is_flag=True, help="skip the extended correctness set")
 @click.option("--json", "as_json", is_flag=True, help="print summary.json on stdout")
+@click.option("--gpu", "gpu_index", type=int, default=0, show_default=True, envvar=GPU_ENV, show_envvar=True,
+              help="the GPU (NVML index)")
 @_sanitize_option
 @_previous_option
-def eval_cmd(kernel, arch, baseline, out_dir, no_extended, as_json, sanitize, previous):
+def eval_cmd(kernel, arch, baseline, out_dir, no_extended, as_json, gpu_index, sanitize, previous):
     """Compile KERNEL, check it on every scenario, time a representative subset; exit 0 only when
     everything is correct."""
     from .build import BuildError
@@ -205,8 +208,8 @@ def eval_cmd(kernel, arch, baseline, out_dir, no_extended, as_json, sanitize, pr
     from .report import summary_lines
     from .rules import DependencyRuleError
 
-    _gpu_or_exit(arch, as_json=as_json)
-    opts = dict(extended=not no_extended, sanitize=sanitize, previous=previous)
+    _gpu_or_exit(arch, gpu_index, as_json=as_json)
+    opts = dict(extended=not no_extended, sanitize=sanitize, previous=previous, gpu_index=gpu_index)
     try:
         if as_json:
             summary = evaluate(kernel, arch, baseline, out_dir, **opts)

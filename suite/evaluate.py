@@ -12,12 +12,12 @@ from .bench import BenchRequest, run_bench
 
 def evaluate(kernel: Path, arch: str = "sm90", baseline: str | None = None, out_dir: Path | None = None,
              extended: bool = True, scenario_filter: str | None = None, on_row=None, on_start=None,
-             sanitize: bool = False, previous: Path | None = None) -> dict:
+             sanitize: bool = False, previous: Path | None = None, gpu_index: int = 0) -> dict:
     base = baseline or config.ARCHES[arch]["baseline"]
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="ks-eval-"))
     req = BenchRequest(kernel=Path(kernel), arch=arch, baselines=[base], extended=extended, out_dir=out,
                        kind="eval", timed_ids=set(config.EVAL_TIMED_SUBSET), scenario_filter=scenario_filter,
-                       sanitize=sanitize, previous=previous)
+                       sanitize=sanitize, previous=previous, gpu_index=gpu_index)
     summary = run_bench(req, on_row=on_row, on_start=on_start)
     summary["out_dir"] = str(out)
     return summary

@@ -2,11 +2,24 @@
 nvidia-smi), so that the harness's own process is never tied to a context a bad kernel can poison."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from dataclasses import asdict, dataclass
 
 from . import config
+
+
+# the GPU (NVML index) `eval` and agent runs use when none is named; a Dask worker running agent runs
+# sets it to its own GPU, so that each run's evaluations stay on that worker's device
+GPU_ENV = "KERNELSEEK_GPU"
+
+
+def default_gpu_index() -> int:
+    try:
+        return int(os.environ.get(GPU_ENV) or 0)
+    except ValueError:
+        return 0
 
 
 class NoGPUError(RuntimeError):

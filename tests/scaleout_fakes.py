@@ -62,3 +62,8 @@ def late_h100_probe() -> WorkerGPU:
     if n == 2 and late and Path(late).exists():
         return WorkerGPU("node-b", 0, "GPU-fake-late", "NVIDIA H100 80GB HBM3", (9, 0), "580.1")
     return h200_probe()
+
+
+def shared_probe() -> WorkerGPU:
+    """Every worker sees the same GPU: workers not pinned to a device each."""
+    return WorkerGPU("node-a", 0, "GPU-fake-0", "NVIDIA H200", (9, 0), "580.1")

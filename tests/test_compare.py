@@ -52,7 +52,7 @@ def compared(tmp_path_factory):
     out = tmp_path_factory.mktemp("cmp") / "compare"
     with ScriptedChatServer([respond] * 100) as srv:
         r = _compare([*ARGS, "--base-url", srv.url, "--out", str(out)], env={"OPENAI_API_KEY": None})
-        requests = len(srv.requests)
+        requests = [q["body"] for q in srv.requests]
     return out, r, requests
 
 
@@ -71,10 +71,11 @@ def test_compare_runs_every_arm_and_seed_on_equal_terms(compared):
         assert cfg["task"] == "cpu-attn" and cfg["task_options"] == {"budget_ms": 2}
         assert cfg["limits"]["max_steps"] == 5 and cfg["model"]["temperature"] == 0.2
         assert cfg["model"]["seed"] == s["seed"]
-    # the arms take turns going first
-    order = sorted(starts, key=lambda n: starts[n]["time"])
-    assert order == ["kernelseek-seed1", "toolrich-seed1", "toolrich-seed2", "kernelseek-seed2"]
-    assert requests == 4 * 5
+    # the arms take turns going first (the runs are one after another: the order of their first requests)
+    arm = {True: "toolrich", False: "kernelseek"}
+    order = [f"{arm['record_lesson' in {t['function']['name'] for t in b['tools']}]}-seed{b['seed']}" for b in requests]
+    assert list(dict.fromkeys(order)) == ["kernelseek-seed1", "toolrich-seed1", "toolrich-seed2", "kernelseek-seed2"]
+    assert len(requests) == 4 * 5
 
 
 @needs_gcc
@@ -181,6 +182,29 @@ def test_run_spec_resumes_an_interrupted_run_and_keeps_a_finished_one(tmp_path):
     events = read_trace(spec.trace_path).events
     assert [e["type"] for e in events].count("resume") == 1 and validate_trace(spec.trace_path).ok
     assert stats_from_trace(spec.trace_path).evals == 2
+
+
+@needs_gcc
+def test_run_spec_starts_over_a_run_cut_off_before_its_first_model_call(tmp_path):
+    """Nothing to resume (e.g. the endpoint was down from the start, or the worker died at once): the
+    run starts anew in the same trace."""
+    from kernelseek_suite.agents.compare import trace_state
+    from kernelseek_suite.agents.selfcheck import ScriptedModel
+
+    class Down(ScriptedModel):
+        def query(self, messages, tools):
+            raise KeyboardInterrupt
+
+    req = CompareRequest(arms=["kernelseek"], task="cpu-attn", model={"name": "m"}, seeds=[1],
+                         limits={"max_steps": 1}, task_options={"budget_ms": 2}, out_dir=str(tmp_path))
+    (spec,) = plan(req)
+    assert run_spec(spec, model=Down([]))["exit_reason"] == "interrupted"
+    assert trace_state(spec.trace_path) == "absent"
+    again = run_spec(spec, model=ScriptedModel([[("evaluate", {})]]))
+    assert again["state"] == "new" and again["exit_reason"] == "limit"
+    events = read_trace(spec.trace_path).events
+    assert [e["type"] for e in events].count("run_start") == 1 and validate_trace(spec.trace_path).ok
+    assert trace_state(spec.trace_path) == "finished"
 
 
 def test_run_stats_and_the_table_from_a_constructed_trace(tmp_path):

@@ -3,7 +3,8 @@ each run writing its own trace under `<out>/traces/`; and re-measuring the candi
 traces on this machine.
 
 `run_spec` (one arm, one seed) is a plain function of plain data, so that an executor can ship it
-to another process or machine; `run_compare` runs the specs one after another on this machine.
+to another process or machine; `run_compare` runs the specs one after another on this machine, and
+`kernelseek_suite.scaleout.agent_runs.run_compare_distributed` one per GPU of a Dask cluster.
 A spec whose trace already ended is not run again; one that was cut off is resumed.
 """
 from __future__ import annotations
@@ -44,6 +45,11 @@ class RunSpec:
     config: dict                # RunConfig.to_dict()
     trace_path: str
 
+    @property
+    def key(self) -> str:
+        """Unique within a comparison, stable across resumes (an executor's item key)."""
+        return f"{self.arm}/seed-{self.seed}"
+
 
 def plan(req: CompareRequest) -> list[RunSpec]:
     """One spec per (seed, arm). The arms take turns going first, seed by seed, so that a drift of the
@@ -72,15 +78,16 @@ RESUMABLE = ("interrupted", "model_error")
 
 
 def trace_state(path: Path) -> str:
-    """'absent', 'finished' (it ended, and not by an interruption or an endpoint that stayed down) or
-    'unfinished' (it can be resumed)."""
+    """'absent' (no trace, or one cut off before its first model call: nothing to resume), 'finished'
+    (it ended, and not by an interruption or an endpoint that stayed down) or 'unfinished' (it can be
+    resumed)."""
     path = Path(path)
     if not path.exists() or not path.stat().st_size:
         return "absent"
     events = read_trace(path).events
     if events and events[-1]["type"] == "run_end" and events[-1].get("exit_reason") not in RESUMABLE:
         return "finished"
-    return "unfinished"
+    return "unfinished" if any(e["type"] == "llm_call" for e in events) else "absent"
 
 
 def run_spec(spec: RunSpec, api_key: str | None = None, model=None) -> dict:
@@ -96,6 +103,8 @@ def run_spec(spec: RunSpec, api_key: str | None = None, model=None) -> dict:
     if state == "unfinished":      # with this request's endpoint, which may have moved since
         agent = resume_run(path, key, model=model, model_overrides={"base_url": spec.config["model"]["base_url"]})
     else:
+        if path.exists():
+            path.unlink()          # a run_start and nothing to take up: start over
         agent = new_run(RunConfig.from_dict(spec.config), path, key, model=model)
     result = agent.run()
     return {"arm": spec.arm, "seed": spec.seed, "trace": str(path), "ran": True, "state": "resumed" if state ==
@@ -103,14 +112,19 @@ def run_spec(spec: RunSpec, api_key: str | None = None, model=None) -> dict:
             "best": result.best}
 
 
-def run_compare(req: CompareRequest, on_run: Callable[[RunSpec, dict], None] | None = None,
-                runner: Callable[[RunSpec], dict] = run_spec) -> list[dict]:
-    """Every spec, one after another, on this machine."""
+def prepare(req: CompareRequest) -> list[RunSpec]:
+    """The output folder with the request in it; the specs to run."""
     out = Path(req.out_dir)
     (out / "traces").mkdir(parents=True, exist_ok=True)
     (out / "request.json").write_text(json.dumps(_public(asdict(req)), indent=1))
+    return plan(req)
+
+
+def run_compare(req: CompareRequest, on_run: Callable[[RunSpec, dict], None] | None = None,
+                runner: Callable[[RunSpec], dict] = run_spec) -> list[dict]:
+    """Every spec, one after another, on this machine."""
     records = []
-    for spec in plan(req):
+    for spec in prepare(req):
         rec = runner(spec)
         records.append(rec)
         if on_run:

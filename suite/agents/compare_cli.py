@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from ..scaleout.cli import EXIT_NO_GPU, executor_options
 from .cli import EXIT_FAIL, EXIT_USAGE, _key_values, _task_options, traces_group
 
 NO_ENDPOINT = """\
@@ -79,9 +80,12 @@ def _render(traces: list[Path], out_dir: Path, remeasure_runs: bool, note: str =
 @click.option("--from-traces", "from_traces", type=click.Path(exists=True, path_type=Path), default=None,
               help="regenerate the table and plot from the traces in DIR, without a model")
 @click.option("--remeasure", is_flag=True, help="re-evaluate every recorded candidate on this machine first")
+@executor_options
 def compare_cmd(arms, task, model_name, base_url, seeds, max_steps, max_evals, max_wall, max_tokens, max_cost, price,
-                temperature, kernel, goal, task_opts, agent_opts, sandbox, out_dir, from_traces, remeasure):
-    """Run the arms head-to-head on one task, model and budget; table and plot in --out."""
+                temperature, kernel, goal, task_opts, agent_opts, sandbox, out_dir, from_traces, remeasure, scaleout):
+    """Run the arms head-to-head on one task, model and budget; table and plot in --out. With
+    --executor dask the runs (arm x seed) are spread over the cluster's GPUs, one run per GPU at a
+    time."""
     from .arms import arm_names
     from .runner import api_key_from_env
     from .runstats import find_traces
@@ -129,10 +133,26 @@ def compare_cmd(arms, task, model_name, base_url, seeds, max_steps, max_evals, m
         what = "already finished, kept" if not rec["ran"] else (
             f"{rec['state']}: exit {rec['exit_reason']}, best "
             + (f"{rec['best']['geomean']:.3f}x" if rec.get("best") else "-"))
-        _say(f"{spec.arm} seed {spec.seed}: {what} ({spec.trace_path})")
+        gpu = rec.get("gpu")
+        where = "" if not gpu else f" on {gpu['worker'] or gpu['host']}" + (
+            f" (GPU {gpu['index']}, {gpu['host']})" if gpu["index"] is not None else "")
+        _say(f"{spec.arm} seed {spec.seed}: {what}{where} ({spec.trace_path})")
 
+    run, no_gpu, lost = run_compare, (), ()
+    if scaleout is not None:
+        from functools import partial
+
+        from ..gpu import NoGPUError
+        from ..scaleout.agent_runs import RunsLost, run_compare_distributed
+        run, no_gpu, lost = partial(run_compare_distributed, scaleout=scaleout), NoGPUError, RunsLost
     try:
-        records = run_compare(req, on_run=on_run)
+        records = run(req, on_run=on_run)
+    except no_gpu as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(EXIT_NO_GPU)
+    except lost as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(EXIT_FAIL)
     except (ValueError, KeyError, FileNotFoundError, ImportError, RuntimeError) as e:
         click.echo(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", err=True)
         sys.exit(EXIT_USAGE)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from .. import __version__
+from ..gpu import default_gpu_index
 from ..provenance import git_sha, host_provenance, package_version
 from .agent import Agent
 from .arms import build_arm
@@ -43,7 +44,7 @@ def _versions() -> dict:
 
 
 def _hardware() -> dict:
-    prov = host_provenance()
+    prov = host_provenance(default_gpu_index())
     keep = ("host", "platform", "gpu_name", "gpu_uuid", "driver", "compute_capability", "nvcc", "clocks_start")
     return {k: prov.get(k) for k in keep} | {"cpu_count": os.cpu_count()}
 

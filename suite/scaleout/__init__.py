@@ -5,7 +5,7 @@ Layout: cluster.py (cluster specs: dask-cuda on this host, an existing scheduler
 dask-jobqueue, a CPU LocalCluster), executor.py (run items on the cluster, progress that survives a
 dead worker, retries), gpus.py (each worker's GPU, device classes), bench.py (bench on a cluster:
 the client's side), shard.py (a shard of bench on a worker),
-agent_runs.py (agent runs as items), agreement.py (ratios of two runs side by side, per GPU),
+agent_runs.py (agent runs as items: compare on a cluster), agreement.py (ratios of two runs side by side, per GPU),
 cli.py (the options and commands). Dask is imported only when a cluster is used: install the `dask`
 extra (and `dask-cuda` on GPU machines)."""
 import importlib
@@ -16,7 +16,7 @@ _EXPORTS = {
     "gpus": ("MixedGPUs", "WorkerGPU", "cluster_gpus"),
     "bench": ("ScaleOut", "plan_shards", "run_bench_distributed"),
     "shard": ("ShardJob", "gpu_runner", "run_shard"),
-    "agent_runs": ("AgentRunItem", "run_agent_item", "run_agent_items"),
+    "agent_runs": ("RunsLost", "run_agent_items", "run_compare_distributed", "run_on_worker"),
     "agreement": ("ratio_agreement",),
 }
 _WHERE = {name: mod for mod, names in _EXPORTS.items() for name in names}

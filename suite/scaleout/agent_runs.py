@@ -1,90 +1,156 @@
-"""Agent runs as work items: arm x seed spread over a cluster's workers, one run per worker (per
-GPU) at a time, for a head-to-head comparison.
+"""Agent runs (arm x seed) as work items: a head-to-head comparison spread over a cluster's workers,
+one run per worker (per GPU) at a time.
 
-An item names its trace file. Run again (a retry after its worker died, or a comparison started
-again after an interruption) it does not start over: a finished trace is read back, a trace cut short
-is resumed from its last checkpoint, and only a trace with no model call yet starts anew. Traces
-must be on storage every worker sees (one host, or a shared file system)."""
+An item is the comparison's own RunSpec, run by the same `run_spec` as `compare` on one machine: a
+finished trace is kept, a trace cut short (its worker died, the comparison was interrupted) is
+resumed from its last checkpoint, and one with no model call yet starts anew. Traces must be on
+storage every worker sees (one host, or a shared file system); each worker reads the API key from
+its own environment (OPENAI_API_KEY), so no key travels through the scheduler. On a worker with a
+GPU, the run's evaluations and its recorded hardware are that GPU's."""
 from __future__ import annotations
 
+import dataclasses
+import fcntl
+import functools
 import os
-from dataclasses import dataclass
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
+from ..agents.compare import CompareRequest, RunSpec, prepare, run_spec
+from ..agents.trace import artifacts_dir
+from ..gpu import GPU_ENV
+from . import cluster
 from .executor import Channel, ItemFailure, WorkItem, run_items
+from .gpus import WorkerGPU, check_cluster, cluster_gpus, probe_this_worker
 
 
-@dataclass(frozen=True)
-class AgentRunItem:
-    arm: str
-    seed: int
-    config: dict                      # RunConfig.to_dict() of this run (arm and seed set)
-    trace: str                        # where its trace goes
-    api_key_env: str = "OPENAI_API_KEY"   # read on the worker: no key travels through the scheduler
+class RunsLost(RuntimeError):
+    """Runs whose workers kept dying (Dask's allowed-failures); the others finished. Running the
+    comparison again resumes them from their traces."""
 
-    @property
-    def key(self) -> str:
-        return f"{self.arm}/seed-{self.seed}"
+    def __init__(self, failures: list[tuple[RunSpec, ItemFailure]]):
+        self.failures = failures
+        super().__init__("these runs lost their workers too often and did not finish: "
+                         + "; ".join(f"{s.arm} seed {s.seed} ({f.error})" for s, f in failures)
+                         + "; run the comparison again to resume them from their traces")
 
 
-def _state(trace: Path) -> str:
-    """'new' (nothing to resume), 'finished', or 'resumable'."""
-    from ..agents.trace import read_trace
-    if not trace.exists() or not trace.stat().st_size:
-        return "new"
-    events = read_trace(trace).events
-    ends = [e for e in events if e["type"] == "run_end"]
-    if ends and events[-1]["type"] == "run_end" and ends[-1].get("exit_reason") != "interrupted":
-        return "finished"
-    return "resumable" if any(e["type"] == "llm_call" for e in events) else "new"
+@contextmanager
+def _one_writer(trace: Path) -> Iterator[None]:
+    """One process at a time writes a trace: an attempt Dask started again elsewhere while the first
+    one still runs (a worker taken for dead, a comparison started again while the runs of an
+    interrupted one go on) waits for it, then finds its trace finished or resumable."""
+    lock = artifacts_dir(trace) / "run.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _summary(item: AgentRunItem, trace: Path, how: str) -> dict:
-    from ..agents.trace import read_trace
-    events = read_trace(trace).events
-    end = [e for e in events if e["type"] == "run_end"][-1]
-    return {"arm": item.arm, "seed": item.seed, "trace": str(trace), "how": how,
-            "exit_reason": end["exit_reason"], "goal_met": end["goal_met"], "best": end["best"],
-            "totals": end["totals"], "sessions": 1 + sum(e["type"] == "resume" for e in events)}
+@contextmanager
+def _on_gpu(gpu: WorkerGPU) -> Iterator[None]:
+    """The run's evaluations use the worker's GPU (a worker runs one item at a time, so its
+    environment is the run's)."""
+    if gpu.index is None:
+        yield
+        return
+    before = os.environ.get(GPU_ENV)
+    os.environ[GPU_ENV] = str(gpu.index)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(GPU_ENV, None)
+        else:
+            os.environ[GPU_ENV] = before
 
 
-def run_agent_item(item: AgentRunItem, channel: Channel | None = None, model=None) -> dict:
-    """Run (or resume, or read back) one agent run; returns its summary. `model` replaces the
-    OpenAI client (tests)."""
-    from ..agents.config import RunConfig
-    from ..agents.runner import new_run, resume_run
-
-    trace = Path(item.trace)
-    api_key = os.environ.get(item.api_key_env) or None
-    state = _state(trace)
-    if state == "finished":
-        return _summary(item, trace, "read back")
-    if state == "resumable":
-        agent = resume_run(trace, api_key, model=model)
-        how = "resumed"
-    else:
-        if trace.exists():
-            trace.unlink()           # a run_start and nothing after it: start over
-        trace.parent.mkdir(parents=True, exist_ok=True)
-        cfg = RunConfig.from_dict(item.config)
-        cfg.arm, cfg.seed = item.arm, item.seed
-        agent = new_run(cfg, trace, api_key, model=model)
-        how = "new"
-    agent.run()
-    return _summary(item, trace, how)
+def _worker_address() -> str | None:
+    try:
+        from distributed import get_worker
+        return get_worker().address
+    except (ImportError, ValueError):
+        return None          # not on a Dask worker
 
 
-def _run_payload(item: AgentRunItem, channel: Channel) -> dict:
-    return run_agent_item(item, channel)
+def run_on_worker(spec: RunSpec, channel: Channel | None = None,
+                  probe: Callable[[], WorkerGPU] = probe_this_worker, model=None) -> dict:
+    """`run_spec` on the worker this runs in, with its GPU; the record says where it ran.
+    `model` replaces the OpenAI client (tests)."""
+    gpu = dataclasses.replace(probe(), worker=_worker_address())
+    with _one_writer(Path(spec.trace_path)), _on_gpu(gpu):
+        record = run_spec(spec, model=model)
+    return {**record, "gpu": gpu.provenance()}
 
 
-def run_agent_items(client, items: list[AgentRunItem],
-                    on_result: Callable[[AgentRunItem, dict], None] | None = None,
-                    on_failure: Callable[[AgentRunItem, ItemFailure], None] | None = None) -> dict[str, Any]:
-    """Run every item on the cluster, one per worker at a time; returns {item.key: summary}. An item
+def run_agent_items(client, specs: list[RunSpec],
+                    on_result: Callable[[RunSpec, dict], None] | None = None,
+                    on_failure: Callable[[RunSpec, ItemFailure], None] | None = None,
+                    probe: Callable[[], WorkerGPU] = probe_this_worker) -> dict[str, Any]:
+    """Run every spec on the cluster, one per worker at a time; returns {spec.key: record}. A run
     whose workers keep dying, or that raises, goes to on_failure (default: raise)."""
-    work = [WorkItem(i.key, i) for i in items]
-    return run_items(client, work, _run_payload,
-                     on_result=(lambda w, res: on_result(w.payload, res)) if on_result else None,
+    work = [WorkItem(s.key, s) for s in specs]
+    return run_items(client, work, functools.partial(run_on_worker, probe=probe),
+                     on_result=(lambda w, rec: on_result(w.payload, rec)) if on_result else None,
                      on_failure=(lambda w, f: on_failure(w.payload, f)) if on_failure else None)
+
+
+def task_arch(req: CompareRequest) -> str | None:
+    """The GPU architecture the comparison's task needs (None: a CPU task)."""
+    from ..agents.tasks import make_task
+    task = make_task(req.task, **req.task_options)
+    try:
+        return getattr(task, "arch", None)
+    finally:
+        if hasattr(task, "close"):
+            task.close()
+
+
+def check_gpus(gpus: dict[str, WorkerGPU], arch: str) -> None:
+    """Every worker holds a GPU for `arch`, all of one class, and no two workers share one (two runs
+    on one GPU would slow each other down)."""
+    check_cluster(gpus, arch, per_class=False)
+    seen: dict[tuple, str] = {}
+    for addr, g in sorted(gpus.items()):
+        where = (g.host, g.uuid)
+        if where in seen:
+            raise cluster.ClusterError(f"workers {seen[where]} and {addr} share GPU {g.uuid} on {g.host}: start one worker "
+                               "per GPU, each pinned to its device (dask-cuda's worker does)")
+        seen[where] = addr
+
+
+def run_compare_distributed(req: CompareRequest, scaleout, on_run: Callable[[RunSpec, dict], None] | None = None,
+                            probe: Callable[[], WorkerGPU] = probe_this_worker) -> list[dict]:
+    """`run_compare` on a Dask cluster (`scaleout`: a ScaleOut): the same specs, request.json, traces
+    and records (in the plan's order), each run on one worker. A GPU task needs every worker to hold
+    its own GPU of the task's architecture, all of one class (so that the arms are compared on
+    equal terms). A run that raises stops the comparison as on one machine; runs whose workers kept
+    dying are reported by RunsLost once the others have finished."""
+    arch = task_arch(req)
+    with cluster.open_client(scaleout.cluster) as client:
+        if arch:
+            check_gpus(cluster_gpus(client, probe), arch)
+        specs = prepare(req)
+        planned = {s.key: s for s in specs}
+        # workers may run elsewhere: they get absolute paths, the records keep the planned ones
+        shipped = [dataclasses.replace(s, trace_path=str(Path(s.trace_path).resolve())) for s in specs]
+        lost: list[tuple[RunSpec, ItemFailure]] = []
+
+        def finished(spec: RunSpec, record: dict) -> None:
+            record["trace"] = planned[spec.key].trace_path
+            if on_run:
+                on_run(planned[spec.key], record)
+
+        def failed(spec: RunSpec, failure: ItemFailure) -> None:
+            if not failure.worker_died:
+                raise failure.exception
+            lost.append((planned[spec.key], failure))
+
+        records = run_agent_items(client, shipped, on_result=finished, on_failure=failed, probe=probe)
+    if lost:
+        raise RunsLost(lost)
+    return [records[s.key] for s in specs]

@@ -14,15 +14,32 @@ EXIT_NO_GPU = 3
 EXIT_USAGE = 4
 
 
+_executor_option = click.option(
+    "--executor", type=click.Choice(["local", "dask"]), default=None,
+    help="local: this one GPU (the default); dask: every GPU of a Dask cluster")
+_scheduler_option = click.option(
+    "--scheduler", default=None, metavar="ADDRESS|SPEC",
+    help="with --executor dask: a scheduler address (tcp://host:8786), local-cuda (this host's GPUs, the default), "
+         "local[:N] (CPU workers), or a YAML cluster spec (Slurm/PBS); implies --executor dask")
+
+
+def executor_options(f):
+    """Adds --executor and --scheduler alone (commands whose items are whole runs, e.g. compare);
+    the command receives `scaleout`: a ScaleOut, or None for this machine."""
+    @_executor_option
+    @_scheduler_option
+    @functools.wraps(f)
+    def wrapper(*args, executor, scheduler, **kwargs):
+        kwargs["scaleout"] = make_scaleout(executor, scheduler, False, None)
+        return f(*args, **kwargs)
+    return wrapper
+
+
 def scaleout_options(f):
     """Adds --executor, --scheduler, --per-class-reports and --chunk; the command receives
     `scaleout`: a ScaleOut, or None for the single-GPU path."""
-    @click.option("--executor", type=click.Choice(["local", "dask"]), default=None,
-                  help="local: this one GPU (the default); dask: every GPU of a Dask cluster")
-    @click.option("--scheduler", default=None, metavar="ADDRESS|SPEC",
-                  help="with --executor dask: a scheduler address (tcp://host:8786), local-cuda (this host's "
-                       "GPUs, the default), local[:N] (CPU workers), or a YAML cluster spec (Slurm/PBS); "
-                       "implies --executor dask")
+    @_executor_option
+    @_scheduler_option
     @click.option("--per-class-reports", is_flag=True,
                   help="with --executor dask on mixed GPUs: one sweep and report per GPU class under --out")
     @click.option("--chunk", type=click.IntRange(min=1), default=None,
