@@ -25,8 +25,9 @@ ARCHES = {
              "gpus": "H100 / H200"},
     "sm100": {"gencode": "-gencode=arch=compute_100a,code=sm_100a", "cc": (10, 0), "baseline": "fa4",
               "gpus": "B200 / GB200"},
-    # sm80 is for the reference kernel and tests only (any sm80+ GPU runs it)
-    "sm80": {"gencode": "-gencode=arch=compute_80,code=sm_80", "cc": (8, 0), "baseline": "fa3",
+    # sm80 is for the reference kernel and tests only. Any sm80+ GPU runs it: sm_80 SASS runs on sm8x
+    # only, so the PTX goes in too and the driver compiles it for newer GPUs (an H200, a B200)
+    "sm80": {"gencode": "-gencode=arch=compute_80,code=[sm_80,compute_80]", "cc": (8, 0), "baseline": "fa3",
              "gpus": "A100 or newer"},
 }
 

@@ -30,9 +30,11 @@ def inputs(s, seed=7):
     scn(b=1, hq=1, hk=1, sq=1, sk=1, d=16),     # a single element
     scn(d=48, dv=32, sq=20, sk=31),            # d_qk != d_v
 ])
-def test_reference_matches_a_naive_float64_attention(s):
+@pytest.mark.parametrize("chunk_bytes", [1 << 30, 4 * 6 * 45 * 2])  # whole, or a few rows per chunk
+def test_reference_matches_a_naive_float64_attention(s, chunk_bytes):
+    # small chunks exercise the causal paths: chunks that see no key, see all keys, or cross the diagonal
     q, k, v = inputs(s)
-    out, lse = attention_reference(q, k, v, s.causal, s.softmax_scale)
+    out, lse = attention_reference(q, k, v, s.causal, s.softmax_scale, chunk_bytes=chunk_bytes)
     want, want_lse = naive_attention(q, k, v, s.causal)
     assert out.dtype == torch.float32 and out.shape == want.shape
     torch.testing.assert_close(out.double(), want, atol=2e-5, rtol=1e-5)

@@ -46,3 +46,21 @@ def test_kernel_compiles_clean_with_the_right_instructions(path, arch, needles, 
 def test_hopper_kernel_header_states_design_and_standing():
     head = (ROOT / "kernels/hopper/flash_fwd_sm90.cu").read_text().split("#include", 1)[0]
     assert "DESIGN" in head and "MEASURED STANDING" in head
+
+
+@pytest.mark.nvcc
+@pytest.mark.slow
+def test_sm80_build_carries_ptx_so_newer_gpus_can_run_it(tmp_path):
+    # sm_80 SASS does not run on an sm90 or sm100 GPU; without the PTX the driver has nothing to compile
+    # for them and every launch fails with "no kernel image is available"
+    import subprocess
+
+    from kernelseek_suite.agents.profiler_tools import find_executable
+
+    cuobjdump = find_executable("cuobjdump")
+    if cuobjdump is None:
+        pytest.skip("needs cuobjdump")
+    r = build.build(ROOT / "kernels/reference/attn_fwd_ref.cu", "sm80", cache=tmp_path)
+    listed = subprocess.run([cuobjdump, "--list-elf", "--list-ptx", str(r.library)], capture_output=True,
+                            text=True, check=True).stdout
+    assert "PTX file" in listed and "sm_80.cubin" in listed, listed

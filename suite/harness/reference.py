@@ -21,7 +21,7 @@ def attention_reference(q, k, v, causal: bool, softmax_scale: float, upcast: boo
     out = torch.empty(b, sq, hq, dv, device=q.device, dtype=out_dtype)
     lse = torch.empty(b, hq, sq, device=q.device, dtype=torch.float32)
     rows = max(1, min(sq, chunk_bytes // max(1, hq * sk * 4)))
-    cols = torch.arange(sk, device=q.device)
+    diag = sk - sq                      # row r sees keys 0 .. r + diag (bottom-right alignment)
     for bi in range(b):
         kb = k[bi].permute(1, 0, 2)            # (hk, sk, dqk)
         vb = v[bi].permute(1, 0, 2)            # (hk, sk, dv)
@@ -30,26 +30,39 @@ def attention_reference(q, k, v, causal: bool, softmax_scale: float, upcast: boo
         for r0 in range(0, sq, rows):
             r1 = min(sq, r0 + rows)
             n = r1 - r0
+            # causal: only the keys some row of the chunk sees; keys before `full` are seen by all
+            kend = max(0, min(sk, r1 + diag)) if causal else sk
+            if kend == 0:                       # no row of the chunk sees any key
+                out[bi, r0:r1] = 0
+                lse[bi, :, r0:r1] = float("-inf")
+                continue
             qc = q[bi, r0:r1].permute(1, 0, 2)  # (hq, n, dqk)
             qc = qc.float() if upcast else qc
             qc = qc.reshape(hk, group * n, dqk)
-            s = torch.matmul(qc, kb.transpose(1, 2))
-            s = s.float() if s.dtype != torch.float32 else s
-            s.mul_(softmax_scale)                                       # (hk, group*n, sk)
-            s = s.view(hk, group, n, sk)
+            kc, vc = kb[:, :kend], vb[:, :kend]
+            # the scale is applied to the fp32 accumulator (cuBLAS epilogue), not in a pass of its own
+            s = torch.baddbmm(torch.empty(1, 1, 1, device=q.device, dtype=qc.dtype), qc, kc.transpose(1, 2),
+                              beta=0, alpha=softmax_scale)
+            s = s.float() if s.dtype != torch.float32 else s                  # (hk, group*n, kend)
+            s = s.view(hk, group, n, kend)
             if causal:
-                row_idx = torch.arange(r0, r1, device=q.device).view(n, 1)
-                masked = cols.view(1, sk) > row_idx + (sk - sq)
-                s.masked_fill_(masked.view(1, 1, n, sk), float("-inf"))
-            # few passes over the (rows x seqlen_k) scores, in place: they dominate the check's time
-            lse_c = torch.logsumexp(s, dim=-1)                          # -inf on rows with nothing visible
-            shift = torch.where(torch.isneginf(lse_c), torch.zeros_like(lse_c), lse_c)
-            p = s.sub_(shift.unsqueeze(-1)).exp_()                      # 0 on empty rows
-            p = p.reshape(hk, group * n, sk)
-            if not upcast:
-                p = p.to(q.dtype)
-            o = torch.matmul(p, vb)                                   # (hk, group*n, dv)
-            out[bi, r0:r1] = o.view(hq, n, dv).permute(1, 0, 2).to(out_dtype)
+                full = max(0, min(kend, r0 + diag + 1))
+                if full < kend:
+                    row_idx = torch.arange(r0, r1, device=q.device).view(n, 1)
+                    cols = torch.arange(full, kend, device=q.device).view(1, kend - full)
+                    s[..., full:].masked_fill_((cols > row_idx + diag).view(1, 1, n, kend - full), float("-inf"))
+            # few passes over the (rows x keys) scores, in place: they dominate the check's time
+            m = s.amax(dim=-1, keepdim=True)                                   # -inf on rows that see nothing
+            m = torch.where(torch.isneginf(m), torch.zeros_like(m), m)
+            p = s.sub_(m).exp_()                                               # 0 on rows that see nothing
+            l = p.sum(dim=-1, keepdim=True)
+            lse_c = (m + torch.log(l)).squeeze(-1)                              # -inf where l = 0
+            inv = torch.where(l > 0, 1.0 / l, torch.zeros_like(l))
+            if upcast:                          # normalize the output: one pass over (rows x dv)
+                o = torch.matmul(p.reshape(hk, group * n, kend), vc).view(hk, group, n, dv).mul_(inv)
+            else:                               # bf16 P is the normalized probabilities, as before
+                o = torch.matmul(p.mul_(inv).to(q.dtype).reshape(hk, group * n, kend), vc).view(hk, group, n, dv)
+            out[bi, r0:r1] = o.reshape(hq, n, dv).permute(1, 0, 2).to(out_dtype)
             lse[bi, :, r0:r1] = lse_c.reshape(hq, n)
     return out, lse
 
