@@ -36,8 +36,10 @@ reproduce: setup
 	$(VENV)/bin/kernelseek-suite reproduce $(REPRODUCE_FLAGS)
 else
 # a GPU node with no internet: every wheel comes from the wheelhouse, checked against its manifest
+# (a node whose Python lacks ensurepip, e.g. Ubuntu without python3-venv, gets a venv that borrows
+# the system pip through its system site packages)
 reproduce:
-	$(PYTHON) -m venv --system-site-packages $(VENV)
+	$(PYTHON) -m venv --system-site-packages $(VENV) || $(PYTHON) -m venv --without-pip --system-site-packages $(VENV)
 	$(PYTHON) suite/reproduce/wheelhouse.py install "$(WHEELHOUSE)" --python $(PY) --root .
 	$(VENV)/bin/kernelseek-suite reproduce $(REPRODUCE_FLAGS)
 endif
