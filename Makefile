@@ -3,6 +3,9 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# ARCH, RUNTIME, WHEELHOUSE, OUT and RESUME come from make's command line only: an environment
+# variable of the same name (OUT and ARCH are common ones) is not taken for them
+$(foreach v,ARCH RUNTIME WHEELHOUSE OUT RESUME,$(if $(filter environment,$(origin $(v))),$(eval undefine $(v))))
 ARCH ?= sm90
 # torch: a machine that already has one (a GPU image) keeps it; otherwise the CPU build is installed
 TORCH_SPEC ?= torch==2.13.0
@@ -36,10 +39,10 @@ reproduce: setup
 	$(VENV)/bin/kernelseek-suite reproduce $(REPRODUCE_FLAGS)
 else
 # a GPU node with no internet: every wheel comes from the wheelhouse, checked against its manifest
-# (a node whose Python lacks ensurepip, e.g. Ubuntu without python3-venv, gets a venv that borrows
-# the system pip through its system site packages)
+# (the venv sees the node's own packages, its CUDA torch above all, also where python3 itself runs in
+# a venv, as in many GPU images; see `wheelhouse.py venv`)
 reproduce:
-	$(PYTHON) -m venv --system-site-packages $(VENV) || $(PYTHON) -m venv --without-pip --system-site-packages $(VENV)
+	$(PYTHON) suite/reproduce/wheelhouse.py venv $(VENV)
 	$(PYTHON) suite/reproduce/wheelhouse.py install "$(WHEELHOUSE)" --python $(PY) --root .
 	$(VENV)/bin/kernelseek-suite reproduce $(REPRODUCE_FLAGS)
 endif

@@ -121,3 +121,27 @@ def test_a_lock_pin_with_a_wrong_hash_is_refused(tmp_path, wheels):
     with pytest.raises(wh.WheelhouseError, match="pip download failed"):
         wh.download("sm90", tmp_path / "raw", root, index_args=("--no-index", "--find-links", str(wheels)),
                     include_suite=False)
+
+
+@pytest.mark.skipif(sys.prefix == sys.base_prefix, reason="the tests' Python does not run in a venv")
+def test_the_nodes_venv_sees_the_packages_of_the_venv_python_runs_in(tmp_path):
+    # GPU images often run python3 from a venv (/opt/venv) that holds their CUDA torch; a venv made with
+    # --system-site-packages from it sees only the base interpreter's packages, so the node's torch was
+    # lost. `wheelhouse.py venv` links the parent venv's folders in.
+    script = Path(wh.__file__)
+    probe = "import pytest, sys; print(pytest.__file__); print(sys.prefix)"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(bare)], check=True)
+    plain = subprocess.run([str(bare / "bin" / "python"), "-c", probe], capture_output=True, text=True, env=env)
+    made = tmp_path / "venv"
+    p = subprocess.run([sys.executable, str(script), "venv", str(made)], capture_output=True, text=True, env=env)
+    assert p.returncode == 0, p.stderr
+    assert wh.PARENT_PTH in p.stdout
+    seen = subprocess.run([str(made / "bin" / "python"), "-c", probe], capture_output=True, text=True, env=env)
+    assert seen.returncode == 0, seen.stderr
+    where, prefix = seen.stdout.split()
+    assert Path(where).resolve().is_relative_to(Path(sys.prefix).resolve()) and Path(prefix) == made
+    # without the link, the same venv would not have seen it (unless the base interpreter has pytest too)
+    if plain.returncode == 0:
+        assert not Path(plain.stdout.split()[0]).resolve().is_relative_to(Path(sys.prefix).resolve())

@@ -238,6 +238,52 @@ def install(wheelhouse: Path, python: str, root: Path, flat: Path | None = None)
     return [" ".join(c[:6]) + " ..." for c in cmds]
 
 
+PARENT_PTH = "_kernelseek_parent_site.pth"
+
+
+def parent_site_dirs() -> list[str]:
+    """The folders this interpreter imports installed packages from that a `venv
+    --system-site-packages` made from it would not see: those of the venv it runs in (a GPU image's
+    /opt/venv, where its torch lives; such a venv's system site is the base interpreter's) and the
+    user site (venvs turn it off)."""
+    import site
+
+    dirs = []
+    if sys.prefix != sys.base_prefix:
+        dirs += site.getsitepackages()
+    if site.ENABLE_USER_SITE:
+        dirs.append(site.getusersitepackages())
+    seen, out = set(), []
+    for d in dirs:
+        if d not in seen and Path(d).is_dir():
+            seen.add(d)
+            out.append(d)
+    return out
+
+
+def make_venv(path: Path) -> list[str]:
+    """A venv at `path` that sees what this interpreter sees: its system site packages, and through a
+    .pth file the folders of `parent_site_dirs()`, so a node's own CUDA torch stands in for the one the
+    wheelhouse leaves out. Where ensurepip is missing (Ubuntu without python3-venv) the venv borrows
+    the parent's pip the same way. Returns the folders linked in."""
+    import venv
+
+    try:
+        venv.EnvBuilder(system_site_packages=True, with_pip=True).create(path)
+    except subprocess.CalledProcessError:
+        venv.EnvBuilder(system_site_packages=True, with_pip=False, clear=True).create(path)
+    purelib = subprocess.run([str(Path(path) / "bin" / "python"), "-c",
+                              "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    dirs = parent_site_dirs()
+    pth = Path(purelib) / PARENT_PTH
+    if dirs:
+        pth.write_text("".join(d + "\n" for d in dirs))
+    elif pth.exists():
+        pth.unlink()
+    return dirs
+
+
 def main(argv: list[str] | None = None) -> int:
     """The node-side entry point (standard library only): check, unpack or install a wheelhouse."""
     ap = argparse.ArgumentParser(prog="wheelhouse.py", description=__doc__.split("\n\n")[0])
@@ -246,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     u = sub.add_parser("unpack")
     u.add_argument("wheelhouse", type=Path)
     u.add_argument("dest", type=Path)
+    sub.add_parser("venv", help="a venv that sees this Python's packages, its own venv's included").add_argument(
+        "path", type=Path)
     i = sub.add_parser("install")
     i.add_argument("wheelhouse", type=Path)
     i.add_argument("--python", required=True)
@@ -256,6 +304,11 @@ def main(argv: list[str] | None = None) -> int:
             problems = verify(a.wheelhouse)
             print("\n".join(problems) or f"{a.wheelhouse}: every part is present and matches its sha256")
             return 1 if problems else 0
+        if a.cmd == "venv":
+            dirs = make_venv(a.path)
+            print(f"{a.path}: a venv with the system site packages" +
+                  (f", and {', '.join(dirs)} through {PARENT_PTH}" if dirs else ""))
+            return 0
         if a.cmd == "unpack":
             files = unpack(a.wheelhouse, a.dest)
             print(f"{len(files)} files rebuilt and checked in {a.dest}")
