@@ -2,6 +2,12 @@
 (`ncu`, `compute-sanitizer`) and quick manual checks.
 
     python -m kernelseek_suite.harness.run_once KERNEL.cu SCENARIO_ID [--arch sm90] [--reps 3] [--check]
+        [--time [--beside OTHER.cu ...]]
+
+`--time` times KERNEL on the scenario with the sweep's timing (CUDA events, L2 flushed, warm-up,
+interleaved), beside the `--beside` kernels, and prints each one's median and its time as a share of
+KERNEL's. The `--beside` kernels are what-if variants (a kernel with a stage taken out, to see where
+the time goes): their outputs are NOT checked, so their times say nothing about a correct kernel.
 """
 from __future__ import annotations
 
@@ -17,7 +23,12 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--check", action="store_true", help="also check the output against the reference")
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--time", action="store_true", help="time the kernel (and the --beside kernels)")
+    ap.add_argument("--beside", action="append", default=[], metavar="OTHER.cu",
+                    help="with --time: also time this kernel, interleaved (its output is not checked)")
     args = ap.parse_args(argv)
+    if args.beside and not args.time:
+        ap.error("--beside needs --time")
 
     import torch
 
@@ -47,12 +58,53 @@ def main(argv=None) -> int:
             return 1
     torch.cuda.synchronize()
     torch.cuda.nvtx.range_pop()
+    rc = 0
     if args.check:
         ref, ref_lse, lowp = reference_pair(q, k, v, scn.causal, scn.softmax_scale)
         res = check_output(out, ref, lowp, lse, ref_lse)
         print(f"{scn.id}: {'ok' if res.ok else 'WRONG: ' + res.reason} (max err {res.max_err:.3g}, tol {res.tol:.3g})")
-        return 0 if res.ok else 1
-    return 0
+        rc = 0 if res.ok else 1
+    if args.time:
+        libs = {args.kernel: lib}
+        for other in args.beside:
+            name = other
+            while name in libs:         # the same file twice: a measure of the timing's own spread
+                name += "'"
+            libs[name] = KernelLibrary(build(other, args.arch).library)
+        first = ("checked: ok" if rc == 0 else "checked: WRONG") if args.check else "not checked"
+        for line in time_side_by_side(libs, scn, params, stream, first):
+            print(line)
+    return rc
+
+
+def time_side_by_side(libs: dict, scn, params, stream, first: str = "not checked") -> list[str]:
+    """Time each library's forward on the same buffers with the sweep's timing; the first is the one
+    the others are compared with. Returns the lines of a table."""
+    from tabulate import tabulate
+
+    from ..config import TimingConfig
+    from .timing import L2Flusher, time_interleaved
+
+    cfg = TimingConfig()
+    names = list(libs)
+    failed = {}
+
+    def call(name):
+        def run(_input_set):
+            rc = libs[name].forward(params, stream)
+            if rc != 0:
+                failed[name] = rc
+        return run
+
+    stats = time_interleaved({n: call(n) for n in names}, cfg, L2Flusher(cfg.l2_flush_bytes))
+    base = stats[names[0]].median_ms
+    rows = [[n, "returned %d" % failed[n] if n in failed else (first if i == 0 else "not checked"),
+             round(stats[n].median_ms, 4), round(stats[n].iqr_ms, 4), stats[n].reps,
+             round(scn.flops / (stats[n].median_ms * 1e-3) / 1e12, 1), round(stats[n].median_ms / base, 3)]
+            for i, n in enumerate(names)]
+    return [f"{scn.id}: median of each kernel's calls, timed interleaved (L2 flushed before each call)",
+            tabulate(rows, headers=["kernel", "output", "median ms", "IQR ms", "reps", "TFLOP/s",
+                                    f"time / {names[0].rsplit('/', 1)[-1]}"])]
 
 
 if __name__ == "__main__":

@@ -1,0 +1,34 @@
+"""`run_once --time`: the timing of one scenario beside what-if variants (GPU), and its arguments (CPU)."""
+from pathlib import Path
+
+import pytest
+
+from kernelseek_suite.harness import run_once
+
+REF = Path(__file__).resolve().parent.parent / "kernels" / "reference" / "attn_fwd_ref.cu"
+
+
+def test_beside_without_time_is_refused(capsys):
+    with pytest.raises(SystemExit) as e:
+        run_once.main([str(REF), "d64-h32kv32-s512", "--beside", str(REF)])
+    assert e.value.code == 2
+    assert "--beside needs --time" in capsys.readouterr().err
+
+
+def test_an_unknown_scenario_is_refused(capsys):
+    pytest.importorskip("torch")
+    assert run_once.main([str(REF), "d64-h99kv99-s512"]) == 4
+    assert "unknown scenario" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+@pytest.mark.nvcc
+def test_time_beside_itself_gives_two_rows_near_one(capsys):
+    assert run_once.main([str(REF), "d64-h32kv32-s1024", "--arch", "sm80", "--check", "--time",
+                          "--beside", str(REF)]) == 0
+    out = capsys.readouterr().out
+    assert "d64-h32kv32-s1024: ok" in out
+    rows = [line.split() for line in out.splitlines() if line.startswith(str(REF))]   # REF, then REF'
+    assert len(rows) == 2
+    assert "checked:" in " ".join(rows[0]) and "not checked" in " ".join(rows[1])
+    assert 0.8 < float(rows[1][-1]) < 1.25      # the same kernel, timed interleaved
