@@ -171,3 +171,20 @@ def test_a_kernel_built_here_is_disassembled_and_summarized(tmp_path, monkeypatc
     assert d128.inner_loop is not None and d128.inner_loop.mix["tensor"] == d128.mix["tensor"]
     ptxas = {f.name: f.registers for f in built.functions}
     assert d128.registers_named <= ptxas[d128.name]
+
+
+def test_the_tool_rich_profilers_own_capture_with_nvtx_columns_and_command_line_metrics():
+    # captured on the H200 on 2026-12-03 by the tool-rich arm's profile tool itself (toolrich_check):
+    # the nvtx filter adds range columns before "Kernel Name", and the --metrics list comes back in
+    # its own section; the values below are the ones the model was shown
+    k = _one("ncu_toolrich_ref_d128_s4096.csv")
+    assert k.name == "void attn_fwd_ref_kernel<128, 128>(ks_attn_params)"
+    s = ncu.summarize(k)
+    assert s.duration_s == pytest.approx(0.008037344)
+    assert (s.sm_throughput_pct, s.tensor_pipe_pct, s.l2_hit_pct) == (34.34, 21.31, 91.48)
+    assert s.tensor_pipe_metric == "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"
+    assert (s.registers_per_thread, s.smem_dynamic_bytes, s.spill_requests) == (129.0, 52224.0, 0.0)
+    assert [(x.reason, x.cycles_per_issue) for x in s.stalls[:3]] == [
+        ("long_scoreboard", 3.81), ("wait", 1.56), ("short_scoreboard", 0.88)]
+    table = ncu.table(s)
+    assert "tensor pipe                         21.3 %" in table and "66.0 GB/s" in table
