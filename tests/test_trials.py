@@ -67,7 +67,9 @@ def test_late_work_is_caught():
 def test_two_runs_that_disagree_beyond_the_tolerance_fail():
     v, _ = judge(lambda s: fakes.noisy(s, 0.05))
     assert v.code in ("repeat-differs", "mismatch")
-    v, _ = judge(lambda s: fakes.noisy(s, 0.004))
+    # well inside the tolerance (about 0.03 here): the largest of 16k differences of two draws of this
+    # noise stays near 0.012, so the verdict does not hang on the draw
+    v, _ = judge(lambda s: fakes.noisy(s, 0.002))
     assert v.ok and any(f.startswith("nondeterministic") for f in v.flags)
 
 

@@ -123,25 +123,31 @@ def test_a_lock_pin_with_a_wrong_hash_is_refused(tmp_path, wheels):
                     include_suite=False)
 
 
-@pytest.mark.skipif(sys.prefix == sys.base_prefix, reason="the tests' Python does not run in a venv")
 def test_the_nodes_venv_sees_the_packages_of_the_venv_python_runs_in(tmp_path):
     # GPU images often run python3 from a venv (/opt/venv) that holds their CUDA torch; a venv made with
     # --system-site-packages from it sees only the base interpreter's packages, so the node's torch was
-    # lost. `wheelhouse.py venv` links the parent venv's folders in.
-    script = Path(wh.__file__)
-    probe = "import pytest, sys; print(pytest.__file__); print(sys.prefix)"
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    bare = tmp_path / "bare"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(bare)], check=True)
-    plain = subprocess.run([str(bare / "bin" / "python"), "-c", probe], capture_output=True, text=True, env=env)
-    made = tmp_path / "venv"
-    p = subprocess.run([sys.executable, str(script), "venv", str(made)], capture_output=True, text=True, env=env)
+    # lost. `wheelhouse.py venv` links the parent venv's folders in. Here the parent is a venv of our
+    # own holding a marker module (the node's torch), so the test does not depend on where the tests'
+    # own packages are installed.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    parent = tmp_path / "image-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(parent)], check=True, env=env)
+    py = str(parent / "bin" / "python")
+    purelib = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True, env=env).stdout.strip()
+    (Path(purelib) / "ks_node_marker.py").write_text("WHERE = 'the image venv'\n")
+    probe = "import ks_node_marker, sys; print(ks_node_marker.__file__); print(sys.prefix)"
+
+    # what was there before: the plain venv does not see the parent venv's packages
+    plain = tmp_path / "plain"
+    subprocess.run([py, "-m", "venv", "--without-pip", "--system-site-packages", str(plain)], check=True, env=env)
+    assert subprocess.run([str(plain / "bin" / "python"), "-c", probe], capture_output=True, env=env).returncode != 0
+
+    made = tmp_path / "node-venv"
+    p = subprocess.run([py, str(Path(wh.__file__)), "venv", str(made)], capture_output=True, text=True, env=env)
     assert p.returncode == 0, p.stderr
-    assert wh.PARENT_PTH in p.stdout
+    assert wh.PARENT_PTH in p.stdout and purelib in p.stdout
     seen = subprocess.run([str(made / "bin" / "python"), "-c", probe], capture_output=True, text=True, env=env)
     assert seen.returncode == 0, seen.stderr
     where, prefix = seen.stdout.split()
-    assert Path(where).resolve().is_relative_to(Path(sys.prefix).resolve()) and Path(prefix) == made
-    # without the link, the same venv would not have seen it (unless the base interpreter has pytest too)
-    if plain.returncode == 0:
-        assert not Path(plain.stdout.split()[0]).resolve().is_relative_to(Path(sys.prefix).resolve())
+    assert Path(where).parent == Path(purelib) and Path(prefix) == made
