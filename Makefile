@@ -18,8 +18,9 @@ REPRODUCE_FLAGS = --arch $(ARCH) --runtime $(RUNTIME) $(if $(OUT),--out $(OUT)) 
 
 .PHONY: setup test test-gpu reproduce check-containers clean
 
+# the venv sees the machine's own packages (its CUDA torch), also where python3 runs in a venv itself
 $(VENV)/.ready: pyproject.toml
-	$(PYTHON) -m venv --system-site-packages $(VENV)
+	$(PYTHON) suite/reproduce/wheelhouse.py venv $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"
 	$(PY) -m pip install -q -e ".[test]"
 	touch $@

@@ -244,15 +244,11 @@ PARENT_PTH = "_kernelseek_parent_site.pth"
 def parent_site_dirs() -> list[str]:
     """The folders this interpreter imports installed packages from that a `venv
     --system-site-packages` made from it would not see: those of the venv it runs in (a GPU image's
-    /opt/venv, where its torch lives; such a venv's system site is the base interpreter's) and the
-    user site (venvs turn it off)."""
+    /opt/venv, where its torch lives; such a venv's system site is the base interpreter's). The user
+    site stays out, as venvs keep it out."""
     import site
 
-    dirs = []
-    if sys.prefix != sys.base_prefix:
-        dirs += site.getsitepackages()
-    if site.ENABLE_USER_SITE:
-        dirs.append(site.getusersitepackages())
+    dirs = site.getsitepackages() if sys.prefix != sys.base_prefix else []
     seen, out = set(), []
     for d in dirs:
         if d not in seen and Path(d).is_dir():
