@@ -30,7 +30,7 @@ def attention_reference(q, k, v, causal: bool, softmax_scale: float, upcast: boo
         for r0 in range(0, sq, rows):
             r1 = min(sq, r0 + rows)
             n = r1 - r0
-            # causal: only the keys some row of the chunk sees; keys before `full` are seen by all
+            # causal: only the keys that some row of the chunk sees (the last row sees the most)
             kend = max(0, min(sk, r1 + diag)) if causal else sk
             if kend == 0:                       # no row of the chunk sees any key
                 out[bi, r0:r1] = 0
@@ -45,7 +45,7 @@ def attention_reference(q, k, v, causal: bool, softmax_scale: float, upcast: boo
                               beta=0, alpha=softmax_scale)
             s = s.float() if s.dtype != torch.float32 else s                  # (hk, group*n, kend)
             s = s.view(hk, group, n, kend)
-            if causal:
+            if causal:                          # keys before `full` are seen by every row of the chunk
                 full = max(0, min(kend, r0 + diag + 1))
                 if full < kend:
                     row_idx = torch.arange(r0, r1, device=q.device).view(n, 1)
