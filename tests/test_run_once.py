@@ -12,7 +12,15 @@ def test_beside_without_time_is_refused(capsys):
     with pytest.raises(SystemExit) as e:
         run_once.main([str(REF), "d64-h32kv32-s512", "--beside", str(REF)])
     assert e.value.code == 2
-    assert "--beside needs --time" in capsys.readouterr().err
+    assert "--beside and --baseline need --time" in capsys.readouterr().err
+
+
+def test_an_unknown_baseline_is_refused_before_anything_runs(capsys):
+    with pytest.raises(SystemExit) as e:
+        run_once.main([str(REF), "d64-h32kv32-s512", "--time", "--baseline", "fa9"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown baseline fa9" in err and "fa3" in err
 
 
 def test_an_unknown_scenario_is_refused(capsys):
@@ -25,10 +33,23 @@ def test_an_unknown_scenario_is_refused(capsys):
 @pytest.mark.nvcc
 def test_time_beside_itself_gives_two_rows_near_one(capsys):
     assert run_once.main([str(REF), "d64-h32kv32-s1024", "--arch", "sm80", "--check", "--time",
-                          "--beside", str(REF)]) == 0
+                          "--beside", str(REF), "--baseline", "sdpa-flash"]) == 0
     out = capsys.readouterr().out
     assert "d64-h32kv32-s1024: ok" in out
     rows = [line.split() for line in out.splitlines() if line.startswith(str(REF))]   # REF, then REF'
     assert len(rows) == 2
     assert "checked:" in " ".join(rows[0]) and "not checked" in " ".join(rows[1])
     assert 0.8 < float(rows[1][-1]) < 1.25      # the same kernel, timed interleaved
+    base = [line.split() for line in out.splitlines() if line.startswith("baseline sdpa-flash")]
+    assert len(base) == 1 and float(base[0][-1]) > 0
+
+
+def test_a_baseline_that_cannot_run_here_says_why_instead_of_a_row():
+    from kernelseek_suite.baselines import get
+    from kernelseek_suite.scenarios import by_id
+
+    b = get("fa3")
+    if b.available()[0]:
+        pytest.skip("FA3 is installed here")
+    call, why = run_once._baseline_call("fa3", by_id("sm90")["d128-h16kv16-s1024"], (None, None, None))
+    assert call is None and why.startswith("not installed") and "pip install" in why
