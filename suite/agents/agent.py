@@ -42,6 +42,7 @@ class Agent:
         self.ctx, self.model, self.tools, self.supervisor = ctx, model, tools, supervisor
         self.messages: list[dict] = []
         self._logged = 0          # messages already written to the trace
+        self._files: dict[str, bytes] | None = None     # the workspace as the last step left it
 
     def start(self, run_start: dict, system: str, task: str) -> None:
         self.messages = [{"role": "system", "content": system}, {"role": "user", "content": task}]
@@ -64,6 +65,7 @@ class Agent:
         ctx.check_limits()
         ctx.trace.step = ctx.totals.steps + 1
         n_evals = len(ctx.evals)
+        before = self._files if self._files is not None else ctx.workspace.snapshot()
         response = self._query()
         ctx.totals.steps += 1
         self.messages.append(response.message())
@@ -71,7 +73,8 @@ class Agent:
         for call in response.tool_calls:
             record.results.append((call, self._execute(call)))
         record.evals = ctx.evals[n_evals:]
-        record.layer_scores = layers.scores(_step_text(record))
+        self._files = ctx.workspace.snapshot()
+        record.layer_scores = layers.step_scores(before, self._files, _step_text(record))
         record.dominant_layer = layers.dominant(record.layer_scores)
         accepted = False
         if not response.tool_calls:
@@ -82,7 +85,7 @@ class Agent:
         elif self.supervisor:
             for text in self.supervisor.after_step(ctx, record):
                 self.messages.append({"role": "user", "content": text})
-        self._checkpoint(record)
+        self._checkpoint(record, self._files)
         if accepted:
             raise Submitted(" ".join((response.content or "").split())[:500] or "stopped")
 
@@ -114,9 +117,9 @@ class Agent:
         self.messages.append({"role": "tool", "tool_call_id": call.id, "content": result.output})
         return result
 
-    def _checkpoint(self, record: StepRecord) -> None:
+    def _checkpoint(self, record: StepRecord, snapshot: dict[str, bytes]) -> None:
         ctx = self.ctx
-        files = {rel: ctx.trace.put_blob(data) for rel, data in ctx.workspace.snapshot().items()}
+        files = {rel: ctx.trace.put_blob(data) for rel, data in snapshot.items()}
         ctx.totals.wall_s = ctx.trace.elapsed()
         ctx.trace.emit("step", messages_delta=self._take_delta(), messages_count=len(self.messages),
                        messages_sha256=sha256_json(self.messages), totals=ctx.totals.to_dict(),
@@ -146,7 +149,8 @@ class Agent:
 
 
 def _step_text(record: StepRecord) -> str:
-    """What a step wrote and ran, for the layer classifier: its text, commands and added lines."""
+    """What a step wrote and ran, for the layer classifier when it changed no file in the snapshot: its
+    text, commands and the lines its edits added."""
     parts = [record.response.content or ""]
     for call, result in record.results:
         if call.name == "shell":
