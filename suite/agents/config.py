@@ -59,6 +59,18 @@ class Limits:
 
 
 @dataclass
+class ContextConfig:
+    """Keeping the conversation inside the model's context window (compaction.py)."""
+    window_tokens: int | None = None     # None: the endpoint's, where its model list says it; else learnt
+                                         # from the first request it refuses as too long
+    reserve_tokens: int = 4096           # left for the answer (max_output_tokens when that is set)
+    compact_at: float = 0.85             # compact when a request would fill this share of the room ...
+    compact_to: float = 0.6              # ... down to this share
+    keep_recent_turns: int = 3           # the latest steps stay whole as long as anything else can go
+    chars_per_token: float = 3.5         # the estimate until the endpoint reports a prompt's tokens
+
+
+@dataclass
 class ToolsConfig:
     shell_timeout_s: float = 300.0       # default per command; the model may ask for less or more
     shell_max_timeout_s: float = 1800.0
@@ -107,6 +119,7 @@ class RunConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     limits: Limits = field(default_factory=Limits)
     tools: ToolsConfig = field(default_factory=ToolsConfig)
+    context: ContextConfig = field(default_factory=ContextConfig)
     questions: QuestionConfig = field(default_factory=QuestionConfig)
     seed: int | None = None                       # None: a fresh one, recorded
     human: bool = False                           # questions typed at the terminal
