@@ -39,6 +39,7 @@ class ModelConfig:
     seed: int | None = None              # sent to endpoints that accept one
     timeout_s: float = 600.0             # one request
     max_attempts: int = 6                # per model call, first try included
+    retry_budget_s: float | None = None  # seconds one model call may spend failing and waiting (None: no cap)
     backoff_initial_s: float = 2.0
     backoff_max_s: float = 60.0
     # USD per million tokens, used when the endpoint does not report a cost itself
@@ -48,12 +49,25 @@ class ModelConfig:
 
 @dataclass
 class Limits:
-    """Every limit is checked before each model call; None means no limit."""
+    """Every limit is checked before each model call; the wall limit also between retries, before each
+    tool call, and as the shell's deadline. None means no limit."""
     max_steps: int | None = 200          # model calls
     max_tokens: int | None = None        # prompt + completion tokens, all calls
     max_cost: float | None = None        # USD, when a cost is known
     max_wall_s: float | None = None      # wall time of the run, resumed sessions included
     max_evals: int | None = None         # harness evaluations
+
+
+@dataclass
+class ContextConfig:
+    """Keeping the conversation inside the model's context window (compaction.py)."""
+    window_tokens: int | None = None     # None: the endpoint's, where its model list says it; else learnt
+                                         # from the first request it refuses as too long
+    reserve_tokens: int = 4096           # left for the answer (max_output_tokens when that is set)
+    compact_at: float = 0.85             # compact when a request would fill this share of the room ...
+    compact_to: float = 0.6              # ... down to this share
+    keep_recent_turns: int = 3           # the latest steps stay whole as long as anything else can go
+    chars_per_token: float = 3.5         # the estimate until the endpoint reports a prompt's tokens
 
 
 @dataclass
@@ -153,6 +167,7 @@ class RunConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     limits: Limits = field(default_factory=Limits)
     tools: ToolsConfig = field(default_factory=ToolsConfig)
+    context: ContextConfig = field(default_factory=ContextConfig)
     questions: QuestionConfig = field(default_factory=QuestionConfig)
     seed: int | None = None                       # None: a fresh one, recorded
     human: bool = False                           # questions typed at the terminal

@@ -80,6 +80,14 @@ def dominant(layer_scores: dict[str, int]) -> str | None:
     return next(lid for lid in LAYER_IDS if layer_scores.get(lid) == best)
 
 
+DIFF_MAX_FILE = 1 << 20      # larger files are not diffed for the layer of an edit
+
+
+def diffable_files(files: dict) -> dict[str, bytes]:
+    """The contents of the files ({path: Path}) small enough to diff."""
+    return {rel: p.read_bytes() for rel, p in files.items() if p.stat().st_size <= DIFF_MAX_FILE}
+
+
 def changed_lines(before: dict[str, bytes], after: dict[str, bytes]) -> list[str]:
     """The lines added or removed between two snapshots of the workspace ({path: content}), over every
     file created, changed or deleted; files that are not text are left out."""
