@@ -330,3 +330,10 @@ def test_the_state_survives_a_resume():
     assert again.state() == det.state() and again.current_layer == "memory"
     assert again.observe(_step(2, [_ok(1.0)])) == [] and again.state()["evals_since_best"] == 2
     assert again.observe(_step(3, [_ok(1.0)]))[0].evidence["evals_without_new_best"] == 3
+
+
+def test_only_files_small_enough_are_diffed(tmp_path):
+    small, big = tmp_path / "k.cu", tmp_path / "data.bin"
+    small.write_text("__syncthreads();\n")
+    big.write_bytes(b"x" * (layers.DIFF_MAX_FILE + 1))
+    assert layers.diffable_files({"k.cu": small, "data.bin": big}) == {"k.cu": b"__syncthreads();\n"}
