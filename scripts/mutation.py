@@ -28,6 +28,7 @@ import json
 import os
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -157,8 +158,10 @@ def _env(copy: Path) -> dict:
 
 def _cosmic(copy: Path, env: dict, *args: str, out=None) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "cosmic_ray.cli", *args]
-    return subprocess.run(cmd, cwd=copy, env=env, check=True, text=True, stdout=out or subprocess.DEVNULL,
-                          stderr=subprocess.PIPE)
+    r = subprocess.run(cmd, cwd=copy, env=env, text=True, stdout=out or subprocess.DEVNULL, stderr=subprocess.PIPE)
+    if r.returncode != 0:
+        raise SystemExit(f"cosmic-ray {args[0]} failed ({r.returncode}):\n{r.stderr[-3000:]}")
+    return r
 
 
 def _diff_lines(diff: str) -> tuple[int, str, str]:
@@ -174,14 +177,36 @@ def _diff_lines(diff: str) -> tuple[int, str, str]:
     return line, _norm(old), _norm(new)
 
 
-def run_module(mod: Module, equivalents: list[Equivalent], log=print) -> ModuleScore:
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen, seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"a cosmic-ray worker exited at start ({proc.returncode})")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise SystemExit(f"a cosmic-ray worker did not listen on port {port} within {seconds:.0f} s")
+
+
+def run_module(mod: Module, equivalents: list[Equivalent], jobs: int = 1) -> ModuleScore:
+    """Mutate one module in copies of the tree; with jobs > 1, that many cosmic-ray http workers, each
+    in its own copy, run the mutants."""
     t0 = time.monotonic()
     result = ModuleScore(mod.name, mod.path)
+    workers: list[subprocess.Popen] = []
     with tempfile.TemporaryDirectory(prefix=f"mutation-{mod.name}-") as tmp:
-        copy = Path(tmp) / "repo"
-        copy.mkdir()
-        copy_tree(copy)
-        env = _env(copy)
+        copies = [Path(tmp) / f"repo{i}" for i in range(max(1, jobs))]
+        for copy in copies:
+            copy.mkdir()
+            copy_tree(copy)
+        copy, env = copies[0], _env(copies[0])
         where = subprocess.run([sys.executable, "-c", f"import {PACKAGE}; print({PACKAGE}.__file__)"], cwd=copy,
                                env=env, capture_output=True, text=True, check=True).stdout.strip()
         if not Path(where).resolve().is_relative_to(copy.resolve()):
@@ -194,17 +219,34 @@ def run_module(mod: Module, equivalents: list[Equivalent], log=print) -> ModuleS
         if base.returncode != 0:
             raise SystemExit(f"{mod.name}: the tests fail unmutated:\n{base.stdout[-3000:]}{base.stderr[-2000:]}")
         timeout = max(30.0, 10 * (time.monotonic() - t1))
-        cfg = copy / "mutation.toml"
+        if jobs > 1:
+            urls = []
+            for c in copies:
+                port = _free_port()
+                workers.append(subprocess.Popen([sys.executable, "-m", "cosmic_ray.cli", "http-worker", "--port",
+                                                 str(port)], cwd=c, env=_env(c), stdout=subprocess.DEVNULL,
+                                                stderr=subprocess.DEVNULL))
+                _wait_for_port(port, workers[-1])
+                urls.append(f"http://127.0.0.1:{port}")
+            distributor = f'[cosmic-ray.distributor]\nname = "http"\n[cosmic-ray.distributor.http]\n' \
+                          f"worker-urls = {json.dumps(urls)}\n"
+        else:
+            distributor = '[cosmic-ray.distributor]\nname = "local"\n'
+        cfg = Path(tmp) / "mutation.toml"
         cfg.write_text("[cosmic-ray]\n"
                        f"module-path = {json.dumps(mod.path)}\n"
                        f"timeout = {timeout:.1f}\n"
                        "excluded-modules = []\n"
-                       f"test-command = {json.dumps(command)}\n"
-                       "[cosmic-ray.distributor]\nname = \"local\"\n")
-        db = str(copy / "session.sqlite")
-        _cosmic(copy, env, "init", str(cfg), db)
-        _cosmic(copy, env, "exec", str(cfg), db)
-        dump = _cosmic(copy, env, "dump", db, out=subprocess.PIPE).stdout
+                       f"test-command = {json.dumps(command)}\n" + distributor)
+        db = str(Path(tmp) / "session.sqlite")
+        try:
+            _cosmic(copy, env, "init", str(cfg), db)
+            _cosmic(copy, env, "exec", str(cfg), db)
+            dump = _cosmic(copy, env, "dump", db, out=subprocess.PIPE).stdout
+        finally:
+            for w in workers:
+                w.terminate()
+                w.wait(timeout=30)
     for line in dump.splitlines():
         item, res = json.loads(line)
         result.mutants += 1
@@ -248,6 +290,7 @@ def main(argv=None) -> int:
     ap.add_argument("--base", help="with --changed: a git ref; changed since the merge base with it")
     ap.add_argument("--record", action="store_true", help="write the scores to tests/mutation/scores.json")
     ap.add_argument("--json", help="write the full results (every survivor) to this file")
+    ap.add_argument("--jobs", type=int, default=1, help="mutants run at once (one copy of the tree each)")
     args = ap.parse_args(argv)
     mods, min_score = load_modules()
     names = args.module or list(mods)
@@ -265,7 +308,7 @@ def main(argv=None) -> int:
     results = []
     for n in names:
         print(f"mutation: {n} ({mods[n].path}) against {' '.join(mods[n].tests)}", flush=True)
-        r = run_module(mods[n], equivalents)
+        r = run_module(mods[n], equivalents, args.jobs)
         results.append(r)
         for s in r.survivors:
             tag = f"equivalent: {s.equivalent}" if s.equivalent else "SURVIVED"
