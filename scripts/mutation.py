@@ -22,6 +22,7 @@ the checkout are never mutated, even when a run is interrupted.
 from __future__ import annotations
 
 import argparse
+import ast
 import datetime as _dt
 import hashlib
 import json
@@ -41,6 +42,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = ROOT / "tests" / "mutation"
 PACKAGE = "kernelseek_suite"      # the import name of suite/
+ANNOTATION = "in an annotation, never evaluated"
 
 
 @dataclass
@@ -76,6 +78,7 @@ class ModuleScore:
     survived: int = 0
     equivalent: int = 0
     incompetent: int = 0
+    annotations: int = 0            # mutants inside annotations, not run (see annotation_spans)
     seconds: float = 0.0
     survivors: list[Survivor] = field(default_factory=list)
 
@@ -106,8 +109,9 @@ def _norm(line: str) -> str:
     return " ".join(str(line).split())
 
 
-def fingerprint(mod: Module, root: Path = ROOT) -> str:
+def fingerprint(mod: Module, root: Path | None = None) -> str:
     """What a module's score depends on: its source and its tests."""
+    root = root or ROOT
     h = hashlib.sha256()
     for rel in [mod.path, *mod.tests]:
         h.update(rel.encode() + b"\0" + (root / rel).read_bytes() + b"\0")
@@ -177,6 +181,37 @@ def _diff_lines(diff: str) -> tuple[int, str, str]:
     return line, _norm(old), _norm(new)
 
 
+def annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Where the annotations of a module are, when `from __future__ import annotations` keeps them
+    unevaluated (a mutant there cannot change what the module does); else none."""
+    tree = ast.parse(source)
+    if not any(isinstance(n, ast.ImportFrom) and n.module == "__future__" and
+               any(a.name == "annotations" for a in n.names) for n in tree.body):
+        return []
+    notes = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns is not None:
+            notes.append(node.returns)
+        elif isinstance(node, ast.arg) and node.annotation is not None:
+            notes.append(node.annotation)
+        elif isinstance(node, ast.AnnAssign):
+            notes.append(node.annotation)
+    return [((n.lineno, n.col_offset), (n.end_lineno, n.end_col_offset)) for n in notes]
+
+
+def skip_annotation_mutants(db: str, source: str) -> None:
+    """Mark the mutants inside annotations as skipped before the run (see annotation_spans)."""
+    from cosmic_ray.work_db import use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    spans = annotation_spans(source)
+    with use_db(db) as work_db:
+        for item in list(work_db.pending_work_items):
+            pos = tuple(item.mutations[0].start_pos)
+            if any(a <= pos < b for a, b in spans):
+                work_db.set_result(item.job_id, WorkResult(worker_outcome=WorkerOutcome.SKIPPED, output=ANNOTATION))
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -241,6 +276,7 @@ def run_module(mod: Module, equivalents: list[Equivalent], jobs: int = 1) -> Mod
         db = str(Path(tmp) / "session.sqlite")
         try:
             _cosmic(copy, env, "init", str(cfg), db)
+            skip_annotation_mutants(db, (copy / mod.path).read_text())
             _cosmic(copy, env, "exec", str(cfg), db)
             dump = _cosmic(copy, env, "dump", db, out=subprocess.PIPE).stdout
         finally:
@@ -250,6 +286,9 @@ def run_module(mod: Module, equivalents: list[Equivalent], jobs: int = 1) -> Mod
     for line in dump.splitlines():
         item, res = json.loads(line)
         result.mutants += 1
+        if res and res.get("worker_outcome") == "skipped" and res.get("output") == ANNOTATION:
+            result.annotations += 1
+            continue
         if res is None or res.get("test_outcome") is None or res["test_outcome"] == "incompetent":
             result.incompetent += 1
             continue
@@ -314,7 +353,7 @@ def main(argv=None) -> int:
             tag = f"equivalent: {s.equivalent}" if s.equivalent else "SURVIVED"
             print(f"  {r.path}:{s.line} {s.operator}\n      - {s.original}\n      + {s.mutant}\n      {tag}")
         print(f"  {n}: {r.killed} killed, {r.survived} survived ({r.equivalent} equivalent), "
-              f"{r.incompetent} incompetent, of {r.mutants}: score {r.score:.1%} in {r.seconds:.0f} s", flush=True)
+              f"{r.incompetent} incompetent, {r.annotations} in annotations (not run), of {r.mutants}: score {r.score:.1%} in {r.seconds:.0f} s", flush=True)
     stale = stale_equivalents(equivalents, results)
     for e in stale:
         print(f"mutation: equivalent.yaml entry matched no survivor of {e.module}: {e.original!r} -> {e.mutant!r}")
@@ -330,7 +369,7 @@ def main(argv=None) -> int:
             scores["modules"][r.module] = {
                 "path": r.path, "fingerprint": fingerprint(mods[r.module]), "date": when, "commit": commit,
                 "mutants": r.mutants, "killed": r.killed, "survived": r.survived, "equivalent": r.equivalent,
-                "incompetent": r.incompetent, "score": round(r.score, 4), "seconds": round(r.seconds)}
+                "incompetent": r.incompetent, "annotations": r.annotations, "score": round(r.score, 4), "seconds": round(r.seconds)}
         (CONFIG_DIR / "scores.json").write_text(json.dumps(scores, indent=1, sort_keys=True) + "\n")
     low = [r for r in results if r.score < min_score]
     for r in low:

@@ -266,3 +266,30 @@ def test_a_baseline_with_no_common_scenario_does_not_stop_the_next_ones():
                       ("geomean vs fa4", "not measured", "no common scenario", "inconclusive"),
                       ("geomean vs cudnn over 1 common scenarios", "1.000x", "0.500x (-50.0%)", "slower")]
     assert not compare(old, new).reproduced
+
+
+def test_change_is_the_relative_change_either_way():
+    assert ScenarioVerdict("s", 1.0, 0.5, "slower").change == -0.5
+    assert ScenarioVerdict("s", 1.0, 3.0, "faster").change == 2.0
+
+
+def test_counts_compare_verdicts_by_value():
+    # verdicts read back from a file are equal strings, not the same objects
+    v = Verdict("fa3", 0.05, [ScenarioVerdict("a", 1, 1, "".join(["sa", "me"])), ScenarioVerdict("b", 1, 1, "same")])
+    assert v.counts()["same"] == 2
+
+
+def test_a_run_with_only_an_extended_set_still_gets_its_claim():
+    old = arch([row("e1", extended=True), row("e2", extended=True)])
+    new = arch([row("e1", extended=True), row("e2", status="wrong", extended=True)])
+    claims = {c.claim: c for c in compare(old, new).claims}
+    assert "correct on the timed scenarios" not in claims
+    assert (claims["correct on the extended set"].fresh, claims["correct on the extended set"].verdict) == (
+        "1/2", "not reproduced")
+
+
+@pytest.mark.parametrize("tolerance", [-0.01, float("nan")])
+def test_a_negative_tolerance_is_refused(tolerance):
+    with pytest.raises(ValueError, match="non-negative"):
+        compare(arch([row()]), arch([row()]), tolerance=tolerance)
+    assert compare(arch([row()]), arch([row()]), tolerance=0.0).scenarios[0].verdict == "same"

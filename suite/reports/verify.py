@@ -105,6 +105,8 @@ def _pct(n: int, d: int) -> str:
 
 def compare(shipped: Path | ArchResults, fresh: Path | ArchResults, baseline: str | None = None,
             tolerance: float = config.VERIFY_TOLERANCE) -> Verdict:
+    if not tolerance >= 0:
+        raise ValueError(f"the tolerance must be a non-negative fraction, not {tolerance}")
     old = shipped if isinstance(shipped, ArchResults) else load(Path(shipped))
     new = fresh if isinstance(fresh, ArchResults) else load(Path(fresh))
     baseline = baseline or old.main_baseline
