@@ -49,6 +49,13 @@ class Agent:
         self.messages = [{"role": "system", "content": system}, {"role": "user", "content": task}]
         self.ctx.trace.emit("run_start", **run_start)
 
+    def restore(self, messages: list[dict], context: dict) -> None:
+        """The conversation and the context window's state of a resumed run."""
+        self.messages, self._logged = messages, len(messages)
+        self.window.load(context)
+        if messages[-1]["role"] == "assistant" and not messages[-1].get("tool_calls"):
+            self.messages.append({"role": "user", "content": "The run was resumed. Continue with the task."})
+
     def run(self) -> RunResult:
         while True:
             try:
