@@ -44,6 +44,7 @@ class Agent:
         self.messages: list[dict] = []
         self._logged = 0          # messages already written to the trace
         self.window = ContextManager(ctx.config.context, ctx.config.model.max_output_tokens)
+        self._files: dict[str, bytes] | None = None     # the workspace's text files as the last step left them
 
     def start(self, run_start: dict, system: str, task: str) -> None:
         self.messages = [{"role": "system", "content": system}, {"role": "user", "content": task}]
@@ -73,6 +74,7 @@ class Agent:
         ctx.check_limits()
         ctx.trace.step = ctx.totals.steps + 1
         n_evals = len(ctx.evals)
+        before = self._files if self._files is not None else layers.diffable_files(ctx.workspace.files())
         response = self._query()
         ctx.totals.steps += 1
         self.messages.append(response.message())
@@ -80,7 +82,8 @@ class Agent:
         for call in response.tool_calls:
             record.results.append((call, self._execute(call)))
         record.evals = ctx.evals[n_evals:]
-        record.layer_scores = layers.scores(_step_text(record))
+        self._files = layers.diffable_files(ctx.workspace.files())
+        record.layer_scores = layers.step_scores(before, self._files, _step_text(record))
         record.dominant_layer = layers.dominant(record.layer_scores)
         accepted = False
         if not response.tool_calls:
@@ -224,7 +227,8 @@ class Agent:
 
 
 def _step_text(record: StepRecord) -> str:
-    """What a step wrote and ran, for the layer classifier: its text, commands and added lines."""
+    """What a step wrote and ran, for the layer classifier when it changed no file it can diff: its
+    text, commands and the lines its edits added."""
     parts = [record.response.content or ""]
     for call, result in record.results:
         if call.name == "shell":
