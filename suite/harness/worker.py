@@ -43,7 +43,7 @@ class _Range:
 
 def measure_gemm_tflops(n: int = 8192, reps: int = 10) -> float:
     """The bf16 GEMM throughput of this GPU (torch/cuBLAS, random data): the roofline of the
-    plausibility alarm."""
+    `implausible` status."""
     import torch
 
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
