@@ -18,6 +18,7 @@ from kernelseek_suite.agents.trace import TRACE_SCHEMA_VERSION, TraceWriter
 NO_SHA = "0" * 64
 
 KERNEL = "attn.c"
+LOST = "a note sent with the call of the step cut short"
 TRIGGERS = ("plateau", "claimed-limit", "repeated-failure", "layer-dwell", "early-stop")
 CATEGORIES = ("layer-shift", "limit-rejection", "information")
 
@@ -109,7 +110,7 @@ class LongRun:
             self.tool(cid, "shell", args, f"exit code 0\nstep {n}\n" + "output line\n" * (n % 7),
                       data={"exit_code": 0})
         if n % 40 == 0:
-            self.question(source="human" if n % 400 == 0 else "bank")
+            self.question(source="human" if n % 120 == 0 else "bank")
         if n % 97 == 0:
             self.retries += 1
             self.w.emit("retry", attempt=1, kind="rate_limit", error="429 Too Many Requests", status_code=429,
@@ -148,8 +149,10 @@ class LongRun:
         """A step cut short (a model call with no checkpoint after it), then a new session from the
         last checkpoint, which drops that call's message from the conversation."""
         self.w.step += 1
+        self.messages.append({"role": "user", "content": LOST})
         self.model_call("shell", {"command": "sleep 1000"})
-        self.messages.pop()
+        del self.messages[-2:]
+        self.delta_start = len(self.messages)
         self.w.step -= 1
         self.w.emit("resume", from_step=self.w.step, session=2, limits={}, discarded_events=1,
                     dropped_partial_line=False, sandbox={"sandbox": "none"})
