@@ -121,20 +121,45 @@ def test_each_limit_ends_the_run_cleanly(tmp_path, limit, script, limits):
 
 def test_api_faults_are_retried_counted_and_traced(tmp_path):
     script = [fault(429, retry_after=0), fault(502), reset(), hang(1.5),
-              reply(None, [("shell", '{"command": "ls"')]),            # malformed tool-call JSON
               reply(None, [("shell", {"command": "echo ok"})])]
     with ScriptedChatServer(script) as srv:
         result, events, _ = run(config_for(srv, max_steps=1), tmp_path)
     retries = of_type(events, "retry")
-    assert [r["kind"] for r in retries] == ["rate_limit", "server_error", "connection", "timeout",
-                                            "malformed_tool_call"]
-    assert [r["attempt"] for r in retries] == [1, 2, 3, 4, 5]
+    assert [r["kind"] for r in retries] == ["rate_limit", "server_error", "connection", "timeout"]
+    assert [r["attempt"] for r in retries] == [1, 2, 3, 4]
     assert retries[0]["status_code"] == 429 and retries[1]["status_code"] == 502
     call = of_type(events, "llm_call")[0]
-    assert call["attempts"] == 6 and call["response"]["tool_calls"][0]["arguments"] == {"command": "echo ok"}
+    assert call["attempts"] == 5 and call["response"]["tool_calls"][0]["arguments"] == {"command": "echo ok"}
     end = of_type(events, "run_end")[0]
-    assert end["totals"]["retries"] == 5 and end["totals"]["steps"] == 1
-    assert end["totals"]["total_tokens"] == 240     # the malformed answer's tokens count too
+    assert end["totals"]["retries"] == 4 and end["totals"]["steps"] == 1
+    assert end["totals"]["total_tokens"] == 120
+
+
+def test_a_malformed_tool_call_is_answered_with_an_error_not_resent(tmp_path):
+    """A model that gets a call wrong hears why, once, and goes on; one that keeps getting it wrong
+    (a deterministic model) spends its steps, not its retries."""
+    bad = reply("Run it.", [("shell", '{"command": "ls"'), ("no_such_tool", {}), ("view_file", {"path": 3})])
+    script = [bad, reply(None, [("shell", {"command": "echo fixed"})])] + [reply(None, [("shell", "[1, 2]")])] * 3
+    with ScriptedChatServer(script) as srv:
+        result, events, _ = run(config_for(srv, max_steps=5), tmp_path)
+        bodies = srv.bodies()
+    assert not of_type(events, "retry") and len(srv.requests) == 5
+    assert result.exit_reason == "limit" and result.limit == "steps"
+    outs = of_type(events, "tool_result")
+    assert [(o["tool"], o["call_error"]) for o in outs[:3]] == [("shell", "malformed"), ("no_such_tool", "unknown_tool"),
+                                                              ("view_file", "bad_arguments")]
+    assert all(o["is_error"] for o in outs[:3]) and "not valid JSON" in outs[0]["output"]
+    assert '{"command": "ls"' in outs[0]["output"]
+    assert outs[3]["call_error"] is None and "fixed" in outs[3]["output"]
+    assert [o["call_error"] for o in outs[4:]] == ["malformed"] * 3 and "not an object" in outs[4]["output"]
+    # the model read the error in the next request; the history holds a well-formed call
+    second = bodies[1]["messages"]
+    assistant = next(m for m in second if m["role"] == "assistant")
+    assert assistant["tool_calls"][0]["function"]["arguments"] == "{}"
+    assert [m["content"] for m in second if m["role"] == "tool"][0].startswith("error: this shell call was not run")
+    call = of_type(events, "llm_call")[0]["response"]["tool_calls"][0]
+    assert call["error"] and call["raw_arguments"] == '{"command": "ls"'
+    assert of_type(events, "run_end")[0]["totals"]["tool_call_errors"] == 6
 
 
 def test_api_faults_that_persist_are_reported(tmp_path):

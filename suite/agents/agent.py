@@ -9,11 +9,10 @@ from dataclasses import dataclass, field
 
 from . import layers
 from .context import EvalRecord, RunContext
-from .exceptions import Interrupted, Submitted, Terminate
+from .exceptions import Interrupted, LimitExceeded, Submitted, Terminate
 from .model import ModelResponse, ToolCall
 from .protocols import Model, Supervisor
 from .tools import ToolRegistry, ToolResult
-from .trace import sha256_json
 
 
 @dataclass
@@ -93,7 +92,7 @@ class Agent:
 
     def _query(self) -> ModelResponse:
         before = len(self.messages)
-        sha = sha256_json(self.messages)
+        sha = self.ctx.trace.messages_sha256(self.messages)
         response = self.model.query(self.messages, self.tools.schemas())
         self.ctx.totals.add_usage(response.usage)
         self.ctx.trace.emit("llm_call", call=self.ctx.totals.steps + 1,
@@ -106,20 +105,40 @@ class Agent:
         return response
 
     def _execute(self, call: ToolCall) -> ToolResult:
+        """Runs one tool call. Every call gets a result, so the conversation stays well formed: a call
+        the model got wrong gets an error (counted), and once the wall time is spent the remaining
+        calls of the step get 'not run'."""
         t0 = time.monotonic()
-        result = self.tools.call(call.name, call.arguments, self.ctx)
+        if call.error:
+            result = ToolResult(f"error: this {call.name} call was not run: {call.error}. It was sent as: "
+                                f"{call.raw_arguments[:400]!r}. Call the tool again with its arguments as one JSON "
+                                "object.", is_error=True, call_error="malformed")
+        elif self._wall_spent():
+            result = ToolResult("error: not run: the run's wall-time limit is reached", is_error=True,
+                                data={"not_run": "wall"})
+        else:
+            result = self.tools.call(call.name, call.arguments, self.ctx)
+        if result.call_error:
+            self.ctx.totals.tool_call_errors += 1
         self.ctx.trace.emit("tool_result", call_id=call.id, tool=call.name, arguments=call.arguments,
                             output=result.output, is_error=result.is_error, duration_s=round(time.monotonic() - t0, 3),
-                            data=result.data)
+                            data=result.data, call_error=result.call_error)
         self.messages.append({"role": "tool", "tool_call_id": call.id, "content": result.output})
         return result
 
+    def _wall_spent(self) -> bool:
+        try:
+            self.ctx.wall_left()
+            return False
+        except LimitExceeded:
+            return True
+
     def _checkpoint(self, record: StepRecord) -> None:
         ctx = self.ctx
-        files = {rel: ctx.trace.put_blob(data) for rel, data in ctx.workspace.snapshot().items()}
+        files = {rel: ctx.trace.put_file(p) for rel, p in ctx.workspace.files().items()}
         ctx.totals.wall_s = ctx.trace.elapsed()
         ctx.trace.emit("step", messages_delta=self._take_delta(), messages_count=len(self.messages),
-                       messages_sha256=sha256_json(self.messages), totals=ctx.totals.to_dict(),
+                       messages_sha256=ctx.trace.messages_sha256(self.messages), totals=ctx.totals.to_dict(),
                        best=ctx.best.to_dict() if ctx.best else None, layers=record.layer_scores,
                        dominant_layer=record.dominant_layer, workspace=files,
                        supervisor=self.supervisor.state() if self.supervisor else {})

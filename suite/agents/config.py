@@ -39,6 +39,7 @@ class ModelConfig:
     seed: int | None = None              # sent to endpoints that accept one
     timeout_s: float = 600.0             # one request
     max_attempts: int = 6                # per model call, first try included
+    retry_budget_s: float | None = None  # seconds one model call may spend failing and waiting (None: no cap)
     backoff_initial_s: float = 2.0
     backoff_max_s: float = 60.0
     # USD per million tokens, used when the endpoint does not report a cost itself
@@ -48,7 +49,8 @@ class ModelConfig:
 
 @dataclass
 class Limits:
-    """Every limit is checked before each model call; None means no limit."""
+    """Every limit is checked before each model call; the wall limit also between retries, before each
+    tool call, and as the shell's deadline. None means no limit."""
     max_steps: int | None = 200          # model calls
     max_tokens: int | None = None        # prompt + completion tokens, all calls
     max_cost: float | None = None        # USD, when a cost is known

@@ -55,7 +55,8 @@ def _guard(task, config: RunConfig) -> HarnessGuard:
 
 
 def _model(config: RunConfig, ctx: RunContext, api_key: str | None, model=None):
-    return model or OpenAIChatModel(config.model, api_key, on_retry=lambda info: record_retry(ctx, info))
+    return model or OpenAIChatModel(config.model, api_key, on_retry=lambda info: record_retry(ctx, info),
+                                    time_left=ctx.wall_left)
 
 
 def new_run(config: RunConfig, trace_path: Path | None = None, api_key: str | None = None,
@@ -79,7 +80,7 @@ def new_run(config: RunConfig, trace_path: Path | None = None, api_key: str | No
     system = config.system_prompt
     task_text = config.task_prompt.format(description=task.description(), goal=task.goal.text(), kernel=task.kernel,
                                           budget=ctx.budget_text())
-    files = {rel: trace.put_blob(data) for rel, data in ws.snapshot().items()}
+    files = {rel: trace.put_file(p) for rel, p in ws.files().items()}
     run_start = {
         "schema_version": TRACE_SCHEMA_VERSION, "run_id": run_id, "arm": config.arm, "task": task.to_dict(),
         "model": mdl.describe(), "config": config.to_dict(),
@@ -181,7 +182,7 @@ def resume_run(trace_path: Path, api_key: str | None = None, limits: dict | None
             f.truncate(data.rfind(b"\n") + 1)
     trace = TraceWriter(trace_path, secrets=(api_key,) if api_key else (), seq_start=st.next_seq,
                         elapsed_offset=st.elapsed_s)
-    ws.restore({rel: trace.get_blob(sha) for rel, sha in st.files.items()})
+    ws.restore_files({rel: trace.blob_path(sha) for rel, sha in st.files.items()})
     ctx = RunContext(config, task, ws, trace, _guard(task, config), totals=st.totals, best=st.best,
                      goal_met=st.goal_met, ask_human=ask_human)
     parts = build_arm(config.arm, ctx)

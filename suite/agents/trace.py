@@ -51,16 +51,27 @@ class TraceWriter:
         self._file = open(self.path, "a", encoding="utf-8")
         self.listeners: list[Callable[[dict], None]] = []
         self.step = 0
+        self._stored: dict[tuple, str] = {}      # (path, size, mtime_ns, inode) -> sha256 of files stored
 
     def elapsed(self) -> float:
         return time.monotonic() - self._t0
 
+    def _redact_line(self, line: str) -> str:
+        for s in self._secrets:
+            line = line.replace(json.dumps(s)[1:-1], REDACTED)
+        return line
+
+    def messages_sha256(self, messages: list[dict]) -> str:
+        """The hash of a conversation as the trace holds it (secrets redacted), so that the one rebuilt
+        from the trace on resume matches it."""
+        if not self._secrets:
+            return sha256_json(messages)
+        return sha256_json(json.loads(self._redact_line(json.dumps(messages))))
+
     def emit(self, type_: str, **fields) -> dict:
         event = {"type": type_, "seq": self._seq, "time": now_utc(), "elapsed_s": round(self.elapsed(), 3),
                  "step": self.step, **fields}
-        line = json.dumps(event, default=_jsonable)
-        for s in self._secrets:
-            line = line.replace(json.dumps(s)[1:-1], REDACTED)
+        line = self._redact_line(json.dumps(event, default=_jsonable))
         self._file.write(line + "\n")
         self._file.flush()
         self._seq += 1
@@ -84,12 +95,67 @@ class TraceWriter:
             tmp.replace(p)
         return digest
 
+    def put_file(self, path: Path) -> str:
+        """Stores a file of any size (secrets redacted, streamed) under its sha256 and returns it. A file
+        unchanged since it was last stored (same size, mtime and inode) is not read again."""
+        path = Path(path)
+        st = path.stat()
+        key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino)
+        known = self._stored.get(key)
+        if known and (self.artifacts / "blobs" / known).exists():
+            return known
+        h = hashlib.sha256()
+        tmp = self.artifacts / "blobs" / f".incoming-{os.getpid()}-{secrets_token()}"
+        with open(path, "rb") as src, open(tmp, "wb") as dst:
+            for chunk in redacted_chunks(src, self._secrets):
+                h.update(chunk)
+                dst.write(chunk)
+        digest = h.hexdigest()
+        final = self.artifacts / "blobs" / digest
+        if final.exists():
+            tmp.unlink()
+        else:
+            tmp.replace(final)
+        self._stored[key] = digest
+        return digest
+
+    def blob_path(self, digest: str) -> Path:
+        return self.artifacts / "blobs" / digest
+
     def get_blob(self, digest: str) -> bytes:
         return (self.artifacts / "blobs" / digest).read_bytes()
 
     def close(self) -> None:
         if not self._file.closed:
             self._file.close()
+
+
+def secrets_token() -> str:
+    import secrets
+    return secrets.token_hex(6)
+
+
+def redacted_chunks(f, secrets: tuple[str, ...], size: int = 1 << 20):
+    """The bytes of an open file in chunks, every occurrence of a secret replaced by REDACTED (also one
+    that straddles two chunks: the last len(secret) - 1 bytes are held back until the next chunk)."""
+    needles = [s.encode() for s in secrets]
+    keep = max((len(n) for n in needles), default=1) - 1
+    carry = b""
+    while True:
+        chunk = f.read(size)
+        buf = carry + chunk
+        for n in needles:
+            buf = buf.replace(n, REDACTED.encode())
+        if not chunk:
+            if buf:
+                yield buf
+            return
+        if keep and len(buf) > keep:
+            buf, carry = buf[:-keep], buf[-keep:]
+        elif keep:
+            buf, carry = b"", buf
+        if buf:
+            yield buf
 
 
 def _jsonable(o):
