@@ -80,6 +80,7 @@
         data: h.cells,
         backgroundColor: (c) => (c.raw ? c.raw.color : "#d0d0d0"),
         borderColor: "#ffffff", borderWidth: 1,
+        hoverBackgroundColor: (c) => (c.raw ? c.raw.color : "#d0d0d0"), hoverBorderColor: "#1b1f24", hoverBorderWidth: 2,
         width: ({chart}) => (chart.chartArea || {width: 0}).width / nx,
         height: ({chart}) => (chart.chartArea || {height: 0}).height / ny,
       }]},
