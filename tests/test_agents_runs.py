@@ -348,3 +348,38 @@ def test_an_interrupted_run_ends_cleanly_and_resumes(tmp_path):
         "candidate_sha256"]          # the same edited kernel, restored from the checkpoint
     assert [e["call"] for e in of_type(events, "llm_call")] == [1, 2, 3]
     assert validate_trace(trace).ok
+
+
+def test_every_arm_takes_or_refuses_each_option(tmp_path):
+    from kernelseek_suite.agents import new_run
+    from kernelseek_suite.agents.arms import ArmOptionError, arm_names, arm_options
+    from kernelseek_suite.agents.selfcheck import ScriptedModel
+
+    with ScriptedChatServer([]) as srv:
+        base = config_for(srv)
+    for n, arm in enumerate(arm_names()):
+        cfg = config_for(srv)
+        cfg.arm, cfg.arm_options = arm, {"plateau_evalz": 3}
+        with pytest.raises(ArmOptionError, match=f"unknown option.*for the {arm} agent: plateau_evalz"):
+            new_run(cfg, tmp_path / f"{n}.jsonl", model=ScriptedModel([]))
+    assert "plateau_evals" in arm_options("kernelseek") and "plateau_evals" not in arm_options("toolrich")
+    assert arm_options("general") == {}
+    for bad in ({"categories": ["rhetorical"]}, {"plateau_evals": 0}, {"min_steps_between": "2"}):
+        cfg = config_for(srv)
+        cfg.arm_options = bad
+        with pytest.raises(ArmOptionError):
+            new_run(cfg, tmp_path / "bad.jsonl", model=ScriptedModel([]))
+    assert base.arm == "kernelseek"
+
+
+def test_the_information_arm_asks_information_questions_with_its_own_plateau(tmp_path):
+    script = [reply(None, [("evaluate", {})]) for _ in range(3)] + [reply(None, [("shell", {"command": "ls"})])]
+    with ScriptedChatServer(script) as srv:
+        cfg = config_for(srv, max_steps=4)
+        cfg.arm_options = {"categories": ["information"], "plateau_evals": 2, "new_best_min_gain": 10.0}
+        result, events, _ = run(cfg, tmp_path)
+    qs = of_type(events, "question")
+    assert [(q["trigger"], q["category"]) for q in qs] == [("plateau", "information")]
+    start = events[0]
+    assert start["bank"]["categories"] == ["information"] and start["config"]["questions"]["plateau_evals"] == 2
+    assert start["arm_options"]["categories"] == ["information"] and start["arm_options"]["repeated_failure"] == 3

@@ -8,8 +8,8 @@ guard.py (where tools act, and what protects the harness), tasks/ (fa-fwd-sm90, 
 arms/ (general, kernelseek, toolrich), decisions.py + questions.py + bank.py (the KernelSeek questions),
 profiler_tools.py + retrieval.py + lessons.py + population.py (the tool-rich arm's equipment),
 trace.py (writing, reading, validating, showing traces), runner.py (a run put together, or resumed),
-selfcheck.py (a task's tools driven without a model), cli.py (the commands); compare.py +
-runstats.py + compare_report.py (the head-to-head), analysis.py (gain attribution), compare_cli.py.
+selfcheck.py (a task's tools driven without a model); compare.py + runstats.py + compare_report.py
+(the head-to-head), analysis.py (gain attribution). The commands are in suite/cli/.
 The `openai` client and `tenacity` come with the `agents` extra; nothing here imports them until a
 model is made.
 """

@@ -26,6 +26,7 @@ class Totals:
     retries: int = 0
     questions: int = 0
     tool_call_errors: int = 0          # calls the model got wrong (bad JSON, no such tool, bad arguments)
+    compactions: int = 0               # times the conversation was compacted to fit the context window
     wall_s: float = 0.0
 
     def add_usage(self, usage: dict) -> None:

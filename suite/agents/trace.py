@@ -1,6 +1,7 @@
 """Run traces: JSONL, one event per line, written and flushed as it happens.
 
-The schema (version 1) is `schemas/trace-v1.schema.json`, described in docs/trace-schema.md. Big
+The schema (version 2; version 1 traces are still read and validated) is `schemas/trace-v2.schema.json`,
+described in docs/trace-schema.md. Big
 artifacts live beside the trace in `<trace>.d/`: `blobs/<sha256>` (candidate kernels and workspace
 files, content-addressed) and `evals/<n>/` (the evaluator's own outputs).
 """
@@ -20,7 +21,8 @@ from jsonschema import Draft202012Validator
 
 from ..provenance import now_utc
 
-TRACE_SCHEMA_VERSION = 1
+TRACE_SCHEMA_VERSION = 2
+SCHEMA_VERSIONS = (1, 2)
 REDACTED = "[redacted]"
 
 
@@ -199,14 +201,14 @@ def read_trace(path: Path) -> TraceFile:
     return out
 
 
-@lru_cache(1)
-def trace_schema() -> dict:
-    return json.loads(resources.files(__package__).joinpath("schemas/trace-v1.schema.json").read_text())
+@lru_cache(None)
+def trace_schema(version: int = TRACE_SCHEMA_VERSION) -> dict:
+    return json.loads(resources.files(__package__).joinpath(f"schemas/trace-v{version}.schema.json").read_text())
 
 
 @lru_cache(None)
-def _validator(type_: str) -> Draft202012Validator:
-    schema = trace_schema()
+def _validator(type_: str, version: int = TRACE_SCHEMA_VERSION) -> Draft202012Validator:
+    schema = trace_schema(version)
     return Draft202012Validator({"$ref": f"#/$defs/{type_}", "$defs": schema["$defs"]})
 
 
@@ -222,8 +224,14 @@ class Validation:
 
 
 def validate_events(events: list[dict]) -> tuple[list[str], list[str]]:
+    """Errors and notes of a trace, against the schema version its run_start names."""
     errors, notes = [], []
-    defs = trace_schema()["$defs"]
+    version = TRACE_SCHEMA_VERSION
+    if events and events[0].get("type") == "run_start":
+        version = events[0].get("schema_version")
+    if version not in SCHEMA_VERSIONS:
+        return [f"event 0: schema_version {version!r} is not one of {list(SCHEMA_VERSIONS)}"], notes
+    defs = trace_schema(version)["$defs"]
     ended = False
     for n, ev in enumerate(events):
         where = f"event {n} (seq {ev.get('seq')}, {ev.get('type')})"
@@ -235,7 +243,7 @@ def validate_events(events: list[dict]) -> tuple[list[str], list[str]]:
         if name not in defs or name in ("envelope", "message", "usage", "totals", "best", "sha256", "num_or_null"):
             errors.append(f"{where}: unknown event type {type_!r}")
             continue
-        for err in sorted(_validator(name).iter_errors(ev), key=lambda e: list(e.absolute_path))[:5]:
+        for err in sorted(_validator(name, version).iter_errors(ev), key=lambda e: list(e.absolute_path))[:5]:
             loc = "/".join(map(str, err.absolute_path)) or "(event)"
             errors.append(f"{where}: {loc}: {err.message}")
         if n == 0 and type_ != "run_start":
