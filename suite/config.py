@@ -62,6 +62,15 @@ class TimingConfig:
     # left running elsewhere. It counts, and more than max(abs, rel * call time) rejects the kernel.
     late_work_abs_ms: float = 0.05
     late_work_rel: float = 0.25
+    # The kernel's inputs get new contents before every call it is timed on (harness/fresh.py). In
+    # `repeat_calls` random rounds it is also timed once more on the contents it has just seen; a
+    # median repeat / counted time below `repeat_faster` is a result replayed by content (`cached`).
+    # An honest kernel does the same work whatever the values: the ratio sits at 1 within noise.
+    repeat_calls: int = 3
+    repeat_faster: float = 0.8
+    # timed calls whose output is kept (a uniform random sample, drawn as the calls come) and checked
+    # against the fp32 reference of that call's inputs, on one (batch, head) chosen at random
+    checked_calls: int = 3
 
 
 @dataclass(frozen=True)
