@@ -14,8 +14,7 @@ import difflib
 import json
 from pathlib import Path
 
-from ..agents.runstats import question_category
-from ..agents.trace import artifacts_dir, read_trace
+from ..agents.trace import artifacts_dir, question_category, read_trace
 from .page import render_page, write_page
 
 VENDOR = ["chart.umd.min.js"]
