@@ -131,6 +131,7 @@ def run_bench(req: BenchRequest, on_row: Callable[[ScenarioResult], None] | None
     def on_hello(h: dict):
         prov.update({"device": h.get("device"), "sms": h.get("sms"), "torch": h.get("torch"),
                      "cuda": h.get("cuda"), "cudnn": h.get("cudnn"), "gemm_tflops": h.get("gemm_tflops"),
+                     "ceiling_factor": req.config.plausibility.ceiling_factor,
                      "baseline_status": h.get("baselines"), "baseline_versions": h.get("baseline_versions")})
         sweep.save()
 

@@ -253,10 +253,10 @@ def test_the_real_shard_runner_builds_once_per_worker_and_isolates_a_crash(tmp_p
         summary = run_sharded(req, scaleout=ScaleOut(chunk=4), client=c, probe=h200_probe)
     rows = {r.scenario: r for r in read_jsonl(tmp_path / "out" / "bench.jsonl")}
     assert sorted(rows) == sorted(s.id for s in chosen)
-    assert rows[crash].status == "crash" and summary["scenarios_correct"] == 27
-    # the roofline alarm from the GEMM ceiling the worker measured, the jump alarm from --previous
-    ok = [r for r in rows.values() if r.correct]
-    assert all(any(f.startswith("roofline") for f in r.flags) for r in ok)
+    assert rows[crash].status == "crash" and summary["failures"] == {"crash": 1, "implausible": 27}
+    # implausible from the GEMM ceiling the worker measured (500 > 1.1 x 100), the jump alarm from --previous
+    assert all(r.status == "implausible" for s, r in rows.items() if s != crash)
+    assert summary["scenarios_correct"] == 0 and summary["ceiling"]["implausible_above_tflops"] == 110.0
     assert any(f.startswith("jump") for f in rows[chosen[0].id].flags)
     # one build per device: each worker's own cache holds a single build of the kernel
     builds = sorted((tmp_path / "cache" / "scaleout").glob("GPU-fake-*/build/*/kernel.so"))

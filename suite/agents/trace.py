@@ -268,6 +268,11 @@ def validate_trace(path: Path) -> Validation:
     return Validation(tf.problems + errors, notes, len(tf.events))
 
 
+def question_category(ev: dict) -> str:
+    """A question event's category; a typed question has none: `human`."""
+    return ev.get("category") or ("human" if ev.get("source") == "human" else "uncategorized")
+
+
 # ---------------------------------------------------------------- a readable timeline
 
 def _fmt_num(x, fmt="{:.3f}x") -> str:

@@ -1,5 +1,5 @@
-"""`kernelseek-suite compare`: the arms head-to-head, a thin layer over agents/compare.py,
-compare_report.py and runstats.py (and scaleout/agent_runs.py with --executor dask)."""
+"""`kernelseek-suite compare`: the arms head-to-head, a thin layer over the headtohead package
+(and scaleout/agent_runs.py with --executor dask)."""
 from __future__ import annotations
 
 import sys
@@ -32,9 +32,9 @@ def _arm_options(items) -> dict[str, dict]:
 
 
 def _render(traces: list[Path], out_dir: Path, remeasure_runs: bool, note: str = "") -> None:
-    from ..agents.compare import remeasure, remeasured_by_trace
-    from ..agents.compare_report import render
-    from ..agents.runstats import stats_from_trace
+    from ..headtohead.compare import remeasure, remeasured_by_trace
+    from ..headtohead.report import render
+    from ..headtohead.runstats import stats_from_trace
 
     new = {}
     if remeasure_runs:
@@ -85,7 +85,7 @@ def compare_cmd(arms, task, model_name, base_url, seeds, max_steps, max_evals, m
     time."""
     from ..agents.arms import arm_names
     from ..agents.runner import api_key_from_env
-    from ..agents.runstats import find_traces
+    from ..headtohead.runstats import find_traces
 
     if from_traces:
         traces = find_traces(from_traces)
@@ -103,7 +103,7 @@ def compare_cmd(arms, task, model_name, base_url, seeds, max_steps, max_evals, m
                       f"{len(traces)} trace(s) under {out_dir / 'traces'}")
         _render(traces, out_dir, remeasure)
         return
-    from ..agents.compare import CompareRequest, run_compare
+    from ..headtohead.compare import CompareRequest, run_compare
 
     names = [a.strip() for a in arms.split(",") if a.strip()]
     try:

@@ -56,8 +56,8 @@ def traces_show(file):
               show_default=True)
 def traces_analyze(files, threshold, out_dir):
     """Questions, tool calls, evaluations and gain attribution for FILES (traces, or folders of them)."""
-    from ..agents.analysis import analyze, markdown, write
-    from ..agents.runstats import find_traces
+    from ..headtohead.analysis import analyze, markdown, write
+    from ..headtohead.runstats import find_traces
 
     traces = [t for f in files for t in find_traces(f)]
     if not traces:

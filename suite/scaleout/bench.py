@@ -82,7 +82,8 @@ class _Sweep(SweepOutput):
             if not self.prov.get("device"):
                 got = {"device": h.get("device"), "sms": h.get("sms"), "torch": h.get("torch"), "cuda": h.get("cuda"),
                        "cudnn": h.get("cudnn"), "gemm_tflops": h.get("gemm_tflops"), "baseline_status": h.get("baselines"),
-                       "baseline_versions": h.get("baseline_versions")}
+                       "baseline_versions": h.get("baseline_versions"),
+                       "ceiling_factor": self.req.config.plausibility.ceiling_factor}
                 self.prov.update({k: v for k, v in got.items() if v is not None})
         if res.get("build") and "build" not in self.prov:
             self.prov["build"] = res["build"]

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Callable
 
 from ..provenance import host_provenance, now_utc
-from .config import RunConfig
-from .runner import API_KEY_ENV
-from .trace import artifacts_dir, read_trace
+from ..agents.config import RunConfig
+from ..agents.runner import API_KEY_ENV
+from ..agents.trace import artifacts_dir, read_trace
 
 DEFAULT_OUT = Path("results") / "compare"
 
@@ -93,7 +93,7 @@ def trace_state(path: Path) -> str:
 def run_spec(spec: RunSpec, api_key: str | None = None, model=None) -> dict:
     """Runs (or resumes, or skips when finished) one arm with one seed. The key is read from
     OPENAI_API_KEY when not given. Returns a small JSON-able record of the outcome."""
-    from .runner import new_run, resume_run
+    from ..agents.runner import new_run, resume_run
 
     key = api_key if api_key is not None else os.environ.get(API_KEY_ENV) or None
     path = Path(spec.trace_path)
@@ -158,7 +158,7 @@ def remeasure(traces: list[Path], out_dir: Path, timeout_s: float | None = None,
               on_result: Callable[[Remeasurement], None] | None = None) -> list[Remeasurement]:
     """Evaluates every candidate recorded in `traces` again, with each run's own task and options, on
     this machine; each distinct candidate of a run once. Rows go to `<out_dir>/remeasure.jsonl`."""
-    from .tasks import make_task
+    from ..agents.tasks import make_task
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
