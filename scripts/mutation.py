@@ -19,6 +19,7 @@ cannot change any result. A module below the minimum score fails the run.
 The copy is made from the working tree (tracked and untracked, not ignored files), so the files in
 the checkout are never mutated, even when a run is interrupted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,7 +42,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = ROOT / "tests" / "mutation"
-PACKAGE = "kernelseek_suite"      # the import name of suite/
+PACKAGE = "kernelseek_suite"  # the import name of suite/
 ANNOTATION = "in an annotation, never evaluated"
 
 
@@ -66,7 +67,7 @@ class Survivor:
     line: int
     original: str
     mutant: str
-    equivalent: str | None = None     # the reason, when listed as equivalent
+    equivalent: str | None = None  # the reason, when listed as equivalent
 
 
 @dataclass
@@ -78,7 +79,7 @@ class ModuleScore:
     survived: int = 0
     equivalent: int = 0
     incompetent: int = 0
-    annotations: int = 0            # mutants inside annotations, not run (see annotation_spans)
+    annotations: int = 0  # mutants inside annotations, not run (see annotation_spans)
     seconds: float = 0.0
     survivors: list[Survivor] = field(default_factory=list)
 
@@ -127,12 +128,15 @@ def changed_modules(mods: dict[str, Module], base: str | None) -> list[str]:
     """Modules whose source or tests differ from the merge base with `base`; without a base, from
     what they were when their score was recorded (scores.json)."""
     if base:
-        mb = subprocess.run(["git", "merge-base", "HEAD", base], cwd=ROOT, capture_output=True, text=True,
-                            check=True).stdout.strip()
-        names = subprocess.run(["git", "diff", "--name-only", mb], cwd=ROOT, capture_output=True, text=True,
-                               check=True).stdout.split()
-        untracked = subprocess.run(["git", "ls-files", "--others", "--exclude-standard"], cwd=ROOT,
-                                   capture_output=True, text=True, check=True).stdout.split()
+        mb = subprocess.run(
+            ["git", "merge-base", "HEAD", base], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        names = subprocess.run(
+            ["git", "diff", "--name-only", mb], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.split()
+        untracked = subprocess.run(
+            ["git", "ls-files", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.split()
         touched = set(names) | set(untracked)
         return [n for n, m in mods.items() if touched & {m.path, *m.tests}]
     recorded = load_scores()["modules"]
@@ -142,8 +146,13 @@ def changed_modules(mods: dict[str, Module], base: str | None) -> list[str]:
 def copy_tree(dest: Path) -> None:
     """The working tree's files (tracked, and untracked ones git does not ignore) and an import path
     on which `kernelseek_suite` is this copy's suite/."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True,
-                           check=True).stdout.decode().split("\0")
+    files = (
+        subprocess.run(
+            ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True, check=True
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for rel in filter(None, files):
         src = ROOT / rel
         if src.is_file():
@@ -185,8 +194,10 @@ def annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]
     """Where the annotations of a module are, when `from __future__ import annotations` keeps them
     unevaluated (a mutant there cannot change what the module does); else none."""
     tree = ast.parse(source)
-    if not any(isinstance(n, ast.ImportFrom) and n.module == "__future__" and
-               any(a.name == "annotations" for a in n.names) for n in tree.body):
+    if not any(
+        isinstance(n, ast.ImportFrom) and n.module == "__future__" and any(a.name == "annotations" for a in n.names)
+        for n in tree.body
+    ):
         return []
     notes = []
     for node in ast.walk(tree):
@@ -242,13 +253,20 @@ def run_module(mod: Module, equivalents: list[Equivalent], jobs: int = 1) -> Mod
             copy.mkdir()
             copy_tree(copy)
         copy, env = copies[0], _env(copies[0])
-        where = subprocess.run([sys.executable, "-c", f"import {PACKAGE}; print({PACKAGE}.__file__)"], cwd=copy,
-                               env=env, capture_output=True, text=True, check=True).stdout.strip()
+        where = subprocess.run(
+            [sys.executable, "-c", f"import {PACKAGE}; print({PACKAGE}.__file__)"],
+            cwd=copy,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         if not Path(where).resolve().is_relative_to(copy.resolve()):
             raise SystemExit(f"{PACKAGE} imports from {where}, not from the copy being mutated")
         tests = " ".join(shlex.quote(t) for t in mod.tests)
-        command = (f"{shlex.quote(sys.executable)} -m pytest -x -q -p no:cacheprovider "
-                   f"-o addopts='' --timeout=60 {tests}")
+        command = (
+            f"{shlex.quote(sys.executable)} -m pytest -x -q -p no:cacheprovider -o addopts='' --timeout=60 {tests}"
+        )
         t1 = time.monotonic()
         base = subprocess.run(command, shell=True, cwd=copy, env=env, capture_output=True, text=True)
         if base.returncode != 0:
@@ -258,21 +276,31 @@ def run_module(mod: Module, equivalents: list[Equivalent], jobs: int = 1) -> Mod
             urls = []
             for c in copies:
                 port = _free_port()
-                workers.append(subprocess.Popen([sys.executable, "-m", "cosmic_ray.cli", "http-worker", "--port",
-                                                 str(port)], cwd=c, env=_env(c), stdout=subprocess.DEVNULL,
-                                                stderr=subprocess.DEVNULL))
+                workers.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", "cosmic_ray.cli", "http-worker", "--port", str(port)],
+                        cwd=c,
+                        env=_env(c),
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    )
+                )
                 _wait_for_port(port, workers[-1])
                 urls.append(f"http://127.0.0.1:{port}")
-            distributor = f'[cosmic-ray.distributor]\nname = "http"\n[cosmic-ray.distributor.http]\n' \
-                          f"worker-urls = {json.dumps(urls)}\n"
+            distributor = (
+                f'[cosmic-ray.distributor]\nname = "http"\n[cosmic-ray.distributor.http]\n'
+                f"worker-urls = {json.dumps(urls)}\n"
+            )
         else:
             distributor = '[cosmic-ray.distributor]\nname = "local"\n'
         cfg = Path(tmp) / "mutation.toml"
-        cfg.write_text("[cosmic-ray]\n"
-                       f"module-path = {json.dumps(mod.path)}\n"
-                       f"timeout = {timeout:.1f}\n"
-                       "excluded-modules = []\n"
-                       f"test-command = {json.dumps(command)}\n" + distributor)
+        cfg.write_text(
+            "[cosmic-ray]\n"
+            f"module-path = {json.dumps(mod.path)}\n"
+            f"timeout = {timeout:.1f}\n"
+            "excluded-modules = []\n"
+            f"test-command = {json.dumps(command)}\n" + distributor
+        )
         db = str(Path(tmp) / "session.sqlite")
         try:
             _cosmic(copy, env, "init", str(cfg), db)
@@ -311,14 +339,21 @@ def run_module(mod: Module, equivalents: list[Equivalent], jobs: int = 1) -> Mod
 def stale_equivalents(equivalents: list[Equivalent], results: list[ModuleScore]) -> list[Equivalent]:
     """Entries for a module that was run that matched no surviving mutant (fixed, or the code moved)."""
     ran = {r.module: r for r in results}
-    return [e for e in equivalents if e.module in ran and not any(
-        s.equivalent and s.original == e.original and s.mutant == e.mutant for s in ran[e.module].survivors)]
+    return [
+        e
+        for e in equivalents
+        if e.module in ran
+        and not any(s.equivalent and s.original == e.original and s.mutant == e.mutant for s in ran[e.module].survivors)
+    ]
 
 
 def _commit() -> str:
-    sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
-                           text=True).stdout.strip()
+    sha = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
     return sha + ("+changes" if dirty else "")
 
 
@@ -340,8 +375,11 @@ def main(argv=None) -> int:
         changed = changed_modules(mods, args.base)
         names = [n for n in names if n in changed]
         if not names:
-            print("mutation: no module changed" + (f" since the merge base with {args.base}" if args.base
-                                                    else " since its recorded score") + "; nothing to run")
+            print(
+                "mutation: no module changed"
+                + (f" since the merge base with {args.base}" if args.base else " since its recorded score")
+                + "; nothing to run"
+            )
             return 0
     equivalents = load_equivalents()
     results = []
@@ -352,8 +390,11 @@ def main(argv=None) -> int:
         for s in r.survivors:
             tag = f"equivalent: {s.equivalent}" if s.equivalent else "SURVIVED"
             print(f"  {r.path}:{s.line} {s.operator}\n      - {s.original}\n      + {s.mutant}\n      {tag}")
-        print(f"  {n}: {r.killed} killed, {r.survived} survived ({r.equivalent} equivalent), "
-              f"{r.incompetent} incompetent, {r.annotations} in annotations (not run), of {r.mutants}: score {r.score:.1%} in {r.seconds:.0f} s", flush=True)
+        print(
+            f"  {n}: {r.killed} killed, {r.survived} survived ({r.equivalent} equivalent), "
+            f"{r.incompetent} incompetent, {r.annotations} in annotations (not run), of {r.mutants}: score {r.score:.1%} in {r.seconds:.0f} s",
+            flush=True,
+        )
     stale = stale_equivalents(equivalents, results)
     for e in stale:
         print(f"mutation: equivalent.yaml entry matched no survivor of {e.module}: {e.original!r} -> {e.mutant!r}")
@@ -367,9 +408,19 @@ def main(argv=None) -> int:
         when, commit = _dt.date.today().isoformat(), _commit()
         for r in results:
             scores["modules"][r.module] = {
-                "path": r.path, "fingerprint": fingerprint(mods[r.module]), "date": when, "commit": commit,
-                "mutants": r.mutants, "killed": r.killed, "survived": r.survived, "equivalent": r.equivalent,
-                "incompetent": r.incompetent, "annotations": r.annotations, "score": round(r.score, 4), "seconds": round(r.seconds)}
+                "path": r.path,
+                "fingerprint": fingerprint(mods[r.module]),
+                "date": when,
+                "commit": commit,
+                "mutants": r.mutants,
+                "killed": r.killed,
+                "survived": r.survived,
+                "equivalent": r.equivalent,
+                "incompetent": r.incompetent,
+                "annotations": r.annotations,
+                "score": round(r.score, 4),
+                "seconds": round(r.seconds),
+            }
         (CONFIG_DIR / "scores.json").write_text(json.dumps(scores, indent=1, sort_keys=True) + "\n")
     low = [r for r in results if r.score < min_score]
     for r in low:

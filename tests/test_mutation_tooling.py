@@ -1,4 +1,5 @@
 """The mutation-testing set-up (scripts/mutation.py, tests/mutation/) and the per-test time limits."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -55,8 +56,10 @@ def test_the_recorded_scores_meet_the_minimum():
 
 
 def test_a_survivor_is_read_from_its_diff():
-    diff = ("--- mutation diff ---\n--- a/suite/harness/check.py\n+++ b/suite/harness/check.py\n"
-            "@@ -47,7 +47,7 @@\n     x = 1\n-    if not max_err <= tol:\n+    if not max_err < tol:\n     y = 2\n")
+    diff = (
+        "--- mutation diff ---\n--- a/suite/harness/check.py\n+++ b/suite/harness/check.py\n"
+        "@@ -47,7 +47,7 @@\n     x = 1\n-    if not max_err <= tol:\n+    if not max_err < tol:\n     y = 2\n"
+    )
     assert mutation._diff_lines(diff) == (47, "if not max_err <= tol:", "if not max_err < tol:")
     assert mutation._diff_lines("") == (0, "", "")
 
@@ -114,20 +117,31 @@ class _Item:
 
 
 def test_builds_and_gpu_runs_get_longer_limits_unless_they_set_their_own():
-    items = {"plain": _Item(), "nvcc": _Item("nvcc"), "slow": _Item("slow"), "gpu": _Item("gpu", "nvcc"),
-             "own": _Item("nvcc", timeout=5)}
+    items = {
+        "plain": _Item(),
+        "nvcc": _Item("nvcc"),
+        "slow": _Item("slow"),
+        "gpu": _Item("gpu", "nvcc"),
+        "own": _Item("nvcc", timeout=5),
+    }
     conftest.pytest_collection_modifyitems(None, list(items.values()))
     assert {k: i.timeout() for k, i in items.items()} == {
-        "plain": None, "nvcc": conftest.SLOW_TIMEOUT_S, "slow": conftest.SLOW_TIMEOUT_S,
-        "gpu": conftest.GPU_TIMEOUT_S, "own": 5}
+        "plain": None,
+        "nvcc": conftest.SLOW_TIMEOUT_S,
+        "slow": conftest.SLOW_TIMEOUT_S,
+        "gpu": conftest.GPU_TIMEOUT_S,
+        "own": 5,
+    }
 
 
 def test_annotation_spans_cover_annotations_only_when_they_are_not_evaluated():
-    src = ("from __future__ import annotations\n"
-           "def f(a: int | None, b=1) -> str | None:\n"
-           "    x: int | None = a | b\n"
-           "    return x\n")
+    src = (
+        "from __future__ import annotations\n"
+        "def f(a: int | None, b=1) -> str | None:\n"
+        "    x: int | None = a | b\n"
+        "    return x\n"
+    )
     spans = mutation.annotation_spans(src)
     assert sorted(spans) == [((2, 9), (2, 19)), ((2, 29), (2, 39)), ((3, 7), (3, 17))]
-    assert not any(a <= (3, 22) < b for a, b in spans)          # `a | b` is code
+    assert not any(a <= (3, 22) < b for a, b in spans)  # `a | b` is code
     assert mutation.annotation_spans(src.split("\n", 1)[1]) == []

@@ -17,14 +17,14 @@ def _fresh_ratio(s, b):
         return q * 0.80
     if s.id == NOISY:
         return q * 1.08
-    return q * 1.01      # within the tolerance
+    return q * 1.01  # within the tolerance
 
 
 def test_each_scenario_gets_a_verdict(tmp_path):
     shipped = write_results(tmp_path / "shipped")
     fresh_rows = make_rows(ratio=_fresh_ratio, wrong={"d96-h16kv16-s512"})
     for r in fresh_rows:
-        if r.scenario == NOISY:   # a measurement whose spread is larger than its change
+        if r.scenario == NOISY:  # a measurement whose spread is larger than its change
             for t in r.times_ms.values():
                 t["iqr_ms"] = 0.12 * t["median_ms"]
     fresh = write_results(tmp_path / "fresh", fresh_rows)
@@ -39,7 +39,7 @@ def test_each_scenario_gets_a_verdict(tmp_path):
     assert v.counts() == {SAME: 178, FASTER: 1, SLOWER: 1, INCONCLUSIVE: 2}
     claims = {c.claim.split(" over")[0]: c for c in v.claims}
     assert claims["correct on the timed scenarios"].verdict == "not reproduced"
-    assert claims["geomean vs fa3"].verdict == SAME      # +1% overall, within 5%
+    assert claims["geomean vs fa3"].verdict == SAME  # +1% overall, within 5%
     assert not v.reproduced
 
 
@@ -78,7 +78,15 @@ from pathlib import Path
 import pytest
 
 from kernelseek_suite.reports.data import ArchResults
-from kernelseek_suite.reports.verify import VERDICTS, Claim, ScenarioVerdict, Verdict, _classify, _rel_spread, scenario_verdict
+from kernelseek_suite.reports.verify import (
+    VERDICTS,
+    Claim,
+    ScenarioVerdict,
+    Verdict,
+    _classify,
+    _rel_spread,
+    scenario_verdict,
+)
 from kernelseek_suite.results import ScenarioResult
 
 
@@ -98,11 +106,19 @@ def arch(rows, baselines=("fa3",), summary=None):
     return ArchResults(Path("."), Path("."), "sm90", list(rows), summary or {}, {"baselines": list(baselines)})
 
 
-@pytest.mark.parametrize("change,tol,noise,want", [
-    (0.0, 0.05, 0.0, "same"), (0.25, 0.25, 0.0, "same"), (-0.25, 0.25, 0.0, "same"),
-    (0.5, 0.25, 0.5, "inconclusive"), (-0.5, 0.25, 0.5, "inconclusive"),
-    (0.5, 0.25, 0.25, "faster"), (-0.5, 0.25, 0.25, "slower"), (0.375, 0.25, 0.0, "faster"),
-])
+@pytest.mark.parametrize(
+    "change,tol,noise,want",
+    [
+        (0.0, 0.05, 0.0, "same"),
+        (0.25, 0.25, 0.0, "same"),
+        (-0.25, 0.25, 0.0, "same"),
+        (0.5, 0.25, 0.5, "inconclusive"),
+        (-0.5, 0.25, 0.5, "inconclusive"),
+        (0.5, 0.25, 0.25, "faster"),
+        (-0.5, 0.25, 0.25, "slower"),
+        (0.375, 0.25, 0.0, "faster"),
+    ],
+)
 def test_classify_at_its_edges(change, tol, noise, want):
     verdict, why = _classify(change, tol, noise)
     assert verdict == want
@@ -149,7 +165,13 @@ def test_the_noise_adds_the_four_relative_spreads_in_quadrature():
 
 def test_a_scenario_missing_on_one_side_is_inconclusive():
     v = scenario_verdict(row("a", ratio=1.2), None, "fa3", 0.05)
-    assert (v.scenario, v.shipped, v.fresh, v.verdict, v.why) == ("a", 1.2, None, "inconclusive", "not in the fresh run")
+    assert (v.scenario, v.shipped, v.fresh, v.verdict, v.why) == (
+        "a",
+        1.2,
+        None,
+        "inconclusive",
+        "not in the fresh run",
+    )
     v = scenario_verdict(None, row("b", ratio=1.3), "fa3", 0.05)
     assert (v.scenario, v.shipped, v.fresh, v.verdict, v.why) == ("b", None, 1.3, "inconclusive", "not shipped")
     assert v.change is None
@@ -190,8 +212,11 @@ def test_reproduced_means_no_claim_came_out_worse():
     for bad in ("slower", "not reproduced"):
         v.claims = [Claim("a", "1", "1", "same"), Claim("c", "1", "1", bad)]
         assert not v.reproduced
-    v.scenarios = [ScenarioVerdict("a", 1, 1, "same"), ScenarioVerdict("b", 1, 1, "same"),
-                   ScenarioVerdict("c", 1, 1, "slower")]
+    v.scenarios = [
+        ScenarioVerdict("a", 1, 1, "same"),
+        ScenarioVerdict("b", 1, 1, "same"),
+        ScenarioVerdict("c", 1, 1, "slower"),
+    ]
     assert v.counts() == {"same": 2, "faster": 0, "slower": 1, "inconclusive": 0}
 
 
@@ -200,7 +225,11 @@ def test_compare_covers_every_scenario_of_both_runs_in_order():
     new = arch([row("c"), row("d"), row("a")])
     v = compare(old, new, tolerance=0.05)
     assert [(s.scenario, s.verdict) for s in v.scenarios] == [
-        ("a", "same"), ("b", "inconclusive"), ("c", "same"), ("d", "inconclusive")]
+        ("a", "same"),
+        ("b", "inconclusive"),
+        ("c", "same"),
+        ("d", "inconclusive"),
+    ]
     assert v.baseline == "fa3" and v.tolerance == 0.05
 
 
@@ -212,17 +241,23 @@ def test_the_baseline_can_be_chosen():
     assert v.baseline == "cudnn" and v.scenarios[0].verdict == "faster"
 
 
-@pytest.mark.parametrize("old_ok,new_ok,want", [
-    ((1, 2), (2, 4), "reproduced"),      # the same share with more scenarios
-    ((1, 2), (3, 4), "reproduced"),
-    ((2, 2), (3, 4), "not reproduced"),
-    ((1, 2), (1, 4), "not reproduced"),
-    ((0, 2), (0, 1), "reproduced"),
-])
+@pytest.mark.parametrize(
+    "old_ok,new_ok,want",
+    [
+        ((1, 2), (2, 4), "reproduced"),  # the same share with more scenarios
+        ((1, 2), (3, 4), "reproduced"),
+        ((2, 2), (3, 4), "not reproduced"),
+        ((1, 2), (1, 4), "not reproduced"),
+        ((0, 2), (0, 1), "reproduced"),
+    ],
+)
 def test_the_correctness_claim_compares_shares(old_ok, new_ok, want):
     def rows(ok, n, extended):
-        return [row(f"{'e' if extended else 'g'}{i}", status="ok" if i < ok else "wrong", extended=extended)
-                for i in range(n)]
+        return [
+            row(f"{'e' if extended else 'g'}{i}", status="ok" if i < ok else "wrong", extended=extended)
+            for i in range(n)
+        ]
+
     old = arch(rows(*old_ok, False) + rows(*old_ok, True))
     new = arch(rows(*new_ok, False) + rows(*new_ok, True))
     claims = {c.claim: c for c in compare(old, new).claims}
@@ -235,7 +270,9 @@ def test_a_set_the_fresh_run_did_not_run_is_inconclusive_and_one_not_shipped_is_
     old = arch([row("g"), row("e", extended=True)])
     claims = {c.claim: c for c in compare(old, arch([row("g")])).claims}
     assert (claims["correct on the extended set"].fresh, claims["correct on the extended set"].verdict) == (
-        "not run", "inconclusive")
+        "not run",
+        "inconclusive",
+    )
     claims = {c.claim: c for c in compare(arch([row("g")]), arch([row("g"), row("e", extended=True)])).claims}
     assert "correct on the extended set" not in claims and "correct on the timed scenarios" in claims
 
@@ -245,15 +282,21 @@ def test_the_geomean_claim_of_every_baseline():
         a, b = row(sid, ratio=a_fa3, status=ok[0]), row(sid, ratio=b_fa3, status=ok[1])
         a.ratio["cudnn"], b.ratio["cudnn"] = a_cu, b_cu
         return a, b
-    pairs = [both("s1", 1.0, 2.0, 1.0, 2.0), both("s2", 4.0, 8.0, 4.0, 8.0 * 1.5 ** 2),
-             both("s3", 9.0, 9.0, 1.0, 1.0, ok=("ok", "wrong")), both("s4", 9.0, 9.0, 1.0, 1.0, ok=("wrong", "ok")),
-             both("s5", None, 3.0, 1.0, 0.0)]
+
+    pairs = [
+        both("s1", 1.0, 2.0, 1.0, 2.0),
+        both("s2", 4.0, 8.0, 4.0, 8.0 * 1.5**2),
+        both("s3", 9.0, 9.0, 1.0, 1.0, ok=("ok", "wrong")),
+        both("s4", 9.0, 9.0, 1.0, 1.0, ok=("wrong", "ok")),
+        both("s5", None, 3.0, 1.0, 0.0),
+    ]
     old = arch([p[0] for p in pairs], baselines=("fa3", "cudnn"))
     new = arch([p[1] for p in pairs] + [row("s6", ratio=5.0)], baselines=("fa3", "cudnn"))
     claims = [c for c in compare(old, new, tolerance=0.25).claims if c.claim.startswith("geomean")]
     assert [(c.claim, c.shipped, c.fresh, c.verdict) for c in claims] == [
         ("geomean vs fa3 over 2 common scenarios", "2.000x", "2.000x (within 25%)", "same"),
-        ("geomean vs cudnn over 2 common scenarios", "4.000x", "6.000x (+50.0%)", "faster")]
+        ("geomean vs cudnn over 2 common scenarios", "4.000x", "6.000x (+50.0%)", "faster"),
+    ]
 
 
 def test_a_baseline_with_no_common_scenario_does_not_stop_the_next_ones():
@@ -262,9 +305,11 @@ def test_a_baseline_with_no_common_scenario_does_not_stop_the_next_ones():
     new = arch([row("s1", ratio=1.0)], baselines=("fa3", "fa4", "cudnn"))
     new.rows[0].ratio.update({"cudnn": 0.5})
     claims = [(c.claim, c.shipped, c.fresh, c.verdict) for c in compare(old, new).claims if "geomean" in c.claim]
-    assert claims == [("geomean vs fa3", "0.925x", "no common scenario", "inconclusive"),
-                      ("geomean vs fa4", "not measured", "no common scenario", "inconclusive"),
-                      ("geomean vs cudnn over 1 common scenarios", "1.000x", "0.500x (-50.0%)", "slower")]
+    assert claims == [
+        ("geomean vs fa3", "0.925x", "no common scenario", "inconclusive"),
+        ("geomean vs fa4", "not measured", "no common scenario", "inconclusive"),
+        ("geomean vs cudnn over 1 common scenarios", "1.000x", "0.500x (-50.0%)", "slower"),
+    ]
     assert not compare(old, new).reproduced
 
 
@@ -285,7 +330,9 @@ def test_a_run_with_only_an_extended_set_still_gets_its_claim():
     claims = {c.claim: c for c in compare(old, new).claims}
     assert "correct on the timed scenarios" not in claims
     assert (claims["correct on the extended set"].fresh, claims["correct on the extended set"].verdict) == (
-        "1/2", "not reproduced")
+        "1/2",
+        "not reproduced",
+    )
 
 
 @pytest.mark.parametrize("tolerance", [-0.01, float("nan")])

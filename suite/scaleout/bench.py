@@ -6,21 +6,21 @@ time and are appended to the same bench.jsonl as a single-GPU run, each with the
 (index, UUID, host); the csv/md/summary/provenance are written as by `run_bench`. A worker that dies
 loses only the scenario it was running: Dask runs its shard again elsewhere, without the rows
 already recorded. An interrupted run continues with --resume."""
+
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
 import math
-import secrets
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ..bench import BenchRequest, ResumeMismatch, select_scenarios, write_outputs
-from ..provenance import host_provenance, now_utc
-from ..results import STATUS_CRASH, ScenarioResult, read_jsonl
+from ..bench import BenchRequest, SweepOutput, select_scenarios
+from ..provenance import host_provenance
+from ..results import STATUS_CRASH, ScenarioResult
 from ..scenarios import Scenario
 from .cluster import ClusterSpec, open_client
 from .executor import Channel, ItemFailure, WorkItem, run_items
@@ -31,9 +31,10 @@ from .shard import GPUProbe, ShardJob, ShardRunner, run_sanitize, run_shard
 @dataclass
 class ScaleOut:
     """How `bench` spreads over a cluster."""
+
     cluster: ClusterSpec = field(default_factory=ClusterSpec)
-    per_class_reports: bool = False   # mixed GPU classes: one report per class under --out
-    chunk: int | None = None          # scenarios per work item (default: about four items per worker)
+    per_class_reports: bool = False  # mixed GPU classes: one report per class under --out
+    chunk: int | None = None  # scenarios per work item (default: about four items per worker)
 
 
 def plan_shards(scenarios: list[Scenario], workers: int, chunk: int | None = None) -> list[list[Scenario]]:
@@ -42,48 +43,23 @@ def plan_shards(scenarios: list[Scenario], workers: int, chunk: int | None = Non
     if not scenarios:
         return []
     size = chunk or max(1, math.ceil(len(scenarios) / (4 * max(1, workers))))
-    return [scenarios[i:i + size] for i in range(0, len(scenarios), size)]
+    return [scenarios[i : i + size] for i in range(0, len(scenarios), size)]
 
 
-class _Sweep:
+class _Sweep(SweepOutput):
     """One output folder (one device class): its rows, provenance and files."""
 
-    def __init__(self, out: Path, req: BenchRequest, sha: str, chosen: list[Scenario], gpus: list[WorkerGPU],
-                 executor: dict, seed: int | None):
-        self.out, self.req, self.sha, self.chosen, self.gpus = Path(out), req, sha, chosen, gpus
-        self.out.mkdir(parents=True, exist_ok=True)
-        self.jsonl, self.prov_path = self.out / "bench.jsonl", self.out / "provenance.json"
-        self.prior: list[ScenarioResult] = []
-        if req.resume and self.jsonl.exists():
-            old = json.loads(self.prov_path.read_text()) if self.prov_path.exists() else {}
-            if old.get("kernel_sha256") and old["kernel_sha256"] != sha:
-                raise ResumeMismatch(f"{self.out} holds results of another kernel (sha256 {old['kernel_sha256'][:16]}); "
-                                     "use another --out or drop --resume")
-            ids = {s.id for s in chosen}
-            self.prior = _dedup([r for r in read_jsonl(self.jsonl) if r.scenario in ids])
-            self.prov = old
-            self.seed = int(self.prov.get("seed", seed if seed is not None else secrets.randbits(48)))
-            self.prov.setdefault("resumed", []).append(now_utc())
-        else:
-            for stale in (self.jsonl, self.out / "sanitize.json", self.out / "summary.json"):
-                if stale.exists():
-                    stale.unlink()
-            self.seed = seed if seed is not None else secrets.randbits(48)
-            self.prov = _client_provenance(gpus)
-            self.prov.update({"seed": self.seed, "kernel": str(req.kernel), "kernel_sha256": sha, "arch": req.arch,
-                              "baselines": req.baselines})
+    def __init__(
+        self, out: Path, req: BenchRequest, sha: str, chosen: list[Scenario], gpus: list[WorkerGPU], executor: dict
+    ):
+        super().__init__(out, req, sha, chosen, lambda: _client_provenance(gpus))
+        self.gpus = gpus
         self.prov["executor"] = executor
         known = {d.get("uuid") or d.get("worker") for d in self.prov.get("devices", [])}
-        self.prov.setdefault("devices", []).extend(
-            g.to_dict() for g in gpus if (g.uuid or g.worker) not in known)
-        self.done = {r.scenario for r in self.prior}
+        self.prov.setdefault("devices", []).extend(g.to_dict() for g in gpus if (g.uuid or g.worker) not in known)
         self.rows: list[ScenarioResult] = list(self.prior)
         self.extra: dict = {}
-        self.todo = [s for s in chosen if s.id not in self.done]
         self.save()
-
-    def save(self) -> None:
-        self.prov_path.write_text(json.dumps(self.prov, indent=1))
 
     def record(self, row: ScenarioResult) -> bool:
         if row.scenario in self.done:
@@ -103,12 +79,22 @@ class _Sweep:
             dev["clocks_end"] = res["clocks"]["end"]
         h = res.get("hello") or {}
         if h:
-            dev["software"] = {k: h.get(k) for k in ("device", "sms", "torch", "cuda", "cudnn", "gemm_tflops",
-                                                     "baselines", "baseline_versions")}
+            dev["software"] = {
+                k: h.get(k)
+                for k in ("device", "sms", "torch", "cuda", "cudnn", "gemm_tflops", "baselines", "baseline_versions")
+            }
             if not self.prov.get("device"):
-                got = {"device": h.get("device"), "sms": h.get("sms"), "torch": h.get("torch"), "cuda": h.get("cuda"),
-                       "cudnn": h.get("cudnn"), "gemm_tflops": h.get("gemm_tflops"), "baseline_status": h.get("baselines"),
-                       "baseline_versions": h.get("baseline_versions")}
+                got = {
+                    "device": h.get("device"),
+                    "sms": h.get("sms"),
+                    "torch": h.get("torch"),
+                    "cuda": h.get("cuda"),
+                    "cudnn": h.get("cudnn"),
+                    "gemm_tflops": h.get("gemm_tflops"),
+                    "baseline_status": h.get("baselines"),
+                    "baseline_versions": h.get("baseline_versions"),
+                    "ceiling_factor": self.req.config.plausibility.ceiling_factor,
+                }
                 self.prov.update({k: v for k, v in got.items() if v is not None})
         if res.get("build") and "build" not in self.prov:
             self.prov["build"] = res["build"]
@@ -124,32 +110,26 @@ class _Sweep:
         self.extra["sanitize"] = entry
         (self.out / "sanitize.json").write_text(json.dumps(entry, indent=1))
 
-    def finish(self) -> dict:
-        order = {s.id: i for i, s in enumerate(self.chosen)}
-        rows = sorted(self.rows, key=lambda r: order.get(r.scenario, 1 << 30))
-        self.prov["date_end"] = now_utc()
-        self.save()
-        return write_outputs(self.out, rows, self.req.baselines, self.req.arch, self.req.kind, str(self.req.kernel),
-                             self.sha, self.prov, self.extra)
-
-
-def _dedup(rows: list[ScenarioResult]) -> list[ScenarioResult]:
-    seen, out = set(), []
-    for r in rows:
-        if r.scenario not in seen:
-            seen.add(r.scenario)
-            out.append(r)
-    return out
+    def finish_all(self) -> dict:
+        return self.finish(self.rows, self.extra)
 
 
 def _client_provenance(gpus: list[WorkerGPU]) -> dict:
     """The client's machine and versions, with the GPU fields describing the workers' device class."""
     prov = host_provenance(0)
     g = gpus[0]
-    prov.update({"gpu_name": g.name, "gpu_uuid": None, "gpu_index": None, "driver": g.driver,
-                 "compute_capability": list(g.compute_capability) if g.compute_capability else None,
-                 "clocks_start": None, "client_host": prov.get("host"),
-                 "hosts": sorted({x.host for x in gpus})})
+    prov.update(
+        {
+            "gpu_name": g.name,
+            "gpu_uuid": None,
+            "gpu_index": None,
+            "driver": g.driver,
+            "compute_capability": list(g.compute_capability) if g.compute_capability else None,
+            "clocks_start": None,
+            "client_host": prov.get("host"),
+            "hosts": sorted({x.host for x in gpus}),
+        }
+    )
     return prov
 
 
@@ -162,44 +142,79 @@ def _connected(spec: ClusterSpec, client) -> Iterator:
             yield c
 
 
-def run_bench_distributed(req: BenchRequest, on_row: Callable[[ScenarioResult], None] | None = None,
-                          on_start: Callable[[int, int], None] | None = None, *, client=None,
-                          runner: ShardRunner | None = None, probe: GPUProbe | None = None) -> dict:
-    """`run_bench` on a cluster (req.scaleout). Returns summary.json's content; with per-class reports,
+def run_bench_distributed(
+    req: BenchRequest,
+    on_row: Callable[[ScenarioResult], None] | None = None,
+    on_start: Callable[[int, int], None] | None = None,
+    *,
+    scaleout: ScaleOut | None = None,
+    client=None,
+    runner: ShardRunner | None = None,
+    probe: GPUProbe | None = None,
+) -> dict:
+    """`bench.run_bench` on a cluster. Returns summary.json's content; with per-class reports,
     {"per_class": {class: summary}} with one folder per class under req.out_dir. `client` uses an
-    existing distributed.Client instead of opening req.scaleout.cluster; `runner` and `probe` replace
-    the GPU parts on the workers (tests)."""
+    existing distributed.Client instead of opening scaleout.cluster; `runner` and `probe` replace the
+    GPU parts on the workers (tests)."""
     from .. import rules
     from ..harness import plausibility
 
-    so: ScaleOut = req.scaleout or ScaleOut()
-    rules.enforce(req.kernel)        # here, before any cluster: the workers build the same file
+    so = scaleout or ScaleOut()
+    rules.enforce(req.kernel)  # here, before any cluster: the workers build the same file
     source = Path(req.kernel).read_bytes()
     sha = hashlib.sha256(source).hexdigest()
     chosen = select_scenarios(req)
     with _connected(so.cluster, client) as cl:
         gpus = cluster_gpus(cl, probe or probe_this_worker)
         classes = check_cluster(gpus, req.arch, so.per_class_reports)
-        executor = {"kind": "dask", "cluster": so.cluster.describe() if client is None else {"kind": "client"},
-                    "scheduler": cl.scheduler.address, "workers": len(gpus)}
+        executor = {
+            "kind": "dask",
+            "cluster": so.cluster.describe() if client is None else {"kind": "client"},
+            "scheduler": cl.scheduler.address,
+            "workers": len(gpus),
+        }
         sweeps: dict[str, _Sweep] = {}
         items: list[WorkItem] = []
         for cls_name, members in classes.items():
             out = Path(req.out_dir) / members[0].slug if so.per_class_reports else Path(req.out_dir)
-            sw = _Sweep(out, req, sha, chosen, members, {**executor, "workers": len(members), "chunk": so.chunk},
-                        req.seed)
+            sw = _Sweep(out, req, sha, chosen, members, {**executor, "workers": len(members), "chunk": so.chunk})
             sweeps[cls_name] = sw
             # one class: any worker (a restarted one too); several: only that class's workers
             pool = tuple(g.worker for g in members) if len(classes) > 1 else None
             for i, shard in enumerate(plan_shards(sw.todo, len(members), so.chunk)):
                 timed = [s.id for s in shard if not s.extended and (req.timed_ids is None or s.id in req.timed_ids)]
-                job = ShardJob(Path(req.kernel).name, source, sha, req.arch, list(req.baselines), sw.seed,
-                               [s.to_dict() for s in shard], timed, req.config, runner, probe, req.worker_command,
-                               cls_name)
+                job = ShardJob(
+                    Path(req.kernel).name,
+                    source,
+                    sha,
+                    req.arch,
+                    list(req.baselines),
+                    sw.seed,
+                    [s.to_dict() for s in shard],
+                    timed,
+                    req.config,
+                    runner,
+                    probe,
+                    req.worker_command,
+                    cls_name,
+                )
                 items.append(WorkItem(f"{members[0].slug}/{i:04d}", (cls_name, job, "shard"), pool))
             if req.sanitize:
-                job = ShardJob(Path(req.kernel).name, source, sha, req.arch, [], sw.seed, [], [], req.config,
-                               runner, probe, req.worker_command, cls_name)
+                job = ShardJob(
+                    Path(req.kernel).name,
+                    source,
+                    sha,
+                    req.arch,
+                    [],
+                    sw.seed,
+                    [],
+                    [],
+                    req.config,
+                    runner,
+                    probe,
+                    req.worker_command,
+                    cls_name,
+                )
                 items.append(WorkItem(f"{members[0].slug}/sanitize", (cls_name, job, "sanitize"), pool))
         if on_start:
             on_start(sum(len(s.chosen) for s in sweeps.values()), sum(len(s.prior) for s in sweeps.values()))
@@ -218,7 +233,7 @@ def run_bench_distributed(req: BenchRequest, on_row: Callable[[ScenarioResult], 
                 sweeps[item.payload[0]].shard_done(res)
 
         def on_failure(item: WorkItem, failure: ItemFailure) -> list[WorkItem]:
-            if not failure.worker_died:     # a build error, a bug: the run stops (and can be resumed)
+            if not failure.worker_died:  # a build error, a bug: the run stops (and can be resumed)
                 raise failure.exception
             if item.payload[2] == "sanitize":
                 sweeps[item.payload[0]].sanitized({"ok": False, "runs": [], "error": failure.error})
@@ -229,19 +244,23 @@ def run_bench_distributed(req: BenchRequest, on_row: Callable[[ScenarioResult], 
             left = [d for d in job.scenarios if d["id"] not in sw.done]
             if not left:
                 return []
-            row = _failed(Scenario(**left[0]), sw.seed, f"the Dask worker died while running it, "
-                                                         f"{failure.error.split(':')[0]} ({failure.error[-300:]})")
+            row = _failed(
+                Scenario(**left[0]),
+                sw.seed,
+                f"the Dask worker died while running it, {failure.error.split(':')[0]} ({failure.error[-300:]})",
+            )
             if sw.record(row) and on_row:
                 on_row(row)
             if len(left) == 1:
                 return []
             rest = [d for d in left[1:]]
-            again = dataclasses.replace(job, scenarios=rest, timed_ids=[t for t in job.timed_ids
-                                                                         if t in {d["id"] for d in rest}])
+            again = dataclasses.replace(
+                job, scenarios=rest, timed_ids=[t for t in job.timed_ids if t in {d["id"] for d in rest}]
+            )
             return [WorkItem(f"{item.key}+{left[1]['id']}", (item.payload[0], again, "shard"), item.workers)]
 
         run_items(cl, items, _run_payload, on_emit=on_emit, on_result=on_result, on_failure=on_failure)
-    summaries = {name: sw.finish() for name, sw in sweeps.items()}
+    summaries = {name: sw.finish_all() for name, sw in sweeps.items()}
     if so.per_class_reports:
         return {"per_class": summaries}
     return next(iter(summaries.values()))
@@ -252,5 +271,16 @@ def _run_payload(payload: tuple[str, ShardJob, str], channel: Channel) -> dict:
 
 
 def _failed(s: Scenario, seed: int, reason: str) -> ScenarioResult:
-    return ScenarioResult(s.id, s.head_config, s.batch, s.seqlen_q, s.seqlen_k, s.causal, s.extended, s.flops,
-                          status=STATUS_CRASH, reason=reason, seed=seed)
+    return ScenarioResult(
+        s.id,
+        s.head_config,
+        s.batch,
+        s.seqlen_q,
+        s.seqlen_k,
+        s.causal,
+        s.extended,
+        s.flops,
+        status=STATUS_CRASH,
+        reason=reason,
+        seed=seed,
+    )

@@ -1,5 +1,6 @@
-"""`kernelseek-suite compare` and `kernelseek-suite traces analyze`: thin layers over compare.py,
-compare_report.py and analysis.py."""
+"""`kernelseek-suite compare`: the arms head-to-head, a thin layer over the headtohead package
+(and scaleout/agent_runs.py with --executor dask)."""
+
 from __future__ import annotations
 
 import sys
@@ -7,8 +8,9 @@ from pathlib import Path
 
 import click
 
-from ..scaleout.cli import EXIT_NO_GPU, executor_options
-from .cli import EXIT_FAIL, EXIT_USAGE, _key_values, _task_options, traces_group
+from ..exitcodes import FAIL, NO_GPU, OK, USAGE
+from .common import fail, key_values, say, task_options
+from .scaleout import executor_options
 
 NO_ENDPOINT = """\
 No model endpoint is configured, and there are no traces under {traces} to regenerate from.
@@ -26,35 +28,38 @@ def _arm_options(items) -> dict[str, dict]:
         arm, sep, kv = item.partition(":")
         if not sep or "=" not in kv:
             raise click.BadParameter(f"{item!r}: expected ARM:KEY=VALUE", param_hint="--agent-opt")
-        out.setdefault(arm.strip(), {}).update(_key_values([kv], "--agent-opt"))
+        out.setdefault(arm.strip(), {}).update(key_values([kv], "--agent-opt"))
     return out
 
 
-def _say(text: str) -> None:
-    click.echo(text, err=True)
-
-
 def _render(traces: list[Path], out_dir: Path, remeasure_runs: bool, note: str = "") -> None:
-    from .compare import remeasure, remeasured_by_trace
-    from .compare_report import render
-    from .runstats import stats_from_trace
+    from ..headtohead.compare import remeasure, remeasured_by_trace
+    from ..headtohead.report import render
+    from ..headtohead.runstats import stats_from_trace
 
     new = {}
     if remeasure_runs:
-        _say(f"re-measuring the candidates of {len(traces)} trace(s) on this machine ...")
-        rows = remeasure(traces, out_dir, on_result=lambda r: _say(
-            f"  {Path(r.trace).name} evaluation {r.eval_index}: recorded {r.recorded_status} "
-            f"{'-' if r.recorded_geomean is None else f'{r.recorded_geomean:.3f}x'}, now {r.status} "
-            f"{'-' if r.geomean is None else f'{r.geomean:.3f}x'}"))
+        say(f"re-measuring the candidates of {len(traces)} trace(s) on this machine ...")
+        rows = remeasure(
+            traces,
+            out_dir,
+            on_result=lambda r: say(
+                f"  {Path(r.trace).name} evaluation {r.eval_index}: recorded {r.recorded_status} "
+                f"{'-' if r.recorded_geomean is None else f'{r.recorded_geomean:.3f}x'}, now {r.status} "
+                f"{'-' if r.geomean is None else f'{r.geomean:.3f}x'}"
+            ),
+        )
         new = remeasured_by_trace(rows)
         if any(r.status == "no_gpu" for r in rows):
-            _say("warning: some candidates could not be measured here (no suitable GPU); they count as "
-                          "not correct in the re-measured table")
+            say(
+                "warning: some candidates could not be measured here (no suitable GPU); they count as "
+                "not correct in the re-measured table"
+            )
         note = (note + " " if note else "") + f"Speed-ups re-measured on this machine ({out_dir / 'remeasure.jsonl'})."
     runs = [stats_from_trace(t, new.get(str(t))) for t in traces]
     outs = render(runs, out_dir, note)
     click.echo(outs.markdown.read_text())
-    _say(f"wrote {outs.markdown}, {outs.csv}, {outs.png}, {outs.svg}, {outs.runs_jsonl}")
+    say(f"wrote {outs.markdown}, {outs.csv}, {outs.png}, {outs.svg}, {outs.runs_jsonl}")
 
 
 @click.command("compare")
@@ -75,26 +80,56 @@ def _render(traces: list[Path], out_dir: Path, remeasure_runs: bool, note: str =
 @click.option("--task-opt", "task_opts", multiple=True, metavar="KEY=VALUE")
 @click.option("--agent-opt", "agent_opts", multiple=True, metavar="ARM:KEY=VALUE", help="an option for one arm")
 @click.option("--sandbox", type=click.Choice(["auto", "landlock", "none"]), default=None)
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("results/compare"),
-              show_default=True)
-@click.option("--from-traces", "from_traces", type=click.Path(exists=True, path_type=Path), default=None,
-              help="regenerate the table and plot from the traces in DIR, without a model")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("results/compare"),
+    show_default=True,
+)
+@click.option(
+    "--from-traces",
+    "from_traces",
+    type=click.Path(exists=True, path_type=Path),
+    default=None,
+    help="regenerate the table and plot from the traces in DIR, without a model",
+)
 @click.option("--remeasure", is_flag=True, help="re-evaluate every recorded candidate on this machine first")
 @executor_options
-def compare_cmd(arms, task, model_name, base_url, seeds, max_steps, max_evals, max_wall, max_tokens, max_cost, price,
-                temperature, kernel, goal, task_opts, agent_opts, sandbox, out_dir, from_traces, remeasure, scaleout):
+def compare_cmd(
+    arms,
+    task,
+    model_name,
+    base_url,
+    seeds,
+    max_steps,
+    max_evals,
+    max_wall,
+    max_tokens,
+    max_cost,
+    price,
+    temperature,
+    kernel,
+    goal,
+    task_opts,
+    agent_opts,
+    sandbox,
+    out_dir,
+    from_traces,
+    remeasure,
+    scaleout,
+):
     """Run the arms head-to-head on one task, model and budget; table and plot in --out. With
     --executor dask the runs (arm x seed) are spread over the cluster's GPUs, one run per GPU at a
     time."""
-    from .arms import arm_names
-    from .runner import api_key_from_env
-    from .runstats import find_traces
+    from ..agents.arms import arm_names
+    from ..agents.runner import api_key_from_env
+    from ..headtohead.runstats import find_traces
 
     if from_traces:
         traces = find_traces(from_traces)
         if not traces:
-            click.echo(f"error: no traces under {from_traces}", err=True)
-            sys.exit(EXIT_USAGE)
+            fail(f"no traces under {from_traces}", USAGE)
         _render(traces, out_dir, remeasure)
         return
     api_key = api_key_from_env()
@@ -102,12 +137,14 @@ def compare_cmd(arms, task, model_name, base_url, seeds, max_steps, max_evals, m
         traces = find_traces(out_dir / "traces") if (out_dir / "traces").is_dir() else []
         if not traces:
             click.echo(NO_ENDPOINT.format(traces=out_dir / "traces", task=task), err=True)
-            sys.exit(EXIT_USAGE)
-        _say(f"no model endpoint configured (OPENAI_API_KEY or --base-url): regenerating from the "
-                      f"{len(traces)} trace(s) under {out_dir / 'traces'}")
+            sys.exit(USAGE)
+        say(
+            f"no model endpoint configured (OPENAI_API_KEY or --base-url): regenerating from the "
+            f"{len(traces)} trace(s) under {out_dir / 'traces'}"
+        )
         _render(traces, out_dir, remeasure)
         return
-    from .compare import CompareRequest, run_compare
+    from ..headtohead.compare import CompareRequest, run_compare
 
     names = [a.strip() for a in arms.split(",") if a.strip()]
     try:
@@ -119,24 +156,48 @@ def compare_cmd(arms, task, model_name, base_url, seeds, max_steps, max_evals, m
         model = {"name": model_name, "base_url": base_url, "temperature": temperature}
         if price:
             model.update(price_input_per_mtok=price[0], price_output_per_mtok=price[1])
-        limits = {k: v for k, v in (("max_steps", max_steps), ("max_evals", max_evals), ("max_tokens", max_tokens),
-                                    ("max_cost", max_cost),
-                                    ("max_wall_s", None if max_wall is None else max_wall * 60)) if v is not None}
-        req = CompareRequest(arms=names, task=task, model=model, seeds=list(range(1, seeds + 1)), limits=limits,
-                             task_options=_task_options(kernel, goal, task_opts), arm_options=_arm_options(agent_opts),
-                             tools={"sandbox": sandbox} if sandbox else {}, out_dir=str(out_dir))
+        limits = {
+            k: v
+            for k, v in (
+                ("max_steps", max_steps),
+                ("max_evals", max_evals),
+                ("max_tokens", max_tokens),
+                ("max_cost", max_cost),
+                ("max_wall_s", None if max_wall is None else max_wall * 60),
+            )
+            if v is not None
+        }
+        req = CompareRequest(
+            arms=names,
+            task=task,
+            model=model,
+            seeds=list(range(1, seeds + 1)),
+            limits=limits,
+            task_options=task_options(kernel, goal, task_opts),
+            arm_options=_arm_options(agent_opts),
+            tools={"sandbox": sandbox} if sandbox else {},
+            out_dir=str(out_dir),
+        )
     except click.BadParameter as e:
-        click.echo(f"error: {e.format_message()}", err=True)
-        sys.exit(EXIT_USAGE)
+        fail(e.format_message(), USAGE)
 
     def on_run(spec, rec):
-        what = "already finished, kept" if not rec["ran"] else (
-            f"{rec['state']}: exit {rec['exit_reason']}, best "
-            + (f"{rec['best']['geomean']:.3f}x" if rec.get("best") else "-"))
+        what = (
+            "already finished, kept"
+            if not rec["ran"]
+            else (
+                f"{rec['state']}: exit {rec['exit_reason']}, best "
+                + (f"{rec['best']['geomean']:.3f}x" if rec.get("best") else "-")
+            )
+        )
         gpu = rec.get("gpu")
-        where = "" if not gpu else f" on {gpu['worker'] or gpu['host']}" + (
-            f" (GPU {gpu['index']}, {gpu['host']})" if gpu["index"] is not None else "")
-        _say(f"{spec.arm} seed {spec.seed}: {what}{where} ({spec.trace_path})")
+        where = (
+            ""
+            if not gpu
+            else f" on {gpu['worker'] or gpu['host']}"
+            + (f" (GPU {gpu['index']}, {gpu['host']})" if gpu["index"] is not None else "")
+        )
+        say(f"{spec.arm} seed {spec.seed}: {what}{where} ({spec.trace_path})")
 
     run, no_gpu, lost = run_compare, (), ()
     if scaleout is not None:
@@ -144,43 +205,19 @@ def compare_cmd(arms, task, model_name, base_url, seeds, max_steps, max_evals, m
 
         from ..gpu import NoGPUError
         from ..scaleout.agent_runs import RunsLost, run_compare_distributed
+
         run, no_gpu, lost = partial(run_compare_distributed, scaleout=scaleout), NoGPUError, RunsLost
     try:
         records = run(req, on_run=on_run)
     except no_gpu as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(EXIT_NO_GPU)
+        fail(str(e), NO_GPU)
     except lost as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(EXIT_FAIL)
+        fail(str(e), FAIL)
     except (ValueError, KeyError, FileNotFoundError, ImportError, RuntimeError) as e:
-        click.echo(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", err=True)
-        sys.exit(EXIT_USAGE)
+        fail(e.args[0] if isinstance(e, KeyError) and e.args else str(e), USAGE)
     _render([Path(r["trace"]) for r in records], out_dir, remeasure)
     failed = [r for r in records if r.get("exit_reason") in ("model_error", "error", "harness_tampered")]
-    sys.exit(EXIT_FAIL if failed else 0)
+    sys.exit(FAIL if failed else OK)
 
 
-@traces_group.command("analyze")
-@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
-@click.option("--gain", "threshold", type=float, default=10.0, show_default=True,
-              help="a large gain: a new best at least this many percent above the previous best")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("results/analysis"),
-              show_default=True)
-def traces_analyze(files, threshold, out_dir):
-    """Questions, tool calls, evaluations and gain attribution for FILES (traces, or folders of them)."""
-    from .analysis import analyze, markdown, write
-    from .runstats import find_traces
-
-    traces = [t for f in files for t in find_traces(f)]
-    if not traces:
-        click.echo("error: no traces among the given files", err=True)
-        sys.exit(EXIT_USAGE)
-    a = analyze(traces, threshold / 100.0)
-    click.echo(markdown(a))
-    written = write(a, out_dir)
-    _say(f"wrote {', '.join(str(p) for p in written)}")
-
-
-def register(main: click.Group) -> None:
-    main.add_command(compare_cmd)
+COMMANDS = (compare_cmd,)

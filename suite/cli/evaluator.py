@@ -1,0 +1,278 @@
+"""The evaluator's commands: `scenarios`, `build`, `bench`, `eval`, `env` and `report`."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+from typing import Callable
+
+import click
+from tabulate import tabulate
+
+from .. import config
+from ..exitcodes import BUILD, FAIL, NO_GPU, OK, USAGE
+from ..gpu import GPU_ENV
+from .common import arch_option, fail, run_with_progress
+from .scaleout import scaleout_options
+
+
+@click.command("scenarios")
+@arch_option
+@click.option("--extended", is_flag=True, help="list the extended correctness set instead of the grid")
+@click.option("--scenarios", "pattern", default=None, help="comma-separated glob filter on ids")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object per line")
+def scenarios_cmd(arch, extended, pattern, as_json):
+    """List the scenarios (182 timed per architecture, or the extended set)."""
+    from .. import scenarios as sc
+
+    rows = sc.select(sc.extended(arch) if extended else sc.grid(arch), pattern)
+    if as_json:
+        for s in rows:
+            click.echo(json.dumps({**s.to_dict(), "flops": s.flops}))
+        return
+    table = [
+        [
+            s.id,
+            s.batch,
+            s.seqlen_q,
+            s.seqlen_k,
+            f"{s.heads_q}/{s.heads_kv}",
+            f"{s.d_qk}/{s.d_v}",
+            "yes" if s.causal else "no",
+            f"{s.flops / 1e12:.3f}",
+        ]
+        for s in rows
+    ]
+    click.echo(
+        tabulate(table, headers=["id", "batch", "seqlen_q", "seqlen_k", "heads q/kv", "d qk/v", "causal", "TFLOP"])
+    )
+    click.echo(f"\n{len(rows)} scenarios ({arch}{', extended set' if extended else ''})")
+
+
+@click.command("build")
+@click.argument("kernel", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@arch_option
+@click.option("--force", is_flag=True, help="rebuild even if cached")
+@click.option("--json", "as_json", is_flag=True)
+def build_cmd(kernel, arch, force, as_json):
+    """Compile KERNEL (no GPU needed) and print the resource report."""
+    from ..build import BuildError, build, resource_table
+    from ..rules import DependencyRuleError
+
+    try:
+        r = build(kernel, arch, force=force)
+    except (BuildError, DependencyRuleError) as e:
+        fail(f"build failed: {e}", BUILD)
+    if as_json:
+        click.echo(json.dumps(r.to_dict(), indent=1))
+        return
+    click.echo(f"built {kernel} for {arch} with nvcc {r.nvcc_version}{' (cached)' if r.cached else ''}")
+    click.echo(f"library: {r.library}")
+    click.echo(tabulate(resource_table(r), headers=["function", "registers", "static smem B", "stack B", "spill B"]))
+    for w in r.warnings:
+        click.echo(f"warning: {w}")
+
+
+def gpu_or_exit(arch: str, gpu_index: int = 0, as_json: bool = False) -> None:
+    from ..gpu import NoGPUError, require_gpu
+
+    try:
+        require_gpu(arch, gpu_index)
+    except NoGPUError as e:
+        fail(str(e), NO_GPU, {"status": "no_gpu", "error": str(e)} if as_json else None)
+
+
+def _sanitize_option(f):
+    return click.option(
+        "--sanitize", is_flag=True, help="also run compute-sanitizer (memcheck, racecheck, initcheck) on a small subset"
+    )(f)
+
+
+def _previous_option(f):
+    return click.option(
+        "--previous",
+        type=click.Path(exists=True, path_type=Path),
+        default=None,
+        help="a previous run's folder: a ratio that jumps past it is flagged",
+    )(f)
+
+
+@click.command("bench")
+@arch_option
+@click.option("--kernel", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
+@click.option("--baseline", "baselines", multiple=True, help="fa3, fa4, cudnn, sdpa-flash (repeatable)")
+@click.option("--scenarios", "pattern", default=None, help="comma-separated glob filter on ids")
+@click.option("--extended", is_flag=True, help="also run the extended correctness set")
+@click.option("--extended-only", is_flag=True, help="run only the extended correctness set")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None)
+@click.option("--resume", is_flag=True, help="continue an interrupted sweep in --out")
+@click.option("--seed", type=int, default=None, help="input seed (default: a fresh secret one, recorded)")
+@click.option("--gpu", "gpu_index", type=int, default=0, show_default=True)
+@_sanitize_option
+@_previous_option
+@scaleout_options
+def bench_cmd(
+    arch,
+    kernel,
+    baselines,
+    pattern,
+    extended,
+    extended_only,
+    out_dir,
+    resume,
+    seed,
+    gpu_index,
+    sanitize,
+    previous,
+    scaleout,
+):
+    """Run KERNEL over the scenario grid beside the baselines; write results with provenance. With
+    --executor dask the scenarios are sharded over a cluster's GPUs."""
+    from ..bench import BenchRequest, ResumeMismatch, run_bench
+    from ..build import BuildError
+    from ..evaluate import passed
+    from ..gpu import NoGPUError
+    from ..report import summary_lines
+    from ..rules import DependencyRuleError
+
+    if scaleout is None:  # on a cluster, the workers' GPUs are checked instead
+        gpu_or_exit(arch, gpu_index)
+    baselines = list(baselines) or [config.ARCHES[arch]["baseline"]]
+    from .. import baselines as bl
+
+    for b in baselines:
+        try:
+            bl.get(b)
+        except KeyError as e:
+            fail(e.args[0], USAGE)
+    out_dir = out_dir or Path("results") / arch / kernel.stem
+    req = BenchRequest(
+        kernel=kernel,
+        arch=arch,
+        baselines=baselines,
+        scenario_filter=pattern,
+        extended=extended or extended_only,
+        grid=not extended_only,
+        out_dir=out_dir,
+        resume=resume,
+        seed=seed,
+        gpu_index=gpu_index,
+        sanitize=sanitize,
+        previous=previous,
+    )
+    run: Callable[..., dict] = run_bench
+    usage_errors: tuple[type[Exception], ...] = (ResumeMismatch, ValueError)
+    if scaleout is not None:  # the Dask path is chosen here, above bench.py (which knows one GPU)
+        from ..scaleout.bench import run_bench_distributed
+        from ..scaleout.cluster import ClusterError
+
+        run, usage_errors = functools.partial(run_bench_distributed, scaleout=scaleout), (*usage_errors, ClusterError)
+    try:
+        summary = run_with_progress(lambda **kw: run(req, **kw), f"bench {kernel.name}")
+    except (BuildError, DependencyRuleError) as e:
+        fail(f"build failed: {e}", BUILD)
+    except NoGPUError as e:
+        fail(str(e), NO_GPU)
+    except usage_errors as e:
+        fail(str(e), USAGE)
+    ok = True
+    for name, one in (summary.get("per_class") or {"": summary}).items():  # per_class: one per GPU class
+        for line in ([f"GPU class {name}:"] if name else []) + summary_lines(one):
+            click.echo(line)
+        ok = ok and passed(one)
+    click.echo(f"results: {out_dir}")
+    sys.exit(OK if ok else FAIL)
+
+
+@click.command("eval")
+@click.argument("kernel", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@arch_option
+@click.option("--baseline", default=None, help="default: fa3 on sm90, fa4 on sm100")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None)
+@click.option("--no-extended", is_flag=True, help="skip the extended correctness set")
+@click.option("--json", "as_json", is_flag=True, help="print summary.json on stdout")
+@click.option(
+    "--gpu",
+    "gpu_index",
+    type=int,
+    default=0,
+    show_default=True,
+    envvar=GPU_ENV,
+    show_envvar=True,
+    help="the GPU (NVML index)",
+)
+@_sanitize_option
+@_previous_option
+def eval_cmd(kernel, arch, baseline, out_dir, no_extended, as_json, gpu_index, sanitize, previous):
+    """Compile KERNEL, check it on every scenario, time a representative subset; exit 0 only when
+    everything is correct."""
+    from ..build import BuildError
+    from ..evaluate import evaluate, passed
+    from ..report import summary_lines
+    from ..rules import DependencyRuleError
+
+    gpu_or_exit(arch, gpu_index, as_json=as_json)
+    opts = dict(extended=not no_extended, sanitize=sanitize, previous=previous, gpu_index=gpu_index)
+    try:
+        if as_json:
+            summary = evaluate(kernel, arch, baseline, out_dir, **opts)
+        else:
+            summary = run_with_progress(
+                lambda **kw: evaluate(kernel, arch, baseline, out_dir, **opts, **kw), f"eval {kernel.name}"
+            )
+    except (BuildError, DependencyRuleError) as e:
+        fail(f"build failed: {e}", BUILD, {"status": "build_failed", "error": str(e)} if as_json else None)
+    if as_json:
+        click.echo(json.dumps(summary))
+    else:
+        for line in summary_lines(summary):
+            click.echo(line)
+        from ..results import read_jsonl
+
+        bad = [r for r in read_jsonl(Path(summary["out_dir"]) / "bench.jsonl") if not r.correct]
+        for r in bad[:10]:
+            click.echo(f"  {r.status}{f' ({r.code})' if r.code else ''}: {r.scenario}: {r.reason[:200]}")
+        if len(bad) > 10:
+            click.echo(f"  ... and {len(bad) - 10} more (see {summary['out_dir']}/bench.md)")
+    sys.exit(OK if passed(summary) else FAIL)
+
+
+@click.command("env")
+@click.option("--json", "as_json", is_flag=True)
+def env_cmd(as_json):
+    """The machine and versions, as recorded in provenance."""
+    from ..provenance import host_provenance
+
+    prov = host_provenance()
+    from .. import baselines as bl
+
+    prov["baselines"] = (
+        {name: {"status": b.available()[1], "version": b.version()} for name, b in bl.REGISTRY.items()}
+        if prov.get("gpu_name")
+        else {name: {"status": "not checked (no GPU)", "version": b.version()} for name, b in bl.REGISTRY.items()}
+    )
+    if as_json:
+        click.echo(json.dumps(prov, indent=1))
+        return
+    for k, v in prov.items():
+        click.echo(f"{k}: {v}")
+
+
+@click.command("report")
+@click.argument("result_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+def report_cmd(result_dir):
+    """Re-render bench.csv, bench.md and summary.json from a folder's bench.jsonl (no GPU needed)."""
+    from ..bench import rerender
+    from ..report import summary_lines
+
+    try:
+        summary = rerender(result_dir)
+    except FileNotFoundError as e:
+        fail(str(e), USAGE)
+    for line in summary_lines(summary):
+        click.echo(line)
+
+
+COMMANDS = (scenarios_cmd, build_cmd, bench_cmd, eval_cmd, env_cmd, report_cmd)
