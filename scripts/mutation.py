@@ -30,6 +30,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -366,6 +367,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", help="write the full results (every survivor) to this file")
     ap.add_argument("--jobs", type=int, default=1, help="mutants run at once (one copy of the tree each)")
     args = ap.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the workers and remove the copies
     mods, min_score = load_modules()
     names = args.module or list(mods)
     unknown = [n for n in names if n not in mods]

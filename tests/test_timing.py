@@ -1,13 +1,20 @@
 """The timing decisions that need no GPU, and the timing loop with a stand-in clock (the
 measurement itself is a GPU test)."""
 
+import math
 import random
+import sys
 
 import pytest
 
-import fakes
+import stand_ins
 from kernelseek_suite.config import TimingConfig
+from kernelseek_suite.harness import timing
 from kernelseek_suite.harness.timing import (
+    Call,
+    EventTimer,
+    L2Flusher,
+    idle_gap_ms,
     COUNTED,
     REPEAT,
     WARMUP,
@@ -49,7 +56,7 @@ CFG = TimingConfig(warmup=2, min_reps=5, max_reps=12, budget_s=1.0, input_sets=2
 
 
 def run_loop(fns, cfg=CFG, seed=0):
-    clock = fakes.StandInClock()
+    clock = stand_ins.StandInClock()
     made = {n: f(clock) for n, f in fns.items()}
     return time_interleaved(made, cfg, gap_ms=0.0, rng=random.Random(seed), timer=clock)
 
@@ -117,12 +124,6 @@ def test_late_work_reaches_the_statistics():
 
 
 # ---- the loop's order of operations, with a clock that records every call -------------------------
-
-import math  # noqa: E402
-import sys  # noqa: E402
-
-from kernelseek_suite.harness import timing  # noqa: E402
-from kernelseek_suite.harness.timing import Call, EventTimer, L2Flusher, idle_gap_ms  # noqa: E402
 
 
 class RecordingClock:
@@ -338,7 +339,7 @@ def test_no_repeat_rounds_are_drawn_without_a_repeating_implementation():
 
 def test_a_fresh_random_source_when_none_is_given():
     cfg = TimingConfig(warmup=0, min_reps=4, max_reps=4, budget_s=0.0, repeat_calls=2)
-    clock = fakes.StandInClock()
+    clock = stand_ins.StandInClock()
     stats = time_interleaved({"k": Timed(lambda t: None, repeats=True)}, cfg, gap_ms=0.0, timer=clock)
     assert stats["k"].repeats == 2
 
@@ -437,11 +438,29 @@ class _FakeCuda:
         self.log.append("synchronize")
 
 
-def test_the_event_timer_records_around_the_call_then_waits_for_the_device(monkeypatch):
-    import torch
+class _FakeTorch:
+    """torch as far as timing.py uses it: CUDA events, the device's synchronize, an int8 buffer."""
 
+    int8 = "int8"
+
+    def __init__(self, log):
+        self.cuda = _FakeCuda(log)
+        self.log = log
+
+    def empty(self, n, dtype=None, device=None):
+        log = self.log
+        log.append(("empty", n, dtype, device))
+
+        class Buf:
+            def zero_(self):
+                log.append("zero_")
+
+        return Buf()
+
+
+def test_the_event_timer_records_around_the_call_then_waits_for_the_device(monkeypatch):
     log = []
-    monkeypatch.setattr(torch, "cuda", _FakeCuda(log))
+    monkeypatch.setitem(sys.modules, "torch", _FakeTorch(log))
     timer = EventTimer()
     token = timer.run(lambda: log.append("call"))
     assert log == [("record", "ev1"), "call", ("record", "ev2"), "synchronize", ("record", "ev3")]
@@ -450,16 +469,21 @@ def test_the_event_timer_records_around_the_call_then_waits_for_the_device(monke
     assert log[-1] == "synchronize"
 
 
-def test_the_l2_flusher_writes_its_whole_buffer():
-    f = L2Flusher(4096, device="cpu")
-    f.buf.fill_(7)
+def test_the_l2_flusher_writes_its_whole_buffer_on_every_call(monkeypatch):
+    log = []
+    monkeypatch.setitem(sys.modules, "torch", _FakeTorch(log))
+    f = L2Flusher(4096, device="cuda:1")
+    assert log == [("empty", 4096, "int8", "cuda:1")]
     f()
-    assert f.buf.numel() == 4096 and int(f.buf.abs().sum()) == 0
+    f()
+    assert log[1:] == ["zero_", "zero_"]
+    L2Flusher(8)
+    assert log[-1] == ("empty", 8, "int8", "cuda")
 
 
 def test_the_loop_uses_cuda_events_when_no_timer_is_given(monkeypatch):
     made = []
-    monkeypatch.setattr(timing, "EventTimer", lambda: made.append(1) or fakes.StandInClock())
+    monkeypatch.setattr(timing, "EventTimer", lambda: made.append(1) or stand_ins.StandInClock())
     stats = time_interleaved({"a": lambda t: None}, TimingConfig(warmup=0, min_reps=1, max_reps=1), gap_ms=0.0)
     assert made == [1] and stats["a"].reps == 1
     assert sys.modules["kernelseek_suite.harness.timing"] is timing
