@@ -487,3 +487,49 @@ def test_the_loop_uses_cuda_events_when_no_timer_is_given(monkeypatch):
     stats = time_interleaved({"a": lambda t: None}, TimingConfig(warmup=0, min_reps=1, max_reps=1), gap_ms=0.0)
     assert made == [1] and stats["a"].reps == 1
     assert sys.modules["kernelseek_suite.harness.timing"] is timing
+
+
+def test_an_idle_gap_shorter_than_the_empty_calls_is_no_late_work():
+    stats = loop(
+        {"a": (1.0, 0.0)}, TimingConfig(warmup=0, min_reps=3, max_reps=3, budget_s=0.0), [], gap_ms=0.25
+    )
+    assert stats["a"].late_ms == 0.0
+
+
+def test_the_budget_is_counted_in_seconds_to_the_millisecond():
+    # 4 rounds of 100 ms are 0.4 s, just short of 0.4004 s: a fifth round
+    stats = loop({"a": (100.0, 0.0)}, TimingConfig(warmup=0, min_reps=4, max_reps=9, budget_s=0.4004), [])
+    assert stats["a"].reps == 5
+
+
+def test_a_negative_repeat_count_means_no_repeats():
+    assert repeat_rounds(TimingConfig(repeat_calls=-1, min_reps=5), random.Random(0)) == set()
+
+
+def test_the_hooks_cannot_change_the_call_they_are_told_about():
+    import dataclasses
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Call(0, 0, COUNTED).round = 3
+
+
+def test_many_rounds_stop_at_max_reps():
+    stats = loop({"a": (1.0, 0.0)}, TimingConfig(warmup=0, min_reps=1, max_reps=300, budget_s=10.0), [])
+    assert stats["a"].reps == 300
+
+
+def test_late_work_scales_with_the_calls_own_time():
+    cfg = TimingConfig(late_work_abs_ms=0.25, late_work_rel=0.5)
+    assert not late_work(TimingStats(3.0, 3.0, 3.0, 0.0, 5, 1.5), cfg)  # 0.5 x 3 ms
+    assert late_work(TimingStats(3.0, 3.0, 3.0, 0.0, 5, math.nextafter(1.5, 2)), cfg)
+
+
+def test_the_statistics_default_to_no_late_work_and_no_repeats():
+    st = TimingStats(1.0, 1.0, 1.0, 0.0, 5)
+    assert (st.late_ms, st.repeats, st.repeat_ratio) == (0.0, 0, None)
+
+
+def test_the_gap_takes_21_empty_calls_and_no_more():
+    log = []
+    loop({"a": (1.0, 0.0)}, TimingConfig(warmup=0, min_reps=1, max_reps=1, budget_s=0.0), log, gap_ms=None)
+    assert log[4 * 21] == ("before", "a", Call(0, 0, COUNTED))
