@@ -409,3 +409,16 @@ def test_only_files_small_enough_are_diffed(tmp_path):
     small.write_text("__syncthreads();\n")
     big.write_bytes(b"x" * (layers.DIFF_MAX_FILE + 1))
     assert layers.diffable_files({"k.cu": small, "data.bin": big}) == {"k.cu": b"__syncthreads();\n"}
+
+
+def test_a_claim_after_a_condition_in_an_earlier_clause_is_a_claim():
+    found = claimed_limit("It works, if slowly, so we are at the roofline.", PATTERNS)
+    assert found and found["phrase"] == "at the roofline"
+
+
+def test_failures_with_nothing_to_say_still_have_a_signature():
+    det = _quiet()
+    det.observe(_step(1, shell=[("shell", "", True)]))
+    assert det.state()["failure_sig"] == "shell: "
+    det.observe(_step(2, [Evaluation("wrong", False, "baseline", 6, 2)]))
+    assert det.state()["failure_sig"] == "eval wrong: "
