@@ -265,9 +265,7 @@ def run_module(mod: Module, equivalents: list[Equivalent], jobs: int = 1) -> Mod
         if not Path(where).resolve().is_relative_to(copy.resolve()):
             raise SystemExit(f"{PACKAGE} imports from {where}, not from the copy being mutated")
         tests = " ".join(shlex.quote(t) for t in mod.tests)
-        command = (
-            f"{shlex.quote(sys.executable)} -m pytest -x -q -p no:cacheprovider -o addopts='' --timeout=60 {tests}"
-        )
+        command = f"{shlex.quote(sys.executable)} -m pytest -x -q -p no:cacheprovider -p no:hypothesispytest -p no:anyio -p no:benchmark -o addopts='' --timeout=60 {tests}"
         t1 = time.monotonic()
         base = subprocess.run(command, shell=True, cwd=copy, env=env, capture_output=True, text=True)
         if base.returncode != 0:
