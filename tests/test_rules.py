@@ -551,3 +551,20 @@ def test_an_include_violation_shows_its_own_line():
 def test_an_unterminated_string_does_not_shift_the_lines_after_it():
     v = rules.check_source('const char* u = "abc\nint x;\nexit(1);\n')
     assert [(x.line, x.text) for x in v] == [(3, "exit(1);")]
+
+
+def test_blanking_turns_tabs_and_control_characters_into_spaces_too():
+    src = "/*\tx\x01*/ '\t' \"\t\x02\" // \t\n"
+    assert rules._strip(src, strings=True) == " " * 8 + " ' ' \"  \" " + " " * 4 + "\n"
+
+
+def test_a_launch_on_the_first_line_after_a_blank_one_is_on_line_two():
+    assert [v.line for v in rules.check_source("\nk<<<1, 2>>>(p);\n")] == [2]
+
+
+def test_a_violation_cannot_be_changed_after_it_is_found():
+    import dataclasses
+
+    v = rules.check_source("exit(1);\n")[0]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        v.line = 9
