@@ -4,7 +4,8 @@ fail the build.
 
 The source is read once: the rules are checked on those bytes and nvcc compiles a private copy of
 them, so the file cannot be swapped between the check and the compile. The built library's imported
-symbols are checked too (`imported_symbol_violations`)."""
+symbols are checked too (`imported_symbol_violations`), and so are its exports: the contract's three
+C functions, read from its dynamic symbols (`check_exports`), never by loading it."""
 
 from __future__ import annotations
 
@@ -18,11 +19,15 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import config, rules
+from . import config, contract, rules
 
 
 class BuildError(RuntimeError):
     """The kernel did not build; the message holds the compiler's own words."""
+
+
+class ContractError(BuildError):
+    """The kernel builds, but its library does not export what the contract asks for."""
 
 
 @dataclass
@@ -131,12 +136,13 @@ def fatal_warnings(warnings: list[str]) -> list[str]:
 _UNVERSIONED_OK = re.compile(r"^(_ITM_\w+|__gmon_start__|_Jv_RegisterClasses|cu[A-Z]\w*)$")
 
 
-def imported_symbols(library: str | Path) -> list[tuple[str, str]] | None:
-    """(type, name) of the library's undefined dynamic symbols, via binutils' nm; None without nm."""
+def _dynamic_symbols(library: str | Path, which: str) -> list[tuple[str, str]] | None:
+    """(type, name) of the library's dynamic symbols (`which`: --undefined-only or --defined-only),
+    read with binutils' nm, never by loading the library; None without nm."""
     nm = shutil.which("nm")
     if not nm:
         return None
-    p = subprocess.run([nm, "-D", "--undefined-only", str(library)], capture_output=True, text=True)
+    p = subprocess.run([nm, "-D", which, str(library)], capture_output=True, text=True)
     if p.returncode != 0:
         return None
     out = []
@@ -145,6 +151,37 @@ def imported_symbols(library: str | Path) -> list[tuple[str, str]] | None:
         if len(parts) >= 2:
             out.append((parts[-2], parts[-1]))
     return out
+
+
+def imported_symbols(library: str | Path) -> list[tuple[str, str]] | None:
+    """(type, name) of the library's undefined dynamic symbols; None without nm."""
+    return _dynamic_symbols(library, "--undefined-only")
+
+
+def exported_functions(library: str | Path) -> set[str] | None:
+    """The names of the functions the library exports (text symbols); None without nm."""
+    symbols = _dynamic_symbols(library, "--defined-only")
+    return None if symbols is None else {name.split("@")[0] for kind, name in symbols if kind in ("T", "W", "i")}
+
+
+def missing_exports(exported: set[str]) -> list[str]:
+    """The contract's C functions (contract.REQUIRED_SYMBOLS) that are not among `exported`."""
+    return [name for name in contract.REQUIRED_SYMBOLS if name not in exported]
+
+
+def check_exports(library: str | Path, source: Path) -> str | None:
+    """Raises ContractError when the library lacks one of the contract's exports; a warning when they
+    could not be read (no nm)."""
+    exported = exported_functions(library)
+    if exported is None:
+        return "exports not checked: binutils' nm is not on the PATH"
+    missing = missing_exports(exported)
+    if missing:
+        raise ContractError(
+            f"{source.name} does not export {', '.join(missing)}: a kernel defines "
+            f'{", ".join(contract.REQUIRED_SYMBOLS)} as extern "C" functions (see the kernel contract)'
+        )
+    return None
 
 
 def imported_symbol_violations(symbols: list[tuple[str, str]]) -> list[str]:
@@ -197,6 +234,7 @@ def build(
         bad = imported_symbol_violations(symbols) if symbols else []
         if bad:
             raise rules.DependencyRuleError(str(src), [rules.Violation(0, "built library (cached)", b) for b in bad])
+        check_exports(root / "kernel.so", src)
         data = json.loads(report.read_text())
         data["functions"] = [FunctionResources(**f) for f in data["functions"]]
         data.pop("spill_bytes", None)
@@ -231,6 +269,13 @@ def build(
         if bad:
             shutil.rmtree(tmp, ignore_errors=True)
             raise rules.DependencyRuleError(str(src), [rules.Violation(0, "built library", b) for b in bad])
+    try:
+        not_checked = check_exports(lib, src)
+    except ContractError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if not_checked:
+        warnings.append(not_checked)
     ptx_files = sorted(keep.glob("*.ptx"))
     ptx_dst = None
     if ptx_files:

@@ -16,7 +16,7 @@ from .. import __version__
 from ..gpu import default_gpu_index
 from ..provenance import git_sha, host_provenance, package_version
 from .agent import Agent
-from .arms import build_arm
+from .arms import build_arm, check_options
 from .bank import DEFAULT_BANK
 from .config import RunConfig
 from .context import Best, RunContext, Totals, record_retry
@@ -81,6 +81,7 @@ def new_run(
     model=None,
 ) -> Agent:
     """A fresh run, ready for Agent.run(). `model` replaces the OpenAI client (any Model)."""
+    check_options(config.arm, dict(config.arm_options))  # an unknown arm or option: nothing written yet
     if config.seed is None:
         config.seed = secrets.randbits(31)
     task = make_task(config.task, **config.task_options)

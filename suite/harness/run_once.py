@@ -14,14 +14,26 @@ about a correct kernel.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+
+from .. import config, exitcodes
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # a usage error exits USAGE, as the command line's do
+        self.print_usage(sys.stderr)
+        self.exit(exitcodes.USAGE, f"{self.prog}: error: {message}\n")
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="run_once")
+    """Exit codes as the command line's: 4 bad arguments, 2 the kernel breaks the rules or does not
+    build, 3 no suitable GPU (checked after everything that needs none), 1 a wrong output or a
+    kernel's error code."""
+    ap = _Parser(prog="python -m kernelseek_suite.harness.run_once")
     ap.add_argument("kernel")
     ap.add_argument("scenario")
-    ap.add_argument("--arch", default="sm90")
+    ap.add_argument("--arch", default="sm90", choices=sorted(config.ARCHES))
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--check", action="store_true", help="also check the output against the reference")
     ap.add_argument("--seed", type=int, default=1234)
@@ -48,21 +60,47 @@ def main(argv=None) -> int:
     unknown = [b for b in args.baseline if b not in REGISTRY]
     if unknown:
         ap.error(f"unknown baseline {', '.join(unknown)}; known: {', '.join(sorted(REGISTRY))}")
-
-    import torch
-
-    from ..build import build
-    from ..contract import KernelLibrary, make_params
+    from ..build import BuildError, build, nvcc_path
+    from ..gpu import NoGPUError, require_gpu
+    from ..rules import DependencyRuleError, enforce
     from ..scenarios import by_id
-    from .check import check_output
-    from .inputs import make_inputs
-    from .reference import reference_pair
 
     scn = by_id(args.arch).get(args.scenario)
     if scn is None:
         print(f"unknown scenario {args.scenario}", file=sys.stderr)
-        return 4
-    lib = KernelLibrary(build(args.kernel, args.arch).library)
+        return exitcodes.USAGE
+    kernels = list(dict.fromkeys([args.kernel, *args.beside]))
+    missing = [k for k in kernels if not os.path.isfile(k)]
+    if missing:
+        ap.error(f"no such kernel file: {', '.join(missing)}")
+    built = {}
+    try:  # the kernels' static checks (rules; build and exports where nvcc is here) need no GPU
+        for path in kernels:
+            enforce(path)
+        if nvcc_path():
+            built = {path: build(path, args.arch) for path in kernels}
+    except (BuildError, DependencyRuleError) as e:
+        print(f"build failed: {e}", file=sys.stderr)
+        return exitcodes.BUILD
+    try:
+        require_gpu(args.arch)
+    except NoGPUError as e:
+        print(f"no GPU: {e}", file=sys.stderr)
+        return exitcodes.NO_GPU
+    try:
+        built = built or {path: build(path, args.arch) for path in kernels}
+    except BuildError as e:
+        print(f"build failed: {e}", file=sys.stderr)
+        return exitcodes.BUILD
+
+    import torch
+
+    from ..contract import KernelLibrary, make_params
+    from .check import check_output
+    from .inputs import make_inputs
+    from .reference import reference_pair
+
+    lib = KernelLibrary(built[args.kernel].library)
     q, k, v = make_inputs(scn, args.seed)
     out = torch.full((scn.batch, scn.seqlen_q, scn.heads_q, scn.d_v), float("nan"), device="cuda", dtype=torch.bfloat16)
     lse = torch.full((scn.batch, scn.heads_q, scn.seqlen_q), float("nan"), device="cuda")
@@ -73,15 +111,15 @@ def main(argv=None) -> int:
         rc = lib.forward(params, stream)
         if rc != 0:
             print(f"kernel returned {rc}", file=sys.stderr)
-            return 1
+            return exitcodes.FAIL
     torch.cuda.synchronize()
     torch.cuda.nvtx.range_pop()
-    rc = 0
+    rc = exitcodes.OK
     if args.check:
         ref, ref_lse, lowp = reference_pair(q, k, v, scn.causal, scn.softmax_scale)
         res = check_output(out, ref, lowp, lse, ref_lse)
         print(f"{scn.id}: {'ok' if res.ok else 'WRONG: ' + res.reason} (max err {res.max_err:.3g}, tol {res.tol:.3g})")
-        rc = 0 if res.ok else 1
+        rc = exitcodes.OK if res.ok else exitcodes.FAIL
     if args.time:
         first = ("checked: ok" if rc == 0 else "checked: WRONG") if args.check else "not checked"
         entries = [(args.kernel, _kernel_call(lib, params, stream), first)]
@@ -89,9 +127,7 @@ def main(argv=None) -> int:
             name = other
             while name in [e[0] for e in entries]:  # the same file twice: the timing's own spread
                 name += "'"
-            entries.append(
-                (name, _kernel_call(KernelLibrary(build(other, args.arch).library), params, stream), "not checked")
-            )
+            entries.append((name, _kernel_call(KernelLibrary(built[other].library), params, stream), "not checked"))
         for b in args.baseline:
             call, why = _baseline_call(b, scn, (q, k, v))
             if call is None:
