@@ -6,8 +6,10 @@ from pathlib import Path
 import pytest
 
 # The tests write only to temporary folders: the build cache too (never ~/.cache/kernelseek-suite).
-# Set before the suite is imported, so that every child process the tests start inherits it.
-CACHE = tempfile.mkdtemp(prefix="ks-test-cache-")
+# It lives in the system's temporary folder and is kept between sessions (builds are keyed by source,
+# flags and nvcc version, and written atomically, so sessions can share it). Set before the suite is
+# imported, so that every child process the tests start inherits it.
+CACHE = os.path.join(tempfile.gettempdir(), f"kernelseek-suite-test-cache-{os.getuid()}")
 os.environ["KERNELSEEK_CACHE"] = CACHE
 
 from kernelseek_suite.gpu import list_gpus  # noqa: E402
@@ -74,7 +76,3 @@ def pytest_sessionfinish(session, exitstatus):
             reporter.write_line("\n".join(lines), red=True)
         if session.exitstatus == 0:
             session.exitstatus = 1
-
-
-def pytest_unconfigure(config):
-    shutil.rmtree(CACHE, ignore_errors=True)

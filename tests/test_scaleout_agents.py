@@ -296,6 +296,7 @@ def test_eval_uses_the_gpu_its_variable_names(tmp_path, monkeypatch):
     taken = []
 
     def run_bench(req, **kw):
+        gpu_mod.require_gpu(req.arch, req.gpu_index)  # as the real one does, after its static checks
         taken.append(req.gpu_index)
         return {"scenarios_total": 1, "scenarios_correct": 1, "extended_total": 0, "extended_correct": 0}
 
