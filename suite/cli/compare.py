@@ -36,6 +36,7 @@ def _render(traces: list[Path], out_dir: Path, remeasure_runs: bool, note: str =
     from ..headtohead.compare import remeasure, remeasured_by_trace
     from ..headtohead.report import render
     from ..headtohead.runstats import stats_from_trace
+    from ..reports.trace_html import render_traces
 
     new = {}
     if remeasure_runs:
@@ -58,8 +59,10 @@ def _render(traces: list[Path], out_dir: Path, remeasure_runs: bool, note: str =
         note = (note + " " if note else "") + f"Speed-ups re-measured on this machine ({out_dir / 'remeasure.jsonl'})."
     runs = [stats_from_trace(t, new.get(str(t))) for t in traces]
     outs = render(runs, out_dir, note)
+    # the runs themselves, browsable: two arms side by side
+    page = render_traces(traces, out_dir / "traces.html", title=f"Head-to-head: {len(traces)} runs")
     click.echo(outs.markdown.read_text())
-    say(f"wrote {outs.markdown}, {outs.csv}, {outs.png}, {outs.svg}, {outs.runs_jsonl}")
+    say(f"wrote {outs.markdown}, {outs.csv}, {outs.png}, {outs.svg}, {outs.runs_jsonl}, {page}")
 
 
 @click.command("compare")
