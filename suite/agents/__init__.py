@@ -3,8 +3,9 @@ KernelSeek arm (the agent + a harness that enforces the goal + questions at deci
 question bank, and traces of everything that happens.
 
 Layout: protocols.py (the seams), config.py (settings and prompts), agent.py (the loop),
-model.py (the client, retries), tools.py (tools and their registry), workspace.py + sandbox.py +
-guard.py (where tools act, and what protects the harness), tasks/ (fa-fwd-sm90, cpu-attn),
+model.py (the client, retries), tools.py (tools and their registry), workspace.py (where tools act),
+seal.py + sandbox.py + policy.py + childenv.py (what protects the evaluator, the repository and the
+key; docs/threat-model.md), tasks/ (fa-fwd-sm90, cpu-attn),
 arms/ (general, kernelseek, toolrich), decisions.py + questions.py + bank.py (the KernelSeek questions),
 profiler_tools.py + retrieval.py + lessons.py + population.py (the tool-rich arm's equipment),
 trace.py (writing, reading, validating, showing traces), runner.py (a run put together, or resumed),
@@ -32,8 +33,7 @@ __all__ = sorted(_WHERE)
 
 
 def __getattr__(name: str):
-    # loaded on first use, so that `python -m kernelseek_suite.agents.sandbox` (run for every shell
-    # command) starts fast
+    # loaded on first use, so that the package imports fast
     if name in _WHERE:
         return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -155,14 +155,20 @@ class Remeasurement:
 
 
 def remeasure(traces: list[Path], out_dir: Path, timeout_s: float | None = None,
-              on_result: Callable[[Remeasurement], None] | None = None) -> list[Remeasurement]:
+              on_result: Callable[[Remeasurement], None] | None = None, sandbox: str = "auto") -> list[Remeasurement]:
     """Evaluates every candidate recorded in `traces` again, with each run's own task and options, on
-    this machine; each distinct candidate of a run once. Rows go to `<out_dir>/remeasure.jsonl`."""
+    this machine; each distinct candidate of a run once. Every evaluation goes through a sealed
+    evaluator made for that run's task, in the sandbox (`sandbox`: auto, landlock or none), as in a
+    run. Rows go to `<out_dir>/remeasure.jsonl`."""
+    from .childenv import make_non_dumpable
+    from .seal import SealedEvaluator
     from .tasks import make_task
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    make_non_dumpable()
     rows: list[Remeasurement] = []
+    sandboxes: set[str] = set()
     work = Path(tempfile.mkdtemp(prefix="ks-remeasure-"))
     try:
         for path in traces:
@@ -170,6 +176,8 @@ def remeasure(traces: list[Path], out_dir: Path, timeout_s: float | None = None,
             start = events[0]
             cfg = RunConfig.from_dict(start["config"])
             task = make_task(cfg.task, **_portable(cfg.task_options, start, path, work))
+            seal = SealedEvaluator.create(task, sandbox=sandbox, deny=[Path(path).resolve().parent, out_dir.resolve()])
+            sandboxes.add("landlock" if seal.sandboxed else "none")
             done: dict[str, Remeasurement] = {}
             try:
                 for ev in (e for e in events if e["type"] == "harness_eval"):
@@ -180,7 +188,9 @@ def remeasure(traces: list[Path], out_dir: Path, timeout_s: float | None = None,
                         run_dir.mkdir(parents=True)
                         kernel = run_dir / Path(task.kernel).name
                         shutil.copyfile(blob, kernel)
-                        res = task.evaluate(kernel, run_dir / "eval", timeout_s or cfg.tools.eval_timeout_s)
+                        seal.check("before re-measuring")
+                        res = task.evaluate(kernel, run_dir / "eval", timeout_s or cfg.tools.eval_timeout_s, seal)
+                        seal.check(f"while re-measuring evaluation {ev['index']} of {path}")
                         done[sha] = Remeasurement(str(path), start["run_id"], ev["index"], sha, ev["status"],
                                                   ev.get("geomean"), res.status, res.correct, res.geomean, res.error)
                         if on_result:
@@ -190,12 +200,11 @@ def remeasure(traces: list[Path], out_dir: Path, timeout_s: float | None = None,
                                 Remeasurement(**{**asdict(row), "eval_index": ev["index"], "recorded_status":
                                                  ev["status"], "recorded_geomean": ev.get("geomean")}))
             finally:
-                if hasattr(task, "close"):
-                    task.close()
+                seal.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     with open(out_dir / "remeasure.jsonl", "w", encoding="utf-8") as f:
-        f.write(json.dumps({"remeasured_at": now_utc(), "host": _machine()}) + "\n")
+        f.write(json.dumps({"remeasured_at": now_utc(), "host": _machine(), "sandbox": sorted(sandboxes)}) + "\n")
         for r in rows:
             f.write(json.dumps(asdict(r)) + "\n")
     return rows

@@ -69,6 +69,27 @@ class TraceWriter:
             listener(event)
         return event
 
+    def redact(self, text: str) -> str:
+        """`text` with every secret replaced (what a tool returns goes through here to the model)."""
+        for s in self._secrets:
+            text = text.replace(s, REDACTED)
+        return text
+
+    def redact_tree(self, root: Path) -> list[str]:
+        """Rewrites every file under `root` that holds a secret (an evaluator's outputs, before they
+        stay in the trace's folder); returns those it rewrote."""
+        done = []
+        for p in sorted(Path(root).rglob("*")) if Path(root).is_dir() else []:
+            if p.is_file() and not p.is_symlink():
+                data = p.read_bytes()
+                clean = data
+                for s in self._secrets:
+                    clean = clean.replace(s.encode(), REDACTED.encode())
+                if clean != data:
+                    p.write_bytes(clean)
+                    done.append(str(p.relative_to(root)))
+        return done
+
     def sync(self) -> None:
         os.fsync(self._file.fileno())
 
