@@ -121,6 +121,9 @@ def run_cmd(arm, task, model_name, base_url, max_steps, max_evals, max_wall, max
 
     ctx = agent.ctx
     console.print(f"trace: {ctx.trace.path}  workspace: {ctx.workspace.root}  sandbox: {ctx.workspace.sandbox_detail}")
+    if not ctx.workspace.sandboxed:
+        console.print("warning: no sandbox: the shell and the candidates can read and write wherever you can "
+                      "(docs/threat-model.md)")
     view = LiveView(console, ctx.config.limits, enabled=not no_live and console.is_terminal)
     ctx.trace.listeners.append(view.on_event)
     if not view.enabled:
@@ -138,7 +141,7 @@ def run_cmd(arm, task, model_name, base_url, max_steps, max_evals, max_wall, max
     t = result.totals
     console.print(f"{t['steps']} steps, {t['evals']} evaluations, {t['total_tokens']} tokens, "
                   f"{t['wall_s']:.0f}s; goal {'met' if result.goal_met else 'not met'}; trace {result.trace_path}")
-    sys.exit(0 if result.goal_met else EXIT_FAIL)
+    sys.exit(0 if result.goal_met and result.exit_reason != "harness_tampered" else EXIT_FAIL)
 
 
 def _plain(console, ev: dict) -> None:

@@ -10,7 +10,6 @@ A spec whose trace already ended is not run again; one that was cut off is resum
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -36,6 +35,7 @@ class CompareRequest:
     arm_options: dict[str, dict] = field(default_factory=dict)   # arm -> its options
     tools: dict = field(default_factory=dict)            # ToolsConfig fields
     out_dir: str = str(DEFAULT_OUT)
+    allow_unsandboxed: bool = False          # runs without every protection (docs/threat-model.md) allowed
 
 
 @dataclass
@@ -92,10 +92,12 @@ def trace_state(path: Path) -> str:
 
 def run_spec(spec: RunSpec, api_key: str | None = None, model=None) -> dict:
     """Runs (or resumes, or skips when finished) one arm with one seed. The key is read from
-    OPENAI_API_KEY when not given. Returns a small JSON-able record of the outcome."""
+    OPENAI_API_KEY when not given (and then kept out of the environment, childenv.py). Returns a
+    small JSON-able record of the outcome."""
+    from .childenv import held_api_key
     from .runner import new_run, resume_run
 
-    key = api_key if api_key is not None else os.environ.get(API_KEY_ENV) or None
+    key = api_key if api_key is not None else held_api_key(API_KEY_ENV)
     path = Path(spec.trace_path)
     state = trace_state(path)
     if state == "finished":
@@ -130,6 +132,42 @@ def run_compare(req: CompareRequest, on_run: Callable[[RunSpec, dict], None] | N
         if on_run:
             on_run(spec, rec)
     return records
+
+
+def unprotected(traces: list[Path]) -> list[str]:
+    """'<trace name>: what was missing' for each run (and resumed session) that lacked a protection
+    (run_start/resume `protections`, absent in traces written before they were recorded)."""
+    out = []
+    for path in traces:
+        for ev in read_trace(path).events:
+            if ev["type"] not in ("run_start", "resume"):
+                continue
+            prot = ev.get("protections")
+            if prot is None:
+                why = "no protections recorded"
+            elif prot.get("complete"):
+                continue
+            else:
+                why = ", ".join(missing(prot)) or "incomplete"
+            out.append(f"{Path(path).name}{'' if ev['type'] == 'run_start' else ' (resumed)'}: {why}")
+    return out
+
+
+def missing(prot: dict) -> list[str]:
+    """What a `protections` record lacks, in words."""
+    out = []
+    if prot.get("shell", {}).get("sandbox") != "landlock":
+        out.append("shell not sandboxed")
+    if prot.get("candidates", {}).get("sandbox") != "landlock":
+        out.append("candidates not sandboxed")
+    if not prot.get("evaluator", {}).get("sealed"):
+        out.append("evaluator not sealed")
+    sec = prot.get("secrets", {})
+    if not sec.get("agent_non_dumpable"):
+        out.append("agent process dumpable")
+    if sec.get("ancestors_holding_key"):
+        out.append("key in the environment of " + ", ".join(sec["ancestors_holding_key"]))
+    return out
 
 
 def _public(d: dict) -> dict:

@@ -34,23 +34,56 @@ def _say(text: str) -> None:
     click.echo(text, err=True)
 
 
-def _render(traces: list[Path], out_dir: Path, remeasure_runs: bool, note: str = "") -> None:
-    from .compare import remeasure, remeasured_by_trace
+UNSANDBOXED = """\
+error: {what} needs the sandbox, and {why}.
+Without it a candidate (and the agent's shell) can write outside its folder and read the repository's
+kernels and results (docs/threat-model.md). Run where Landlock is available, or pass --allow-unsandboxed
+to go ahead anyway (the table then says so)."""
+
+
+def _sandbox_refusal(what: str, sandbox: str | None, allow_unsandboxed: bool) -> str | None:
+    """Why `what` may not run here without --allow-unsandboxed, or None."""
+    from .sandbox import landlock_status
+
+    if allow_unsandboxed:
+        return None
+    available, detail = landlock_status()
+    if sandbox == "none":
+        return UNSANDBOXED.format(what=what, why="--sandbox none turns it off")
+    if not available:
+        return UNSANDBOXED.format(what=what, why=f"Landlock is not available here ({detail})")
+    return None
+
+
+def _render(traces: list[Path], out_dir: Path, remeasure_runs: bool, note: str = "", sandbox: str = "auto") -> None:
+    from .compare import remeasure, remeasured_by_trace, unprotected
     from .compare_report import render
+    from .exceptions import HarnessTampered
     from .runstats import stats_from_trace
 
     new = {}
     if remeasure_runs:
         _say(f"re-measuring the candidates of {len(traces)} trace(s) on this machine ...")
-        rows = remeasure(traces, out_dir, on_result=lambda r: _say(
+        try:
+            rows = remeasure(traces, out_dir, sandbox=sandbox, on_result=lambda r: _say(
             f"  {Path(r.trace).name} evaluation {r.eval_index}: recorded {r.recorded_status} "
             f"{'-' if r.recorded_geomean is None else f'{r.recorded_geomean:.3f}x'}, now {r.status} "
             f"{'-' if r.geomean is None else f'{r.geomean:.3f}x'}"))
+        except HarnessTampered as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(EXIT_FAIL)
         new = remeasured_by_trace(rows)
         if any(r.status == "no_gpu" for r in rows):
             _say("warning: some candidates could not be measured here (no suitable GPU); they count as "
                           "not correct in the re-measured table")
         note = (note + " " if note else "") + f"Speed-ups re-measured on this machine ({out_dir / 'remeasure.jsonl'})."
+        from .sandbox import landlock_status
+        if sandbox == "none" or not landlock_status()[0]:
+            note += " The re-measurement ran without the sandbox (--allow-unsandboxed)."
+    lacking = unprotected(traces)
+    if lacking:
+        note = (note + "\n\n" if note else "") + ("Runs without every protection (docs/threat-model.md), allowed with "
+                                                "--allow-unsandboxed:\n" + "\n".join(f"- {x}" for x in lacking))
     runs = [stats_from_trace(t, new.get(str(t))) for t in traces]
     outs = render(runs, out_dir, note)
     click.echo(outs.markdown.read_text())
@@ -80,22 +113,31 @@ def _render(traces: list[Path], out_dir: Path, remeasure_runs: bool, note: str =
 @click.option("--from-traces", "from_traces", type=click.Path(exists=True, path_type=Path), default=None,
               help="regenerate the table and plot from the traces in DIR, without a model")
 @click.option("--remeasure", is_flag=True, help="re-evaluate every recorded candidate on this machine first")
+@click.option("--allow-unsandboxed", is_flag=True,
+              help="run (or re-measure) even without the sandbox; the table says so (docs/threat-model.md)")
 @executor_options
 def compare_cmd(arms, task, model_name, base_url, seeds, max_steps, max_evals, max_wall, max_tokens, max_cost, price,
-                temperature, kernel, goal, task_opts, agent_opts, sandbox, out_dir, from_traces, remeasure, scaleout):
+                temperature, kernel, goal, task_opts, agent_opts, sandbox, out_dir, from_traces, remeasure,
+                allow_unsandboxed, scaleout):
     """Run the arms head-to-head on one task, model and budget; table and plot in --out. With
     --executor dask the runs (arm x seed) are spread over the cluster's GPUs, one run per GPU at a
-    time."""
+    time. Every run must have the sandbox (and every protection of docs/threat-model.md) unless
+    --allow-unsandboxed is given."""
     from .arms import arm_names
     from .runner import api_key_from_env
     from .runstats import find_traces
 
+    refusal = _sandbox_refusal("re-measuring" if remeasure else "compare", sandbox, allow_unsandboxed)
+    if remeasure and refusal:
+        click.echo(refusal, err=True)
+        sys.exit(EXIT_USAGE)
+    remeasure_sandbox = sandbox or "auto"
     if from_traces:
         traces = find_traces(from_traces)
         if not traces:
             click.echo(f"error: no traces under {from_traces}", err=True)
             sys.exit(EXIT_USAGE)
-        _render(traces, out_dir, remeasure)
+        _render(traces, out_dir, remeasure, sandbox=remeasure_sandbox)
         return
     api_key = api_key_from_env()
     if not api_key and not base_url:
@@ -105,8 +147,11 @@ def compare_cmd(arms, task, model_name, base_url, seeds, max_steps, max_evals, m
             sys.exit(EXIT_USAGE)
         _say(f"no model endpoint configured (OPENAI_API_KEY or --base-url): regenerating from the "
                       f"{len(traces)} trace(s) under {out_dir / 'traces'}")
-        _render(traces, out_dir, remeasure)
+        _render(traces, out_dir, remeasure, sandbox=remeasure_sandbox)
         return
+    if refusal:
+        click.echo(refusal, err=True)
+        sys.exit(EXIT_USAGE)
     from .compare import CompareRequest, run_compare
 
     names = [a.strip() for a in arms.split(",") if a.strip()]
@@ -124,7 +169,9 @@ def compare_cmd(arms, task, model_name, base_url, seeds, max_steps, max_evals, m
                                     ("max_wall_s", None if max_wall is None else max_wall * 60)) if v is not None}
         req = CompareRequest(arms=names, task=task, model=model, seeds=list(range(1, seeds + 1)), limits=limits,
                              task_options=_task_options(kernel, goal, task_opts), arm_options=_arm_options(agent_opts),
-                             tools={"sandbox": sandbox} if sandbox else {}, out_dir=str(out_dir))
+                             # without --allow-unsandboxed a run that cannot have the sandbox fails, not falls back
+                             tools={"sandbox": sandbox or ("auto" if allow_unsandboxed else "landlock")},
+                             out_dir=str(out_dir), allow_unsandboxed=allow_unsandboxed)
     except click.BadParameter as e:
         click.echo(f"error: {e.format_message()}", err=True)
         sys.exit(EXIT_USAGE)
@@ -138,10 +185,11 @@ def compare_cmd(arms, task, model_name, base_url, seeds, max_steps, max_evals, m
             f" (GPU {gpu['index']}, {gpu['host']})" if gpu["index"] is not None else "")
         _say(f"{spec.arm} seed {spec.seed}: {what}{where} ({spec.trace_path})")
 
-    run, no_gpu, lost = run_compare, (), ()
-    if scaleout is not None:
-        from functools import partial
+    from functools import partial
 
+    from .compare import run_spec
+    run, no_gpu, lost = partial(run_compare, runner=partial(run_spec, api_key=api_key)), (), ()
+    if scaleout is not None:
         from ..gpu import NoGPUError
         from ..scaleout.agent_runs import RunsLost, run_compare_distributed
         run, no_gpu, lost = partial(run_compare_distributed, scaleout=scaleout), NoGPUError, RunsLost
@@ -156,7 +204,7 @@ def compare_cmd(arms, task, model_name, base_url, seeds, max_steps, max_evals, m
     except (ValueError, KeyError, FileNotFoundError, ImportError, RuntimeError) as e:
         click.echo(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", err=True)
         sys.exit(EXIT_USAGE)
-    _render([Path(r["trace"]) for r in records], out_dir, remeasure)
+    _render([Path(r["trace"]) for r in records], out_dir, remeasure, sandbox=remeasure_sandbox)
     failed = [r for r in records if r.get("exit_reason") in ("model_error", "error", "harness_tampered")]
     sys.exit(EXIT_FAIL if failed else 0)
 

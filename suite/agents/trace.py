@@ -187,7 +187,8 @@ def validate_events(events: list[dict]) -> tuple[list[str], list[str]]:
             errors.append(f"event {n}: no 'type'")
             continue
         name = "extension" if type_.startswith("x-") else type_
-        if name not in defs or name in ("envelope", "message", "usage", "totals", "best", "sha256", "num_or_null"):
+        if name not in defs or name in ("envelope", "message", "usage", "totals", "best", "sha256", "num_or_null",
+                                          "protections"):
             errors.append(f"{where}: unknown event type {type_!r}")
             continue
         for err in sorted(_validator(name).iter_errors(ev), key=lambda e: list(e.absolute_path))[:5]:
@@ -239,7 +240,8 @@ def timeline_lines(events: list[dict]) -> list[str]:
             task = ev.get("task", {})
             lines.append(f"run {ev.get('run_id')}: arm {ev.get('arm')}, task {task.get('name')} "
                          f"({task.get('kernel')}), model {ev.get('model', {}).get('name')}, seed {ev.get('seed')}, "
-                         f"sandbox {ev.get('sandbox', {}).get('sandbox')}")
+                         f"sandbox {ev.get('sandbox', {}).get('sandbox')}, protections "
+                         f"{'complete' if (ev.get('protections') or {}).get('complete') else 'incomplete'}")
             lines.append(f"  goal: {task.get('goal', {}).get('text', task.get('goal'))}")
         elif t == "llm_call":
             u, r = ev.get("usage", {}), ev.get("response", {})
