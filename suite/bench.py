@@ -6,7 +6,7 @@ import json
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from . import build as _build
 from . import config, report, scenarios
@@ -16,9 +16,6 @@ from .harness import plausibility, sanitize
 from .harness.sweep import SweepSpec, run_sweep
 from .provenance import clocks_now, host_provenance, now_utc
 from .results import ScenarioResult, read_jsonl, summarize
-
-if TYPE_CHECKING:
-    from .scaleout.bench import ScaleOut
 
 
 class ResumeMismatch(RuntimeError):
@@ -43,7 +40,6 @@ class BenchRequest:
     previous: Path | None = None        # a previous run's folder: ratios that jump are flagged
     sanitize: bool = False              # also run compute-sanitizer on config.SANITIZE_SUBSET
     worker_command: tuple[str, ...] | None = None   # tests only: a stand-in for the worker
-    scaleout: "ScaleOut | None" = None   # a Dask cluster (scaleout.bench); None: this one GPU
 
 
 def select_scenarios(req: BenchRequest) -> list[scenarios.Scenario]:
@@ -58,54 +54,86 @@ def select_scenarios(req: BenchRequest) -> list[scenarios.Scenario]:
     return chosen
 
 
+class SweepOutput:
+    """One output folder of a sweep: bench.jsonl and provenance.json. With --resume, the rows already
+    there (of the same kernel) are kept with their seed and provenance; otherwise the folder starts
+    over with `fresh` provenance. Used by this module and by the Dask path (scaleout/bench.py)."""
+
+    def __init__(self, out: Path, req: BenchRequest, kernel_sha: str, chosen: list[scenarios.Scenario],
+                 fresh: Callable[[], dict]):
+        self.out, self.req, self.sha, self.chosen = Path(out), req, kernel_sha, chosen
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.jsonl, self.prov_path = self.out / "bench.jsonl", self.out / "provenance.json"
+        self.prior: list[ScenarioResult] = []
+        if req.resume and self.jsonl.exists():
+            old = json.loads(self.prov_path.read_text()) if self.prov_path.exists() else {}
+            if old.get("kernel_sha256") and old["kernel_sha256"] != kernel_sha:
+                raise ResumeMismatch(f"{self.out} holds results of another kernel (sha256 {old['kernel_sha256'][:16]}); "
+                                     "use another --out or drop --resume")
+            ids = {s.id for s in chosen}
+            self.prior = dedup([r for r in read_jsonl(self.jsonl) if r.scenario in ids])
+            self.prov = old
+            self.seed = int(old.get("seed", req.seed if req.seed is not None else secrets.randbits(48)))
+            self.prov.setdefault("resumed", []).append(now_utc())
+        else:
+            for stale in (self.jsonl, self.out / "sanitize.json", self.out / "summary.json"):
+                if stale.exists():
+                    stale.unlink()
+            self.seed = req.seed if req.seed is not None else secrets.randbits(48)
+            self.prov = fresh()
+            self.prov.update({"seed": self.seed, "kernel": str(req.kernel), "kernel_sha256": kernel_sha,
+                              "arch": req.arch, "baselines": req.baselines})
+        self.done = {r.scenario for r in self.prior}
+        self.todo = [s for s in chosen if s.id not in self.done]
+
+    def save(self) -> None:
+        self.prov_path.write_text(json.dumps(self.prov, indent=1))
+
+    def finish(self, rows: list[ScenarioResult], extra: dict | None = None) -> dict:
+        """Rows in the order of the scenarios chosen; csv, md and summary.json written."""
+        order = {s.id: i for i, s in enumerate(self.chosen)}
+        rows = sorted(rows, key=lambda r: order.get(r.scenario, 1 << 30))
+        self.prov["date_end"] = now_utc()
+        self.save()
+        return write_outputs(self.out, rows, self.req.baselines, self.req.arch, self.req.kind, str(self.req.kernel),
+                             self.sha, self.prov, extra)
+
+
+def dedup(rows: list[ScenarioResult]) -> list[ScenarioResult]:
+    """The first row of each scenario."""
+    seen, out = set(), []
+    for r in rows:
+        if r.scenario not in seen:
+            seen.add(r.scenario)
+            out.append(r)
+    return out
+
+
 def run_bench(req: BenchRequest, on_row: Callable[[ScenarioResult], None] | None = None,
               on_start: Callable[[int, int], None] | None = None) -> dict:
-    """Returns summary.json's content. Raises NoGPUError without a suitable GPU, BuildError when the
-    kernel does not build."""
-    if req.scaleout is not None:
-        from .scaleout.bench import run_bench_distributed
-        return run_bench_distributed(req, on_row=on_row, on_start=on_start)
+    """One GPU (req.gpu_index); a Dask cluster is scaleout.bench.run_bench_distributed. Returns
+    summary.json's content. Raises NoGPUError without a suitable GPU, BuildError when the kernel does
+    not build."""
     gpu = require_gpu(req.arch, req.gpu_index)
     built = _build.build(req.kernel, req.arch)
-    out = Path(req.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    jsonl = out / "bench.jsonl"
-    prov_path = out / "provenance.json"
     chosen = select_scenarios(req)
 
-    prior: list[ScenarioResult] = []
-    prov: dict
-    if req.resume and jsonl.exists():
-        old = json.loads(prov_path.read_text()) if prov_path.exists() else {}
-        if old.get("kernel_sha256") and old["kernel_sha256"] != built.source_sha256:
-            raise ResumeMismatch(f"{out} holds results of another kernel (sha256 {old['kernel_sha256'][:16]}); "
-                                 "use another --out or drop --resume")
-        chosen_ids = {s.id for s in chosen}
-        prior = [r for r in read_jsonl(jsonl) if r.scenario in chosen_ids]
-        prov = old or {}
-        seed = int(prov.get("seed", req.seed if req.seed is not None else secrets.randbits(48)))
-        prov.setdefault("resumed", []).append(now_utc())
-    else:
-        for stale in (jsonl, out / "sanitize.json", out / "summary.json"):
-            if stale.exists():
-                stale.unlink()
-        seed = req.seed if req.seed is not None else secrets.randbits(48)
-        prov = host_provenance(req.gpu_index)
-        prov.update({"seed": seed, "kernel": str(req.kernel), "kernel_sha256": built.source_sha256,
-                     "arch": req.arch, "baselines": req.baselines, "build": {
-                         "nvcc": built.nvcc_version, "flags": built.flags,
-                         "functions": [f.__dict__ for f in built.functions]}})
-    prov_path.write_text(json.dumps(prov, indent=1))
-    done = {r.scenario for r in prior}
-    todo = [s for s in chosen if s.id not in done]
+    def fresh() -> dict:
+        return {**host_provenance(req.gpu_index), "build": {
+            "nvcc": built.nvcc_version, "flags": built.flags, "functions": [f.__dict__ for f in built.functions]}}
+
+    sweep = SweepOutput(Path(req.out_dir), req, built.source_sha256, chosen, fresh)
+    out, prov = sweep.out, sweep.prov
+    sweep.save()
     if on_start:
-        on_start(len(chosen), len(chosen) - len(todo))
+        on_start(len(chosen), len(chosen) - len(sweep.todo))
 
     def on_hello(h: dict):
         prov.update({"device": h.get("device"), "sms": h.get("sms"), "torch": h.get("torch"),
                      "cuda": h.get("cuda"), "cudnn": h.get("cudnn"), "gemm_tflops": h.get("gemm_tflops"),
+                     "ceiling_factor": req.config.plausibility.ceiling_factor,
                      "baseline_status": h.get("baselines"), "baseline_versions": h.get("baseline_versions")})
-        prov_path.write_text(json.dumps(prov, indent=1))
+        sweep.save()
 
     previous = plausibility.load_previous(req.previous)
 
@@ -113,24 +141,18 @@ def run_bench(req: BenchRequest, on_row: Callable[[ScenarioResult], None] | None
         plausibility.annotate(row, prov.get("gemm_tflops"), previous, req.config.plausibility)
 
     timed = (lambda s: not s.extended and (req.timed_ids is None or s.id in req.timed_ids))
-    spec = SweepSpec(library=built.library, scenarios=todo, baselines=req.baselines, seed=seed, timed=timed,
-                     config=req.config, gpu_index=req.gpu_index, worker_log=out / "worker.log",
+    spec = SweepSpec(library=built.library, scenarios=sweep.todo, baselines=req.baselines, seed=sweep.seed,
+                     timed=timed, config=req.config, gpu_index=req.gpu_index, worker_log=out / "worker.log",
                      gpu_uuid=gpu.uuid or None, worker_command=req.worker_command)
-    new_rows = run_sweep(spec, jsonl, on_row=on_row, on_hello=on_hello, annotate=annotate) if todo else []
-    rows = prior + new_rows
+    new_rows = run_sweep(spec, sweep.jsonl, on_row=on_row, on_hello=on_hello, annotate=annotate) if sweep.todo else []
     extra = {}
     if req.sanitize:
-        runs = sanitize.run_sanitizer(built.library, config.SANITIZE_SUBSET, seed, gpu.uuid or None,
+        runs = sanitize.run_sanitizer(built.library, config.SANITIZE_SUBSET, sweep.seed, gpu.uuid or None,
                                       config.SANITIZER_TIMEOUT_S, out / "sanitize")
         extra["sanitize"] = sanitize.summary_entry(runs)
         (out / "sanitize.json").write_text(json.dumps(extra["sanitize"], indent=1))
-    order = {s.id: i for i, s in enumerate(chosen)}
-    rows.sort(key=lambda r: order.get(r.scenario, 1 << 30))
     prov["clocks_end"] = clocks_now(req.gpu_index)
-    prov["date_end"] = now_utc()
-    prov_path.write_text(json.dumps(prov, indent=1))
-    return write_outputs(out, rows, req.baselines, req.arch, req.kind, str(req.kernel), built.source_sha256, prov,
-                         extra)
+    return sweep.finish(sweep.prior + new_rows, extra)
 
 
 def write_outputs(out: Path, rows: list[ScenarioResult], baselines: list[str], arch: str, kind: str,

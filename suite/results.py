@@ -1,7 +1,7 @@
 """Typed results: one row per scenario (JSONL, appended as it comes), and summary.json.
 
-summary.json is a contract that tools read. Schema version 1, fields:
-  schema_version      1
+summary.json is a contract that tools read. Schema version 2, fields:
+  schema_version      2
   kind                "bench" | "eval"
   arch                "sm90" | "sm100" | ...
   scenarios_total     timed grid scenarios in this run (182 for a full sweep)
@@ -15,11 +15,16 @@ summary.json is a contract that tools read. Schema version 1, fields:
   ratio_count         {baseline: how many scenarios entered the geomean}
   kernel              {"path": ..., "sha256": ...}
   provenance          {"gpu_name", "git_sha", "date", ... see provenance.py}
-Added within schema 1 (readers must ignore keys they do not know):
   failures            {reason code: number of rows with it}, e.g. {"unwritten": 3}; see CODES
-  flagged             {scenario: [alarm codes]}: plausibility alarms ("roofline", "jump");
-                      an alarm does not make a row incorrect, it asks for a human look
+  flagged             {scenario: [alarm codes]}: plausibility alarms ("jump"); an alarm does not
+                      make a row incorrect, it asks for a human look
+  ceiling             {"gemm_tflops": the bf16 GEMM measured on the GPU, "factor": the margin,
+                       "implausible_above_tflops": their product}: a row above it has the status
+                      `implausible` (not correct); null when no GEMM was measured
   sanitize            present with `--sanitize`: {"ok": bool, "runs": [...]} (harness/sanitize.py)
+Readers must ignore keys they do not know.
+Version 2 (was 1): `ceiling` added; a row faster than the ceiling is `implausible` (counted in
+`failures`, left out of the geomeans) where version 1 kept it correct with a "roofline" flag.
 """
 from __future__ import annotations
 
@@ -28,7 +33,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-SUMMARY_SCHEMA_VERSION = 1
+SUMMARY_SCHEMA_VERSION = 2
 
 # statuses of a row; only "ok" is correct
 STATUS_OK = "ok"
@@ -39,6 +44,7 @@ STATUS_CRASH = "crash"          # the worker process died
 STATUS_TIMEOUT = "timeout"      # the worker did not answer in time (a hang)
 STATUS_REJECTED = "rejected"    # caught breaking the contract (inputs modified, out-of-bounds
                                 # writes, work left running after the call, a cached result, ...)
+STATUS_IMPLAUSIBLE = "implausible"   # faster than the GEMM ceiling measured on the GPU allows
 
 # Reason codes: one short, stable word per row that is not ok (the `reason` says it in full).
 CODES = {
@@ -54,6 +60,7 @@ CODES = {
     "out-of-bounds": "writes landed in the guard zones around the output",
     "late-work": "work was still running after the harness's stream was done",
     "timed-output": "an output written during timing was unwritten, non-finite or wrong",
+    "implausible": "faster than the bf16 GEMM ceiling measured on the GPU (x the margin) allows",
     "cuda-error": "a CUDA error (e.g. an illegal address) in the worker",
     "crash": "the worker process died",
     "timeout": "the worker did not answer in time (a hang)",
@@ -158,7 +165,16 @@ def summarize(rows: list[ScenarioResult], kind: str, arch: str, kernel: dict, pr
         "provenance": provenance,
         "failures": failure_counts(rows),
         "flagged": {r.scenario: [f.split(":", 1)[0] for f in r.flags] for r in rows if r.flags},
+        "ceiling": ceiling(provenance),
     }
+
+
+def ceiling(provenance: dict) -> dict | None:
+    """summary.json's `ceiling`: the GEMM the worker measured and the bound of `implausible`."""
+    gemm, factor = provenance.get("gemm_tflops"), provenance.get("ceiling_factor")
+    if not gemm or not factor:
+        return None
+    return {"gemm_tflops": gemm, "factor": factor, "implausible_above_tflops": round(gemm * factor, 1)}
 
 
 def failure_counts(rows: list[ScenarioResult]) -> dict[str, int]:

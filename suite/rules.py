@@ -36,7 +36,7 @@ FORBIDDEN_CODE = (
     (r"\bthrust::", "Thrust"),
     (r"\bcub::", "CUB"),
     (r"\bnvcuda::wmma\b|\bwmma::", "the WMMA library (use inline PTX)"),
-    (r"\b_*(libc_)?dl(open|mopen|sym|vsym|info|close)\b|\bLoadLibrary\w*\s*\(",
+    (r"\b_*(libc_)?dl(open|mopen|sym|vsym|info|close)(_mode)?\b|\bLoadLibrary\w*\s*\(",
      "loading a library at run time"),
     (r"\bcudaStreamCreate\w*\s*\(|\bcuStreamCreate\w*\s*\(", "creating a stream (run on the stream passed in)"),
     (r"\bcudaStreamPerThread\b|\bcudaStreamLegacy\b|\bCU_STREAM_PER_THREAD\b|\bCU_STREAM_LEGACY\b",

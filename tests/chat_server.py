@@ -9,6 +9,11 @@ Script items (consumed one per request):
   reset()                           close the connection with a TCP reset, no answer
   a callable(request_json) -> item  decided when the request arrives
 When the script is used up every request gets reply("nothing more to do").
+
+With `context_window=N` the server counts a request's tokens as a real one would (here: 4 characters
+of its messages and tools to a token), refuses one over N with vLLM's 400 and message, and reports
+the count as the prompt tokens of its answers; with `advertise_window=True` its model list (GET
+/v1/models) says N as vLLM does (`max_model_len`).
 """
 from __future__ import annotations
 
@@ -36,9 +41,15 @@ def reset():
     return {"kind": "reset"}
 
 
+def request_tokens(body: dict) -> int:
+    return (len(json.dumps(body.get("messages", []))) + len(json.dumps(body.get("tools", [])))) // 4
+
+
 class ScriptedChatServer:
-    def __init__(self, script=()):
+    def __init__(self, script=(), context_window: int | None = None, advertise_window: bool = False):
         self.script = list(script)
+        self.context_window, self.advertise_window = context_window, advertise_window
+        self.refused: list[int] = []          # token counts of requests refused as too long
         self.requests: list[dict] = []        # {"path", "headers", "body"}
         self._lock = threading.Lock()
         self._n = 0
@@ -50,9 +61,28 @@ class ScriptedChatServer:
             def log_message(self, *args):
                 pass
 
+            def do_GET(self):
+                if self.path.rstrip("/").endswith("/models"):
+                    entry = {"id": "scripted-model", "object": "model", "owned_by": "tests"}
+                    if server.advertise_window and server.context_window:
+                        entry["max_model_len"] = server.context_window
+                    server._send_json(self, 200, {"object": "list", "data": [entry]})
+                else:
+                    server._send_json(self, 404, {"error": {"message": "not found"}})
+
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
+                tokens = request_tokens(body)
+                if server.context_window and tokens > server.context_window:
+                    with server._lock:
+                        server.refused.append(tokens)
+                    server._send_json(self, 400, {"object": "error", "type": "BadRequestError", "code": 400,
+                                                  "message": f"This model's maximum context length is "
+                                                             f"{server.context_window} tokens. However, you requested "
+                                                             f"{tokens} tokens in the messages, Please reduce the "
+                                                             "length of the messages."})
+                    return
                 with server._lock:
                     server.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
                     item = server.script.pop(0) if server.script else reply("nothing more to do")
@@ -115,6 +145,8 @@ class ScriptedChatServer:
         if calls:
             message["tool_calls"] = calls
         p, c = item["usage"]
+        if self.context_window:
+            p = request_tokens(body)
         usage = {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
         if item.get("cost") is not None:
             usage["cost"] = item["cost"]
@@ -125,6 +157,10 @@ class ScriptedChatServer:
                               "usage": usage})
         h.send_response(200)
         self._send(h, payload)
+
+    def _send_json(self, h, status: int, obj: dict) -> None:
+        h.send_response(status)
+        self._send(h, json.dumps(obj))
 
     @staticmethod
     def _send(h, payload: str) -> None:

@@ -262,3 +262,63 @@ def no_lse(scn):
         b.lse.view.copy_(keep)
         return 0
     return launch
+
+
+# ---- kernels that keep results by input contents, and a clock for the timing loop on the CPU -----
+
+def content_key(b, sample: int | None = None, signs: bool = True) -> bytes:
+    """The bytes of q, k and v (every element, or the first `sample` of each; without their sign
+    bits when not `signs`): what a kernel replaying by content keys on."""
+    parts = []
+    for t in (b.q, b.k, b.v):
+        bits = t.reshape(-1).view(torch.int16)
+        bits = bits if sample is None else bits[:sample]
+        parts.append((bits if signs else bits & 0x7FFF).numpy().tobytes())
+    return b"".join(parts)
+
+
+class ContentReplay:
+    """Keeps each output by a key of its input contents and replays it when the key comes back.
+    Each call reports the time it would take (`clock`): `compute_ms` when it computes, `replay_ms`
+    when it replays (paced: a replay made to look like plausible work)."""
+
+    def __init__(self, scn, compute_ms=1.0, replay_ms=0.05, sample=None, signs=True):
+        self.full = honest(scn)
+        self.memo, self.clock = {}, StandInClock()
+        self.compute_ms, self.replay_ms, self.sample, self.signs = compute_ms, replay_ms, sample, signs
+        self.replays = 0
+
+    def launch(self, b, _input_set=None):
+        key = content_key(b, self.sample, self.signs)
+        if key in self.memo:
+            b.out.view.copy_(self.memo[key][0])
+            b.lse.view.copy_(self.memo[key][1])
+            self.replays += 1
+            self.clock.took(self.replay_ms)
+        else:
+            self.full(b)
+            self.memo[key] = (b.out.view.clone(), b.lse.view.clone())
+            self.clock.took(self.compute_ms)
+        return 0
+
+
+class StandInClock:
+    """The timing loop's Timer on the CPU: a call takes what the code it runs says (`took`), or
+    `default_ms`; a call may also report late work."""
+
+    def __init__(self, default_ms: float = 1.0):
+        self.default_ms, self._next, self._late = default_ms, None, 0.0
+
+    def took(self, ms: float, late_ms: float = 0.0):
+        self._next, self._late = ms, late_ms
+
+    def run(self, fn):
+        self._next, self._late = None, 0.0
+        fn()
+        return (self.default_ms if self._next is None else self._next, self._late)
+
+    def sync(self):
+        pass
+
+    def read(self, token):
+        return token

@@ -121,20 +121,45 @@ def test_each_limit_ends_the_run_cleanly(tmp_path, limit, script, limits):
 
 def test_api_faults_are_retried_counted_and_traced(tmp_path):
     script = [fault(429, retry_after=0), fault(502), reset(), hang(1.5),
-              reply(None, [("shell", '{"command": "ls"')]),            # malformed tool-call JSON
               reply(None, [("shell", {"command": "echo ok"})])]
     with ScriptedChatServer(script) as srv:
         result, events, _ = run(config_for(srv, max_steps=1), tmp_path)
     retries = of_type(events, "retry")
-    assert [r["kind"] for r in retries] == ["rate_limit", "server_error", "connection", "timeout",
-                                            "malformed_tool_call"]
-    assert [r["attempt"] for r in retries] == [1, 2, 3, 4, 5]
+    assert [r["kind"] for r in retries] == ["rate_limit", "server_error", "connection", "timeout"]
+    assert [r["attempt"] for r in retries] == [1, 2, 3, 4]
     assert retries[0]["status_code"] == 429 and retries[1]["status_code"] == 502
     call = of_type(events, "llm_call")[0]
-    assert call["attempts"] == 6 and call["response"]["tool_calls"][0]["arguments"] == {"command": "echo ok"}
+    assert call["attempts"] == 5 and call["response"]["tool_calls"][0]["arguments"] == {"command": "echo ok"}
     end = of_type(events, "run_end")[0]
-    assert end["totals"]["retries"] == 5 and end["totals"]["steps"] == 1
-    assert end["totals"]["total_tokens"] == 240     # the malformed answer's tokens count too
+    assert end["totals"]["retries"] == 4 and end["totals"]["steps"] == 1
+    assert end["totals"]["total_tokens"] == 120
+
+
+def test_a_malformed_tool_call_is_answered_with_an_error_not_resent(tmp_path):
+    """A model that gets a call wrong hears why, once, and goes on; one that keeps getting it wrong
+    (a deterministic model) spends its steps, not its retries."""
+    bad = reply("Run it.", [("shell", '{"command": "ls"'), ("no_such_tool", {}), ("view_file", {"path": 3})])
+    script = [bad, reply(None, [("shell", {"command": "echo fixed"})])] + [reply(None, [("shell", "[1, 2]")])] * 3
+    with ScriptedChatServer(script) as srv:
+        result, events, _ = run(config_for(srv, max_steps=5), tmp_path)
+        bodies = srv.bodies()
+    assert not of_type(events, "retry") and len(srv.requests) == 5
+    assert result.exit_reason == "limit" and result.limit == "steps"
+    outs = of_type(events, "tool_result")
+    assert [(o["tool"], o["call_error"]) for o in outs[:3]] == [("shell", "malformed"), ("no_such_tool", "unknown_tool"),
+                                                              ("view_file", "bad_arguments")]
+    assert all(o["is_error"] for o in outs[:3]) and "not valid JSON" in outs[0]["output"]
+    assert '{"command": "ls"' in outs[0]["output"]
+    assert outs[3]["call_error"] is None and "fixed" in outs[3]["output"]
+    assert [o["call_error"] for o in outs[4:]] == ["malformed"] * 3 and "not an object" in outs[4]["output"]
+    # the model read the error in the next request; the history holds a well-formed call
+    second = bodies[1]["messages"]
+    assistant = next(m for m in second if m["role"] == "assistant")
+    assert assistant["tool_calls"][0]["function"]["arguments"] == "{}"
+    assert [m["content"] for m in second if m["role"] == "tool"][0].startswith("error: this shell call was not run")
+    call = of_type(events, "llm_call")[0]["response"]["tool_calls"][0]
+    assert call["error"] and call["raw_arguments"] == '{"command": "ls"'
+    assert of_type(events, "run_end")[0]["totals"]["tool_call_errors"] == 6
 
 
 def test_api_faults_that_persist_are_reported(tmp_path):
@@ -323,3 +348,38 @@ def test_an_interrupted_run_ends_cleanly_and_resumes(tmp_path):
         "candidate_sha256"]          # the same edited kernel, restored from the checkpoint
     assert [e["call"] for e in of_type(events, "llm_call")] == [1, 2, 3]
     assert validate_trace(trace).ok
+
+
+def test_every_arm_takes_or_refuses_each_option(tmp_path):
+    from kernelseek_suite.agents import new_run
+    from kernelseek_suite.agents.arms import ArmOptionError, arm_names, arm_options
+    from kernelseek_suite.agents.selfcheck import ScriptedModel
+
+    with ScriptedChatServer([]) as srv:
+        base = config_for(srv)
+    for n, arm in enumerate(arm_names()):
+        cfg = config_for(srv)
+        cfg.arm, cfg.arm_options = arm, {"plateau_evalz": 3}
+        with pytest.raises(ArmOptionError, match=f"unknown option.*for the {arm} agent: plateau_evalz"):
+            new_run(cfg, tmp_path / f"{n}.jsonl", model=ScriptedModel([]))
+    assert "plateau_evals" in arm_options("kernelseek") and "plateau_evals" not in arm_options("toolrich")
+    assert arm_options("general") == {}
+    for bad in ({"categories": ["rhetorical"]}, {"plateau_evals": 0}, {"min_steps_between": "2"}):
+        cfg = config_for(srv)
+        cfg.arm_options = bad
+        with pytest.raises(ArmOptionError):
+            new_run(cfg, tmp_path / "bad.jsonl", model=ScriptedModel([]))
+    assert base.arm == "kernelseek"
+
+
+def test_the_information_arm_asks_information_questions_with_its_own_plateau(tmp_path):
+    script = [reply(None, [("evaluate", {})]) for _ in range(3)] + [reply(None, [("shell", {"command": "ls"})])]
+    with ScriptedChatServer(script) as srv:
+        cfg = config_for(srv, max_steps=4)
+        cfg.arm_options = {"categories": ["information"], "plateau_evals": 2, "new_best_min_gain": 10.0}
+        result, events, _ = run(cfg, tmp_path)
+    qs = of_type(events, "question")
+    assert [(q["trigger"], q["category"]) for q in qs] == [("plateau", "information")]
+    start = events[0]
+    assert start["bank"]["categories"] == ["information"] and start["config"]["questions"]["plateau_evals"] == 2
+    assert start["arm_options"]["categories"] == ["information"] and start["arm_options"]["repeated_failure"] == 3

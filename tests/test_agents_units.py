@@ -305,6 +305,7 @@ def test_the_validator_names_the_problem(breakage, expected):
     assert any(expected in e for e in errors), errors
 
 
-def test_the_trace_schema_is_itself_valid():
+@pytest.mark.parametrize("version", [1, 2])
+def test_the_trace_schema_is_itself_valid(version):
     from jsonschema import Draft202012Validator
-    Draft202012Validator.check_schema(trace_schema())
+    Draft202012Validator.check_schema(trace_schema(version))

@@ -7,7 +7,7 @@ import csv
 import pytest
 from click.testing import CliRunner
 
-from kernelseek_suite.agents.analysis import analyze
+from kernelseek_suite.headtohead.analysis import analyze
 from kernelseek_suite.agents.trace import validate_trace
 from kernelseek_suite.cli import main
 from trace_builder import TraceBuilder

@@ -154,17 +154,17 @@ def test_report_rerenders_a_saved_folder_without_a_gpu(tmp_path, no_gpu):
     rows = [ScenarioResult(s.id, s.head_config, s.batch, s.seqlen_q, s.seqlen_k, s.causal, False, s.flops, "ok",
                            ratio={"fa3": 0.5 + i / 10}, tflops={"kernel": 100.0}) for i, s in enumerate(sc.grid()[:4])]
     rows[1].status, rows[1].code, rows[1].reason = "rejected", "late-work", "work left running"
-    rows[2].flags = ["roofline: too fast"]
+    rows[2].flags = ["jump: too fast"]
     (tmp_path / "bench.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in rows) + '{"cut sh')
     (tmp_path / "provenance.json").write_text(json.dumps({"baselines": ["fa3"], "arch": "sm90", "kernel": "k.cu"}))
     r = CliRunner().invoke(main, ["report", str(tmp_path)])
     assert r.exit_code == 0, r.output
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["scenarios_total"] == 4 and summary["scenarios_correct"] == 3
-    assert summary["failures"] == {"late-work": 1} and summary["flagged"] == {rows[2].scenario: ["roofline"]}
-    assert "not correct: 1 late-work" in r.output and "flagged for a look: 1 scenarios (roofline)" in r.output
+    assert summary["failures"] == {"late-work": 1} and summary["flagged"] == {rows[2].scenario: ["jump"]}
+    assert "not correct: 1 late-work" in r.output and "flagged for a look: 1 scenarios (jump)" in r.output
     md = (tmp_path / "bench.md").read_text()
-    assert "rejected (late-work)" in md and "ALARM roofline: too fast" in md
+    assert "rejected (late-work)" in md and "ALARM jump: too fast" in md
 
 
 # ---- resume ------------------------------------------------------------------------------------
@@ -219,7 +219,7 @@ def test_an_interrupted_sweep_resumes_where_it_stopped_and_refuses_another_kerne
 
 
 @pytest.mark.nvcc
-def test_plausibility_alarms_reach_the_rows_and_the_summary(tmp_path, fake_gpu):
+def test_implausible_rows_and_jump_alarms_reach_the_rows_the_summary_and_the_exit_code(tmp_path, fake_gpu):
     prev = tmp_path / "prev"
     prev.mkdir()
     s = sc.select(sc.grid(), "d64-h32kv8-*")
@@ -228,9 +228,18 @@ def test_plausibility_alarms_reach_the_rows_and_the_summary(tmp_path, fake_gpu):
         ratio={"fa3": 0.4}).to_dict()) + "\n" for x in s[:3]))
     req = request(tmp_path, previous=prev)
     req.config = HarnessConfig(sweep=req.config.sweep,
-                               plausibility=bench.config.PlausibilityConfig(roofline_factor=0.25))
+                               plausibility=bench.config.PlausibilityConfig(ceiling_factor=0.25))
     summary = bench.run_bench(req)
     rows = read_jsonl(tmp_path / "out" / "bench.jsonl")
-    assert all(any(f.startswith("roofline:") for f in r.flags) for r in rows)   # 50 > 0.25 x 100
+    assert all(r.status == r.code == "implausible" and "0.25 x the bf16 GEMM" in r.reason for r in rows)   # 50 > 25
     assert all(any(f.startswith("jump:") for f in r.flags) == (r.scenario in {x.id for x in s[:3]}) for r in rows)
-    assert summary["flagged"][s[0].id] == ["roofline", "jump"] and summary["scenarios_correct"] == 14
+    assert summary["flagged"][s[0].id] == ["jump"] and summary["scenarios_correct"] == 0
+    assert summary["failures"] == {"implausible": 14} and summary["geomean"] == {"fa3": None}
+    assert summary["ceiling"] == {"gemm_tflops": 100.0, "factor": 0.25, "implausible_above_tflops": 25.0}
+    assert summary["schema_version"] == 2
+    from kernelseek_suite.evaluate import passed
+    assert not passed(summary)                                       # bench and eval exit 1 on it
+    req.config = HarnessConfig(sweep=req.config.sweep)                # the default margin: 50 < 1.1 x 100
+    req.out_dir = tmp_path / "out2"
+    summary = bench.run_bench(req)
+    assert summary["scenarios_correct"] == 14 and summary["geomean"]["fa3"] and "implausible" not in summary["failures"]

@@ -92,3 +92,274 @@ def test_enforce_raises_with_every_violation(tmp_path):
     with pytest.raises(rules.DependencyRuleError) as e:
         rules.enforce(p)
     assert len(e.value.violations) == 2 and "line 3" in str(e.value) and "line 4" in str(e.value)
+
+
+# ---- every alternative of every forbidden pattern --------------------------------------------------
+# Lines that each pattern must flag, at least one per alternative of each of its groups; the test
+# below drops one alternative at a time and checks that some line here is no longer flagged.
+
+FLAGGED = {
+    "cuBLAS": ["cublasHandle_t h;", "int v = cublasGetVersion_v2(h, &x);"],
+    "cuDNN": ["cudnnHandle_t h;"],
+    "CUTLASS": ["using T = cutlass::half_t;"],
+    "CuTe": ["auto t = cute::make_tensor(p);"],
+    "ThunderKittens": ["kittens::rt_bf<16, 64> r;"],
+    "Thrust": ["thrust::device_vector<float> v(8);"],
+    "CUB": ["using R = cub::BlockReduce<float, 128>;"],
+    "the WMMA library (use inline PTX)": ["using namespace nvcuda::wmma;", "wmma::mma_sync(c, a, b, c);"],
+    "loading a library at run time": [
+        "void* h = dlopen(name, 1);", "void* h = dlmopen(0, name, 1);", "void* f = dlsym(h, name);",
+        "void* f = dlvsym(h, name, ver);", "dlinfo(h, 2, &m);", "dlclose(h);", "void* h = __libc_dlopen_mode(n, 1);",
+        "HMODULE m = LoadLibraryA(name);"],
+    "creating a stream (run on the stream passed in)": [
+        "cudaStreamCreateWithFlags(&s, 1);", "cudaStreamCreate (&s);", "cuStreamCreate(&s, 0);"],
+    "a stream other than the one passed in": [
+        "k<<<g, b, 0, cudaStreamPerThread>>>(p);", "cudaMemsetAsync(o, 0, n, cudaStreamLegacy);",
+        "cuMemsetD8Async(o, 0, n, CU_STREAM_PER_THREAD);", "cuMemsetD8Async(o, 0, n, CU_STREAM_LEGACY);"],
+    "creating a host thread": [
+        "std::thread t(f);", "std::jthread t(f);", "pthread_create(&t, 0, f, 0);", "auto r = std::async(f);",
+        "thrd_create(&t, f, 0);", "clone(f, stack, 0, 0);"],
+    "linking a library": ['#pragma comment(lib, "cuda.lib")', "#  pragma comment ( lib )"],
+    "deferred host-side launches (graphs, host functions)": [
+        "cudaGraphLaunch(g, s);", "cuGraphLaunch(g, s);", "cudaStreamBeginCapture(s, 0);",
+        "cudaLaunchHostFunc(s, f, 0);", "cuLaunchHostFunc(s, f, 0);"],
+    "the Python C API (a kernel must not reach into the process that loads it)": [
+        "PyObject* o = 0;", "_PyObject_GC_New(t);"],
+    "starting a process": [
+        'system("ls");', "FILE* p = popen(c, m);", "pid_t p = fork();", "pid_t p = vfork();",
+        "posix_spawn(&p, a, 0, 0, v, e);", "posix_spawnp(&p, a, 0, 0, v, e);", "execl(a, b, 0);",
+        "execvp(a, v);", "execve(a, v, e);", "execle(a, b, 0, e);"],
+    "file access from the kernel": [
+        "FILE* f = fopen(n, m);", "freopen(n, m, f);", "fdopen(3, m);", "FILE* t = tmpfile();", "remove(n);",
+        "rename(a, b);", "unlink(n);", "int fd = open(n, 0);", "openat(d, n, 0);", "creat(n, 0600);"],
+    "ending the process (return a KS_ERR_* code instead)": [
+        "exit(1);", "_exit(1);", "_Exit(1);", "quick_exit(1);", "abort();", "atexit(f);", "at_quick_exit(f);"],
+    "reading or changing the environment": [
+        "getenv(n);", "secure_getenv(n);", "setenv(n, v, 1);", "putenv(s);", "unsetenv(n);"],
+    "code that runs when the library is loaded": [
+        "__attribute__((constructor)) static void f() {}", "__attribute__ (( destructor )) static void g() {}"],
+    "process-level system calls": [
+        "syscall(39);", "signal(11, h);", "sigaction(11, &a, 0);", "raise(9);", "kill(0, 9);",
+        "ptrace(0, 0, 0, 0);", "void* m = mmap(0, n, 3, 34, -1, 0);", "mprotect(p, n, 7);", "dup(1);",
+        "dup2(1, 2);", "setrlimit(3, &l);", "prctl(4, 0);"],
+    "changing, resetting or creating device contexts": [
+        "cudaDeviceReset();", "cudaSetDevice(1);", "cuCtxCreate(&c, 0, d);", "cuCtxDestroy(c);",
+        "cuCtxSetCurrent(c);", "cuCtxPushCurrent_v2(c);"],
+    # searched with the strings kept
+    "a system call in inline host assembly": [
+        'asm volatile("syscall");', 'asm volatile("int $0x80");', 'asm volatile("int 0x80");',
+        'asm volatile("sysenter");'],
+    "embedding a prebuilt binary": ['asm(".incbin \\"blob.bin\\"");'],
+    "reaching into the process or system": [
+        'const char* p = "/proc/self/maps";', 'const char* p = "/dev/shm/x";', 'const char* e = "LD_PRELOAD";'],
+}
+
+# honest lines close to a forbidden one: a word boundary, a name that only contains the word
+NEAR_MISSES = [
+    "int mycublas = 1;", "float kcudnn_like = 0;", "int thrust_n = 2;", "int cub = 3;", "int wmma_tiles = 4;",
+    "bool dlopen_ok = false;", "int stream_count = 1;", "int threads = 128;", "int my_clone = 1;",
+    "int system_ok = 1;", "int reopen_count = 0;", "bool is_open(int);", "int exit_code = 0;",
+    "float getenv_value = 0;", "int raised = 0;", "int mmap_size = 0;", "int Pyramid = 1;",
+"int sysenter_count = 0;", "int incbin = 0;", "int proc = 0;",
+    "__attribute__((noinline)) static void f() {}", "int kill_count = 0;",
+]
+
+_ALL_PATTERNS = rules.FORBIDDEN_CODE + rules.FORBIDDEN_TEXT
+
+
+def test_every_rule_has_flagged_examples():
+    assert set(FLAGGED) == {what for _, what in _ALL_PATTERNS}
+
+
+@pytest.mark.parametrize("what,line", [(w, line) for w, lines in FLAGGED.items() for line in lines])
+def test_each_example_is_flagged_with_its_rule(what, line):
+    assert what in found(line + "\n")
+
+
+@pytest.mark.parametrize("line", NEAR_MISSES)
+def test_near_misses_are_not_flagged(line):
+    assert found(line + "\n") == []
+
+
+def drop_each_alternative(pattern: str):
+    """The pattern with one alternative of one group (or of the whole) removed, for every alternative."""
+    stack, groups, i, in_class = [[0, []]], [], 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+        elif c == "(":
+            start = i + 1 + (2 if pattern.startswith("?:", i + 1) else 0)
+            stack.append([start, []])
+        elif c == ")":
+            start, bars = stack.pop()
+            groups.append((start, bars, i))
+        elif c == "|":
+            stack[-1][1].append(i)
+        i += 1
+    start, bars = stack.pop()
+    groups.append((start, bars, len(pattern)))
+    for start, bars, end in groups:
+        if not bars:
+            continue
+        edges = [start - 1, *bars, end]
+        for k in range(len(bars) + 1):
+            if k == 0:
+                yield pattern[:start] + pattern[bars[0] + 1:]
+            else:
+                yield pattern[:edges[k]] + pattern[edges[k + 1]:]
+
+
+def test_the_alternative_dropper_finds_every_alternative():
+    assert sorted(drop_each_alternative(r"\b(ab|c)d|e(?:f|g|h)")) == sorted([
+        r"\b(c)d|e(?:f|g|h)", r"\b(ab)d|e(?:f|g|h)", r"\b(ab|c)d|e(?:g|h)", r"\b(ab|c)d|e(?:f|h)",
+        r"\b(ab|c)d|e(?:f|g)", r"e(?:f|g|h)", r"\b(ab|c)d"])
+
+
+@pytest.mark.parametrize("table", ["FORBIDDEN_CODE", "FORBIDDEN_TEXT"])
+def test_no_alternative_of_a_forbidden_pattern_can_be_dropped_unnoticed(table, monkeypatch):
+    patterns = getattr(rules, table)
+    unnoticed = []
+    for idx, (pattern, what) in enumerate(patterns):
+        for dropped in drop_each_alternative(pattern):
+            monkeypatch.setattr(rules, table, patterns[:idx] + ((dropped, what),) + patterns[idx + 1:])
+            if all(what in found(line + "\n") for line in FLAGGED[what]):
+                unnoticed.append(dropped)
+        monkeypatch.setattr(rules, table, patterns)
+    assert unnoticed == []
+
+
+# ---- where a violation is, and what the source around it does ----------------------------------------
+
+@pytest.mark.parametrize("line,what", [
+    ('const char* p = "/proc/self/maps";', "reaching into"),
+    ('asm volatile("syscall");', "system call"),
+    ("void* h = dlopen(0, 0);", "loading a library"),
+])
+@pytest.mark.parametrize("position", ["first", "middle", "last"])
+def test_a_violation_is_found_on_any_line(line, what, position):
+    before = {"first": "", "middle": "int a = 1;\nint b = 2;\n", "last": "int a = 1;\nint b = 2;\nint c = 3;\n"}
+    after = {"first": "int x = 1;\nint y = 2;\n", "middle": "int y = 2;\n", "last": ""}
+    src = before[position] + line + "\n" + after[position]
+    v = rules.check_source(src)
+    assert [(x.line, what in x.rule) for x in v] == [(src.splitlines().index(line) + 1, True)]
+    assert v[0].text == line
+
+
+def test_violations_come_sorted_by_line_with_their_text():
+    src = HEAD + "k<<<1, 2>>>(p);\nint fd = open(n, 0);\n#include <thread>\nexit(1);\n"
+    v = rules.check_source(src)
+    assert [(x.line, x.rule.split(" ")[0]) for x in v] == [
+        (3, "a"), (4, "file"), (5, "include"), (6, "ending")]
+    assert str(v[1]) == "line 4: file access from the kernel: int fd = open(n, 0);"
+
+
+def test_two_rules_on_one_line_are_both_reported():
+    v = rules.check_source('void* h = dlopen("/proc/self/exe", 1);\n')
+    assert sorted(x.rule for x in v) == ["loading a library at run time", "reaching into the process or system"]
+    assert {x.line for x in v} == {1}
+
+
+def test_an_include_line_is_judged_as_an_include_only():
+    # the rest of an include line is the header's name, not code
+    assert found("#include <stdio.h> // dlopen() exit(0)\nint x;\n") == []
+
+
+@pytest.mark.parametrize("header", sorted(rules.ALLOWED_INCLUDES))
+def test_every_allowed_header_may_be_included(header):
+    assert rules.check_source(f"#include <{header}>\n") == []
+    assert rules.check_source(f"  #  include<{header}>  \n") == []
+
+
+@pytest.mark.parametrize("line,rule", [
+    ("#include <cuda_runtime.hpp>", "include <cuda_runtime.hpp> is not"),
+    ("#include <cuda/barrier>", "include <cuda/barrier> is not"),
+    ('#include "cuda_runtime.h"', "local include"),
+    ("#include <stdio.h", "not a plain <header>"),
+    ("#include stdio.h", "not a plain <header>"),
+    ("#include_next <stdio.h>", "not a plain <header>"),
+    ("%:include <stdio.h> x", "not a plain <header>"),
+])
+def test_includes_that_just_fail(line, rule):
+    v = rules.check_source("int a;\n" + line + "\nint b;\n")
+    assert [(x.line, rule in x.rule) for x in v] == [(2, True)]
+
+
+@pytest.mark.parametrize("config,ok", [
+    ("grid, block, smem, stream", True),
+    ("dim3(a, b, c), dim3(32, 4), f(x, y), s[i]", True),
+    ("g, b, smem_for(T{1, 2}), streams[idx(0, 1)]", True),
+    ("g,\n b,\n 0,\n s", True),
+    ("grid, block, smem", False),
+    ("dim3(a, b, c), dim3(32, 4), f(x, y)", False),
+    ("g, b", False),
+    ("g", False),
+    ("", False),
+    ("  ", False),
+])
+def test_a_launch_needs_four_arguments(config, ok):
+    v = rules.check_source("int a;\nk<<<" + config + ">>>(p);\nint b;\n")
+    assert v == [] if ok else [(x.line, x.rule.startswith("a kernel launch without")) for x in v] == [(2, True)]
+
+
+def test_the_line_of_a_launch_is_where_it_starts():
+    v = rules.check_source("int a;\nint b;\nk<<<grid,\n  block>>>(p);\nk2<<<1, 2, 3, s>>>(p);\nk3<<<1>>>(q);\n")
+    assert [x.line for x in v] == [3, 6] and v[0].text == "k<<<grid,"
+
+
+# ---- comments and literals -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("src", [
+    "/* dlopen(0, 0); never closed\nexit(1);\n",
+    "int a; // exit(1);\n",
+    "// a\n// b exit(1)\n",
+    'const char* s = "a \\" exit(1) \\" b";\n',
+    "char q = '\\''; const char* s = \"exit(1)\";\n",
+    "char h = '\\x41'; char o = '\\101'; const char* s = \"exit(1)\";\n",
+    'const char* r = R"(exit(1) " dlopen(x))";\n',
+    'const char* r = R"xy(exit(1) )" dlopen(x))xy";\n',
+    'const char* r = R"(line one\nexit(1)\n)";\n',
+])
+def test_code_inside_comments_and_literals_is_not_code(src):
+    assert found(src) == []
+
+
+@pytest.mark.parametrize("src", [
+    '/* a */ exit(1);\n',
+    "/* a\n b */ exit(1);\n",
+    "int n = 1'000; exit(1);\n",
+    'const char* s = "a"; exit(1);\n',
+    'const char* s = "unterminated\nexit(1);\n',
+    "char c = 'x'; exit(1);\n",
+    'const char* r = R"(x)"; exit(1);\n',
+    'const char* r = R"ab(x)ab"; exit(1);\n',
+])
+def test_code_after_comments_and_literals_is_code(src):
+    assert "ending the process (return a KS_ERR_* code instead)" in found(src)
+
+
+def test_lines_stay_true_after_multi_line_comments_and_raw_strings():
+    src = 'int a;\n/* one\ntwo\n*/\nconst char* r = R"(x\ny\n)";\nexit(1);\n'
+    assert [v.line for v in rules.check_source(src)] == [8]
+
+
+def test_text_rules_see_strings_but_not_comments():
+    assert found('// "/proc/self/maps"\n/* LD_PRELOAD */\n') == []
+    assert found('const char* p = "/dev/shm/x"; // fine\n') == ["reaching into the process or system"]
+
+
+def test_enforce_text_passes_clean_code_and_names_the_path(tmp_path):
+    rules.enforce_text(HEAD + "int x;\n", "ok.cu")
+    with pytest.raises(rules.DependencyRuleError) as e:
+        rules.enforce_text(HEAD + "exit(1);\n", "bad.cu")
+    assert e.value.path == "bad.cu" and [v.line for v in e.value.violations] == [3]
+    assert str(e.value) == ("bad.cu breaks the dependency-free rule (CUDA runtime/driver API and inline PTX only, "
+                            "one file):\n  line 3: ending the process (return a KS_ERR_* code instead): exit(1);")
+    p = tmp_path / "ok.cu"
+    p.write_text(HEAD + "int x;\n")
+    rules.enforce(p)

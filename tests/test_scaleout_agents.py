@@ -21,8 +21,8 @@ from chat_server import ScriptedChatServer, reply  # noqa: E402
 from scaleout_fakes import mixed_probe, shared_probe  # noqa: E402
 from test_compare import ARGS, respond  # noqa: E402
 from kernelseek_suite.agents import read_trace, validate_trace  # noqa: E402
-from kernelseek_suite.agents.compare import CompareRequest, plan  # noqa: E402
-from kernelseek_suite.agents.compare_report import read_runs  # noqa: E402
+from kernelseek_suite.headtohead.compare import CompareRequest, plan  # noqa: E402
+from kernelseek_suite.headtohead.report import read_runs  # noqa: E402
 from kernelseek_suite.cli import main  # noqa: E402
 from kernelseek_suite.gpu import GPU_ENV  # noqa: E402
 from kernelseek_suite.scaleout import cluster as cluster_mod  # noqa: E402

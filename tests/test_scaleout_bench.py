@@ -43,9 +43,12 @@ def ready(client):
 
 
 def request(out: Path, **kw) -> BenchRequest:
-    kw = {"kernel": KERNEL, "seed": 1234, "scenario_filter": PATTERN, "baselines": ["fa3", "cudnn"],
-          "scaleout": ScaleOut(chunk=3), **kw}
+    kw = {"kernel": KERNEL, "seed": 1234, "scenario_filter": PATTERN, "baselines": ["fa3", "cudnn"], **kw}
     return BenchRequest(out_dir=out, **kw)
+
+
+def run_sharded(req: BenchRequest, scaleout: ScaleOut | None = None, **kw) -> dict:
+    return run_bench_distributed(req, scaleout=scaleout or ScaleOut(chunk=3), **kw)
 
 
 def comparable(rows) -> set[str]:
@@ -103,7 +106,7 @@ def test_sharded_bench_survives_a_killed_worker_and_equals_a_serial_run(ready, t
     victim = chosen[len(chosen) // 2 + 1].id     # the second scenario of a shard: one row of it is recorded
     watcher = kill_when_blocked(log)
     pids_before = set(ready.run(os.getpid).values())
-    summary = run_bench_distributed(req, client=ready, probe=h200_probe,
+    summary = run_sharded(req, client=ready, probe=h200_probe,
                                     runner=functools.partial(fake_runner, log_dir=str(log), block=victim))
     watcher.join(1)
     killed = int((log / "blocked").read_text())
@@ -142,19 +145,19 @@ def test_an_interrupted_sharded_run_resumes(ready, tmp_path):
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        run_bench_distributed(request(out), on_row=interrupt_after_some, client=ready, probe=h200_probe, runner=runner)
+        run_sharded(request(out), on_row=interrupt_after_some, client=ready, probe=h200_probe, runner=runner)
     first = read_jsonl(out / "bench.jsonl")
     assert 7 <= len(first) < 28
     # another kernel in the same folder is refused
     other = tmp_path / "other.cu"
     other.write_text(KERNEL.read_text() + "\n// changed\n")
     with pytest.raises(ResumeMismatch):
-        run_bench_distributed(request(out, resume=True, kernel=other), client=ready, probe=h200_probe, runner=runner)
+        run_sharded(request(out, resume=True, kernel=other), client=ready, probe=h200_probe, runner=runner)
     # the seed comes from the interrupted run, whatever this request says
     req = request(out, resume=True)
     req.seed = 999
     ready.wait_for_workers(WORKERS, timeout=60)
-    summary = run_bench_distributed(req, client=ready, probe=h200_probe, runner=runner)
+    summary = run_sharded(req, client=ready, probe=h200_probe, runner=runner)
     rows = read_jsonl(out / "bench.jsonl")
     assert len(rows) == len({r.scenario for r in rows}) == 28 == summary["scenarios_total"]
     assert comparable(rows) == comparable(serial_rows(request(out), tmp_path))
@@ -168,11 +171,11 @@ def test_mixed_gpu_classes_are_refused_unless_per_class_reports(ready, tmp_path)
     log.mkdir()
     runner = functools.partial(fake_runner, log_dir=str(log))
     with pytest.raises(MixedGPUs, match="H100.*H200|H200.*H100"):
-        run_bench_distributed(request(tmp_path / "refused"), client=ready, probe=mixed_probe, runner=runner)
+        run_sharded(request(tmp_path / "refused"), client=ready, probe=mixed_probe, runner=runner)
     assert not (tmp_path / "refused" / "bench.jsonl").exists()
     assert started(log) == []
     out = tmp_path / "per-class"
-    res = run_bench_distributed(request(out, scaleout=ScaleOut(per_class_reports=True, chunk=4)), client=ready,
+    res = run_sharded(request(out), scaleout=ScaleOut(per_class_reports=True, chunk=4), client=ready,
                                 probe=mixed_probe, runner=runner)
     assert set(res["per_class"]) == {"NVIDIA H200 (sm90)", "NVIDIA H100 80GB HBM3 (sm90)"}
     folders = sorted(p.name for p in out.iterdir())
@@ -194,7 +197,7 @@ def test_a_build_error_on_the_workers_stops_the_run(ready, tmp_path):
         raise BuildError("nvcc failed for the kernel (stand-in)")
 
     with pytest.raises(BuildError, match="stand-in"):
-        run_bench_distributed(request(tmp_path / "out"), client=ready, probe=h200_probe, runner=failing)
+        run_sharded(request(tmp_path / "out"), client=ready, probe=h200_probe, runner=failing)
 
 
 def test_a_shard_whose_workers_keep_dying_is_recorded_as_crashed(tmp_path):
@@ -208,7 +211,7 @@ def test_a_shard_whose_workers_keep_dying_is_recorded_as_crashed(tmp_path):
         with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                       dashboard_address=":0") as cluster, distributed.Client(cluster) as c:
             watcher = kill_when_blocked(log)
-            summary = run_bench_distributed(request(tmp_path / "out"), client=c, probe=h200_probe,
+            summary = run_sharded(request(tmp_path / "out"), client=c, probe=h200_probe,
                                             runner=functools.partial(fake_runner, log_dir=str(log), block=victim))
             watcher.join(1)
     rows = read_jsonl(tmp_path / "out" / "bench.jsonl")
@@ -242,18 +245,18 @@ def test_the_real_shard_runner_builds_once_per_worker_and_isolates_a_crash(tmp_p
     monkeypatch.setenv("KERNELSEEK_CACHE", str(tmp_path / "cache"))      # inherited by the workers
     from kernelseek_suite.config import HarnessConfig, SweepConfig
     req = BenchRequest(kernel=kernel, arch="sm90", baselines=["fa3"], scenario_filter=PATTERN, seed=5,
-                       out_dir=tmp_path / "out", previous=prev, sanitize=True, scaleout=ScaleOut(chunk=4),
+                       out_dir=tmp_path / "out", previous=prev, sanitize=True,
                        config=HarnessConfig(sweep=SweepConfig(scenario_timeout_s=30, poll_s=0.05)),
                        worker_command=(sys.executable, str(Path(__file__).parent / "fake_worker.py"), str(plan)))
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=":0") as cluster, distributed.Client(cluster) as c:
-        summary = run_bench_distributed(req, client=c, probe=h200_probe)
+        summary = run_sharded(req, scaleout=ScaleOut(chunk=4), client=c, probe=h200_probe)
     rows = {r.scenario: r for r in read_jsonl(tmp_path / "out" / "bench.jsonl")}
     assert sorted(rows) == sorted(s.id for s in chosen)
-    assert rows[crash].status == "crash" and summary["scenarios_correct"] == 27
-    # the roofline alarm from the GEMM ceiling the worker measured, the jump alarm from --previous
-    ok = [r for r in rows.values() if r.correct]
-    assert all(any(f.startswith("roofline") for f in r.flags) for r in ok)
+    assert rows[crash].status == "crash" and summary["failures"] == {"crash": 1, "implausible": 27}
+    # implausible from the GEMM ceiling the worker measured (500 > 1.1 x 100), the jump alarm from --previous
+    assert all(r.status == "implausible" for s, r in rows.items() if s != crash)
+    assert summary["scenarios_correct"] == 0 and summary["ceiling"]["implausible_above_tflops"] == 110.0
     assert any(f.startswith("jump") for f in rows[chosen[0].id].flags)
     # one build per device: each worker's own cache holds a single build of the kernel
     builds = sorted((tmp_path / "cache" / "scaleout").glob("GPU-fake-*/build/*/kernel.so"))
@@ -281,10 +284,10 @@ def test_a_class_whose_workers_are_all_gone_stops_the_run_instead_of_waiting(rea
     log.mkdir()
     chosen = scenarios.select(scenarios.grid("sm90"), PATTERN)
     watcher = kill_when_blocked(log)          # the only H100 worker (worker 1) runs the blocking scenario
-    req = request(tmp_path / "out", scaleout=ScaleOut(per_class_reports=True, chunk=4))
+    req = request(tmp_path / "out")
     with pytest.raises(WorkersGone, match="alive"):
-        run_bench_distributed(req, client=ready, probe=mixed_probe,
-                              runner=functools.partial(fake_runner, log_dir=str(log), block=chosen[1].id,
+        run_sharded(req, scaleout=ScaleOut(per_class_reports=True, chunk=4), client=ready, probe=mixed_probe,
+                    runner=functools.partial(fake_runner, log_dir=str(log), block=chosen[1].id,
                                                        block_class="NVIDIA H100 80GB HBM3 (sm90)", pause_s=0.02))
     watcher.join(1)
     h100 = read_jsonl(tmp_path / "out" / "nvidia-h100-80gb-hbm3-sm90" / "bench.jsonl")
@@ -306,7 +309,7 @@ def test_a_late_worker_of_another_class_is_refused(tmp_path, monkeypatch):
                 c.wait_for_workers(3, timeout=60)
 
         with pytest.raises(MixedGPUs, match="took a shard"):
-            run_bench_distributed(request(tmp_path / "out", scaleout=ScaleOut(chunk=1)), client=c,
+            run_sharded(request(tmp_path / "out"), scaleout=ScaleOut(chunk=1), client=c,
                                   on_row=add_worker_after_first_row, probe=late_h100_probe,
                                   runner=functools.partial(fake_runner, log_dir=str(log), pause_s=0.05))
     assert all(r.gpu["name"] == "NVIDIA H200" for r in read_jsonl(tmp_path / "out" / "bench.jsonl"))

@@ -19,12 +19,12 @@ PATTERN = "d64-h32kv32-s512*,d128-h16kv16-s1024*,d128-h16kv4-s2048*"
 @pytest.mark.nvcc
 def test_sharded_bench_on_this_hosts_gpus_matches_one_gpu(tmp_path):
     pytest.importorskip("dask_cuda")
-    from kernelseek_suite.scaleout.bench import ScaleOut
+    from kernelseek_suite.scaleout.bench import ScaleOut, run_bench_distributed
     from kernelseek_suite.scaleout.cluster import ClusterSpec
 
     common = dict(kernel=KERNEL, arch="sm80", baselines=["sdpa-flash"], scenario_filter=PATTERN, seed=11)
-    sharded = run_bench(BenchRequest(out_dir=tmp_path / "sharded", **common,
-                                     scaleout=ScaleOut(ClusterSpec("local-cuda"), chunk=1)))
+    sharded = run_bench_distributed(BenchRequest(out_dir=tmp_path / "sharded", **common),
+                                    scaleout=ScaleOut(ClusterSpec("local-cuda"), chunk=1))
     single = run_bench(BenchRequest(out_dir=tmp_path / "single", **common))
     rows, ref = read_jsonl(tmp_path / "sharded" / "bench.jsonl"), read_jsonl(tmp_path / "single" / "bench.jsonl")
     assert sorted(r.scenario for r in rows) == sorted(r.scenario for r in ref)

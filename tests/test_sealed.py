@@ -177,7 +177,7 @@ def _probe_kernel(marker: Path, extra: str = "") -> str:
 def test_a_candidate_writes_only_its_scratch_folder_and_sees_no_key(tmp_path, tmp_root, monkeypatch):
     """A candidate's constructor (and a shell it starts) writing outside, and the key it looks for in
     its environment; then the same candidate re-measured (compare --remeasure)."""
-    from kernelseek_suite.agents.compare import remeasure
+    from kernelseek_suite.headtohead.compare import remeasure
 
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     marker = tmp_path / "escaped.txt"

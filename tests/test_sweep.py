@@ -179,7 +179,7 @@ def test_a_killed_sweep_process_leaves_no_worker_running(tmp_path, sig):
 import sys
 import time
 from pathlib import Path
-from kernelseek_suite import cli
+from kernelseek_suite.cli import common as cli
 from kernelseek_suite import scenarios as sc
 from kernelseek_suite.harness.sweep import SweepSpec, run_sweep
 import signal

@@ -3,14 +3,16 @@ KernelSeek arm (the agent + a harness that enforces the goal + questions at deci
 question bank, and traces of everything that happens.
 
 Layout: protocols.py (the seams), config.py (settings and prompts), agent.py (the loop),
-model.py (the client, retries), tools.py (tools and their registry), workspace.py (where tools act),
-seal.py + sandbox.py + policy.py + childenv.py (what protects the evaluator, the repository and the
-key; docs/threat-model.md), tasks/ (fa-fwd-sm90, cpu-attn),
-arms/ (general, kernelseek, toolrich), decisions.py + questions.py + bank.py (the KernelSeek questions),
+model.py (the client, retries), compaction.py (the context window), tools.py (tools and their
+registry), workspace.py (where tools act), seal.py + sandbox.py + policy.py + childenv.py (what
+protects the evaluator, the repository and the key; docs/threat-model.md), tasks/ (fa-fwd-sm90,
+cpu-attn), arms/ (general, kernelseek, toolrich, agent-cmd), external.py (an agent command driven
+through sessions), decisions.py + questions.py + bank.py (the KernelSeek questions),
 profiler_tools.py + retrieval.py + lessons.py + population.py (the tool-rich arm's equipment),
 trace.py (writing, reading, validating, showing traces), runner.py (a run put together, or resumed),
-selfcheck.py (a task's tools driven without a model), cli.py (the commands); compare.py +
-runstats.py + compare_report.py (the head-to-head), analysis.py (gain attribution), compare_cli.py.
+selfcheck.py (a task's tools driven without a model). The head-to-head (compare, protocol, plan,
+statistics, report, trace analysis) is the `headtohead` package, which uses this one (never the other
+way round). The commands are in suite/cli/.
 The `openai` client and `tenacity` come with the `agents` extra; nothing here imports them until a
 model is made.
 """

@@ -56,6 +56,12 @@ def held_api_key(name: str = API_KEY_ENV) -> str | None:
     return take_api_key(name) or _held.get(name)
 
 
+def user_environment() -> dict[str, str]:
+    """Our environment as it was given, keys taken out of it included: for the one child that needs
+    the user's own credentials, an agent command of the agent-cmd arm (which is not sandboxed)."""
+    return {**os.environ, **_held}
+
+
 def _environ_block() -> tuple[int, int] | None:
     """The address range of the environment block the process was started with (env_start,
     env_end in /proc/self/stat)."""

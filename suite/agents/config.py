@@ -39,6 +39,7 @@ class ModelConfig:
     seed: int | None = None              # sent to endpoints that accept one
     timeout_s: float = 600.0             # one request
     max_attempts: int = 6                # per model call, first try included
+    retry_budget_s: float | None = None  # seconds one model call may spend failing and waiting (None: no cap)
     backoff_initial_s: float = 2.0
     backoff_max_s: float = 60.0
     # USD per million tokens, used when the endpoint does not report a cost itself
@@ -48,12 +49,25 @@ class ModelConfig:
 
 @dataclass
 class Limits:
-    """Every limit is checked before each model call; None means no limit."""
+    """Every limit is checked before each model call; the wall limit also between retries, before each
+    tool call, and as the shell's deadline. None means no limit."""
     max_steps: int | None = 200          # model calls
     max_tokens: int | None = None        # prompt + completion tokens, all calls
     max_cost: float | None = None        # USD, when a cost is known
     max_wall_s: float | None = None      # wall time of the run, resumed sessions included
     max_evals: int | None = None         # harness evaluations
+
+
+@dataclass
+class ContextConfig:
+    """Keeping the conversation inside the model's context window (compaction.py)."""
+    window_tokens: int | None = None     # None: the endpoint's, where its model list says it; else learnt
+                                         # from the first request it refuses as too long
+    reserve_tokens: int = 4096           # left for the answer (max_output_tokens when that is set)
+    compact_at: float = 0.85             # compact when a request would fill this share of the room ...
+    compact_to: float = 0.6              # ... down to this share
+    keep_recent_turns: int = 3           # the latest steps stay whole as long as anything else can go
+    chars_per_token: float = 3.5         # the estimate until the endpoint reports a prompt's tokens
 
 
 @dataclass
@@ -67,18 +81,66 @@ class ToolsConfig:
     keep_workspace: bool = False         # leave the workspace folder after the run (the trace keeps its files)
 
 
+# What a claim that the kernel is at a limit looks like (decisions.claimed_limit applies them to one
+# sentence at a time and drops a match that is denied, asked, conditional or a possibility to test).
+# A pattern may name the words that make the claim, (?P<claim>...): the match's words before them are
+# checked for a denial too ("is not memory-bound").
+_RESOURCE = (r"(?:(?:memory |dram |hbm |l2 )?bandwidth|global[- ]memory|memory|dram|hbm|l2|compute|(?:the )?hardware|"
+             r"(?:the )?gpu|tensor[- ]cores?|(?:wgmma|mma|gemm) throughput|mufu|sfu|exp\w*|latency|"
+             r"instruction (?:issue|throughput)|issue rate|flops|math throughput|launch overhead|(?:the )?roofline)")
+_BOUND_KIND = (r"(?:memory|compute|bandwidth|latency|dram|hbm|l2|math|instruction(?:[- ]issue)?|issue|mufu|sfu|"
+               r"tensor[- ]core|throughput|launch|occupancy|register)")
+_LIMIT_NOUN = r"(?:limits?|ceilings?|peak|roofline|maximum|max|speed[- ]of[- ]light|sol|wall)"
+_LIMIT_ADJ = (r"(?:(?:theoretical|hardware|practical|physical|fundamental|hard|memory|bandwidth|compute|achievable|"
+              r"attainable|tensor[- ]core|hbm|dram)\s+)*")
 DEFAULT_CLAIMED_LIMIT_PATTERNS = (
-    r"theoretical (limit|maximum|peak|bound)",
-    r"(cannot|can't|can not|could not|couldn't) be (improved|optimi[sz]ed|made faster|sped up)",
-    r"no (further|more) (room|improvement|speed-?up|gains?)",
-    r"\b(is|are|remains?) (bound|limited) by\b",
-    r"\b(memory|compute|bandwidth|latency|launch|math|instruction)[- ](bound|limited)\b",
-    r"\bsaturat(ed|es|ing)\b",
-    r"\bimpossible\b",
-    r"\bat (the|its) (hardware |practical |physical )?(limit|ceiling|peak)\b",
-    r"(fundamental|hard|physical) (limit|ceiling|barrier)",
+    # at, near or against a limit: "hit the roofline", "close to peak", "within 3% of the roofline"
+    r"\b(?:at|near|nearly at|close to|approaching|within \d+(?:\.\d+)?\s*%\s*of|reach(?:ed|es|ing)?|hit(?:s|ting)?|"
+    r"achiev(?:ed|es|ing)|(?:up )?against|sits? at|plateaued at)\s+(?:the\s+|its\s+|our\s+|a\s+)?" + _LIMIT_ADJ
+    + _LIMIT_NOUN + r"\b",
+    # a high share of a peak: "at 95% of peak bandwidth" (a low share is the opposite of a claim)
+    r"\b(?:[89]\d|100)(?:\.\d+)?\s*%\s*of\s+(?:the\s+)?" + _LIMIT_ADJ + r"(?:peak|roofline|bandwidth|speed[- ]of[- ]light)",
+    # "memory-bound", "compute limited", said of something ("is", "are", "seems", ...)
+    r"(?:\b(?:is|are|was|were|be|been|being|becomes?|became|remains?|stays?|seems?|looks?|appears?|now|still)\b|'s\b|"
+    r"'re\b)[^,;:.!?]*?(?P<claim>\b" + _BOUND_KIND + r"[- ](?:bound|limited)\b)",
+    # "limited by memory bandwidth", "bottlenecked by HBM" (but not "the loop is bound by n")
+    r"\b(?:bound|limited|bottlenecked|capped|throttled|gated|constrained)\s+(?:by|on)\s+(?:the\s+|our\s+|its\s+)?"
+    + _RESOURCE + r"\b",
+    # "is near-optimal", "already optimal"
+    r"\b(?:near|nearly|close to|essentially|basically|practically|virtually|already|about as)[- ]optimal\b|"
+    r"(?:\b(?:is|are)\b|'s\b|'re\b)\s+(?:now\s+|already\s+)*optimal\b",
+    # it cannot be made faster
+    r"\b(?:can ?not|can't|could ?not|couldn't|won't|will not|would not|wouldn't|unable to|impossible to|no way to)\s+"
+    r"(?:be\s+)?(?:further\s+|any\s+)?(?:improved?|optimi[sz]ed?|made (?:any )?faster|sped up|speed (?:it |this )?up|"
+    r"(?:go|get|run) (?:any )?faster|make (?:it|this|the kernel) (?:any )?faster|squeeze|do (?:any )?better|"
+    r"push (?:it |this )?(?:any )?further|gain (?:any )?more)",
+    r"\b(?:don't|do not) (?:think|believe|see how) (?:it|this|the kernel|we) can (?:be made |get |go |run )?(?:any )?faster",
+    r"\b(?:speed-?ups?|improvements?|gains?|(?:going |getting |running )?faster|optimi[sz]ations?)\b[^.;,!?]{0,30}?"
+    r"\b(?:(?:is|are)(?:n't|\s+not)\s+(?:simply\s+|just\s+)?(?:possible|feasible)|(?:is|are)\s+(?:simply\s+|just\s+)?"
+    r"(?:impossible|infeasible))\b",
+    # no room left
+    r"\b(?:no|little|not much|hardly any)\s+(?:(?:further|more|remaining|additional)\s+)?headroom\b|"
+    r"\b(?:no|little|not much|hardly any)\s+(?:further|more|remaining|additional)\s+"
+    r"(?:room|improvements?|speed-?ups?|gains?|performance)\b|"
+    r"\bno (?:room|headroom) (?:left|remaining)\b|"
+    r"\bno room (?:left )?for (?:further |more )?(?:improvement|optimi[sz]ation|speed-?ups?)\b|"
+    r"\b(?:nothing|little) (?:left|more|else) to (?:gain|optimi[sz]e|squeeze|improve)\b|"
+    r"\bnothing (?:more|else|further) (?:can|could) be (?:done|optimi[sz]ed|improved|gained)\b",
+    # saturated: "the tensor cores are saturated", "saturating HBM bandwidth" (not "to saturate")
+    r"(?:\b(?:is|are|been|be|has|have|had|now|already|fully|completely|remains?)\b|'s\b|'re\b|'ve\b)\s+"
+    r"(?:(?:fully|completely|already|now)\s+)*saturat(?:ed|ing)\b|"
+    r"\bsaturat(?:ed|ing)\s+(?:the\s+)?(?:memory|dram|hbm|l2|bandwidth|tensor[- ]cores?|compute|sms?|gpu)\b",
+    r"\b(?:fully|completely|maximally)\s+(?:utili[sz](?:ed|ing)|using)\s+(?:the\s+)?"
+    r"(?:memory bandwidth|bandwidth|tensor[- ]cores?|compute|hardware|gpu|hbm|sms?)\b",
+    r"(?:\b(?:is|was)\b|'s\b)\s+(?:a|the)\s+(?:(?:fundamental|hard|physical|hardware|practical|theoretical)\s+)+"
+    r"(?:limit|ceiling|barrier|wall|maximum|peak)\b",
+    r"\bmax(?:ed|ing)? out\b",
     r"\bdiminishing returns\b",
-    r"\bas fast as (it|this) (can|will) (get|go|be)\b",
+    r"\bas (?:fast|good|efficient|optimi[sz]ed) as (?:it|this|the kernel|we|one) (?:can|could|will|is going to) "
+    r"(?:get|go|be)\b|\bas good as it gets\b",
+    r"\b(?:the )?best (?:we|one|anyone) (?:can|could) (?:do|get|achieve|hope for)\b",
+    r"\b(?:exhausted|run out of|ran out of|out of)\s+(?:all\s+)?(?:the\s+|my\s+|our\s+)?"
+    r"(?:optimi[sz]ations?|ideas|options|avenues|tricks)\b",
 )
 
 
@@ -105,6 +167,7 @@ class RunConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     limits: Limits = field(default_factory=Limits)
     tools: ToolsConfig = field(default_factory=ToolsConfig)
+    context: ContextConfig = field(default_factory=ContextConfig)
     questions: QuestionConfig = field(default_factory=QuestionConfig)
     seed: int | None = None                       # None: a fresh one, recorded
     human: bool = False                           # questions typed at the terminal

@@ -26,6 +26,8 @@ class Totals:
     evals: int = 0
     retries: int = 0
     questions: int = 0
+    tool_call_errors: int = 0          # calls the model got wrong (bad JSON, no such tool, bad arguments)
+    compactions: int = 0               # times the conversation was compacted to fit the context window
     wall_s: float = 0.0
 
     def add_usage(self, usage: dict) -> None:
@@ -88,6 +90,18 @@ class RunContext:
             if limit is not None and used is not None and used >= limit:
                 raise LimitExceeded(f"the {name} limit is reached ({_fmt(used)} of {_fmt(limit)})", limit=name,
                                     used=used, max=limit)
+
+    def wall_left(self) -> float | None:
+        """Seconds of wall time left (None: no wall limit); raises LimitExceeded when none is left.
+        The model client calls it between retries and to cap a request's time-out."""
+        lim = self.config.limits.max_wall_s
+        if lim is None:
+            return None
+        used = self.totals.wall_s = self.trace.elapsed()
+        if used >= lim:
+            raise LimitExceeded(f"the wall limit is reached ({_fmt(used)} of {_fmt(lim)})", limit="wall", used=used,
+                                max=lim)
+        return lim - used
 
     def budget_left(self) -> dict:
         lim, t = self.config.limits, self.totals

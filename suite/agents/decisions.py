@@ -24,17 +24,46 @@ class DecisionPoint:
         return asdict(self)
 
 
+# a sentence ends at . ! ? followed by a space, or at a line break ("1.5x" stays whole)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+# a clause starts after punctuation or a conjunction; denials and conditions are looked for in the clause
+_CLAUSE_BREAK = re.compile(r"[,;:()\u2013\u2014]|\s-\s|\b(?:but|so|because|since|although|though|while|whereas|"
+                           r"and|then)\b", re.IGNORECASE)
+# the claim is denied: "not memory-bound", "far from the roofline", "nowhere near peak", "isn't ..."
+_DENIAL = re.compile(r"\b(?:not|never|no|nothing|nowhere|neither|nor|without|hardly|far from|cannot|no longer)\b|"
+                     r"n't\b", re.IGNORECASE)
+# the claim is a condition, a possibility to test or a goal: "if", "whether", "might", "to reach"
+_NOT_ASSERTED = re.compile(r"\b(?:if|whether|when|once|until|unless|before|might|may|could|would|should|aim|aiming|"
+                           r"goal|target|want|wants|try|trying|hope|expect|need|needs|plan|see|check|test|verify|"
+                           r"confirm|determine)\b|\bto\s*$", re.IGNORECASE)
+
+
+def _sentences(text: str) -> list[str]:
+    return [s for s in _SENTENCE_END.split(text) if s.strip()]
+
+
+def _asserted(sentence: str, m: re.Match) -> bool:
+    """Whether the match is asserted: not in a question, and not denied, conditional or a goal in its
+    clause (the words before it, and the match's own words before its named `claim` group)."""
+    if sentence.rstrip().endswith("?"):
+        return False
+    breaks = [b.end() for b in _CLAUSE_BREAK.finditer(sentence, 0, m.start())]
+    lead = sentence[breaks[-1] if breaks else 0:m.start()]
+    inner = sentence[m.start():m.start("claim")] if "claim" in m.re.groupindex else ""
+    return not (_DENIAL.search(lead + " " + inner) or _NOT_ASSERTED.search(lead) or _NOT_ASSERTED.search(inner))
+
+
 def claimed_limit(text: str | None, patterns: tuple[str, ...]) -> dict | None:
-    """The first claim of a limit in `text`: the phrase and its sentence."""
+    """The first claim of a limit in `text` (an asserted one: see _asserted): the phrase, its sentence
+    and the pattern that found it."""
     if not text:
         return None
-    for pat in patterns:
-        m = re.search(pat, text, re.IGNORECASE)
-        if m:
-            start = max(text.rfind(".", 0, m.start()), text.rfind("\n", 0, m.start())) + 1
-            ends = [i for i in (text.find(".", m.end()), text.find("\n", m.end())) if i >= 0]
-            end = min(ends) + 1 if ends else len(text)
-            return {"phrase": m.group(0), "sentence": " ".join(text[start:end].split())[:300], "pattern": pat}
+    for sentence in _sentences(text):
+        found = [(m.start(), m, pat) for pat in patterns for m in re.finditer(pat, sentence, re.IGNORECASE)
+                 if _asserted(sentence, m)]
+        if found:
+            _, m, pat = min(found, key=lambda f: f[0])
+            return {"phrase": m.group(0), "sentence": " ".join(sentence.split())[:300], "pattern": pat}
     return None
 
 

@@ -40,7 +40,7 @@ class HarnessTampered(Terminate):
 
 class RetryableModelFault(Exception):
     """A fault of one model request that is worth retrying (kind: rate_limit, server_error, timeout,
-    connection, malformed_tool_call)."""
+    connection)."""
 
     def __init__(self, kind: str, message: str, status_code: int | None = None,
                  retry_after_s: float | None = None, usage: dict | None = None):
@@ -49,6 +49,18 @@ class RetryableModelFault(Exception):
         self.status_code = status_code
         self.retry_after_s = retry_after_s
         self.usage = usage or {}
+
+
+class ContextTooLong(Exception):
+    """The endpoint refused a request as longer than the model's context window. `limit_tokens` and
+    `requested_tokens` are read from its message when it says them (None otherwise)."""
+
+    def __init__(self, message: str, limit_tokens: int | None = None, requested_tokens: int | None = None,
+                 status_code: int | None = None):
+        super().__init__(message)
+        self.limit_tokens = limit_tokens
+        self.requested_tokens = requested_tokens
+        self.status_code = status_code
 
 
 class ToolError(Exception):

@@ -1,5 +1,7 @@
 """The layers of the system a kernel optimization can work in, and a keyword classifier that says
-which layers a step touched (from its edits, commands and text).
+which layers a step touched: from the lines its edits changed (added or removed, in any file, by any
+tool or command), so that rewriting a whole file counts only what changed in it; from its commands
+and text when it changed no file.
 
 The layer ids are part of two contracts: the question bank's `layers` tags and the trace's `step`
 events. The classifier is a heuristic; it is recorded with every step so that later analysis can
@@ -7,6 +9,7 @@ re-score a run without re-running it.
 """
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 
@@ -75,3 +78,36 @@ def dominant(layer_scores: dict[str, int]) -> str | None:
         return None
     best = max(layer_scores.values())
     return next(lid for lid in LAYER_IDS if layer_scores.get(lid) == best)
+
+
+DIFF_MAX_FILE = 1 << 20      # larger files are not diffed for the layer of an edit
+
+
+def diffable_files(files: dict) -> dict[str, bytes]:
+    """The contents of the files ({path: Path}) small enough to diff."""
+    return {rel: p.read_bytes() for rel, p in files.items() if p.stat().st_size <= DIFF_MAX_FILE}
+
+
+def changed_lines(before: dict[str, bytes], after: dict[str, bytes]) -> list[str]:
+    """The lines added or removed between two snapshots of the workspace ({path: content}), over every
+    file created, changed or deleted; files that are not text are left out."""
+    lines: list[str] = []
+    for path in sorted(set(before) | set(after)):
+        old, new = before.get(path), after.get(path)
+        if old == new:
+            continue
+        try:
+            a = (old or b"").decode("utf-8").splitlines()
+            b = (new or b"").decode("utf-8").splitlines()
+        except UnicodeDecodeError:
+            continue
+        lines += [d[1:] for d in difflib.unified_diff(a, b, lineterm="", n=0)
+                  if d[:1] in "+-" and not d.startswith(("+++", "---"))]
+    return lines
+
+
+def step_scores(before: dict[str, bytes], after: dict[str, bytes], other_text: str) -> dict[str, int]:
+    """A step's layer scores: from the lines it changed, or from `other_text` (its commands and what it
+    wrote) when it changed none."""
+    changed = changed_lines(before, after)
+    return scores("\n".join(changed) if changed else other_text)

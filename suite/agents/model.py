@@ -2,19 +2,24 @@
 official `openai` client, with retries (tenacity) that are counted and reported.
 
 Retried, with exponential backoff and jitter (and the server's Retry-After when it sends one):
-429, 5xx, timeouts, connection failures, and responses whose tool calls are not valid JSON.
-Not retried: other 4xx (a bad key, an unknown model, a request the server refuses).
+429, 5xx, timeouts and connection failures, within `max_attempts` and `retry_budget_s`, and never past
+the run's wall limit (`time_left`: the wait is cut to it, a request's time-out too, and the limit
+ends the call). A tool call the model got wrong (arguments that are not a JSON object, no name) is
+not a fault of the endpoint: it comes back as a ToolCall with `error` set, for the loop to answer.
+A request longer than the model's context window raises ContextTooLong (the loop compacts and asks
+again). Not retried: other 4xx (a bad key, an unknown model, a request the server refuses).
 """
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 from urllib.parse import urlsplit, urlunsplit
 
 from .config import ModelConfig
-from .exceptions import ModelError, RetryableModelFault
+from .exceptions import ContextTooLong, ModelError, RetryableModelFault
 
 openai = None   # imported when the first client is made (it is slow to import, and optional)
 
@@ -35,9 +40,18 @@ class ToolCall:
     name: str
     arguments: dict
     raw_arguments: str
+    error: str | None = None       # the call cannot be carried out as sent (it goes back to the model)
 
     def to_dict(self) -> dict:
-        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+        d = {"id": self.id, "name": self.name, "arguments": self.arguments}
+        if self.error:
+            d.update(error=self.error, raw_arguments=self.raw_arguments[:2000])
+        return d
+
+    def wire_arguments(self) -> str:
+        """The arguments as they go back into the conversation: a malformed call's as an empty object,
+        so that no endpoint refuses the history (the error result quotes what was sent)."""
+        return "{}" if self.error else self.raw_arguments
 
 
 @dataclass
@@ -56,7 +70,8 @@ class ModelResponse:
         msg: dict = {"role": "assistant", "content": self.content}
         if self.tool_calls:
             msg["tool_calls"] = [{"id": c.id, "type": "function",
-                                  "function": {"name": c.name, "arguments": c.raw_arguments}} for c in self.tool_calls]
+                                  "function": {"name": c.name, "arguments": c.wire_arguments()}}
+                                 for c in self.tool_calls]
         return msg
 
 
@@ -79,13 +94,56 @@ def _retry_after(exc) -> float | None:
         return None
 
 
+_CONTEXT_ERROR = re.compile(
+    r"context[_ ]length|context (window|size)|maximum context|prompt is too long|too many (input )?tokens|"
+    r"request too large|exceeds? the (available )?context|input is too long", re.IGNORECASE)
+_LIMIT_NUMBER = (re.compile(r"maximum context length is (\d+)", re.I), re.compile(r"(\d+) maximum", re.I),
+                 re.compile(r"context (?:window|size|length) (?:is |of )?(\d+)", re.I))
+_REQUESTED_NUMBER = (re.compile(r"(?:requested|resulted in|has|have) (\d+)( input)? tokens", re.I),
+                     re.compile(r"(\d+) tokens >", re.I))
+
+
+def _first_int(patterns, text: str) -> int | None:
+    for pat in patterns:
+        m = pat.search(text)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def context_error(status_code: int | None, message: str, code: str | None = None) -> ContextTooLong | None:
+    """A ContextTooLong when an endpoint's refusal says the request is longer than the context window."""
+    if status_code not in (400, 413, 422) and code != "context_length_exceeded":
+        return None
+    if code != "context_length_exceeded" and not _CONTEXT_ERROR.search(message) and status_code != 413:
+        return None
+    return ContextTooLong(message[:1000], _first_int(_LIMIT_NUMBER, message), _first_int(_REQUESTED_NUMBER, message),
+                          status_code)
+
+
+# the fields endpoints use for a model's context window in their model list
+_WINDOW_KEYS = ("context_length", "max_model_len", "context_window", "max_context_length", "max_input_tokens")
+
+
+def window_from_model_info(info: dict) -> int | None:
+    for key in _WINDOW_KEYS:
+        v = info.get(key)
+        if isinstance(v, int) and v > 0:
+            return v
+    top = info.get("top_provider")
+    return window_from_model_info(top) if isinstance(top, dict) else None
+
+
 class OpenAIChatModel:
-    def __init__(self, config: ModelConfig, api_key: str | None, on_retry: Callable[[dict], None] | None = None):
+    def __init__(self, config: ModelConfig, api_key: str | None, on_retry: Callable[[dict], None] | None = None,
+                 time_left: Callable[[], float | None] | None = None):
         _import_client()
         if not config.name:
             raise ValueError("no model name given")
         self.config = config
         self.on_retry = on_retry
+        # seconds the run has left (None: no limit); raises LimitExceeded when none is left
+        self.time_left = time_left or (lambda: None)
         self.client = openai.OpenAI(api_key=api_key or "not-needed", base_url=config.base_url, max_retries=0,
                                     timeout=config.timeout_s)
         self.calls = 0
@@ -105,10 +163,23 @@ class OpenAIChatModel:
                 params[key] = value
         return params
 
+    def context_window(self) -> int | None:
+        """The model's context window where the endpoint's model list says it (vLLM's max_model_len,
+        OpenRouter's context_length, ...); None when it does not, or cannot be asked."""
+        try:
+            listing = self.client.with_options(timeout=min(10.0, self.config.timeout_s)).models.list()
+            for m in listing.data:
+                info = m.model_dump() if hasattr(m, "model_dump") else dict(m)
+                if info.get("id") == self.config.name:
+                    return window_from_model_info(info)
+        except Exception:   # an endpoint without a model list, or one that refuses it: not known
+            return None
+        return None
+
     # ---- one call, with retries ----
     def query(self, messages: list[dict], tools: list[dict]) -> ModelResponse:
-        from tenacity import (RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential,
-                              wait_random)
+        from tenacity import (RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, stop_after_delay,
+                              wait_exponential, wait_random)
 
         c = self.config
         base_wait = wait_exponential(multiplier=c.backoff_initial_s, max=c.backoff_max_s) + \
@@ -117,7 +188,9 @@ class OpenAIChatModel:
         def wait(state: "RetryCallState") -> float:
             exc = state.outcome.exception()
             hint = getattr(exc, "retry_after_s", None) or 0.0
-            return min(max(base_wait(state), hint), c.backoff_max_s)
+            w = min(max(base_wait(state), hint), c.backoff_max_s)
+            left = self.time_left()            # raises LimitExceeded when the run's wall time is spent
+            return w if left is None else max(0.0, min(w, left))
 
         def before_sleep(state: "RetryCallState") -> None:
             exc = state.outcome.exception()
@@ -126,14 +199,19 @@ class OpenAIChatModel:
                                "status_code": exc.status_code, "wait_s": round(state.next_action.sleep, 3),
                                "usage": exc.usage})
 
-        retrying = Retrying(retry=retry_if_exception_type(RetryableModelFault), stop=stop_after_attempt(c.max_attempts),
+        stop = stop_after_attempt(c.max_attempts)
+        if c.retry_budget_s is not None:
+            stop = stop | stop_after_delay(c.retry_budget_s)
+        retrying = Retrying(retry=retry_if_exception_type(RetryableModelFault), stop=stop,
                             wait=wait, before_sleep=before_sleep, reraise=True)
         t0 = time.monotonic()
         try:
             response = retrying(self._once, messages, tools)
         except RetryableModelFault as e:
-            raise ModelError(f"the model endpoint failed {c.max_attempts} times; last: {e.kind}: {e}",
-                             kind=e.kind, status_code=e.status_code, attempts=c.max_attempts) from e
+            n = retrying.statistics.get("attempt_number", c.max_attempts)
+            budget = f" within the retry budget of {c.retry_budget_s:g}s" if n < c.max_attempts else ""
+            raise ModelError(f"the model endpoint failed {n} times{budget}; last: {e.kind}: {e}",
+                             kind=e.kind, status_code=e.status_code, attempts=n) from e
         response.attempts = retrying.statistics.get("attempt_number", 1)
         response.latency_s = round(time.monotonic() - t0, 3)
         self.calls += 1
@@ -143,8 +221,10 @@ class OpenAIChatModel:
         params = self.request_params()
         if tools:
             params["tools"] = tools
+        left = self.time_left()
+        timeout = self.config.timeout_s if left is None else max(0.1, min(self.config.timeout_s, left + 0.5))
         try:
-            raw = self.client.chat.completions.create(messages=messages, **params)
+            raw = self.client.chat.completions.create(messages=messages, timeout=timeout, **params)
         except openai.RateLimitError as e:
             raise RetryableModelFault("rate_limit", str(e), 429, _retry_after(e)) from e
         except openai.APITimeoutError as e:
@@ -154,6 +234,9 @@ class OpenAIChatModel:
         except openai.APIStatusError as e:
             if e.status_code >= 500 or e.status_code == 408:
                 raise RetryableModelFault("server_error", str(e), e.status_code, _retry_after(e)) from e
+            too_long = context_error(e.status_code, str(e), getattr(e, "code", None))
+            if too_long:
+                raise too_long from e
             raise ModelError(f"the model endpoint refused the request ({e.status_code}): {e}",
                              kind="refused", status_code=e.status_code) from e
         except openai.APIResponseValidationError as e:
@@ -170,20 +253,7 @@ class OpenAIChatModel:
         if not choices or not isinstance(choices[0].get("message"), dict):
             raise RetryableModelFault("server_error", "the response has no message", usage=usage)
         msg, finish = choices[0]["message"], choices[0].get("finish_reason")
-        calls = []
-        for i, tc in enumerate(msg.get("tool_calls") or []):
-            fn = tc.get("function") or {}
-            raw_args = fn.get("arguments") or "{}"
-            try:
-                args = json.loads(raw_args)
-                if not isinstance(args, dict):
-                    raise ValueError("not an object")
-            except ValueError as e:
-                raise RetryableModelFault("malformed_tool_call", f"tool call {fn.get('name')!r} has arguments that "
-                                          f"are not a JSON object ({e}): {raw_args[:200]}", usage=usage) from e
-            if not fn.get("name"):
-                raise RetryableModelFault("malformed_tool_call", "a tool call has no function name", usage=usage)
-            calls.append(ToolCall(tc.get("id") or f"call_{self.calls}_{i}", fn["name"], args, raw_args))
+        calls = [parse_tool_call(tc, f"call_{self.calls}_{i}") for i, tc in enumerate(msg.get("tool_calls") or [])]
         reasoning = msg.get("reasoning_content") or msg.get("reasoning")
         return ModelResponse(msg.get("content"), calls, finish, usage, 0.0,
                              reasoning=reasoning if isinstance(reasoning, str) else None)
@@ -196,3 +266,21 @@ class OpenAIChatModel:
             return None
         return ((usage.get("prompt_tokens") or 0) * (c.price_input_per_mtok or 0.0)
                 + (usage.get("completion_tokens") or 0) * (c.price_output_per_mtok or 0.0)) / 1e6
+
+
+def parse_tool_call(tc: dict, default_id: str) -> ToolCall:
+    """A tool call as the endpoint sent it; one that cannot be carried out carries its `error`."""
+    fn = tc.get("function") if isinstance(tc, dict) and isinstance(tc.get("function"), dict) else {}
+    raw = fn.get("arguments")
+    raw = raw if isinstance(raw, str) else ("{}" if raw is None else json.dumps(raw))
+    name = fn.get("name") if isinstance(fn.get("name"), str) and fn.get("name") else ""
+    call_id = tc.get("id") if isinstance(tc, dict) and isinstance(tc.get("id"), str) and tc.get("id") else default_id
+    if not name:
+        return ToolCall(call_id, "unnamed", {}, raw, "the tool call has no function name")
+    try:
+        args = json.loads(raw) if raw.strip() else {}
+    except ValueError as e:
+        return ToolCall(call_id, name, {}, raw, f"its arguments are not valid JSON ({e})")
+    if not isinstance(args, dict):
+        return ToolCall(call_id, name, {}, raw, f"its arguments are a JSON {type(args).__name__}, not an object")
+    return ToolCall(call_id, name, args, raw)

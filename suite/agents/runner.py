@@ -64,7 +64,8 @@ def _confined(task, config: RunConfig, trace_path: Path) -> tuple[SealedEvaluato
     return seal, ws
 
 
-def protections(ws: Workspace, seal: SealedEvaluator, api_key: str | None, non_dumpable: bool) -> dict:
+def protections(config: RunConfig, ws: Workspace, seal: SealedEvaluator, api_key: str | None,
+                non_dumpable: bool) -> dict:
     """What guards this run (docs/threat-model.md); `complete` when every protection is in force."""
     boxed = ws.sandboxed
     holders = ancestors_holding(api_key)
@@ -79,7 +80,9 @@ def protections(ws: Workspace, seal: SealedEvaluator, api_key: str | None, non_d
         "secrets": {"child_environment": "allow-list", "agent_non_dumpable": non_dumpable,
                     "key": "given" if api_key else "none", "ancestors_holding_key": holders},
     }
-    out["complete"] = bool(boxed and seal.sandboxed and non_dumpable and not holders)
+    if config.arm == "agent-cmd":      # the command brings its own credentials and runs as the user
+        out["agent_command"] = {"sandbox": "none", "environment": "the user's"}
+    out["complete"] = bool(boxed and seal.sandboxed and non_dumpable and not holders and "agent_command" not in out)
     return out
 
 
@@ -88,8 +91,19 @@ def _close_on_failure(seal, ws):
     ws.cleanup()
 
 
+def _secrets(config: RunConfig, api_key: str | None) -> tuple[str, ...]:
+    """What the trace redacts: the key, and for an agent command (which gets the user's environment)
+    the values of every secret-looking variable."""
+    found = (api_key,) if api_key else ()
+    if config.arm == "agent-cmd":
+        from .external import env_secrets
+        found += env_secrets()
+    return found
+
+
 def _model(config: RunConfig, ctx: RunContext, api_key: str | None, model=None):
-    return model or OpenAIChatModel(config.model, api_key, on_retry=lambda info: record_retry(ctx, info))
+    return model or OpenAIChatModel(config.model, api_key, on_retry=lambda info: record_retry(ctx, info),
+                                    time_left=ctx.wall_left)
 
 
 def new_run(config: RunConfig, trace_path: Path | None = None, api_key: str | None = None,
@@ -107,27 +121,38 @@ def new_run(config: RunConfig, trace_path: Path | None = None, api_key: str | No
     seal, ws = _confined(task, config, trace_path)
     try:
         task.setup(ws)
-        trace = TraceWriter(trace_path, secrets=(api_key,) if api_key else ())
+        trace = TraceWriter(trace_path, secrets=_secrets(config, api_key))
         ctx = RunContext(config, task, ws, trace, seal, ask_human=ask_human)
         ctx.finalizers.append(seal.close)
         parts = build_arm(config.arm, ctx)
     except BaseException:
         _close_on_failure(seal, ws)
         raise
-    mdl = _model(config, ctx, api_key, model)
-    agent = Agent(ctx, mdl, parts.tools, parts.supervisor)
+    if parts.driver:       # an arm with its own loop (an agent command): no model client here
+        agent = parts.driver(ctx)
+        described = {"name": config.model.name or "(the agent command's own)", "base_url": None, "sampling": {}}
+        window = {"window_tokens": None, "window_source": "unknown", "room_tokens": None}
+    else:
+        mdl = _model(config, ctx, api_key, model)
+        agent = Agent(ctx, mdl, parts.tools, parts.supervisor)
+        if config.context.window_tokens is None and hasattr(mdl, "context_window"):
+            agent.window.set_window(mdl.context_window(), "endpoint")
+        described = mdl.describe()
+        window = {"window_tokens": agent.window.state.window_tokens,
+                  "window_source": agent.window.state.window_source, "room_tokens": agent.window.room}
     system = config.system_prompt
     task_text = config.task_prompt.format(description=task.description(), goal=task.goal.text(), kernel=task.kernel,
                                           budget=ctx.budget_text())
-    files = {rel: trace.put_blob(data) for rel, data in ws.snapshot().items()}
+    files = {rel: trace.put_file(p) for rel, p in ws.files().items()}
     run_start = {
         "schema_version": TRACE_SCHEMA_VERSION, "run_id": run_id, "arm": config.arm, "task": task.to_dict(),
-        "model": mdl.describe(), "config": config.to_dict(),
+        "model": described, "config": config.to_dict(),
         "suite": {"version": __version__, "git_sha": git_sha()},
         "prompts": {"system_sha256": sha256_bytes(system.encode()), "task_sha256": sha256_bytes(task_text.encode()),
                     "tools_sha256": tools_digest(parts.tools)},
         "hardware": _hardware(), "versions": _versions(), "seed": config.seed, "sandbox": ws.describe(),
-        "protections": protections(ws, seal, api_key, non_dumpable), "tools": parts.tools.names(), "workspace": files,
+        "protections": protections(config, ws, seal, api_key, non_dumpable), "tools": parts.tools.names(),
+        "workspace": files, "guard": {"paths": [str(seal.snapshot)], "files": len(seal.manifest)}, "context": window,
         **parts.info}
     agent.start(run_start, system, task_text)
     return agent
@@ -149,6 +174,7 @@ class ResumeState:
     elapsed_s: float
     session: int
     discarded: int                   # events after the last checkpoint (a step cut short)
+    context: dict                    # the context window's state (compaction.ContextState)
 
 
 def load_resume_state(trace_path: Path) -> ResumeState:
@@ -158,13 +184,20 @@ def load_resume_state(trace_path: Path) -> ResumeState:
         raise RunSetupError(f"{trace_path}: not a trace (no run_start)")
     start = events[0]
     if start.get("schema_version") != TRACE_SCHEMA_VERSION:
-        raise RunSetupError(f"{trace_path}: trace schema {start.get('schema_version')} is not supported")
+        raise RunSetupError(f"{trace_path}: trace schema {start.get('schema_version')} cannot be resumed by this "
+                            f"version (it writes schema {TRACE_SCHEMA_VERSION}); start a new run")
     last_step = max((i for i, e in enumerate(events) if e["type"] == "step"), default=None)
     upto = events[: last_step + 1] if last_step is not None else events[:1]
     messages: list[dict] = []
+    context = dict(start.get("context") or {})
     for e in upto:
         if e["type"] in ("llm_call", "step"):
             messages.extend(e["messages_delta"])
+        if e["type"] == "context":        # a compaction: the conversation from here on is the one it holds
+            messages = list(e["messages"])
+            context = dict(e["state"])
+        elif e["type"] == "step" and e.get("context"):
+            context.update(e["context"])
     files = start.get("workspace", {})
     totals, supervisor, best = Totals(), {}, None
     if last_step is not None:
@@ -178,7 +211,8 @@ def load_resume_state(trace_path: Path) -> ResumeState:
         first = next((e for e in events if e["type"] == "llm_call"), None)
         if first is None:
             raise RunSetupError(f"{trace_path}: the run made no model call; start a new run instead")
-        messages = first["messages_delta"][:2]
+        opening = next(e for e in events if e["type"] in ("llm_call", "context"))
+        messages = (opening["messages_delta"] if opening["type"] == "llm_call" else opening["messages"])[:2]
     # what was spent after the last checkpoint still counts against the budget
     tail = events[(last_step + 1) if last_step is not None else 1:]
     for e in tail:
@@ -195,10 +229,14 @@ def load_resume_state(trace_path: Path) -> ResumeState:
         best = Best(b["geomean"], b["eval_index"], b["candidate_sha256"])
     session = 1 + sum(e["type"] == "resume" for e in events) + 1
     config = RunConfig.from_dict(start["config"])
+    # a window learnt after the checkpoint (the endpoint refused a request) still holds
+    for e in tail:
+        if e["type"] == "context" and e["state"].get("window_source") == "refusal":
+            context.update(window_tokens=e["state"]["window_tokens"], window_source="refusal")
     return ResumeState(config, messages, totals, best, goal_met, files, supervisor,
                        events[last_step]["step"] if last_step is not None else 0, events[-1]["seq"] + 1,
                        float(events[-1]["elapsed_s"]), session,
-                       len(events) - (last_step + 1 if last_step is not None else 1))
+                       len(events) - (last_step + 1 if last_step is not None else 1), context)
 
 
 def resume_run(trace_path: Path, api_key: str | None = None, limits: dict | None = None, model_overrides: dict | None = None,
@@ -221,10 +259,10 @@ def resume_run(trace_path: Path, api_key: str | None = None, limits: dict | None
     if cut:   # a line cut off when the writer died: drop it so the trace stays valid JSONL
         with open(trace_path, "r+b") as f:
             f.truncate(data.rfind(b"\n") + 1)
-    trace = TraceWriter(trace_path, secrets=(api_key,) if api_key else (), seq_start=st.next_seq,
+    trace = TraceWriter(trace_path, secrets=_secrets(config, api_key), seq_start=st.next_seq,
                         elapsed_offset=st.elapsed_s)
     try:
-        ws.restore({rel: trace.get_blob(sha) for rel, sha in st.files.items()})
+        ws.restore_files({rel: trace.blob_path(sha) for rel, sha in st.files.items()})
         ctx = RunContext(config, task, ws, trace, seal, totals=st.totals, best=st.best, goal_met=st.goal_met,
                          ask_human=ask_human)
         ctx.finalizers.append(seal.close)
@@ -234,13 +272,13 @@ def resume_run(trace_path: Path, api_key: str | None = None, limits: dict | None
         raise
     if parts.supervisor:
         parts.supervisor.load_state(st.supervisor)
-    agent = Agent(ctx, _model(config, ctx, api_key, model), parts.tools, parts.supervisor)
-    agent.messages = st.messages
-    agent._logged = len(st.messages)
+    if parts.driver:
+        agent = parts.driver(ctx)
+    else:
+        agent = Agent(ctx, _model(config, ctx, api_key, model), parts.tools, parts.supervisor)
     trace.step = st.from_step
     trace.emit("resume", from_step=st.from_step, session=st.session, limits=json.loads(json.dumps(
         config.limits.__dict__)), discarded_events=st.discarded, dropped_partial_line=cut, sandbox=ws.describe(),
-        protections=protections(ws, seal, api_key, non_dumpable))
-    if st.messages[-1]["role"] == "assistant" and not st.messages[-1].get("tool_calls"):
-        agent.messages.append({"role": "user", "content": "The run was resumed. Continue with the task."})
+        protections=protections(config, ws, seal, api_key, non_dumpable))
+    agent.restore(st.messages, st.context)
     return agent

@@ -21,6 +21,7 @@ class ToolResult:
     output: str
     is_error: bool = False
     data: dict | None = None       # structured facts for the trace (not shown to the model)
+    call_error: str | None = None  # the model got the call wrong: malformed, unknown_tool, bad_arguments
 
 
 @dataclass
@@ -70,10 +71,11 @@ class ToolRegistry:
         tool = self._tools.get(name)
         if tool is None:
             return ToolResult(f"error: there is no tool named {name!r}; the tools are: {', '.join(self._tools)}",
-                              is_error=True)
+                              is_error=True, call_error="unknown_tool")
         problems = [e.message for e in Draft202012Validator(tool.parameters).iter_errors(arguments)]
         if problems:
-            return ToolResult(f"error: bad arguments for {name}: {'; '.join(problems)}", is_error=True)
+            return ToolResult(f"error: bad arguments for {name}: {'; '.join(problems)}", is_error=True,
+                              call_error="bad_arguments")
         try:
             return tool.run(arguments, ctx)
         except (Terminate, KeyboardInterrupt):
@@ -99,11 +101,17 @@ def elide(text: str, limit: int) -> str:
 def _shell(args: dict, ctx: RunContext) -> ToolResult:
     cfg = ctx.config.tools
     timeout = min(float(args.get("timeout_s") or cfg.shell_timeout_s), cfg.shell_max_timeout_s)
+    left = ctx.wall_left()                    # the run's deadline is the command's too
+    at_deadline = left is not None and left < timeout
+    if at_deadline:
+        timeout = max(left, 0.1)
     r = ctx.workspace.run(args["command"], timeout)
     out = elide(r.output, cfg.max_output_chars)
     if r.timed_out:
-        return ToolResult(f"timed out after {timeout:.0f}s and was killed; output so far:\n{out}", is_error=True,
-                          data={"exit_code": None, "timed_out": True, "duration_s": round(r.duration_s, 3)})
+        why = "the run's wall-time limit was reached" if at_deadline else f"it timed out after {timeout:.0f}s"
+        return ToolResult(f"killed: {why}; output so far:\n{out}", is_error=True,
+                          data={"exit_code": None, "timed_out": True, "duration_s": round(r.duration_s, 3),
+                                "wall_limit": at_deadline})
     return ToolResult(f"exit code {r.exit_code}\n{out}", is_error=r.exit_code != 0,
                       data={"exit_code": r.exit_code, "timed_out": False, "duration_s": round(r.duration_s, 3)})
 

@@ -1,6 +1,7 @@
 """Run traces: JSONL, one event per line, written and flushed as it happens.
 
-The schema (version 1) is `schemas/trace-v1.schema.json`, described in docs/trace-schema.md. Big
+The schema (version 2; version 1 traces are still read and validated) is `schemas/trace-v2.schema.json`,
+described in docs/trace-schema.md. Big
 artifacts live beside the trace in `<trace>.d/`: `blobs/<sha256>` (candidate kernels and workspace
 files, content-addressed) and `evals/<n>/` (the evaluator's own outputs).
 """
@@ -20,7 +21,8 @@ from jsonschema import Draft202012Validator
 
 from ..provenance import now_utc
 
-TRACE_SCHEMA_VERSION = 1
+TRACE_SCHEMA_VERSION = 2
+SCHEMA_VERSIONS = (1, 2)
 REDACTED = "[redacted]"
 
 
@@ -51,16 +53,27 @@ class TraceWriter:
         self._file = open(self.path, "a", encoding="utf-8")
         self.listeners: list[Callable[[dict], None]] = []
         self.step = 0
+        self._stored: dict[tuple, str] = {}      # (path, size, mtime_ns, inode) -> sha256 of files stored
 
     def elapsed(self) -> float:
         return time.monotonic() - self._t0
 
+    def _redact_line(self, line: str) -> str:
+        for s in self._secrets:
+            line = line.replace(json.dumps(s)[1:-1], REDACTED)
+        return line
+
+    def messages_sha256(self, messages: list[dict]) -> str:
+        """The hash of a conversation as the trace holds it (secrets redacted), so that the one rebuilt
+        from the trace on resume matches it."""
+        if not self._secrets:
+            return sha256_json(messages)
+        return sha256_json(json.loads(self._redact_line(json.dumps(messages))))
+
     def emit(self, type_: str, **fields) -> dict:
         event = {"type": type_, "seq": self._seq, "time": now_utc(), "elapsed_s": round(self.elapsed(), 3),
                  "step": self.step, **fields}
-        line = json.dumps(event, default=_jsonable)
-        for s in self._secrets:
-            line = line.replace(json.dumps(s)[1:-1], REDACTED)
+        line = self._redact_line(json.dumps(event, default=_jsonable))
         self._file.write(line + "\n")
         self._file.flush()
         self._seq += 1
@@ -105,12 +118,67 @@ class TraceWriter:
             tmp.replace(p)
         return digest
 
+    def put_file(self, path: Path) -> str:
+        """Stores a file of any size (secrets redacted, streamed) under its sha256 and returns it. A file
+        unchanged since it was last stored (same size, mtime and inode) is not read again."""
+        path = Path(path)
+        st = path.stat()
+        key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino)
+        known = self._stored.get(key)
+        if known and (self.artifacts / "blobs" / known).exists():
+            return known
+        h = hashlib.sha256()
+        tmp = self.artifacts / "blobs" / f".incoming-{os.getpid()}-{secrets_token()}"
+        with open(path, "rb") as src, open(tmp, "wb") as dst:
+            for chunk in redacted_chunks(src, self._secrets):
+                h.update(chunk)
+                dst.write(chunk)
+        digest = h.hexdigest()
+        final = self.artifacts / "blobs" / digest
+        if final.exists():
+            tmp.unlink()
+        else:
+            tmp.replace(final)
+        self._stored[key] = digest
+        return digest
+
+    def blob_path(self, digest: str) -> Path:
+        return self.artifacts / "blobs" / digest
+
     def get_blob(self, digest: str) -> bytes:
         return (self.artifacts / "blobs" / digest).read_bytes()
 
     def close(self) -> None:
         if not self._file.closed:
             self._file.close()
+
+
+def secrets_token() -> str:
+    import secrets
+    return secrets.token_hex(6)
+
+
+def redacted_chunks(f, secrets: tuple[str, ...], size: int = 1 << 20):
+    """The bytes of an open file in chunks, every occurrence of a secret replaced by REDACTED (also one
+    that straddles two chunks: the last len(secret) - 1 bytes are held back until the next chunk)."""
+    needles = [s.encode() for s in secrets]
+    keep = max((len(n) for n in needles), default=1) - 1
+    carry = b""
+    while True:
+        chunk = f.read(size)
+        buf = carry + chunk
+        for n in needles:
+            buf = buf.replace(n, REDACTED.encode())
+        if not chunk:
+            if buf:
+                yield buf
+            return
+        if keep and len(buf) > keep:
+            buf, carry = buf[:-keep], buf[-keep:]
+        elif keep:
+            buf, carry = b"", buf
+        if buf:
+            yield buf
 
 
 def _jsonable(o):
@@ -154,14 +222,14 @@ def read_trace(path: Path) -> TraceFile:
     return out
 
 
-@lru_cache(1)
-def trace_schema() -> dict:
-    return json.loads(resources.files(__package__).joinpath("schemas/trace-v1.schema.json").read_text())
+@lru_cache(None)
+def trace_schema(version: int = TRACE_SCHEMA_VERSION) -> dict:
+    return json.loads(resources.files(__package__).joinpath(f"schemas/trace-v{version}.schema.json").read_text())
 
 
 @lru_cache(None)
-def _validator(type_: str) -> Draft202012Validator:
-    schema = trace_schema()
+def _validator(type_: str, version: int = TRACE_SCHEMA_VERSION) -> Draft202012Validator:
+    schema = trace_schema(version)
     return Draft202012Validator({"$ref": f"#/$defs/{type_}", "$defs": schema["$defs"]})
 
 
@@ -177,8 +245,14 @@ class Validation:
 
 
 def validate_events(events: list[dict]) -> tuple[list[str], list[str]]:
+    """Errors and notes of a trace, against the schema version its run_start names."""
     errors, notes = [], []
-    defs = trace_schema()["$defs"]
+    version = TRACE_SCHEMA_VERSION
+    if events and events[0].get("type") == "run_start":
+        version = events[0].get("schema_version")
+    if version not in SCHEMA_VERSIONS:
+        return [f"event 0: schema_version {version!r} is not one of {list(SCHEMA_VERSIONS)}"], notes
+    defs = trace_schema(version)["$defs"]
     ended = False
     for n, ev in enumerate(events):
         where = f"event {n} (seq {ev.get('seq')}, {ev.get('type')})"
@@ -191,7 +265,7 @@ def validate_events(events: list[dict]) -> tuple[list[str], list[str]]:
                                           "protections"):
             errors.append(f"{where}: unknown event type {type_!r}")
             continue
-        for err in sorted(_validator(name).iter_errors(ev), key=lambda e: list(e.absolute_path))[:5]:
+        for err in sorted(_validator(name, version).iter_errors(ev), key=lambda e: list(e.absolute_path))[:5]:
             loc = "/".join(map(str, err.absolute_path)) or "(event)"
             errors.append(f"{where}: {loc}: {err.message}")
         if n == 0 and type_ != "run_start":
@@ -214,6 +288,11 @@ def validate_trace(path: Path) -> Validation:
     if not tf.events:
         errors.insert(0, "no events")
     return Validation(tf.problems + errors, notes, len(tf.events))
+
+
+def question_category(ev: dict) -> str:
+    """A question event's category; a typed question has none: `human`."""
+    return ev.get("category") or ("human" if ev.get("source") == "human" else "uncategorized")
 
 
 # ---------------------------------------------------------------- a readable timeline

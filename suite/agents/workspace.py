@@ -28,8 +28,6 @@ from . import sandbox as _sandbox
 from .childenv import child_env
 from .exceptions import ToolError
 
-SNAPSHOT_MAX_FILE = 1 << 20      # files larger than this are not kept in snapshots
-SNAPSHOT_MAX_TOTAL = 16 << 20
 
 
 @dataclass
@@ -127,31 +125,42 @@ class Workspace:
                            time.monotonic() - t0)
 
     # ---- snapshots (for resuming a run) ----
-    def snapshot(self) -> dict[str, bytes]:
-        files, total = {}, 0
+    def files(self) -> dict[str, Path]:
+        """Every regular file of the workspace (symlinks left out), whatever its size: relative path ->
+        full path. Checkpoints store them content-addressed beside the trace."""
+        out = {}
         for dirpath, dirnames, filenames in os.walk(self.root):
             dirnames.sort()
             for name in sorted(filenames):
                 p = Path(dirpath) / name
-                if p.is_symlink() or not p.is_file():
-                    continue
-                size = p.stat().st_size
-                if size > SNAPSHOT_MAX_FILE or total + size > SNAPSHOT_MAX_TOTAL:
-                    continue
-                files[self.relative(p)] = p.read_bytes()
-                total += size
-        return files
+                if not p.is_symlink() and p.is_file():
+                    out[self.relative(p)] = p
+        return out
 
-    def restore(self, files: dict[str, bytes]) -> None:
+    def snapshot(self) -> dict[str, bytes]:
+        return {rel: p.read_bytes() for rel, p in self.files().items()}
+
+    def _clear(self) -> None:
         for child in self.root.iterdir():
             if child.is_dir() and not child.is_symlink():
                 shutil.rmtree(child)
             else:
                 child.unlink()
+
+    def restore(self, files: dict[str, bytes]) -> None:
+        self._clear()
         for rel, data in files.items():
             p = self.resolve(rel)
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_bytes(data)
+
+    def restore_files(self, files: dict[str, Path]) -> None:
+        """The workspace as it was: relative path -> a file to copy there (a blob of the trace)."""
+        self._clear()
+        for rel, src in files.items():
+            p = self.resolve(rel)
+            p.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, p)
 
 
 def _kill_group(pid: int) -> None:

@@ -1,6 +1,9 @@
 """The pass rule: FlashAttention's own, max|out - ref| <= factor * max|out_lowp - ref| + atol, every
-element written and finite; LSE checked when produced (rows with nothing to attend must be -inf)."""
+element written and finite; LSE checked when produced (rows with nothing to attend must be -inf).
+A reference that is not finite fails every output (no NaN comparison lets a wrong answer through)."""
 from __future__ import annotations
+
+import math
 
 from dataclasses import asdict, dataclass
 
@@ -37,8 +40,11 @@ def check_output(out, ref, lowp, lse=None, ref_lse=None, cfg: CheckConfig = Chec
         return CheckResult(False, f"{nonfinite} of {out.numel()} output elements are NaN/Inf "
                                   "(unwritten or non-finite)", float("nan"), lowp_err, tol, nonfinite,
                            code="nonfinite")
+    if not math.isfinite(tol):
+        return CheckResult(False, "the reference or its bf16 twin is not finite (a harness fault)", float("nan"),
+                           lowp_err, tol, 0, code="mismatch")
     max_err = float((outf - ref).abs().max().item()) if ref.numel() else 0.0
-    if max_err > tol:
+    if not max_err <= tol:
         return CheckResult(False, f"max error {max_err:.3g} > tolerance {tol:.3g} "
                                   f"({cfg.factor:g} x bf16-reference error {lowp_err:.3g} + {cfg.atol:g})",
                            max_err, lowp_err, tol, 0, code="mismatch")
@@ -55,6 +61,9 @@ def check_output(out, ref, lowp, lse=None, ref_lse=None, cfg: CheckConfig = Chec
             if bool((~torch.isfinite(lse[live])).any()):
                 return CheckResult(False, "LSE is not finite on rows that attend", max_err, lowp_err, tol, 0,
                                    code="lse")
+            if bool((torch.isnan(ref_lse) | torch.isposinf(ref_lse)).any()):
+                return CheckResult(False, "the reference LSE is not finite on rows that attend (a harness fault)",
+                                   max_err, lowp_err, tol, 0, code="lse")
             diff = (lse[live] - ref_lse[live]).abs()
             bound = cfg.lse_atol + cfg.lse_rtol * ref_lse[live].abs()
             lse_err = float(diff.max().item())

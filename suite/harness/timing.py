@@ -6,15 +6,35 @@ Each call is timed on its own and followed by a synchronize of the whole device,
 event: the time from the end of the call's work on the harness's stream to that event, less the same
 gap measured for an empty call, is work the call left running elsewhere (another stream, a host
 thread). It is reported beside the time (`late_ms`), and `late_work` says when there is too much of
-it to be noise; the worker then rejects the kernel and reports the time with that work counted. Hooks run before and after each call, outside the timed region (poison the output, count its
-unwritten elements, keep a copy)."""
+it to be noise; the worker then rejects the kernel and reports the time with that work counted.
+
+Hooks run before and after each call, outside the timed region, and are told which call it is
+(`Call`): the worker gives the kernel new input contents before every call it counts (fresh.py),
+poisons the output, counts its unwritten elements and keeps a random sample of outputs. An
+implementation timed with `repeats=True` is also timed, in a few random rounds, a second time right
+after its counted call without new contents (a `REPEAT`): its own time on inputs it has just seen.
+Those calls are not counted; `repeat_ratio` is the median of repeat / counted call of the same round,
+and `replayed` says when it is too low to be noise: a result kept by input contents and replayed."""
 from __future__ import annotations
 
+import random
 import statistics
 from dataclasses import asdict, dataclass
-from typing import Callable
+from typing import Callable, Protocol
 
 from ..config import TimingConfig
+
+WARMUP = "warmup"      # not timed
+COUNTED = "counted"    # timed, and counted in the statistics
+REPEAT = "repeat"      # timed, not counted: the same inputs as the counted call just before it
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call of the timing loop, as the hooks see it."""
+    input_set: int
+    round: int          # -1 in warm-up
+    kind: str           # WARMUP, COUNTED or REPEAT
 
 
 @dataclass
@@ -25,6 +45,8 @@ class TimingStats:
     iqr_ms: float
     reps: int
     late_ms: float = 0.0        # median work after the stream was done, beyond the calibrated gap
+    repeats: int = 0            # repeat calls timed (not counted in the statistics above)
+    repeat_ratio: float | None = None   # median of repeat time / counted time of the same round
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -34,21 +56,45 @@ class TimingStats:
 class Timed:
     """What time_interleaved calls: `call(input_set)`, and hooks around it that are not timed."""
     call: Callable[[int], object]
-    before: Callable[[int], None] | None = None
-    after: Callable[[int, int], None] | None = None     # (input_set, round; -1 in warm-up)
+    before: Callable[[Call], None] | None = None
+    after: Callable[[Call], None] | None = None
+    repeats: bool = False       # also time repeat calls (see the module docstring)
 
 
-def summarize(samples: list[float], late: list[float] | None = None) -> TimingStats:
+class Timer(Protocol):
+    """Times one call; `read` gives (ms, idle gap ms) once `sync` has run after the round."""
+    def run(self, fn: Callable[[], object]) -> object: ...
+    def sync(self) -> None: ...
+    def read(self, token) -> tuple[float, float]: ...
+
+
+def summarize(samples: list[float], late: list[float] | None = None,
+              repeat_ratios: list[float] | None = None) -> TimingStats:
     s = sorted(samples)
     q = statistics.quantiles(s, n=4) if len(s) >= 2 else [s[0]] * 3
     return TimingStats(statistics.median(s), s[0], s[-1], q[2] - q[0], len(s),
-                       statistics.median(late) if late else 0.0)
+                       statistics.median(late) if late else 0.0,
+                       len(repeat_ratios or []),
+                       statistics.median(repeat_ratios) if repeat_ratios else None)
 
 
 def late_work(stats: TimingStats, cfg: TimingConfig) -> bool:
     """Work left running after the call's stream was done, beyond noise: more than
     max(late_work_abs_ms, late_work_rel x the call's own time)."""
     return stats.late_ms > max(cfg.late_work_abs_ms, cfg.late_work_rel * stats.median_ms)
+
+
+def replayed(stats: TimingStats, cfg: TimingConfig) -> bool:
+    """Calls on inputs the kernel has just seen are faster than calls on new inputs, beyond noise:
+    the work is skipped when the contents come back (a result kept by content and replayed, paced or
+    not). An honest kernel does the same work on the same shapes whatever the values."""
+    return stats.repeat_ratio is not None and stats.repeat_ratio < cfg.repeat_faster
+
+
+def repeat_rounds(cfg: TimingConfig, rng: random.Random) -> set[int]:
+    """The rounds with a repeat call: random, among the rounds every scenario reaches (min_reps)."""
+    n = min(cfg.repeat_calls, cfg.min_reps)
+    return set(rng.sample(range(cfg.min_reps), n)) if n > 0 else set()
 
 
 class L2Flusher:
@@ -61,72 +107,97 @@ class L2Flusher:
         self.buf.zero_()
 
 
-def _timed_call(fn: Callable[[], object]):
-    import torch
+class EventTimer:
+    """CUDA events around the call, then a synchronize of the whole device (work left on other
+    streams is waited for too) and an "idle" event."""
 
-    start, end, idle = (torch.cuda.Event(enable_timing=True) for _ in range(3))
-    start.record()
-    fn()
-    end.record()
-    torch.cuda.synchronize()      # the whole device: work left on other streams is waited for too
-    idle.record()
-    return start, end, idle
+    def run(self, fn: Callable[[], object]):
+        import torch
+
+        start, end, idle = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        idle.record()
+        return start, end, idle
+
+    def sync(self) -> None:
+        import torch
+
+        torch.cuda.synchronize()
+
+    def read(self, token) -> tuple[float, float]:
+        start, end, idle = token
+        return start.elapsed_time(end), end.elapsed_time(idle)
 
 
-def idle_gap_ms(reps: int = 21) -> float:
+def idle_gap_ms(reps: int = 21, timer: Timer | None = None) -> float:
     """The gap between the end of an empty call and the idle event: synchronize and launch latency."""
+    timer = timer or EventTimer()
     gaps = []
     for _ in range(reps):
-        _, end, idle = _timed_call(lambda: None)
-        idle.synchronize()
-        gaps.append(end.elapsed_time(idle))
+        token = timer.run(lambda: None)
+        timer.sync()
+        gaps.append(timer.read(token)[1])
     return statistics.median(gaps)
 
 
 def time_interleaved(fns: dict[str, Callable[[int], object] | Timed], cfg: TimingConfig,
-                     flush: Callable[[], None] | None = None, gap_ms: float | None = None) -> dict[str, TimingStats]:
-    """Time each fn(input_set) per call with CUDA events. Rounds go over all fns, the order
-    reversed every other round; stops at max_reps or when the budget of every fn is spent
-    (after min_reps)."""
-    import torch
-
+                     flush: Callable[[], None] | None = None, gap_ms: float | None = None,
+                     rng: random.Random | None = None, timer: Timer | None = None) -> dict[str, TimingStats]:
+    """Time each fn(input_set) per call. Rounds go over all fns, the order reversed every other
+    round; stops at max_reps or when the budget of every fn is spent (after min_reps). A `Timed`
+    with `repeats` gets a repeat call after its counted call in `repeat_rounds` (chosen with `rng`)."""
+    timer = timer or EventTimer()
+    rng = rng or random.Random()
     impls = {n: f if isinstance(f, Timed) else Timed(f) for n, f in fns.items()}
     names = list(impls)
-    gap = idle_gap_ms() if gap_ms is None else gap_ms
+    gap = idle_gap_ms(timer=timer) if gap_ms is None else gap_ms
     for _ in range(cfg.warmup):
         for i, n in enumerate(names):
-            t = i % cfg.input_sets
+            c = Call(i % cfg.input_sets, -1, WARMUP)
             if impls[n].before:
-                impls[n].before(t)
-            impls[n].call(t)
-            torch.cuda.synchronize()
+                impls[n].before(c)
+            impls[n].call(c.input_set)
+            timer.sync()
             if impls[n].after:
-                impls[n].after(t, -1)
+                impls[n].after(c)
+    probes = repeat_rounds(cfg, rng) if any(i.repeats for i in impls.values()) else set()
     samples: dict[str, list[float]] = {n: [] for n in names}
     late: dict[str, list[float]] = {n: [] for n in names}
+    ratios: dict[str, list[float]] = {n: [] for n in names}
     spent = {n: 0.0 for n in names}
     rnd = 0
     while rnd < cfg.max_reps:
         order = names if rnd % 2 == 0 else names[::-1]
         t = rnd % cfg.input_sets
-        events = []
+        tokens = []
         for n in order:
             impl = impls[n]
-            if impl.before:
-                impl.before(t)
-            if flush is not None:
-                flush()
-            events.append((n, *_timed_call(lambda: impl.call(t))))
-            if impl.after:
-                impl.after(t, rnd)
-        torch.cuda.synchronize()
-        for n, start, end, idle in events:
-            extra = max(0.0, end.elapsed_time(idle) - gap)
-            ms = start.elapsed_time(end)
+            kinds = (COUNTED, REPEAT) if impl.repeats and rnd in probes else (COUNTED,)
+            for kind in kinds:
+                c = Call(t, rnd, kind)
+                if impl.before:
+                    impl.before(c)
+                if flush is not None:
+                    flush()
+                tokens.append((n, kind, timer.run(lambda: impl.call(t))))
+                if impl.after:
+                    impl.after(c)
+        timer.sync()
+        counted: dict[str, float] = {}
+        for n, kind, token in tokens:
+            ms, idle = timer.read(token)
+            if kind == REPEAT:
+                if counted.get(n):
+                    ratios[n].append(ms / counted[n])
+                continue
+            counted[n] = ms
             samples[n].append(ms)
-            late[n].append(extra)
+            late[n].append(max(0.0, idle - gap))
             spent[n] += ms / 1000.0
         rnd += 1
         if rnd >= cfg.min_reps and all(spent[n] >= cfg.budget_s for n in names):
             break
-    return {n: summarize(samples[n], late[n]) for n in names}
+    return {n: summarize(samples[n], late[n], ratios[n]) for n in names}

@@ -64,6 +64,12 @@ class Guarded:
         return bool((ints[:self.zone] == self.canary).all()) and \
             bool((ints[self.zone + self.n:] == self.canary).all())
 
+    def count_nonfinite(self):
+        """NaN/Inf elements in the view (the poison included), as a tensor: no synchronize."""
+        import torch
+
+        return (~torch.isfinite(self.view)).sum()
+
     def count_poison(self, t) -> int:
         return int((t.view(self.int_dtype) == self.poison_bits).sum().item())
 
@@ -240,27 +246,32 @@ def check_scenario(scn: Scenario, seed: int, launch: Launch, sync: Callable[[], 
     return verdict, ScenarioState(bufs, exp_b)
 
 
-def check_timed_outputs(bad_counts: dict[int, int], snapshots: dict[int, tuple], sets: list[tuple[Buffers, Expected]],
-                        cfg: CheckConfig) -> Verdict:
-    """After timing: every timed launch was poisoned first and its output counted for non-finite
-    elements (`bad_counts` per input set); one randomly chosen timed output per set was kept
-    (`snapshots`) and is checked in full; the inputs must be as they were."""
-    for t, (bufs, exp) in enumerate(sets):
-        if bad_counts.get(t):
+def check_timed_outputs(bad_counts: dict[int, int], samples: list, sets: list[tuple[Buffers, Expected]],
+                        scn: Scenario, cfg: CheckConfig) -> Verdict:
+    """After timing (the inputs restored to their contents before it, fresh.py): every timed launch
+    was poisoned first and its output counted for non-finite elements (`bad_counts` per input set);
+    a random sample of timed calls (fresh.Sample: one (batch, head) each) is checked against the
+    reference of the inputs that call saw; the inputs must be as they were."""
+    from .fresh import check_sample
+
+    for t, n in sorted(bad_counts.items()):
+        if n:
             return Verdict(STATUS_REJECTED, "timed-output",
-                           f"outputs written during timing (input set {t}) held {bad_counts[t]} unwritten or "
+                           f"outputs written during timing (input set {t}) held {n} unwritten or "
                            "non-finite elements: the kernel does less work when it is timed")
-        if t in snapshots:
-            out, lse = snapshots[t]
-            chk = check_output(out, exp.ref, exp.lowp, lse, exp.ref_lse, cfg)
-            if not chk.ok:
-                return Verdict(STATUS_REJECTED, "timed-output",
-                               f"an output written during timing (input set {t}) fails the check: {chk.reason}")
+    for t, (bufs, exp) in enumerate(sets):
         changed = [n for n, now, want in (("q", bufs.q, exp.q), ("k", bufs.k, exp.k), ("v", bufs.v, exp.v))
                    if not bits_equal(now, want)]
         if changed:
             return Verdict(STATUS_REJECTED, "inputs-modified",
                            f"the kernel changed its inputs during timing ({', '.join(changed)})")
+    for s in samples:
+        chk = check_sample(s, scn, cfg)
+        if not chk.ok:
+            return Verdict(STATUS_REJECTED, "timed-output",
+                           f"the output of timed call {s.round} (input set {s.input_set}; batch {s.batch}, "
+                           f"head {s.head} checked) fails the check against the reference of its inputs: "
+                           f"{chk.reason}")
     return Verdict()
 
 

@@ -43,7 +43,7 @@ class _Range:
 
 def measure_gemm_tflops(n: int = 8192, reps: int = 10) -> float:
     """The bf16 GEMM throughput of this GPU (torch/cuBLAS, random data): the roofline of the
-    plausibility alarm."""
+    `implausible` status."""
     import torch
 
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
@@ -91,11 +91,12 @@ def run_job(job: dict, chan: WorkerChannel) -> int:
     from .. import baselines as bl
     from ..config import CheckConfig, PlausibilityConfig, TimingConfig
     from ..contract import ContractError, KernelLibrary, make_params
-    from ..results import STATUS_ERROR, STATUS_OK, STATUS_REJECTED, ScenarioResult
+    from ..results import STATUS_ERROR, STATUS_OK, ScenarioResult
     from ..scenarios import Scenario
     from . import trial
     from .inputs import scenario_seed
-    from .timing import L2Flusher, Timed, idle_gap_ms, late_work, time_interleaved
+    from .timed import time_scenario
+    from .timing import L2Flusher, idle_gap_ms
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -146,57 +147,34 @@ def run_job(job: dict, chan: WorkerChannel) -> int:
             return
 
         with _Range(f"time:{scn.id}"):
-            sets = [state.bufs] + [trial.new_buffers(scn, scenario_seed(seed, scn.id, t), dev, check_cfg)
-                                   for t in range(1, timing_cfg.input_sets)]
-            params = [make_params(b.q, b.k, b.v, b.out.view, b.lse.view, scn.causal, scn.softmax_scale) for b in sets]
-            bad = [torch.zeros((), dtype=torch.int64, device=dev) for _ in sets]
-            # one timed output per input set, chosen at random, is kept and checked in full
-            pick = {t: rng.randrange(t, timing_cfg.min_reps, timing_cfg.input_sets)
-                    for t in range(len(sets)) if t < timing_cfg.min_reps}
-            snaps: dict[int, tuple] = {}
+            params: dict[int, object] = {}
 
-            def before(t):
-                sets[t].out.poison()
-                sets[t].lse.poison()
+            def launch_set(bufs: trial.Buffers, t: int) -> int:
+                if t not in params:
+                    params[t] = make_params(bufs.q, bufs.k, bufs.v, bufs.out.view, bufs.lse.view, scn.causal,
+                                            scn.softmax_scale)
+                return lib.forward(params[t], stream.cuda_stream)
 
-            def after(t, rnd):
-                bad[t] += (~torch.isfinite(sets[t].out.view)).sum() + (~torch.isfinite(sets[t].lse.view)).sum()
-                if rnd == pick.get(t):
-                    snaps[t] = (sets[t].out.view.clone(), sets[t].lse.view.clone())
-
-            fns: dict = {"kernel": Timed(lambda t: lib.forward(params[t], stream.cuda_stream), before, after)}
-            exp0 = state.expected
+            fns = {}
             for b in job["baselines"]:
-                fn, row.baselines[b] = baseline_column(b, scn, (sets[0].q, sets[0].k, sets[0].v), exp0, check_cfg, sync)
+                fn, row.baselines[b] = baseline_column(b, scn, (state.bufs.q, state.bufs.k, state.bufs.v),
+                                                       state.expected, check_cfg, sync)
                 if fn is not None:
-                    fns[b] = (lambda f: (lambda t: f(sets[t].q, sets[t].k, sets[t].v)))(fn)
-            stats = time_interleaved(fns, timing_cfg, flush, gap_ms=gap)
-            for name, st in stats.items():
-                row.times_ms[name] = st.to_dict()
-                row.tflops[name] = round(scn.flops / (st.median_ms * 1e-3) / 1e12, 2)
-            for b in job["baselines"]:
-                if b in stats:
-                    row.ratio[b] = round(stats[b].median_ms / stats["kernel"].median_ms, 4)
+                    fns[b] = fn
+            res = time_scenario(scn, state, launch_set, fns, seed, rng, dev, timing_cfg, check_cfg, sync, flush, gap)
+        stats = res.stats
+        for name, st in stats.items():
+            row.times_ms[name] = st.to_dict()
+            row.tflops[name] = round(scn.flops / (st.median_ms * 1e-3) / 1e12, 2)
+        for b in job["baselines"]:
+            if b in stats:
+                row.ratio[b] = round(stats[b].median_ms / stats["kernel"].median_ms, 4)
+        if res.verdict.code == "late-work":     # its time is reported with the late work counted
             kst = stats["kernel"]
-            if late_work(kst, timing_cfg):
-                with_late = kst.median_ms + kst.late_ms
-                row.tflops["kernel"] = round(scn.flops / (with_late * 1e-3) / 1e12, 2)
-                row.ratio = {}
-                apply(trial.Verdict(STATUS_REJECTED, "late-work",
-                                    f"each call left {kst.late_ms:.3f} ms of work running after its stream was "
-                                    f"done (the call itself: {kst.median_ms:.3f} ms): work on another stream or "
-                                    "a host thread"))
-                return
-
-        with _Range(f"recheck:{scn.id}"):
-            bad_counts = {t: int(c.item()) for t, c in enumerate(bad)}
-            expected = [exp0] + [trial.expected_for(scn, scenario_seed(seed, scn.id, t), dev)
-                                 for t in range(1, len(sets))]
-            v = trial.check_timed_outputs(bad_counts, snaps, list(zip(sets, expected)), check_cfg)
-            if v.ok:
-                v = trial.recheck(launch, sets[-1], expected[-1], sync, check_cfg)
-                row.recheck = v.check
-            apply(v)
+            row.tflops["kernel"] = round(scn.flops / ((kst.median_ms + kst.late_ms) * 1e-3) / 1e12, 2)
+            row.ratio = {}
+        row.recheck = res.recheck
+        apply(res.verdict)
 
     for item in job["scenarios"]:
         scn = Scenario(**item["scenario"])

@@ -250,7 +250,8 @@ def run_in_container(req, notify=lambda m: None, cli=None):
     from docker.types import DeviceRequest
 
     from ..provenance import git_sha
-    from .pipeline import EXIT_FAIL, IMAGE_ENV, Outcome
+    from ..exitcodes import FAIL
+    from .pipeline import IMAGE_ENV, Outcome
 
     cli = cli or client()
     root = Path(req.root)
@@ -284,7 +285,7 @@ def run_in_container(req, notify=lambda m: None, cli=None):
         for chunk in container.logs(stream=True, follow=True):
             for line in chunk.decode(errors="replace").splitlines():
                 notify(f"  | {line}")
-        rc = int(container.wait().get("StatusCode", EXIT_FAIL))
+        rc = int(container.wait().get("StatusCode", FAIL))
     finally:
         try:
             container.remove(force=True)

@@ -27,9 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 from .. import config
-
-CODES = {"gpu": 3, "docker-sdk": 10, "docker-engine": 11, "nvidia-runtime": 12, "driver": 13, "gpu-busy": 14,
-         "throttle": 15, "nvcc": 16, "baselines": 17, "nvml": 18}
+from ..exitcodes import DOCTOR as CODES
 
 # The oldest Linux driver each CUDA release needs (CUDA's release notes, table 3); within a major
 # release a newer toolkit runs on the major's first driver (minor version compatibility).

@@ -22,11 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import config
+from .. import config, exitcodes
 from ..reports.data import CEILING, MEASURED, RECORD, SHIPPED, NoResults
 from . import kernels as _kernels
-
-EXIT_OK, EXIT_FAIL, EXIT_BUILD, EXIT_NO_GPU, EXIT_USAGE, EXIT_RUNTIME = 0, 1, 2, 3, 4, 5
 RUNTIMES = ("auto", "docker", "native")
 IMAGE_ENV = "KERNELSEEK_IMAGE"      # set by the container runner: the image's tag, id and digests (JSON)
 
@@ -79,14 +77,11 @@ def _now() -> str:
 
 
 def head_to_head(root: Path, notify: Notify = _quiet) -> dict:
-    """Regenerate the head-to-head table and plots from agent traces, where both exist."""
-    from ..cli import main as cli_main
-
+    """Regenerate the head-to-head table and plots from agent traces, where they exist, with the
+    `compare` command in a process of its own."""
     traces = Path(root) / "results" / "compare"
     if not traces.is_dir() or not any(p.is_file() for p in traces.rglob("*")):
         return {"status": f"skipped: no agent traces in {traces.relative_to(root)}"}
-    if "compare" not in cli_main.commands:
-        return {"status": "skipped: this checkout has no `compare` command"}
     notify(f"head-to-head: regenerating from the traces in {traces}")
     p = subprocess.run([sys.executable, "-m", "kernelseek_suite.cli", "compare", "--from-traces", str(traces)],
                        capture_output=True, text=True, cwd=root)
@@ -155,12 +150,14 @@ def run_native(req: ReproduceRequest, notify: Notify = _quiet, on_row=None, on_s
         (out / CEILING).write_text(json.dumps({"before": before}, indent=1))
     run_dir = out / plan.kernel.stem
     notify(f"bench: {record['kernel']} on {req.arch} beside {', '.join(baselines)} -> {run_dir}")
-    summary = run_bench(BenchRequest(kernel=plan.kernel, arch=req.arch, baselines=baselines,
-                                     scenario_filter=req.scenario_filter, extended=req.extended,
-                                     out_dir=run_dir, seed=req.seed, gpu_index=req.gpu_index,
-                                     resume=req.resume and (run_dir / "bench.jsonl").exists(),
-                                     scaleout=req.scaleout),
-                        on_row=on_row, on_start=on_start)
+    bench = BenchRequest(kernel=plan.kernel, arch=req.arch, baselines=baselines, scenario_filter=req.scenario_filter,
+                         extended=req.extended, out_dir=run_dir, seed=req.seed, gpu_index=req.gpu_index,
+                         resume=req.resume and (run_dir / "bench.jsonl").exists())
+    if req.scaleout is None:
+        summary = run_bench(bench, on_row=on_row, on_start=on_start)
+    else:
+        from ..scaleout.bench import run_bench_distributed
+        summary = run_bench_distributed(bench, on_row=on_row, on_start=on_start, scaleout=req.scaleout)
     after = _ceiling(req, notify, "after")
     (out / CEILING).write_text(json.dumps(ceiling_record(before, after), indent=1))
     if image:  # the image is part of the provenance of every number in the run
@@ -177,7 +174,7 @@ def run_native(req: ReproduceRequest, notify: Notify = _quiet, on_row=None, on_s
     rendered = render(out)
     ok = summary["scenarios_correct"] == summary["scenarios_total"] and \
         summary["extended_correct"] == summary["extended_total"]
-    return Outcome(req.arch, MEASURED, EXIT_OK if ok else EXIT_FAIL, out, record["runtime"],
+    return Outcome(req.arch, MEASURED, exitcodes.OK if ok else exitcodes.FAIL, out, record["runtime"],
                    [f"report: {rendered.report}"], report=rendered.report, summary=summary)
 
 
@@ -223,7 +220,7 @@ def run_partial(req: ReproduceRequest, why: str, notify: Notify = _quiet) -> Out
     record = {"arch": req.arch, "status": "partial", "why": why, "date": _now(), "missing_kernels": missing,
               "static": [c.to_dict() for c in checks], "report": str(report) if report else None}
     (out / RECORD.replace(".json", "-partial.json")).write_text(json.dumps(record, indent=1))
-    return Outcome(req.arch, "partial", EXIT_BUILD if bad else EXIT_NO_GPU, out, "none", msgs, checks, report)
+    return Outcome(req.arch, "partial", exitcodes.BUILD if bad else exitcodes.NO_GPU, out, "none", msgs, checks, report)
 
 
 def reproduce(req: ReproduceRequest, notify: Notify = _quiet, on_row=None, on_start=None) -> Outcome:
@@ -234,7 +231,7 @@ def reproduce(req: ReproduceRequest, notify: Notify = _quiet, on_row=None, on_st
     from . import containers
 
     if req.arch not in config.REPRODUCE:
-        return Outcome(req.arch, "failed", EXIT_USAGE, messages=[
+        return Outcome(req.arch, "failed", exitcodes.USAGE, messages=[
             f"unknown arch {req.arch!r}; reproducible: {', '.join(config.REPRODUCE)}"])
     try:
         require_gpu(req.arch, req.gpu_index)
@@ -245,7 +242,7 @@ def reproduce(req: ReproduceRequest, notify: Notify = _quiet, on_row=None, on_st
     if runtime in ("auto", "docker"):
         ready, why = containers.docker_ready()
         if runtime == "docker" and not ready:
-            return Outcome(req.arch, "failed", EXIT_RUNTIME, runtime="docker",
+            return Outcome(req.arch, "failed", exitcodes.RUNTIME, runtime="docker",
                            messages=[f"--runtime docker: {why}", "run `kernelseek-suite doctor --runtime docker` "
                                      "for the fix, or use --runtime native"])
         runtime = "docker" if ready else "native"
@@ -257,6 +254,6 @@ def reproduce(req: ReproduceRequest, notify: Notify = _quiet, on_row=None, on_st
             return containers.run_in_container(req, notify)
         return run_native(req, notify, on_row, on_start)
     except (BuildError, DependencyRuleError) as e:
-        return Outcome(req.arch, "failed", EXIT_BUILD, runtime=runtime, messages=[f"build failed: {e}"])
+        return Outcome(req.arch, "failed", exitcodes.BUILD, runtime=runtime, messages=[f"build failed: {e}"])
     except containers.ContainerError as e:
-        return Outcome(req.arch, "failed", EXIT_RUNTIME, runtime=runtime, messages=[str(e)])
+        return Outcome(req.arch, "failed", exitcodes.RUNTIME, runtime=runtime, messages=[str(e)])

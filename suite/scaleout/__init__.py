@@ -5,8 +5,8 @@ Layout: cluster.py (cluster specs: dask-cuda on this host, an existing scheduler
 dask-jobqueue, a CPU LocalCluster), executor.py (run items on the cluster, progress that survives a
 dead worker, retries), gpus.py (each worker's GPU, device classes), bench.py (bench on a cluster:
 the client's side), shard.py (a shard of bench on a worker),
-agent_runs.py (agent runs as items: compare on a cluster), agreement.py (ratios of two runs side by side, per GPU),
-cli.py (the options and commands). Dask is imported only when a cluster is used: install the `dask`
+agent_runs.py (agent runs as items: compare on a cluster), agreement.py (ratios of two runs side by side, per GPU);
+the options and commands are in suite/cli/scaleout.py. Dask is imported only when a cluster is used: install the `dask`
 extra (and `dask-cuda` on GPU machines)."""
 import importlib
 

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ..agents.compare import CompareRequest, RunSpec, prepare, run_spec
+from ..headtohead.compare import CompareRequest, RunSpec, prepare, run_spec
 from ..agents.trace import artifacts_dir
 from ..gpu import GPU_ENV
 from . import cluster

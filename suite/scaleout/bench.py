@@ -12,15 +12,14 @@ import dataclasses
 import hashlib
 import json
 import math
-import secrets
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ..bench import BenchRequest, ResumeMismatch, select_scenarios, write_outputs
-from ..provenance import host_provenance, now_utc
-from ..results import STATUS_CRASH, ScenarioResult, read_jsonl
+from ..bench import BenchRequest, SweepOutput, select_scenarios
+from ..provenance import host_provenance
+from ..results import STATUS_CRASH, ScenarioResult
 from ..scenarios import Scenario
 from .cluster import ClusterSpec, open_client
 from .executor import Channel, ItemFailure, WorkItem, run_items
@@ -45,45 +44,20 @@ def plan_shards(scenarios: list[Scenario], workers: int, chunk: int | None = Non
     return [scenarios[i:i + size] for i in range(0, len(scenarios), size)]
 
 
-class _Sweep:
+class _Sweep(SweepOutput):
     """One output folder (one device class): its rows, provenance and files."""
 
     def __init__(self, out: Path, req: BenchRequest, sha: str, chosen: list[Scenario], gpus: list[WorkerGPU],
-                 executor: dict, seed: int | None):
-        self.out, self.req, self.sha, self.chosen, self.gpus = Path(out), req, sha, chosen, gpus
-        self.out.mkdir(parents=True, exist_ok=True)
-        self.jsonl, self.prov_path = self.out / "bench.jsonl", self.out / "provenance.json"
-        self.prior: list[ScenarioResult] = []
-        if req.resume and self.jsonl.exists():
-            old = json.loads(self.prov_path.read_text()) if self.prov_path.exists() else {}
-            if old.get("kernel_sha256") and old["kernel_sha256"] != sha:
-                raise ResumeMismatch(f"{self.out} holds results of another kernel (sha256 {old['kernel_sha256'][:16]}); "
-                                     "use another --out or drop --resume")
-            ids = {s.id for s in chosen}
-            self.prior = _dedup([r for r in read_jsonl(self.jsonl) if r.scenario in ids])
-            self.prov = old
-            self.seed = int(self.prov.get("seed", seed if seed is not None else secrets.randbits(48)))
-            self.prov.setdefault("resumed", []).append(now_utc())
-        else:
-            for stale in (self.jsonl, self.out / "sanitize.json", self.out / "summary.json"):
-                if stale.exists():
-                    stale.unlink()
-            self.seed = seed if seed is not None else secrets.randbits(48)
-            self.prov = _client_provenance(gpus)
-            self.prov.update({"seed": self.seed, "kernel": str(req.kernel), "kernel_sha256": sha, "arch": req.arch,
-                              "baselines": req.baselines})
+                 executor: dict):
+        super().__init__(out, req, sha, chosen, lambda: _client_provenance(gpus))
+        self.gpus = gpus
         self.prov["executor"] = executor
         known = {d.get("uuid") or d.get("worker") for d in self.prov.get("devices", [])}
         self.prov.setdefault("devices", []).extend(
             g.to_dict() for g in gpus if (g.uuid or g.worker) not in known)
-        self.done = {r.scenario for r in self.prior}
         self.rows: list[ScenarioResult] = list(self.prior)
         self.extra: dict = {}
-        self.todo = [s for s in chosen if s.id not in self.done]
         self.save()
-
-    def save(self) -> None:
-        self.prov_path.write_text(json.dumps(self.prov, indent=1))
 
     def record(self, row: ScenarioResult) -> bool:
         if row.scenario in self.done:
@@ -108,7 +82,8 @@ class _Sweep:
             if not self.prov.get("device"):
                 got = {"device": h.get("device"), "sms": h.get("sms"), "torch": h.get("torch"), "cuda": h.get("cuda"),
                        "cudnn": h.get("cudnn"), "gemm_tflops": h.get("gemm_tflops"), "baseline_status": h.get("baselines"),
-                       "baseline_versions": h.get("baseline_versions")}
+                       "baseline_versions": h.get("baseline_versions"),
+                       "ceiling_factor": self.req.config.plausibility.ceiling_factor}
                 self.prov.update({k: v for k, v in got.items() if v is not None})
         if res.get("build") and "build" not in self.prov:
             self.prov["build"] = res["build"]
@@ -124,22 +99,8 @@ class _Sweep:
         self.extra["sanitize"] = entry
         (self.out / "sanitize.json").write_text(json.dumps(entry, indent=1))
 
-    def finish(self) -> dict:
-        order = {s.id: i for i, s in enumerate(self.chosen)}
-        rows = sorted(self.rows, key=lambda r: order.get(r.scenario, 1 << 30))
-        self.prov["date_end"] = now_utc()
-        self.save()
-        return write_outputs(self.out, rows, self.req.baselines, self.req.arch, self.req.kind, str(self.req.kernel),
-                             self.sha, self.prov, self.extra)
-
-
-def _dedup(rows: list[ScenarioResult]) -> list[ScenarioResult]:
-    seen, out = set(), []
-    for r in rows:
-        if r.scenario not in seen:
-            seen.add(r.scenario)
-            out.append(r)
-    return out
+    def finish_all(self) -> dict:
+        return self.finish(self.rows, self.extra)
 
 
 def _client_provenance(gpus: list[WorkerGPU]) -> dict:
@@ -163,16 +124,16 @@ def _connected(spec: ClusterSpec, client) -> Iterator:
 
 
 def run_bench_distributed(req: BenchRequest, on_row: Callable[[ScenarioResult], None] | None = None,
-                          on_start: Callable[[int, int], None] | None = None, *, client=None,
-                          runner: ShardRunner | None = None, probe: GPUProbe | None = None) -> dict:
-    """`run_bench` on a cluster (req.scaleout). Returns summary.json's content; with per-class reports,
+                          on_start: Callable[[int, int], None] | None = None, *, scaleout: ScaleOut | None = None,
+                          client=None, runner: ShardRunner | None = None, probe: GPUProbe | None = None) -> dict:
+    """`bench.run_bench` on a cluster. Returns summary.json's content; with per-class reports,
     {"per_class": {class: summary}} with one folder per class under req.out_dir. `client` uses an
-    existing distributed.Client instead of opening req.scaleout.cluster; `runner` and `probe` replace
-    the GPU parts on the workers (tests)."""
+    existing distributed.Client instead of opening scaleout.cluster; `runner` and `probe` replace the
+    GPU parts on the workers (tests)."""
     from .. import rules
     from ..harness import plausibility
 
-    so: ScaleOut = req.scaleout or ScaleOut()
+    so = scaleout or ScaleOut()
     rules.enforce(req.kernel)        # here, before any cluster: the workers build the same file
     source = Path(req.kernel).read_bytes()
     sha = hashlib.sha256(source).hexdigest()
@@ -186,8 +147,7 @@ def run_bench_distributed(req: BenchRequest, on_row: Callable[[ScenarioResult], 
         items: list[WorkItem] = []
         for cls_name, members in classes.items():
             out = Path(req.out_dir) / members[0].slug if so.per_class_reports else Path(req.out_dir)
-            sw = _Sweep(out, req, sha, chosen, members, {**executor, "workers": len(members), "chunk": so.chunk},
-                        req.seed)
+            sw = _Sweep(out, req, sha, chosen, members, {**executor, "workers": len(members), "chunk": so.chunk})
             sweeps[cls_name] = sw
             # one class: any worker (a restarted one too); several: only that class's workers
             pool = tuple(g.worker for g in members) if len(classes) > 1 else None
@@ -241,7 +201,7 @@ def run_bench_distributed(req: BenchRequest, on_row: Callable[[ScenarioResult], 
             return [WorkItem(f"{item.key}+{left[1]['id']}", (item.payload[0], again, "shard"), item.workers)]
 
         run_items(cl, items, _run_payload, on_emit=on_emit, on_result=on_result, on_failure=on_failure)
-    summaries = {name: sw.finish() for name, sw in sweeps.items()}
+    summaries = {name: sw.finish_all() for name, sw in sweeps.items()}
     if so.per_class_reports:
         return {"per_class": summaries}
     return next(iter(summaries.values()))

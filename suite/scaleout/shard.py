@@ -88,7 +88,7 @@ def _build_once(kernel_name: str, source: bytes, sha: str, arch: str, where: Pat
 
 def gpu_runner(job: ShardJob, todo: list[Scenario], on_row: Callable[[ScenarioResult], None]) -> dict:
     """Build (once per worker) and run the scenarios in the harness's isolated sweep on this
-    worker's GPU; the roofline alarm uses the GEMM ceiling measured on this GPU."""
+    worker's GPU; the `implausible` status uses the GEMM ceiling measured on this GPU."""
     from ..harness import plausibility
     from ..harness.sweep import SweepSpec, run_sweep
 

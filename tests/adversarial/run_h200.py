@@ -137,8 +137,9 @@ def run_one(a: Attack, arch: str, out: Path):
 
 
 def alarm_path(rows) -> Outcome:
-    """The plausibility alarm on the honest kernel's real rows, thresholds lowered so it must fire:
-    the same function the sweep runs on every row."""
+    """The honest kernel's real rows, thresholds lowered so that both must fire: the ceiling (the GEMM
+    taken as half the kernel's speed: `implausible`) and the jump alarm -- the same function the
+    sweep runs on every row."""
     from kernelseek_suite.config import PlausibilityConfig
     from kernelseek_suite.harness import plausibility
     from kernelseek_suite.results import ScenarioResult
@@ -150,12 +151,12 @@ def alarm_path(rows) -> Outcome:
         previous = {r.scenario: {b: v / 4 for b, v in r.ratio.items()}}
         kernel_tflops = r.tflops.get("kernel")
         plausibility.annotate(r, kernel_tflops and kernel_tflops / 2, previous,
-                              PlausibilityConfig(roofline_factor=1.2, jump_factor=1.5))
-        fired |= {f.split(":")[0] for f in r.flags}
-    want = {"roofline", "jump"}
+                              PlausibilityConfig(ceiling_factor=1.1, jump_factor=1.5))
+        fired |= {f.split(":")[0] for f in r.flags} | ({r.code} if r.code == "implausible" else set())
+    want = {"implausible", "jump"}
     return Outcome("honest (thresholds lowered)", "a timing too good to be true",
-                   "plausibility alarm: roofline (measured GEMM) and jump vs a previous run", "roofline, jump",
-                   ", ".join(sorted(fired)) or "no alarm", want <= fired,
+                   "the GEMM ceiling (implausible) and the jump alarm vs a previous run", "implausible, jump",
+                   ", ".join(sorted(fired)) or "nothing", want <= fired,
                    "needs a timed row with a cudnn ratio" if "jump" not in fired else "")
 
 

@@ -1,6 +1,7 @@
 """Arms: an agent configuration to compare (its tools and its supervisor). An arm registers itself
-with @register_arm; every module of this package is imported when the registry is first read, so a
-new arm is one new file here."""
+with @register_arm, naming the options it takes (`--agent-opt KEY=VALUE`) and their defaults; an
+option an arm does not take is an error, never silently ignored. Every module of this package is
+imported when the registry is first read, so a new arm is one new file here."""
 from __future__ import annotations
 
 import importlib
@@ -18,17 +19,44 @@ class ArmParts:
     tools: ToolRegistry
     supervisor: Supervisor | None = None
     info: dict = field(default_factory=dict)      # recorded in run_start (e.g. the bank used)
+    # an arm that runs without the model loop (agent-cmd): RunContext -> an object with start/restore/run
+    driver: Callable[[RunContext], object] | None = None
 
 
 _REGISTRY: dict[str, Callable[[RunContext], ArmParts]] = {}
+_OPTIONS: dict[str, dict] = {}
 _LOADED = False
 
 
-def register_arm(name: str):
+class ArmOptionError(ValueError):
+    """An option the arm does not take, or a value it cannot use."""
+
+
+def register_arm(name: str, options: dict | None = None):
+    """`options`: the keys the arm takes, with their defaults."""
     def deco(factory):
         _REGISTRY[name] = factory
+        _OPTIONS[name] = dict(options or {})
         return factory
     return deco
+
+
+def arm_options(name: str) -> dict:
+    """The options an arm takes, with their defaults."""
+    _load_all()
+    if name not in _REGISTRY:
+        raise KeyError(f"unknown agent {name!r}; known: {', '.join(sorted(_REGISTRY))}")
+    return dict(_OPTIONS[name])
+
+
+def check_options(name: str, given: dict) -> dict:
+    """The arm's options in force: its defaults with `given` over them; an unknown key is an error."""
+    known = arm_options(name)
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise ArmOptionError(f"unknown option(s) for the {name} agent: {', '.join(unknown)}; "
+                             + (f"known: {', '.join(known)}" if known else "it takes none"))
+    return {**known, **given}
 
 
 def _load_all() -> None:
@@ -45,7 +73,8 @@ def arm_names() -> list[str]:
 
 
 def build_arm(name: str, ctx: RunContext) -> ArmParts:
-    _load_all()
-    if name not in _REGISTRY:
-        raise KeyError(f"unknown agent {name!r}; known: {', '.join(sorted(_REGISTRY))}")
-    return _REGISTRY[name](ctx)
+    """The arm's tools and supervisor; its options in force go into run_start (`arm_options`)."""
+    opts = check_options(name, dict(ctx.config.arm_options))
+    parts = _REGISTRY[name](ctx)
+    parts.info.setdefault("arm_options", {k: (list(v) if isinstance(v, tuple) else v) for k, v in opts.items()})
+    return parts

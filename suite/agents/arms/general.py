@@ -7,6 +7,6 @@ from ..tools import base_tools
 from . import ArmParts, register_arm
 
 
-@register_arm("general")
+@register_arm("general", options={})
 def build(ctx: RunContext) -> ArmParts:
     return ArmParts(base_tools())

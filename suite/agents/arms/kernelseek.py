@@ -1,14 +1,49 @@
 """`kernelseek`: the general agent plus a minimal harness that enforces the goal (a stop while it is
 unmet and budget remains is refused) and asks one short question at each decision point, from the
-bank or from a person (--human). Questions give direction, never information or code."""
+bank or from a person (--human). Questions give direction, never information or code.
+
+Arm options (`--agent-opt KEY=VALUE`, or `run`/`compare`'s `--categories`, `--plateau`, `--repeats`,
+`--spacing`): the question settings of config.QuestionConfig: `categories` (the bank categories
+asked; `[information]` for the information arm), `plateau_evals` (K evaluations without a new
+best), `repeated_failure` (the same failure N times), `min_steps_between` (the spacing),
+`layer_dwell_steps`, `no_repeat_within`, `new_best_min_gain`."""
 from __future__ import annotations
 
-from ..bank import load_bank
+from ..bank import CATEGORIES, load_bank
+from ..config import QuestionConfig
 from ..context import RunContext
 from ..decisions import DecisionDetector, DecisionPoint, claimed_limit
 from ..questions import AskedQuestion, BankQuestioner, HumanQuestioner
 from ..tools import base_tools
-from . import ArmParts, register_arm
+from . import ArmOptionError, ArmParts, check_options, register_arm
+
+_Q = QuestionConfig()
+OPTIONS = {"categories": list(_Q.categories), "plateau_evals": _Q.plateau_evals,
+           "repeated_failure": _Q.repeated_failure, "min_steps_between": _Q.min_steps_between,
+           "layer_dwell_steps": _Q.layer_dwell_steps, "no_repeat_within": _Q.no_repeat_within,
+           "new_best_min_gain": _Q.new_best_min_gain}
+_AT_LEAST = {"plateau_evals": 1, "repeated_failure": 1, "layer_dwell_steps": 1, "min_steps_between": 0,
+             "no_repeat_within": 0}
+
+
+def question_settings(given: dict) -> dict:
+    """The question settings among `given`, checked; a bad value is an ArmOptionError."""
+    out = {}
+    for k, v in given.items():
+        if k == "categories":
+            cats = [v] if isinstance(v, str) else v
+            if not isinstance(cats, (list, tuple)) or not cats or any(c not in CATEGORIES for c in cats):
+                raise ArmOptionError(f"categories: {v!r}; expected a non-empty list of {', '.join(CATEGORIES)}")
+            out[k] = tuple(cats)
+        elif k in _AT_LEAST:
+            if isinstance(v, bool) or not isinstance(v, int) or v < _AT_LEAST[k]:
+                raise ArmOptionError(f"{k}: {v!r}; expected a whole number >= {_AT_LEAST[k]}")
+            out[k] = v
+        elif k == "new_best_min_gain":
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                raise ArmOptionError(f"{k}: {v!r}; expected a number >= 0")
+            out[k] = float(v)
+    return out
 
 
 class KernelSeekSupervisor:
@@ -80,8 +115,12 @@ class KernelSeekSupervisor:
             self.last_question_step = state["last_question_step"]
 
 
-@register_arm("kernelseek")
+@register_arm("kernelseek", options=OPTIONS)
 def build(ctx: RunContext) -> ArmParts:
+    given = dict(ctx.config.arm_options)
+    check_options("kernelseek", given)
+    for k, v in question_settings(given).items():
+        setattr(ctx.config.questions, k, v)
     cfg = ctx.config.questions
     bank = load_bank(cfg.bank_path)
     if ctx.config.human:

@@ -23,7 +23,7 @@ from ..context import RunContext
 from ..profiler_tools import disassemble_tool, find_executable, profile_tool
 from ..retrieval import DocIndex, default_sources, refuse_answers, search_tool
 from ..tools import base_tools
-from . import ArmParts, register_arm
+from . import ArmParts, check_options, register_arm
 
 OPTIONS = {"population_size": 4, "lessons_k": 3, "docs": None, "docs_extra": (), "profile_scenario": None,
            "ncu": None, "cuobjdump": None, "profile_timeout_s": 600, "disassemble_timeout_s": 300,
@@ -99,12 +99,7 @@ def _step_text(step) -> str:
 
 
 def options_of(ctx: RunContext) -> dict:
-    given = dict(ctx.config.arm_options)
-    unknown = set(given) - set(OPTIONS)
-    if unknown:
-        raise ValueError(f"unknown option(s) for the toolrich agent: {', '.join(sorted(unknown))}; "
-                         f"known: {', '.join(OPTIONS)}")
-    return {**OPTIONS, **given}
+    return check_options("toolrich", dict(ctx.config.arm_options))
 
 
 def _paths(value) -> list[Path]:
@@ -114,7 +109,7 @@ def _paths(value) -> list[Path]:
     return [Path(p).expanduser() for p in items]
 
 
-@register_arm("toolrich")
+@register_arm("toolrich", options=OPTIONS)
 def build(ctx: RunContext) -> ArmParts:
     opts = options_of(ctx)
     if SYSTEM_ADDENDUM not in ctx.config.system_prompt:        # a resumed run's config has it already

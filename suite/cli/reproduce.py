@@ -1,4 +1,4 @@
-"""Command line of the reproduction: `reproduce`, `doctor`, `wheelhouse`, `render`, `verify` and
+"""The reproduction's commands: `reproduce`, `doctor`, `wheelhouse`, `render`, `verify` and
 `container` (pin, lock, check). A thin layer over suite/reproduce and suite/reports."""
 from __future__ import annotations
 
@@ -10,14 +10,11 @@ import click
 from tabulate import tabulate
 
 from .. import config
-from ..scaleout.cli import scaleout_options
+from ..exitcodes import FAIL, OK, USAGE
+from .common import fail, run_with_progress, say
+from .scaleout import scaleout_options
 
 ARCH = click.Choice(sorted(config.REPRODUCE))
-
-
-def _say(msg: str) -> None:
-    from ..cli import console
-    console.print(msg, markup=False, highlight=False)
 
 
 @click.command("reproduce")
@@ -42,17 +39,15 @@ def reproduce_cmd(arch, runtime, out, gpu_index, seed, pattern, no_extended, reb
     Without the right GPU it says what is missing, runs the static checks of every architecture's
     kernels, renders the shipped results marked "shipped, not re-measured", and exits 3 (2 when a
     kernel fails its static checks)."""
-    from ..cli import _run_with_progress
-    from .pipeline import ReproduceRequest, reproduce
+    from ..reproduce.pipeline import ReproduceRequest, reproduce
 
     if scaleout is not None and (runtime == "docker" or scaleout.per_class_reports):
-        click.echo("error: reproduce on a Dask cluster runs natively, on one GPU class "
-                   "(no --runtime docker, no --per-class-reports)", err=True)
-        sys.exit(4)
+        fail("reproduce on a Dask cluster runs natively, on one GPU class (no --runtime docker, no "
+             "--per-class-reports)", USAGE)
     req = ReproduceRequest(arch=arch, runtime=runtime, root=(root or config.REPO_ROOT).resolve(), out=out,
                            gpu_index=gpu_index, seed=seed, scenario_filter=pattern, extended=not no_extended,
                            rebuild_image=rebuild_image, resume=resume, scaleout=scaleout)
-    outcome = _run_with_progress(lambda **kw: reproduce(req, _say, **kw), f"reproduce {arch}")
+    outcome = run_with_progress(lambda **kw: reproduce(req, say, **kw), f"reproduce {arch}")
     for m in outcome.messages:
         click.echo(m)
     if outcome.summary:
@@ -72,7 +67,7 @@ def reproduce_cmd(arch, runtime, out, gpu_index, seed, pattern, no_extended, reb
 def doctor_cmd(arch, runtime, gpu_index, as_json):
     """Preflight for `reproduce`: each problem with its fix and its own exit code (see
     `kernelseek_suite.reproduce.doctor`)."""
-    from .doctor import diagnose
+    from ..reproduce.doctor import diagnose
 
     rep = diagnose(arch, runtime, gpu_index)
     if as_json:
@@ -95,14 +90,13 @@ def doctor_cmd(arch, runtime, gpu_index, as_json):
 def wheelhouse_cmd(dest, arch, max_mb, strategy, skip, no_suite):
     """Download the architecture's pinned wheels and the suite into DEST for a node with no
     internet, no file larger than --max-mb; install there with `make reproduce WHEELHOUSE=DEST`."""
-    from .wheelhouse import WheelhouseError, build
+    from ..reproduce.wheelhouse import WheelhouseError, build
 
     try:
         m = build(arch, dest, config.REPO_ROOT, int(max_mb * 1e6), strategy, tuple(skip),
                   include_suite=not no_suite)
     except WheelhouseError as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(1)
+        fail(str(e), FAIL)
     parts = sum(len(e.parts) for e in m.files)
     total = sum(e.size for e in m.files)
     click.echo(f"{len(m.files)} files ({total / 1e9:.2f} GB) stored as {parts} parts of at most {max_mb:g} MB "
@@ -120,8 +114,7 @@ def render_cmd(results, out):
     try:
         r = render(results, out)
     except NoResults as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(4)
+        fail(str(e), USAGE)
     click.echo(f"report: {r.report} ({len(r.tables)} table files, {len(r.plots)} plots)")
 
 
@@ -141,8 +134,7 @@ def verify_cmd(shipped, fresh, baseline, tolerance, show_all):
     try:
         v = compare(shipped, fresh, baseline, tolerance)
     except NoResults as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(4)
+        fail(str(e), USAGE)
     rows = [[s.scenario, _r(s.shipped), _r(s.fresh), f"{s.change:+.1%}" if s.change is not None else "",
              s.verdict, s.why] for s in v.scenarios if show_all or s.verdict != SAME]
     click.echo(f"ratio vs {v.baseline} (baseline time / kernel time), tolerance {v.tolerance:.0%}")
@@ -151,7 +143,7 @@ def verify_cmd(shipped, fresh, baseline, tolerance, show_all):
     click.echo("scenarios: " + ", ".join(f"{n} {k}" for k, n in v.counts().items()))
     for c in v.claims:
         click.echo(f"claim: {c.claim}: shipped {c.shipped}, fresh {c.fresh}: {c.verdict}")
-    sys.exit(0 if v.reproduced else 1)
+    sys.exit(OK if v.reproduced else FAIL)
 
 
 def _r(x):
@@ -168,12 +160,12 @@ def container_group():
 def pin_cmd(arches):
     """Fill in or refresh each Dockerfile's base-image digest from its tag (NVIDIA removes old tags:
     keep a built image with `docker save` or in a registry you control)."""
-    from .containers import dockerfile, pin
-    from .registry import RegistryError, resolve_digest
+    from ..reproduce.containers import dockerfile, pin
+    from ..reproduce.registry import RegistryError, resolve_digest
 
     def resolve(ref: str) -> str:
         try:
-            from .containers import client
+            from ..reproduce.containers import client
             return client().images.get_registry_data(ref).id
         except Exception:  # no engine here: ask the registry directly
             return resolve_digest(ref)
@@ -190,21 +182,20 @@ def pin_cmd(arches):
             click.echo(f"{arch}: {old} -> {new}")
         if not changes:
             click.echo(f"{arch}: digests current")
-    sys.exit(1 if failed else 0)
+    sys.exit(FAIL if failed else OK)
 
 
 @container_group.command("lock")
 @click.option("--arch", "arches", type=ARCH, multiple=True, help="default: every architecture")
 def lock_cmd(arches):
     """Resolve containers/<arch>/requirements.in and the suite's dependencies into requirements.lock."""
-    from .lock import LockError, lock
+    from ..reproduce.lock import LockError, lock
 
     for arch in arches or sorted(config.REPRODUCE):
         try:
             click.echo(f"{arch}: wrote {lock(arch)}")
         except LockError as e:
-            click.echo(f"{arch}: {e}", err=True)
-            sys.exit(1)
+            fail(f"{arch}: {e}", FAIL)
 
 
 @container_group.command("check")
@@ -212,8 +203,8 @@ def lock_cmd(arches):
 def check_cmd(resolve):
     """Every FROM pinned by digest, labels matching the lock, and (--resolve) each lock resolving
     for the image's Python with pip --dry-run."""
-    from .containers import dockerfile, label_problems, unpinned
-    from .lock import check
+    from ..reproduce.containers import dockerfile, label_problems, unpinned
+    from ..reproduce.lock import check
 
     problems = []
     for arch in sorted(config.REPRODUCE):
@@ -227,7 +218,7 @@ def check_cmd(resolve):
     for p in problems:
         click.echo(p, err=True)
     click.echo("containers: " + ("ok" if not problems else f"{len(problems)} problem(s)"))
-    sys.exit(1 if problems else 0)
+    sys.exit(FAIL if problems else OK)
 
 
 COMMANDS = (reproduce_cmd, doctor_cmd, wheelhouse_cmd, render_cmd, verify_cmd, container_group)

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from . import layers
-from .runstats import EvalPoint, question_category
-from .trace import read_trace
+from ..agents import layers
+from ..agents.trace import question_category, read_trace
+from .runstats import EvalPoint
 
 DEFAULT_THRESHOLD = 0.10
 CATEGORIES = ("layer-shift", "limit-rejection", "information", "human", "none")

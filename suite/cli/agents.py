@@ -1,4 +1,4 @@
-"""`kernelseek-suite run` and `kernelseek-suite traces ...`: a thin layer over the agents library."""
+"""`kernelseek-suite run`: one agent run, a thin layer over the agents library."""
 from __future__ import annotations
 
 import signal
@@ -7,33 +7,8 @@ from pathlib import Path
 
 import click
 
-EXIT_FAIL = 1
-EXIT_USAGE = 4
-
-
-def _console():
-    from rich.console import Console
-    return Console(stderr=True)
-
-
-def _key_values(items, hint) -> dict:
-    import yaml
-    opts = {}
-    for item in items:
-        if "=" not in item:
-            raise click.BadParameter(f"{item!r}: expected KEY=VALUE", param_hint=hint)
-        k, v = item.split("=", 1)
-        opts[k.strip().replace("-", "_")] = yaml.safe_load(v)
-    return opts
-
-
-def _task_options(kernel, goal, task_opts) -> dict:
-    opts = _key_values(task_opts, "--task-opt")
-    if kernel:
-        opts["kernel"] = str(Path(kernel).resolve())
-    if goal is not None:
-        opts["goal"] = goal
-    return opts
+from ..exitcodes import FAIL, OK, USAGE
+from .common import console, fail, key_values, task_options
 
 
 @click.command("run")
@@ -67,12 +42,11 @@ def _task_options(kernel, goal, task_opts) -> dict:
 def run_cmd(arm, task, model_name, base_url, max_steps, max_evals, max_wall, max_tokens, max_cost, price, human,
             trace_path, resume_path, kernel, goal, task_opts, agent_opts, temperature, seed, bank, sandbox, no_live):
     """Run an agent on a task against an OpenAI-compatible endpoint (API key from OPENAI_API_KEY)."""
-    from .bank import BankError
-    from .config import RunConfig
-    from .live import LiveView
-    from .runner import RunSetupError, api_key_from_env, new_run, resume_run
+    from ..agents.bank import BankError
+    from ..agents.config import RunConfig
+    from ..agents.live import LiveView
+    from ..agents.runner import RunSetupError, api_key_from_env, new_run, resume_run
 
-    console = _console()
     api_key = api_key_from_env()
     limits = {k: v for k, v in (("max_steps", max_steps), ("max_evals", max_evals), ("max_tokens", max_tokens),
                                 ("max_cost", max_cost),
@@ -102,8 +76,8 @@ def run_cmd(arm, task, model_name, base_url, max_steps, max_evals, max_wall, max
                 raise RunSetupError("--model is required (or --resume a trace)")
             if not api_key and not base_url:
                 raise RunSetupError("set OPENAI_API_KEY, or give --base-url for an endpoint that needs no key")
-            cfg = RunConfig(arm=arm, arm_options=_key_values(agent_opts, "--agent-opt"), task=task,
-                            task_options=_task_options(kernel, goal, task_opts), seed=seed, human=human)
+            cfg = RunConfig(arm=arm, arm_options=key_values(agent_opts, "--agent-opt"), task=task,
+                            task_options=task_options(kernel, goal, task_opts), seed=seed, human=human)
             cfg.model.name, cfg.model.base_url, cfg.model.temperature = model_name, base_url, temperature
             if price:
                 cfg.model.price_input_per_mtok, cfg.model.price_output_per_mtok = price
@@ -115,9 +89,7 @@ def run_cmd(arm, task, model_name, base_url, max_steps, max_evals, max_wall, max
                 cfg.tools.sandbox = sandbox
             agent = new_run(cfg, trace_path, api_key, ask_human=ask_human if human else None)
     except (RunSetupError, BankError, KeyError, ValueError, FileNotFoundError, ImportError, RuntimeError) as e:
-        msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
-        click.echo(f"error: {msg}", err=True)
-        sys.exit(EXIT_USAGE)
+        fail(e.args[0] if isinstance(e, KeyError) and e.args else str(e), USAGE)
 
     ctx = agent.ctx
     console.print(f"trace: {ctx.trace.path}  workspace: {ctx.workspace.root}  sandbox: {ctx.workspace.sandbox_detail}")
@@ -141,54 +113,14 @@ def run_cmd(arm, task, model_name, base_url, max_steps, max_evals, max_wall, max
     t = result.totals
     console.print(f"{t['steps']} steps, {t['evals']} evaluations, {t['total_tokens']} tokens, "
                   f"{t['wall_s']:.0f}s; goal {'met' if result.goal_met else 'not met'}; trace {result.trace_path}")
-    sys.exit(0 if result.goal_met and result.exit_reason != "harness_tampered" else EXIT_FAIL)
+    sys.exit(OK if result.goal_met and result.exit_reason != "harness_tampered" else FAIL)
 
 
 def _plain(console, ev: dict) -> None:
-    from .trace import timeline_lines
+    from ..agents.trace import timeline_lines
     if ev["type"] in ("llm_call", "harness_eval", "question", "retry", "exit", "resume"):
         for line in timeline_lines([ev]):
             console.print(line, markup=False, highlight=False)
 
 
-@click.group("traces")
-def traces_group():
-    """Validate and read agent run traces."""
-
-
-@traces_group.command("validate")
-@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-def traces_validate(files):
-    """Check FILES against the trace schema; exit 1 if any is invalid."""
-    from .trace import validate_trace
-
-    bad = 0
-    for f in files:
-        v = validate_trace(f)
-        click.echo(f"{f}: {'valid' if v.ok else 'INVALID'} ({v.events} events)")
-        for e in v.errors[:50]:
-            click.echo(f"  error: {e}")
-        if len(v.errors) > 50:
-            click.echo(f"  ... and {len(v.errors) - 50} more errors")
-        for n in v.notes:
-            click.echo(f"  note: {n}")
-        bad += not v.ok
-    sys.exit(EXIT_FAIL if bad else 0)
-
-
-@traces_group.command("show")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-def traces_show(file):
-    """A readable timeline of a run."""
-    from .trace import read_trace, timeline_lines
-
-    tf = read_trace(file)
-    for line in timeline_lines(tf.events):
-        click.echo(line)
-    for p in tf.problems:
-        click.echo(f"warning: {p}", err=True)
-
-
-def register(main: click.Group) -> None:
-    main.add_command(run_cmd)
-    main.add_command(traces_group)
+COMMANDS = (run_cmd,)

@@ -1,17 +1,15 @@
-"""Command-line pieces of the scale-out: the executor options other commands take, and the
-`agreement` and `cluster` commands."""
+"""The scale-out's command line: the executor options `bench`, `reproduce` and `compare` take, and
+the `agreement` and `cluster` commands."""
 from __future__ import annotations
 
 import functools
 import json
-import sys
 from pathlib import Path
 
 import click
 
-EXIT_FAIL = 1
-EXIT_NO_GPU = 3
-EXIT_USAGE = 4
+from ..exitcodes import NO_GPU, USAGE
+from .common import fail
 
 
 _executor_option = click.option(
@@ -54,16 +52,14 @@ def scaleout_options(f):
 def make_scaleout(executor: str | None, scheduler: str | None, per_class_reports: bool, chunk: int | None):
     if executor == "local" or (executor is None and scheduler is None):
         if per_class_reports or chunk is not None or scheduler:
-            click.echo("error: --scheduler, --per-class-reports and --chunk go with --executor dask", err=True)
-            sys.exit(EXIT_USAGE)
+            fail("--scheduler, --per-class-reports and --chunk go with --executor dask", USAGE)
         return None
-    from .bench import ScaleOut
-    from .cluster import ClusterError, parse_scheduler
+    from ..scaleout.bench import ScaleOut
+    from ..scaleout.cluster import ClusterError, parse_scheduler
     try:
         spec = parse_scheduler(scheduler)
     except ClusterError as e:
-        click.echo(f"error: --scheduler: {e}", err=True)
-        sys.exit(EXIT_USAGE)
+        fail(f"--scheduler: {e}", USAGE)
     return ScaleOut(cluster=spec, per_class_reports=per_class_reports, chunk=chunk)
 
 
@@ -77,13 +73,12 @@ def agreement_cmd(reference, run, baseline, as_json):
     one GPU against the same kernel sharded over several)."""
     from tabulate import tabulate
 
-    from .agreement import ratio_agreement
+    from ..scaleout.agreement import ratio_agreement
 
     try:
         ag = ratio_agreement(reference, run, baseline)
     except (FileNotFoundError, ValueError) as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(EXIT_USAGE)
+        fail(str(e), USAGE)
     if as_json:
         click.echo(json.dumps(ag.to_dict(), indent=1))
         return
@@ -115,18 +110,16 @@ def cluster_cmd(scheduler, as_json):
     from tabulate import tabulate
 
     from ..gpu import NoGPUError
-    from .cluster import ClusterError, open_client, parse_scheduler
-    from .gpus import by_class, cluster_gpus
+    from ..scaleout.cluster import ClusterError, open_client, parse_scheduler
+    from ..scaleout.gpus import by_class, cluster_gpus
 
     try:
         with open_client(parse_scheduler(scheduler)) as client:
             gpus = cluster_gpus(client)
     except NoGPUError as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(EXIT_NO_GPU)
+        fail(str(e), NO_GPU)
     except ClusterError as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(EXIT_USAGE)
+        fail(str(e), USAGE)
     if as_json:
         click.echo(json.dumps({a: g.to_dict() for a, g in gpus.items()}, indent=1))
         return

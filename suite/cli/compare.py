@@ -1,5 +1,5 @@
-"""`kernelseek-suite compare` and `kernelseek-suite traces analyze`: thin layers over compare.py,
-compare_report.py and analysis.py."""
+"""`kernelseek-suite compare`: the arms head-to-head, a thin layer over the headtohead package
+(and scaleout/agent_runs.py with --executor dask)."""
 from __future__ import annotations
 
 import sys
@@ -7,8 +7,9 @@ from pathlib import Path
 
 import click
 
-from ..scaleout.cli import EXIT_NO_GPU, executor_options
-from .cli import EXIT_FAIL, EXIT_USAGE, _key_values, _task_options, traces_group
+from ..exitcodes import FAIL, NO_GPU, OK, USAGE
+from .common import fail, key_values, say, task_options
+from .scaleout import executor_options
 
 NO_ENDPOINT = """\
 No model endpoint is configured, and there are no traces under {traces} to regenerate from.
@@ -26,16 +27,12 @@ def _arm_options(items) -> dict[str, dict]:
         arm, sep, kv = item.partition(":")
         if not sep or "=" not in kv:
             raise click.BadParameter(f"{item!r}: expected ARM:KEY=VALUE", param_hint="--agent-opt")
-        out.setdefault(arm.strip(), {}).update(_key_values([kv], "--agent-opt"))
+        out.setdefault(arm.strip(), {}).update(key_values([kv], "--agent-opt"))
     return out
 
 
-def _say(text: str) -> None:
-    click.echo(text, err=True)
-
-
 UNSANDBOXED = """\
-error: {what} needs the sandbox, and {why}.
+{what} needs the sandbox, and {why}.
 Without it a candidate (and the agent's shell) can write outside its folder and read the repository's
 kernels and results (docs/threat-model.md). Run where Landlock is available, or pass --allow-unsandboxed
 to go ahead anyway (the table then says so)."""
@@ -43,7 +40,7 @@ to go ahead anyway (the table then says so)."""
 
 def _sandbox_refusal(what: str, sandbox: str | None, allow_unsandboxed: bool) -> str | None:
     """Why `what` may not run here without --allow-unsandboxed, or None."""
-    from .sandbox import landlock_status
+    from ..agents.sandbox import landlock_status
 
     if allow_unsandboxed:
         return None
@@ -56,28 +53,27 @@ def _sandbox_refusal(what: str, sandbox: str | None, allow_unsandboxed: bool) ->
 
 
 def _render(traces: list[Path], out_dir: Path, remeasure_runs: bool, note: str = "", sandbox: str = "auto") -> None:
-    from .compare import remeasure, remeasured_by_trace, unprotected
-    from .compare_report import render
-    from .exceptions import HarnessTampered
-    from .runstats import stats_from_trace
+    from ..agents.exceptions import HarnessTampered
+    from ..agents.sandbox import landlock_status
+    from ..headtohead.compare import remeasure, remeasured_by_trace, unprotected
+    from ..headtohead.report import render
+    from ..headtohead.runstats import stats_from_trace
 
     new = {}
     if remeasure_runs:
-        _say(f"re-measuring the candidates of {len(traces)} trace(s) on this machine ...")
+        say(f"re-measuring the candidates of {len(traces)} trace(s) on this machine ...")
         try:
-            rows = remeasure(traces, out_dir, sandbox=sandbox, on_result=lambda r: _say(
+            rows = remeasure(traces, out_dir, sandbox=sandbox, on_result=lambda r: say(
             f"  {Path(r.trace).name} evaluation {r.eval_index}: recorded {r.recorded_status} "
             f"{'-' if r.recorded_geomean is None else f'{r.recorded_geomean:.3f}x'}, now {r.status} "
             f"{'-' if r.geomean is None else f'{r.geomean:.3f}x'}"))
         except HarnessTampered as e:
-            click.echo(f"error: {e}", err=True)
-            sys.exit(EXIT_FAIL)
+            fail(str(e), FAIL)
         new = remeasured_by_trace(rows)
         if any(r.status == "no_gpu" for r in rows):
-            _say("warning: some candidates could not be measured here (no suitable GPU); they count as "
+            say("warning: some candidates could not be measured here (no suitable GPU); they count as "
                           "not correct in the re-measured table")
         note = (note + " " if note else "") + f"Speed-ups re-measured on this machine ({out_dir / 'remeasure.jsonl'})."
-        from .sandbox import landlock_status
         if sandbox == "none" or not landlock_status()[0]:
             note += " The re-measurement ran without the sandbox (--allow-unsandboxed)."
     lacking = unprotected(traces)
@@ -87,7 +83,7 @@ def _render(traces: list[Path], out_dir: Path, remeasure_runs: bool, note: str =
     runs = [stats_from_trace(t, new.get(str(t))) for t in traces]
     outs = render(runs, out_dir, note)
     click.echo(outs.markdown.read_text())
-    _say(f"wrote {outs.markdown}, {outs.csv}, {outs.png}, {outs.svg}, {outs.runs_jsonl}")
+    say(f"wrote {outs.markdown}, {outs.csv}, {outs.png}, {outs.svg}, {outs.runs_jsonl}")
 
 
 @click.command("compare")
@@ -123,20 +119,18 @@ def compare_cmd(arms, task, model_name, base_url, seeds, max_steps, max_evals, m
     --executor dask the runs (arm x seed) are spread over the cluster's GPUs, one run per GPU at a
     time. Every run must have the sandbox (and every protection of docs/threat-model.md) unless
     --allow-unsandboxed is given."""
-    from .arms import arm_names
-    from .runner import api_key_from_env
-    from .runstats import find_traces
+    from ..agents.arms import arm_names
+    from ..agents.runner import api_key_from_env
+    from ..headtohead.runstats import find_traces
 
     refusal = _sandbox_refusal("re-measuring" if remeasure else "compare", sandbox, allow_unsandboxed)
     if remeasure and refusal:
-        click.echo(refusal, err=True)
-        sys.exit(EXIT_USAGE)
+        fail(refusal, USAGE)
     remeasure_sandbox = sandbox or "auto"
     if from_traces:
         traces = find_traces(from_traces)
         if not traces:
-            click.echo(f"error: no traces under {from_traces}", err=True)
-            sys.exit(EXIT_USAGE)
+            fail(f"no traces under {from_traces}", USAGE)
         _render(traces, out_dir, remeasure, sandbox=remeasure_sandbox)
         return
     api_key = api_key_from_env()
@@ -144,15 +138,14 @@ def compare_cmd(arms, task, model_name, base_url, seeds, max_steps, max_evals, m
         traces = find_traces(out_dir / "traces") if (out_dir / "traces").is_dir() else []
         if not traces:
             click.echo(NO_ENDPOINT.format(traces=out_dir / "traces", task=task), err=True)
-            sys.exit(EXIT_USAGE)
-        _say(f"no model endpoint configured (OPENAI_API_KEY or --base-url): regenerating from the "
+            sys.exit(USAGE)
+        say(f"no model endpoint configured (OPENAI_API_KEY or --base-url): regenerating from the "
                       f"{len(traces)} trace(s) under {out_dir / 'traces'}")
         _render(traces, out_dir, remeasure, sandbox=remeasure_sandbox)
         return
     if refusal:
-        click.echo(refusal, err=True)
-        sys.exit(EXIT_USAGE)
-    from .compare import CompareRequest, run_compare
+        fail(refusal, USAGE)
+    from ..headtohead.compare import CompareRequest, run_compare, run_spec
 
     names = [a.strip() for a in arms.split(",") if a.strip()]
     try:
@@ -168,13 +161,12 @@ def compare_cmd(arms, task, model_name, base_url, seeds, max_steps, max_evals, m
                                     ("max_cost", max_cost),
                                     ("max_wall_s", None if max_wall is None else max_wall * 60)) if v is not None}
         req = CompareRequest(arms=names, task=task, model=model, seeds=list(range(1, seeds + 1)), limits=limits,
-                             task_options=_task_options(kernel, goal, task_opts), arm_options=_arm_options(agent_opts),
+                             task_options=task_options(kernel, goal, task_opts), arm_options=_arm_options(agent_opts),
                              # without --allow-unsandboxed a run that cannot have the sandbox fails, not falls back
                              tools={"sandbox": sandbox or ("auto" if allow_unsandboxed else "landlock")},
                              out_dir=str(out_dir), allow_unsandboxed=allow_unsandboxed)
     except click.BadParameter as e:
-        click.echo(f"error: {e.format_message()}", err=True)
-        sys.exit(EXIT_USAGE)
+        fail(e.format_message(), USAGE)
 
     def on_run(spec, rec):
         what = "already finished, kept" if not rec["ran"] else (
@@ -183,11 +175,10 @@ def compare_cmd(arms, task, model_name, base_url, seeds, max_steps, max_evals, m
         gpu = rec.get("gpu")
         where = "" if not gpu else f" on {gpu['worker'] or gpu['host']}" + (
             f" (GPU {gpu['index']}, {gpu['host']})" if gpu["index"] is not None else "")
-        _say(f"{spec.arm} seed {spec.seed}: {what}{where} ({spec.trace_path})")
+        say(f"{spec.arm} seed {spec.seed}: {what}{where} ({spec.trace_path})")
 
     from functools import partial
 
-    from .compare import run_spec
     run, no_gpu, lost = partial(run_compare, runner=partial(run_spec, api_key=api_key)), (), ()
     if scaleout is not None:
         from ..gpu import NoGPUError
@@ -196,39 +187,14 @@ def compare_cmd(arms, task, model_name, base_url, seeds, max_steps, max_evals, m
     try:
         records = run(req, on_run=on_run)
     except no_gpu as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(EXIT_NO_GPU)
+        fail(str(e), NO_GPU)
     except lost as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(EXIT_FAIL)
+        fail(str(e), FAIL)
     except (ValueError, KeyError, FileNotFoundError, ImportError, RuntimeError) as e:
-        click.echo(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", err=True)
-        sys.exit(EXIT_USAGE)
+        fail(e.args[0] if isinstance(e, KeyError) and e.args else str(e), USAGE)
     _render([Path(r["trace"]) for r in records], out_dir, remeasure, sandbox=remeasure_sandbox)
     failed = [r for r in records if r.get("exit_reason") in ("model_error", "error", "harness_tampered")]
-    sys.exit(EXIT_FAIL if failed else 0)
+    sys.exit(FAIL if failed else OK)
 
 
-@traces_group.command("analyze")
-@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
-@click.option("--gain", "threshold", type=float, default=10.0, show_default=True,
-              help="a large gain: a new best at least this many percent above the previous best")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("results/analysis"),
-              show_default=True)
-def traces_analyze(files, threshold, out_dir):
-    """Questions, tool calls, evaluations and gain attribution for FILES (traces, or folders of them)."""
-    from .analysis import analyze, markdown, write
-    from .runstats import find_traces
-
-    traces = [t for f in files for t in find_traces(f)]
-    if not traces:
-        click.echo("error: no traces among the given files", err=True)
-        sys.exit(EXIT_USAGE)
-    a = analyze(traces, threshold / 100.0)
-    click.echo(markdown(a))
-    written = write(a, out_dir)
-    _say(f"wrote {', '.join(str(p) for p in written)}")
-
-
-def register(main: click.Group) -> None:
-    main.add_command(compare_cmd)
+COMMANDS = (compare_cmd,)

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Callable
 
 from ..provenance import host_provenance, now_utc
-from .config import RunConfig
-from .runner import API_KEY_ENV
-from .trace import artifacts_dir, read_trace
+from ..agents.config import RunConfig
+from ..agents.runner import API_KEY_ENV
+from ..agents.trace import artifacts_dir, read_trace
 
 DEFAULT_OUT = Path("results") / "compare"
 
@@ -94,8 +94,8 @@ def run_spec(spec: RunSpec, api_key: str | None = None, model=None) -> dict:
     """Runs (or resumes, or skips when finished) one arm with one seed. The key is read from
     OPENAI_API_KEY when not given (and then kept out of the environment, childenv.py). Returns a
     small JSON-able record of the outcome."""
-    from .childenv import held_api_key
-    from .runner import new_run, resume_run
+    from ..agents.childenv import held_api_key
+    from ..agents.runner import new_run, resume_run
 
     key = api_key if api_key is not None else held_api_key(API_KEY_ENV)
     path = Path(spec.trace_path)
@@ -198,9 +198,9 @@ def remeasure(traces: list[Path], out_dir: Path, timeout_s: float | None = None,
     this machine; each distinct candidate of a run once. Every evaluation goes through a sealed
     evaluator made for that run's task, in the sandbox (`sandbox`: auto, landlock or none), as in a
     run. Rows go to `<out_dir>/remeasure.jsonl`."""
-    from .childenv import make_non_dumpable
-    from .seal import SealedEvaluator
-    from .tasks import make_task
+    from ..agents.childenv import make_non_dumpable
+    from ..agents.seal import SealedEvaluator
+    from ..agents.tasks import make_task
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .trace import read_trace
+from ..agents.trace import question_category, read_trace
 
 # evaluations that say nothing about the candidate: the machine could not judge it
 NOT_JUDGED = ("no_gpu", "error")
@@ -77,11 +77,6 @@ class RunStats:
         if self.steps and (not out or out[-1][0] < self.steps):
             out.append((self.steps, best))
         return out
-
-
-def question_category(ev: dict) -> str:
-    """A question's category; a typed question has none: `human`."""
-    return ev.get("category") or ("human" if ev.get("source") == "human" else "uncategorized")
 
 
 def is_trace(path: Path) -> bool:

@@ -1,0 +1,285 @@
+"""Any coding agent in the KernelSeek harness: an existing coding-agent command line (Codex CLI's
+`codex exec`, Claude Code's `claude -p`, aider, or any program that takes a prompt) is run in the
+workspace with the task; when it exits, or is stopped at its time-out or the run's wall limit, the
+harness evaluates the kernel; if the goal is unmet and budget remains, it runs the command again in
+its continue/resume form with the evaluation and one question (from the bank, or typed with
+--human). Every invocation (its command, prompt, output), question and evaluation goes into the
+trace, and the run resumes from its trace like any other.
+
+A step is one invocation. The command brings its own model, tools and system prompt; its token use
+is not seen here (the totals count none). It runs with the user's environment (it needs its own
+credentials; every value of a secret-looking variable is redacted from the trace) and without the
+shell tool's Landlock rules, in a process group of its own that is killed when it is stopped: such a
+run's protections are recorded as incomplete (docs/threat-model.md), and `compare` takes it only with
+--allow-unsandboxed. Its evaluations go through the sealed evaluator, in the sandbox, as any other.
+"""
+from __future__ import annotations
+
+import difflib
+import os
+import shlex
+import signal
+import subprocess
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import layers
+from .agent import RunResult, StepRecord
+from .context import RunContext
+from .exceptions import Interrupted, LimitExceeded, Submitted, Terminate, ToolError
+from .model import ModelResponse
+from .tools import evaluation_text
+from .childenv import SECRET_NAME, user_environment
+
+# how a coding-agent CLI is started with the task and resumed with the harness's message:
+# {cmd} is the command as given (--agent-cmd), {prompt} the text, {kernel} the file to improve.
+# These follow each CLI's documented non-interactive and continue forms; `start` and `resume`
+# (--agent-opt) replace them for another CLI or version.
+ADAPTERS = {
+    "codex": ("{cmd} --skip-git-repo-check {prompt}", "{cmd} --skip-git-repo-check resume --last {prompt}"),
+    "claude": ("{cmd} {prompt}", "{cmd} --continue {prompt}"),
+    "aider": ("{cmd} --yes-always --message {prompt} {kernel}",
+              "{cmd} --yes-always --restore-chat-history --message {prompt} {kernel}"),
+    "generic": ("{cmd} {prompt}", "{cmd} {prompt}"),
+}
+
+OPTIONS = {"command": None, "adapter": None, "start": None, "resume": None, "invocation_timeout_s": None,
+           "output_chars": 4000}
+
+PROMPT_ADDENDUM = """
+
+You work in the current directory, which holds `{kernel}`. When you stop, the harness evaluates \
+`{kernel}` with the task's evaluator (correctness on every scenario, then speed against the \
+baseline) and, while the goal is unmet and budget remains, resumes this session with the result."""
+
+STOP_GRACE_S = 5.0
+
+
+def adapter_for(command: str, name: str | None) -> str:
+    if name:
+        if name not in ADAPTERS:
+            raise ValueError(f"unknown adapter {name!r}; known: {', '.join(ADAPTERS)}")
+        return name
+    words = shlex.split(command)
+    first = Path(words[0]).name if words else ""
+    return first if first in ADAPTERS else "generic"
+
+
+def expand(template: str, command: str, prompt: str, kernel: str) -> list[str]:
+    out: list[str] = []
+    for tok in shlex.split(template):
+        if tok == "{cmd}":
+            out += shlex.split(command)
+        elif tok == "{prompt}":
+            out.append(prompt)
+        elif tok == "{kernel}":
+            out.append(kernel)
+        else:
+            out.append(tok)
+    return out
+
+
+def env_secrets() -> tuple[str, ...]:
+    """Values of the environment's secret-looking variables (for redaction)."""
+    return tuple(v for k, v in user_environment().items() if SECRET_NAME.search(k) and len(v) >= 8)
+
+
+@dataclass
+class Invocation:
+    exit_code: int | None
+    stopped: str                  # exited | timeout | wall | interrupted
+    duration_s: float
+    log: Path                     # stdout and stderr, interleaved
+    argv: list[str]
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    for sig, wait in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+class ExternalAgent:
+    """Drives an agent command through sessions (the `agent-cmd` arm's loop)."""
+
+    def __init__(self, ctx: RunContext, supervisor, options: dict):
+        self.ctx, self.supervisor, self.opts = ctx, supervisor, options
+        self.command = options["command"]
+        self.adapter = adapter_for(self.command, options.get("adapter"))
+        start, resume = ADAPTERS[self.adapter]
+        self.templates = {"start": options.get("start") or start, "resume": options.get("resume") or resume}
+        self.messages: list[dict] = []
+        self._logged = 0
+
+    # the same surface as Agent for the runner
+    def start(self, run_start: dict, system: str, task: str) -> None:
+        kernel = self.ctx.task.kernel
+        self.messages = [{"role": "system", "content": f"(the agent command's own: {self.command})"},
+                         {"role": "user", "content": task + PROMPT_ADDENDUM.format(kernel=kernel)}]
+        self.ctx.trace.emit("run_start", **run_start)
+
+    def restore(self, messages: list[dict], context: dict) -> None:
+        self.messages, self._logged = messages, len(messages)
+        if self.messages[-1]["role"] != "user":
+            self.messages.append({"role": "user", "content": "The run was resumed. Continue with the task."})
+
+    def run(self) -> RunResult:
+        while True:
+            try:
+                self.session()
+            except Terminate as e:
+                return self._finish(e)
+            except KeyboardInterrupt:
+                return self._finish(Interrupted("interrupted"))
+            except Exception as e:
+                return self._finish(Terminate(f"{type(e).__name__}: {e}", traceback=traceback.format_exc()[-6000:]))
+
+    # ---- one session: invoke, evaluate, decide ----
+    def session(self) -> None:
+        ctx = self.ctx
+        ctx.check_limits()
+        step = ctx.trace.step = ctx.totals.steps + 1
+        mode = "start" if self._sessions() == 0 else "resume"
+        prompt = self.messages[-1]["content"]
+        before = self._files()
+        inv = self._invoke(mode, prompt, step)
+        ctx.totals.steps += 1
+        tail = inv.log.read_bytes()[-int(self.opts["output_chars"]):].decode("utf-8", "replace")
+        after = self._files()
+        changed = sorted(rel for rel in set(before) | set(after) if before.get(rel) != after.get(rel))
+        ctx.trace.emit("invocation", session=step, mode=mode, adapter=self.adapter, argv=inv.argv, prompt=prompt,
+                       exit_code=inv.exit_code, stopped=inv.stopped, duration_s=round(inv.duration_s, 3),
+                       output=tail, output_blob=ctx.trace.put_file(inv.log), changed=changed)
+        self.messages.append({"role": "assistant", "content": tail or "(no output)"})
+        if inv.stopped == "interrupted":
+            raise KeyboardInterrupt
+        n = len(ctx.evals)
+        note = None
+        try:
+            ctx.evaluate(meta={"session": step, "stopped": inv.stopped})
+        except ToolError as e:                    # no kernel file, or no evaluations left
+            note = str(e)
+        record = StepRecord(step, ModelResponse(tail, [], "stop", {}, 0.0), evals=ctx.evals[n:])
+        record.layer_scores = layers.scores(self._added(before, after))
+        record.dominant_layer = layers.dominant(record.layer_scores)
+        if ctx.goal_met:
+            self._checkpoint(record)
+            raise Submitted("the goal is met")
+        try:
+            ctx.check_limits()
+        except LimitExceeded:
+            self._checkpoint(record)
+            raise
+        self.messages.append({"role": "user", "content": self._next_message(record, inv, note)})
+        self._checkpoint(record)
+
+    def _next_message(self, record: StepRecord, inv: Invocation, note: str | None) -> str:
+        ctx = self.ctx
+        how = {"exited": "You stopped", "timeout": "You were stopped at the time limit of one session",
+               "wall": "You were stopped at the run's wall-time limit"}.get(inv.stopped, "You stopped")
+        parts = [f"{how}. The harness evaluated `{ctx.task.kernel}`:"]
+        parts.append(evaluation_text(record.evals[-1], ctx) if record.evals else f"(no evaluation: {note})")
+        best = f"{ctx.best.geomean:.3f}x" if ctx.best else "no correct evaluation yet"
+        parts.append(f"The run is not over: the goal ({ctx.task.goal.text()}) is not met yet (best so far: {best}) "
+                     "and budget remains.")
+        asked = self.supervisor.after_session(ctx, record)
+        parts.append(asked or "Continue.")
+        return "\n".join(parts)
+
+    # ---- running the command ----
+    def _sessions(self) -> int:
+        return sum(m["role"] == "assistant" for m in self.messages)
+
+    def _invoke(self, mode: str, prompt: str, step: int) -> Invocation:
+        ctx = self.ctx
+        argv = expand(self.templates[mode], self.command, prompt, ctx.task.kernel)
+        log = ctx.trace.artifacts / "invocations" / f"{step:04d}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        limit = self.opts.get("invocation_timeout_s")
+        t0 = time.monotonic()
+        stopped, code = "exited", None
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(argv, cwd=ctx.workspace.root, env=user_environment(), stdin=subprocess.DEVNULL,
+                                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                while True:
+                    try:
+                        code = proc.wait(timeout=0.2)
+                        break
+                    except subprocess.TimeoutExpired:
+                        pass
+                    if limit is not None and time.monotonic() - t0 >= float(limit):
+                        stopped = "timeout"
+                    else:
+                        try:
+                            ctx.wall_left()
+                        except LimitExceeded:
+                            stopped = "wall"
+                    if stopped != "exited":
+                        _kill(proc)
+                        code = None
+                        break
+            except KeyboardInterrupt:
+                _kill(proc)
+                stopped, code = "interrupted", None
+        return Invocation(code, stopped, time.monotonic() - t0, log, argv)
+
+    # ---- workspace bookkeeping ----
+    def _files(self) -> dict[str, str]:
+        return {rel: self.ctx.trace.put_file(p) for rel, p in self.ctx.workspace.files().items()}
+
+    def _added(self, before: dict[str, str], after: dict[str, str]) -> str:
+        """The lines the session added to the workspace's text files (for the layer of its work)."""
+        added = []
+        for rel in sorted(set(after)):
+            if before.get(rel) == after[rel]:
+                continue
+            try:
+                new = self.ctx.trace.get_blob(after[rel]).decode("utf-8").splitlines()
+                old = self.ctx.trace.get_blob(before[rel]).decode("utf-8").splitlines() if rel in before else []
+            except UnicodeDecodeError:
+                continue
+            added += [l[1:] for l in difflib.unified_diff(old, new, lineterm="", n=0)
+                      if l.startswith("+") and not l.startswith("+++")]
+        return "\n".join(added)[:20000]
+
+    def _checkpoint(self, record: StepRecord) -> None:
+        ctx = self.ctx
+        files = {rel: ctx.trace.put_file(p) for rel, p in ctx.workspace.files().items()}
+        ctx.totals.wall_s = ctx.trace.elapsed()
+        delta = self.messages[self._logged:]
+        self._logged = len(self.messages)
+        ctx.trace.emit("step", messages_delta=delta, messages_count=len(self.messages),
+                       messages_sha256=ctx.trace.messages_sha256(self.messages), totals=ctx.totals.to_dict(),
+                       best=ctx.best.to_dict() if ctx.best else None, layers=record.layer_scores,
+                       dominant_layer=record.dominant_layer, workspace=files, supervisor=self.supervisor.state())
+        ctx.trace.sync()
+
+    def _finish(self, stop: Terminate) -> RunResult:
+        ctx = self.ctx
+        stop = ctx.verify_at_end(stop)
+        ctx.totals.wall_s = ctx.trace.elapsed()
+        details = {k: v for k, v in stop.details.items() if k != "limit"}
+        ctx.trace.emit("exit", reason=stop.reason, message=stop.message, goal_met=ctx.goal_met,
+                       limit=stop.details.get("limit"), details=details)
+        best = ctx.best.to_dict() if ctx.best else None
+        ctx.trace.emit("run_end", totals=ctx.totals.to_dict(), best=best, goal_met=ctx.goal_met,
+                       exit_reason=stop.reason)
+        ctx.trace.sync()
+        for fn in ctx.finalizers:
+            fn()
+        if not ctx.config.tools.keep_workspace:
+            ctx.workspace.cleanup()
+        if hasattr(ctx.task, "close"):
+            ctx.task.close()
+        return RunResult(stop.reason, stop.details.get("limit"), stop.message, ctx.goal_met, best,
+                         ctx.totals.to_dict(), str(ctx.trace.path))

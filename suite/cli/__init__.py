@@ -1,0 +1,24 @@
+"""The `kernelseek-suite` command line. Every click command lives in this package, each a thin
+layer: parse, choose local or Dask, call the library, print. The library never imports it, and
+nothing else imports click.
+
+  common.py      the group itself, exit codes on usage errors and closed pipes, shared options
+  evaluator.py   scenarios, build, bench, eval, env, report
+  agents.py      run
+  traces.py      traces validate / show / analyze
+  compare.py     compare
+  scaleout.py    the --executor/--scheduler options; agreement, cluster
+  reproduce.py   reproduce, doctor, wheelhouse, render, verify, container
+
+The exit codes are those of `kernelseek_suite.exitcodes`.
+"""
+from __future__ import annotations
+
+from . import agents, compare, evaluator, reproduce, scaleout, traces
+from .common import main
+
+for _module in (evaluator, agents, traces, compare, scaleout, reproduce):
+    for _command in _module.COMMANDS:
+        main.add_command(_command)
+
+__all__ = ["main"]

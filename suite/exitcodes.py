@@ -1,0 +1,38 @@
+"""The exit codes of every command, in one place. This module imports nothing of the suite: every
+layer may use it.
+
+  0   OK           success; for `bench`/`eval`: correct on every scenario run
+  1   FAIL         not correct everywhere (or implausible rows); a claim not reproduced; the command
+                   ran and its answer is "no"
+  2   BUILD        the kernel breaks the rules or does not build (no GPU needed to find out)
+  3   NO_GPU       no suitable GPU (after every check that needs none has passed)
+  4   USAGE        bad arguments or files, click's own usage errors included
+  5   RUNTIME      `reproduce --runtime docker` where Docker cannot run it
+  10-18            `doctor`: one code per problem (DOCTOR below)
+A command whose output is cut off by a closed pipe (`scenarios | head`) exits 0 quietly.
+"""
+from __future__ import annotations
+
+OK = 0
+FAIL = 1
+BUILD = 2
+NO_GPU = 3
+USAGE = 4
+RUNTIME = 5
+
+# `doctor`: each problem its own code; the exit code is the first problem's, in this order.
+DOCTOR = {
+    "gpu": NO_GPU,           # no NVIDIA GPU, or not the architecture's exact compute capability
+    "docker-sdk": 10,        # the Docker SDK for Python is not installed
+    "docker-engine": 11,     # the Docker engine does not answer
+    "nvidia-runtime": 12,    # Docker cannot give containers a GPU
+    "driver": 13,            # the driver is older than the CUDA the run needs
+    "gpu-busy": 14,          # other processes are on the GPU
+    "throttle": 15,          # the GPU is slowed down
+    "nvcc": 16,              # nvcc is missing or too old for the architecture
+    "baselines": 17,         # the architecture's main baseline cannot be imported
+    "nvml": 18,              # nvidia-ml-py is missing
+}
+
+MEANING = {OK: "ok", FAIL: "not correct everywhere", BUILD: "breaks the rules or does not build",
+           NO_GPU: "no suitable GPU", USAGE: "bad arguments", RUNTIME: "the container runtime is not usable"}

@@ -1,0 +1,109 @@
+"""A head-to-head protocol: one YAML file that fixes everything a comparison holds equal (model and
+sampling, endpoint, seeds, budgets, the task and its goal, the arms and their options, the question
+settings, the final full-grid bench) and the measured times its plan is made from, with what the
+setup being reproduced discloses and what was chosen here. Validated against
+`schemas/protocol-v1.schema.json`; `protocols/paper.yaml` and `protocols/smoke.yaml` are shipped."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import yaml
+from jsonschema import Draft202012Validator
+
+from .. import config as suite_config
+
+PROTOCOL_VERSION = 1
+PROTOCOLS_DIR = suite_config.REPO_ROOT / "protocols"
+# protocol question settings -> the arm option they set (arms that take it)
+QUESTION_KEYS = {"categories": "categories", "plateau": "plateau_evals", "repeats": "repeated_failure",
+                 "spacing": "min_steps_between"}
+
+
+class ProtocolError(ValueError):
+    """The protocol file is missing, not YAML, or breaks the schema."""
+
+
+@dataclass(frozen=True)
+class Protocol:
+    path: str
+    sha256: str
+    data: dict
+
+    @property
+    def name(self) -> str:
+        return self.data["name"]
+
+    def seeds(self) -> list[int]:
+        s = self.data["seeds"]
+        return list(range(1, s + 1)) if isinstance(s, int) else list(s)
+
+    def arms(self) -> dict[str, dict]:
+        """label -> {agent, options}."""
+        return {label: {"agent": a["agent"], "options": dict(a.get("options") or {})}
+                for label, a in self.data["arms"].items()}
+
+    def limits(self) -> dict:
+        b = self.data.get("budget") or {}
+        out = {k: b[k] for k in ("max_steps", "max_evals", "max_tokens", "max_cost") if b.get(k) is not None}
+        if b.get("max_wall_min") is not None:
+            out["max_wall_s"] = b["max_wall_min"] * 60
+        return out
+
+    def model(self) -> dict:
+        m = dict(self.data.get("model") or {})
+        price = m.pop("price", None)
+        out = {k: v for k, v in m.items()}
+        if price:
+            out.update(price_input_per_mtok=price[0], price_output_per_mtok=price[1])
+        return out
+
+    def task_options(self) -> dict:
+        t = self.data["task"]
+        opts = dict(t.get("options") or {})
+        if t.get("goal") is not None:
+            opts["goal"] = t["goal"]
+        if t.get("kernel"):
+            k = Path(t["kernel"])
+            opts["kernel"] = str(k if k.is_absolute() else suite_config.REPO_ROOT / k)
+        return opts
+
+    def question_options(self) -> dict:
+        """The protocol's question settings as arm options."""
+        q = self.data.get("questions") or {}
+        return {QUESTION_KEYS[k]: v for k, v in q.items()}
+
+    def final_bench(self) -> dict:
+        fb = self.data.get("final_bench") or {}
+        return {"enabled": fb.get("enabled", True), "timeout_s": fb.get("timeout_s", 3600)}
+
+
+def protocol_schema() -> dict:
+    return json.loads(resources.files(__package__).joinpath("schemas/protocol-v1.schema.json").read_text())
+
+
+def load_protocol(path: Path | str) -> Protocol:
+    path = Path(path)
+    if not path.exists() and not path.is_absolute() and (PROTOCOLS_DIR / path.name).exists() \
+            and path.parent.name == "protocols":
+        path = PROTOCOLS_DIR / path.name         # `protocols/x.yaml` from outside the repository
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise ProtocolError(f"{path}: cannot read the protocol: {e.strerror}") from e
+    try:
+        data = yaml.safe_load(raw)
+    except yaml.YAMLError as e:
+        raise ProtocolError(f"{path}: not valid YAML: {e}") from e
+    if not isinstance(data, dict):
+        raise ProtocolError(f"{path}: expected a mapping")
+    errors = sorted(Draft202012Validator(protocol_schema()).iter_errors(data), key=lambda e: list(e.absolute_path))
+    if errors:
+        e = errors[0]
+        where = "/".join(map(str, e.absolute_path)) or "top level"
+        more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+        raise ProtocolError(f"{path}: {where}: {e.message}{more}")
+    return Protocol(str(path), hashlib.sha256(raw).hexdigest(), data)

@@ -1,0 +1,110 @@
+"""The agent-cmd arm: an external coding-agent command (a stand-in script here) stopped early,
+evaluated, questioned, resumed in its continue form and evaluated again; everything in the trace."""
+from __future__ import annotations
+
+import hashlib
+import shlex
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agent_runs import FASTER_KERNEL, of_type
+from kernelseek_suite.agents import RunConfig, new_run, read_trace, resume_run, validate_trace
+from kernelseek_suite.agents.arms import ArmOptionError
+from kernelseek_suite.agents.external import adapter_for, expand
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+
+STANDIN = f"{shlex.quote(sys.executable)} {shlex.quote(str(Path(__file__).with_name('standin_agent.py')))}"
+
+
+def standin_config(goal: float = 1000.0, **opts) -> RunConfig:
+    cfg = RunConfig(arm="agent-cmd", task="cpu-attn", task_options={"goal": goal, "budget_ms": 2.0}, seed=7)
+    cfg.arm_options = {"command": STANDIN, "start": "{cmd} start {prompt}", "resume": "{cmd} resume {prompt}", **opts}
+    cfg.limits.max_steps = 2
+    return cfg
+
+
+def test_a_command_stopped_early_is_evaluated_questioned_resumed_and_evaluated_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("STANDIN_HANG", "1")
+    monkeypatch.setenv("STANDIN_API_KEY", "sk-standin-secret-0123456789")
+    trace = tmp_path / "t.jsonl"
+    cfg = standin_config(invocation_timeout_s=3)
+    cfg.tools.keep_workspace = True
+    agent = new_run(cfg, trace)
+    t0 = time.monotonic()
+    result = agent.run()
+    assert time.monotonic() - t0 < 60
+    v = validate_trace(trace)
+    assert v.ok, v.errors
+    events = read_trace(trace).events
+    inv = of_type(events, "invocation")
+    assert [(i["mode"], i["stopped"]) for i in inv] == [("start", "timeout"), ("resume", "exited")]
+    assert inv[0]["exit_code"] is None and 2.5 < inv[0]["duration_s"] < 15 and inv[1]["exit_code"] == 0
+    assert "memory-bound" in inv[0]["output"] and inv[0]["changed"] == [".standin/conversation.jsonl", "attn.c"]
+    assert inv[0]["argv"][-2:] == ["start", inv[0]["prompt"]] and "Goal:" in inv[0]["prompt"]
+    evals = of_type(events, "harness_eval")
+    assert [e["status"] for e in evals] == ["ok", "ok"] and [e["meta"]["stopped"] for e in evals] == ["timeout", "exited"]
+    assert evals[1]["candidate_sha256"] == hashlib.sha256(FASTER_KERNEL.encode()).hexdigest()
+    q = of_type(events, "question")
+    assert len(q) == 1 and q[0]["trigger"] == "claimed-limit" and q[0]["category"] == "limit-rejection"
+    assert [d["trigger"] for d in of_type(events, "decision")] == ["early-stop"]
+    # the resumed session got the evaluation, the refusal and the question, in the continue form
+    second = inv[1]["prompt"]
+    assert inv[1]["argv"][-2:] == ["resume", second]
+    assert "stopped at the time limit of one session" in second and "correct on 6/6 scenarios" in second
+    assert "not met yet" in second and q[0]["text"] in second
+    conversation = (agent.ctx.workspace.root / ".standin" / "conversation.jsonl").read_text().splitlines()
+    assert len(conversation) == 2 and q[0]["text"] in conversation[1]
+    assert result.exit_reason == "limit" and result.totals["steps"] == 2 and result.totals["evals"] == 2
+    start = events[0]
+    assert start["arm"] == "agent-cmd" and start["agent_cmd"]["adapter"] == "generic"
+    assert start["arm_options"]["invocation_timeout_s"] == 3
+    assert "sk-standin-secret-0123456789" not in trace.read_text()          # the CLI's credentials stay out
+    # and the run resumes from its trace: a third session, in the continue form
+    agent2 = resume_run(trace, limits={"max_steps": 3})
+    result2 = agent2.run()
+    events = read_trace(trace).events
+    inv = of_type(events, "invocation")
+    assert [(i["mode"], i["session"]) for i in inv][-1] == ("resume", 3) and result2.totals["evals"] == 3
+    assert validate_trace(trace).ok
+
+
+def test_a_command_that_reaches_the_goal_ends_the_run(tmp_path):
+    cfg = standin_config(goal=0.01)
+    result = new_run(cfg, tmp_path / "t.jsonl").run()
+    assert result.exit_reason == "submitted" and result.goal_met and result.totals["steps"] == 1
+
+
+def test_the_wall_limit_stops_a_command(tmp_path, monkeypatch):
+    monkeypatch.setenv("STANDIN_HANG", "1")
+    cfg = standin_config()
+    cfg.limits.max_wall_s = 3.0
+    t0 = time.monotonic()
+    result = new_run(cfg, tmp_path / "t.jsonl").run()
+    assert time.monotonic() - t0 < 3.0 + 10.0
+    events = read_trace(tmp_path / "t.jsonl").events
+    assert of_type(events, "invocation")[0]["stopped"] == "wall"
+    assert result.exit_reason == "limit" and result.limit == "wall"
+
+
+def test_adapters_and_their_templates():
+    assert adapter_for("codex exec --sandbox workspace-write", None) == "codex"
+    assert adapter_for("/usr/local/bin/claude -p", None) == "claude"
+    assert adapter_for("aider --model m", None) == "aider" and adapter_for("my-agent", None) == "generic"
+    assert expand("{cmd} --skip-git-repo-check resume --last {prompt}", "codex exec", "Why so?", "k.cu") == [
+        "codex", "exec", "--skip-git-repo-check", "resume", "--last", "Why so?"]
+    assert expand("{cmd} --message {prompt} {kernel}", "aider --yes-always", "p q", "k.cu") == [
+        "aider", "--yes-always", "--message", "p q", "k.cu"]
+    with pytest.raises(ValueError, match="unknown adapter"):
+        adapter_for("x", "cursor")
+
+
+def test_the_arm_needs_its_command(tmp_path):
+    cfg = standin_config()
+    cfg.arm_options = {}
+    with pytest.raises(ArmOptionError, match="needs its command"):
+        new_run(cfg, tmp_path / "t.jsonl")

@@ -1,0 +1,339 @@
+"""Decision points (agents/decisions.py): the claimed-limit detector measured on a labelled set of
+phrasings, the layer of an edit from the lines it changed, and the detector's counters."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kernelseek_suite.agents import layers
+from kernelseek_suite.agents.agent import StepRecord
+from kernelseek_suite.agents.config import DEFAULT_CLAIMED_LIMIT_PATTERNS, QuestionConfig
+from kernelseek_suite.agents.context import EvalRecord
+from kernelseek_suite.agents.decisions import PRIORITY, DecisionDetector, DecisionPoint, claimed_limit, failure_signature
+from kernelseek_suite.agents.model import ToolCall
+from kernelseek_suite.agents.tasks import Evaluation
+from kernelseek_suite.agents.tools import ToolResult
+
+ROOT = Path(__file__).resolve().parent.parent
+LABELLED = yaml.safe_load((ROOT / "tests" / "fixtures" / "claimed_limit_phrasings.yaml").read_text())
+PATTERNS = QuestionConfig().claimed_limit_patterns
+
+
+# ---- the claimed-limit detector on the labelled set ------------------------------------------------
+
+def test_the_labelled_set_is_large_and_balanced():
+    claims, others = LABELLED["claims"], LABELLED["non_claims"]
+    assert len(claims) + len(others) >= 80 and min(len(claims), len(others)) >= 40
+    assert len(set(claims) | set(others)) == len(claims) + len(others)      # no phrasing twice
+
+
+def test_precision_and_recall_on_the_labelled_set():
+    found = {t: claimed_limit(t, PATTERNS) is not None for t in LABELLED["claims"] + LABELLED["non_claims"]}
+    tp = sum(found[t] for t in LABELLED["claims"])
+    fp = sum(found[t] for t in LABELLED["non_claims"])
+    missed = [t for t in LABELLED["claims"] if not found[t]]
+    false = [t for t in LABELLED["non_claims"] if found[t]]
+    precision, recall = tp / (tp + fp), tp / len(LABELLED["claims"])
+    assert precision >= 0.9 and recall >= 0.9, (precision, recall, missed, false)
+    # what it gets wrong now, so that a change that adds errors is seen even within the threshold
+    assert missed == [] and false == ["The reference kernel is memory-bound, ours should not be."]
+
+
+@pytest.mark.parametrize("text", LABELLED["claims"][:10])
+def test_a_claim_reports_its_phrase_sentence_and_pattern(text):
+    found = claimed_limit(text, PATTERNS)
+    assert found["phrase"].lower() in text.lower() and found["sentence"] == text
+    assert found["pattern"] in DEFAULT_CLAIMED_LIMIT_PATTERNS
+
+
+@pytest.mark.parametrize("text", [None, "", "   \n  "])
+def test_no_text_claims_nothing(text):
+    assert claimed_limit(text, PATTERNS) is None
+
+
+def test_the_claim_and_its_sentence_are_found_among_others():
+    text = ("I tried a 128x176 tile (1.5x faster on d128). Profiling\nagain now.  Is it memory-bound at "
+            "this size? No: the kernel is now limited by HBM bandwidth. The rest is noise.")
+    found = claimed_limit(text, PATTERNS)
+    assert found["phrase"] == "limited by HBM bandwidth"
+    assert found["sentence"] == "No: the kernel is now limited by HBM bandwidth."
+
+
+def test_the_first_claim_in_a_sentence_wins_whatever_the_pattern_order():
+    found = claimed_limit("Nothing left to optimize: we hit the roofline.", PATTERNS)
+    assert found["phrase"] == "Nothing left to optimize"
+    found = claimed_limit("We hit the roofline, nothing left to optimize.", PATTERNS)
+    assert found["phrase"] == "hit the roofline"
+    assert claimed_limit("We hit the roofline.", (r"\bnever\b", r"roofline"))["pattern"] == "roofline"
+
+
+def test_a_denied_match_does_not_hide_a_later_claim_by_the_same_pattern():
+    found = claimed_limit("It is not memory-bound at s512, but it is memory-bound at s8192.", PATTERNS)
+    assert found["phrase"].endswith("memory-bound") and "s512" not in found["phrase"]
+
+
+@pytest.mark.parametrize("text", [
+    "Not at the limit yet.", "Nowhere near peak yet.", "Nothing is saturated.",
+])
+def test_a_denial_at_the_start_of_the_sentence_counts(text):
+    assert claimed_limit(text, PATTERNS) is None
+
+
+def test_the_claim_group_brings_the_words_before_it_into_the_denial_check():
+    pats = (r"\bis\b[^,]*?(?P<claim>\bmemory-bound\b)",)
+    assert claimed_limit("The kernel is memory-bound.", pats)["phrase"] == "is memory-bound"
+    assert claimed_limit("The kernel is not memory-bound.", pats) is None
+    assert claimed_limit("The kernel is likely to be memory-bound, I would say.", pats)["phrase"]
+    assert claimed_limit("The kernel is to check whether memory-bound.", pats) is None
+    # without a claim group only the words before the match are checked
+    assert claimed_limit("The kernel is not memory-bound.", (r"\bis\b[^,]*?\bmemory-bound\b",))
+
+
+def test_a_long_sentence_is_cut_at_300_characters():
+    text = "The kernel is memory-bound " + "and more words " * 30 + "here."
+    found = claimed_limit(text, PATTERNS)
+    assert len(found["sentence"]) == 300 and found["sentence"].startswith("The kernel is memory-bound and")
+
+
+# ---- the layer of an edit, from the lines it changed --------------------------------------------------
+
+KERNEL = (ROOT / "kernels" / "reference" / "attn_fwd_ref.cu").read_text()
+CPU = (ROOT / "suite" / "agents" / "tasks" / "cpu_attn_files" / "attn.c").read_text()
+
+# (layer, lines inserted into a kernel full of the keywords of every layer)
+EDITS = [
+    ("algorithm", ["    // skip the key tiles the causal mask hides entirely",
+                   "    if (causal && kv_start > q_end) continue;"]),
+    ("decomposition", ["    const int q_tile = blockIdx.x, head = blockIdx.y, batch = blockIdx.z;",
+                       "    // a persistent grid: each CTA takes the next tile from the scheduler"]),
+    ("memory", ["    __shared__ __nv_bfloat16 sK[2][64][72];   // two stages, padded against bank conflicts",
+                "    cp.async.cg.shared.global [%0], [%1], 16;"]),
+    ("instructions", ["    #pragma unroll", "    asm volatile(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(y) : \"f\"(x));"]),
+    ("registers", ["__launch_bounds__(256, 1)", "// fewer registers per thread: occupancy 2, no spills"]),
+    ("synchronization", ["    __syncthreads();", "    __syncwarp();"]),
+    ("launch", ["    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);",
+                "    kernel<<<grid, block, smem, stream>>>(p);"]),
+    ("measurement", ["// timing: median of 20 runs, clock64() around the loop, noise under 1%",
+                     "// profile with ncu before and after"]),
+    ("numerics", ["    float m = -1e30f;   // not -inf: inf - inf would give nan in the rescale",
+                  "    const float log2e = 1.4426950408889634f;  // exp via exp2, rounding in fp32"]),
+]
+
+
+def _insert(text: str, lines: list[str], at: float = 0.5) -> str:
+    rows = text.splitlines()
+    k = int(len(rows) * at)
+    return "\n".join(rows[:k] + lines + rows[k:]) + "\n"
+
+
+@pytest.mark.parametrize("layer,lines", EDITS, ids=[e[0] for e in EDITS])
+@pytest.mark.parametrize("base", ["cuda", "c"])
+def test_the_layer_of_an_edit_is_the_layer_of_its_changed_lines(layer, lines, base):
+    text = KERNEL if base == "cuda" else CPU
+    before = {"kernel.cu": text.encode(), "notes.md": b"float float float\n"}
+    after = {"kernel.cu": _insert(text, lines).encode(), "notes.md": b"float float float\n"}
+    changed = layers.changed_lines(before, after)
+    assert changed == lines
+    assert layers.dominant(layers.step_scores(before, after, "float float float precision")) == layer
+
+
+def test_a_whole_file_rewrite_counts_only_the_lines_it_changed():
+    # the whole file is sent again with one line changed: the file is full of `float` (numerics), the
+    # change is a barrier
+    new = CPU.replace("        float sum = 0.0f;\n", "        float sum = 0.0f;\n        __syncthreads();\n")
+    assert layers.dominant(layers.scores(new)) == "numerics"
+    before, after = {"attn.c": CPU.encode()}, {"attn.c": new.encode()}
+    assert layers.changed_lines(before, after) == ["        __syncthreads();"]
+    assert layers.step_scores(before, after, new) == {"synchronization": 1}
+
+
+def test_changed_lines_cover_removed_created_and_deleted_files():
+    before = {"a.c": b"int x;\n__syncthreads();\nint y;\n", "gone.c": b"#pragma unroll\n", "same.c": b"float z;\n",
+              "blob.bin": b"\xff\xfe\x00"}
+    after = {"a.c": b"int x;\nint y;\n", "new.c": b"__shared__ float s[64];\n", "same.c": b"float z;\n",
+             "blob.bin": b"\xff\x00\xfe"}
+    assert layers.changed_lines(before, after) == ["__syncthreads();", "#pragma unroll", "__shared__ float s[64];"]
+    assert layers.changed_lines(before, before) == []
+
+
+def test_a_step_that_changed_no_file_is_scored_from_what_it_ran_and_wrote():
+    files = {"a.c": b"float x;\n"}
+    assert layers.step_scores(files, dict(files), "ncu --set full ./bench; nsys profile") == {"measurement": 3}
+    assert layers.step_scores({}, {}, "") == {}
+
+
+def test_the_layer_classifier():
+    s = layers.scores("add __syncthreads() after the shared memory tile load; __launch_bounds__(128)")
+    assert {"synchronization", "memory", "registers"} <= set(s)
+    assert layers.dominant({"memory": 2, "numerics": 2}) == "memory"
+    assert layers.dominant({"numerics": 3, "memory": 2}) == "numerics"
+    assert layers.dominant({}) is None
+
+
+# ---- failure signatures ------------------------------------------------------------------------------
+
+def test_failure_signatures_ignore_numbers_and_paths():
+    a = failure_signature("eval wrong", "/tmp/ks-eval-1/x.cu:12: error 0x1f at 3.5")
+    b = failure_signature("eval wrong", "/tmp/ks-eval-9/y.cu:40: error 0x2a at 7.25")
+    assert a == b == "eval wrong: <path>:N: error N at N"
+    assert failure_signature("shell", "x") != failure_signature("eval wrong", "x")
+    assert failure_signature("shell", None) == "shell: "
+    assert failure_signature("shell", "  a \n\t b  ") == "shell: a b"
+    assert failure_signature("shell", "y" * 200) == "shell: " + "y" * 160
+
+
+# ---- the detector's counters --------------------------------------------------------------------------
+
+class _Resp:
+    def __init__(self, content=None):
+        self.content = content
+
+
+def _step(n, evals=(), layer=None, content=None, shell=()):
+    recs = [EvalRecord(i, e, "0" * 64, False, False, n) for i, e in enumerate(evals)]
+    results = [(ToolCall(f"c{i}", name, {"command": "make"}, "{}"), ToolResult(out, is_error=err))
+               for i, (name, out, err) in enumerate(shell)]
+    return StepRecord(n, _Resp(content), results, recs, {layer: 1} if layer else {}, layer)
+
+
+def _ok(gm):
+    return Evaluation("ok", True, "baseline", 6, 6, geomean=gm)
+
+
+def _wrong(error="", reason="max error 0.5 > tolerance 0.01"):
+    return Evaluation("wrong", False, "baseline", 6, 2, error=error,
+                      per_scenario=[{"status": "ok"}, {"status": "wrong", "reason": reason}])
+
+
+def _quiet(**kw):
+    base = dict(plateau_evals=99, repeated_failure=99, layer_dwell_steps=99)
+    return DecisionDetector(QuestionConfig(**{**base, **kw}))
+
+
+def test_plateau_counts_evaluations_without_a_meaningful_new_best():
+    det = _quiet(plateau_evals=3, new_best_min_gain=0.25)
+    assert det.observe(_step(1, [_ok(1.0)])) == []
+    assert det.state()["plateau_best"] == 1.0 and det.state()["evals_since_best"] == 0
+    assert det.observe(_step(2, [_ok(1.25)])) == []          # exactly +25%: not a new best
+    assert det.state()["evals_since_best"] == 1
+    assert det.observe(_step(3, [Evaluation("ok", True, "baseline", 6, 6, geomean=None)])) == []
+    found = det.observe(_step(4, [_wrong()]))
+    assert found == [DecisionPoint("plateau", {"evals_without_new_best": 3, "best_geomean": 1.0,
+                                               "recent_geomeans": [1.0, 1.25, None, None], "min_gain": 0.25})]
+    assert det.observe(_step(5, []))[0].evidence["evals_without_new_best"] == 3     # still on a plateau
+    det.answered("plateau")
+    assert det.state()["evals_since_best"] == 0
+    over = math.nextafter(1.25, 2.0)
+    assert det.observe(_step(6, [_ok(over)])) == [] and det.state()["plateau_best"] == over
+
+
+def test_a_wrong_evaluation_with_a_high_geomean_is_not_a_new_best():
+    det = _quiet()
+    det.observe(_step(1, [_ok(1.0)]))
+    det.observe(_step(2, [Evaluation("wrong", False, "baseline", 6, 2, geomean=9.0)]))
+    assert det.state()["plateau_best"] == 1.0 and det.state()["evals_since_best"] == 1
+
+
+def test_the_recent_geomeans_keep_the_last_eight():
+    det = _quiet()
+    det.observe(_step(1, [_ok(1.0 + i / 10) for i in range(10)]))
+    assert det.state()["recent_geomeans"] == [1.0 + i / 10 for i in range(2, 10)]
+
+
+def test_layer_dwell_counts_consecutive_steps_in_one_layer():
+    det = _quiet(layer_dwell_steps=3)
+    assert det.observe(_step(1, layer="memory")) == []
+    assert det.observe(_step(2, layer=None)) == []            # a step in no layer does not break the run
+    assert det.observe(_step(3, layer="memory")) == []
+    assert det.current_layer == "memory"
+    found = det.observe(_step(4, layer="memory"))
+    assert found == [DecisionPoint("layer-dwell", {"layer": "memory", "steps": 3, "from_step": 1})]
+    assert det.observe(_step(5, layer="memory"))[0].evidence["steps"] == 4
+    det.answered("layer-dwell")
+    assert det.observe(_step(6, layer="memory")) == [] and det.state()["dwell_steps"] == 1
+    assert det.observe(_step(7, layer="numerics")) == []
+    assert det.state()["dwell_layer"] == "numerics" and det.state()["dwell_from"] == 7
+    assert det.state()["dwell_steps"] == 1 and det.current_layer == "numerics"
+
+
+def test_the_same_failure_repeated_is_a_decision_point():
+    det = _quiet(repeated_failure=2)
+    bad = Evaluation("build_failed", False, "baseline", error="x.c:3: error: y undeclared")
+    assert det.observe(_step(1, [bad])) == []
+    assert det.state()["failure_sig"] == "eval build_failed: x.c:N: error: y undeclared"
+    found = det.observe(_step(2, [bad]))
+    assert found == [DecisionPoint("repeated-failure", {"signature": "eval build_failed: x.c:N: error: y undeclared",
+                                                        "count": 2})]
+    det.answered("repeated-failure")
+    assert det.state()["failure_streak"] == 0
+    assert det.observe(_step(3, [bad])) == []
+
+
+def test_another_failure_starts_the_count_again():
+    det = _quiet(repeated_failure=2)
+    assert det.observe(_step(1, [_wrong(reason="max error 0.5")])) == []
+    assert det.observe(_step(2, [_wrong(reason="LSE has NaN")])) == []
+    assert det.state()["failure_streak"] == 1 and det.state()["failure_sig"] == "eval wrong: LSE has NaN"
+    assert det.observe(_step(3, [_wrong(reason="LSE has NaN")]))[0].trigger == "repeated-failure"
+
+
+def test_an_evaluation_error_is_its_signature_before_a_scenario_reason():
+    det = _quiet()
+    det.observe(_step(1, [_wrong(error="timed out after 60 s")]))
+    assert det.state()["failure_sig"] == "eval wrong: timed out after N s"
+
+
+def test_many_failures_in_one_step_give_one_decision_point_with_the_count():
+    det = _quiet(repeated_failure=2)
+    found = det.observe(_step(1, [_wrong(), _wrong(), _wrong()]))
+    assert found == [DecisionPoint("repeated-failure", {"signature": "eval wrong: max error N > tolerance N",
+                                                        "count": 2})]
+    assert det.state()["failure_streak"] == 3
+
+
+def test_failed_shell_commands_are_failures_by_their_last_line():
+    det = _quiet(repeated_failure=2)
+    out = "exit code 2\nnvcc -O3 k.cu\nk.cu(12): error: identifier \"x\" is undefined\n\n"
+    assert det.observe(_step(1, shell=[("shell", out, True)])) == []
+    assert det.state()["failure_sig"] == 'shell: k.cu(N): error: identifier "x" is undefined'
+    assert det.observe(_step(2, shell=[("shell", "ok\n", False), ("view_file", "x", True)])) == []
+    assert det.state()["failure_streak"] == 1
+    assert det.observe(_step(3, shell=[("shell", out, True)]))[0].trigger == "repeated-failure"
+
+
+def test_decision_points_come_in_priority_order():
+    det = _quiet(layer_dwell_steps=1, repeated_failure=1, plateau_evals=1)
+    found = det.observe(_step(1, [_wrong()], layer="memory", content="We are at the hardware limit."))
+    assert [d.trigger for d in found] == ["claimed-limit", "repeated-failure", "plateau", "layer-dwell"]
+    assert [d.trigger for d in found] == [t for t in PRIORITY if t != "early-stop"]
+    assert found[0].evidence["phrase"] == "at the hardware limit"
+    assert found[0].to_dict() == {"trigger": "claimed-limit", "evidence": found[0].evidence}
+
+
+def test_answering_one_trigger_leaves_the_others_alone():
+    det = _quiet(layer_dwell_steps=1, repeated_failure=1, plateau_evals=1)
+    det.observe(_step(1, [_wrong()], layer="memory"))
+    state = det.state()
+    for trigger in ("claimed-limit", "early-stop"):
+        det.answered(trigger)
+        assert det.state() == state
+
+
+def test_the_state_survives_a_resume():
+    det = _quiet(plateau_evals=3)
+    det.observe(_step(1, [_ok(1.0), _wrong()], layer="memory"))
+    again = _quiet(plateau_evals=3)
+    again.load_state(det.state())
+    assert again.state() == det.state() and again.current_layer == "memory"
+    assert again.observe(_step(2, [_ok(1.0)])) == [] and again.state()["evals_since_best"] == 2
+    assert again.observe(_step(3, [_ok(1.0)]))[0].evidence["evals_without_new_best"] == 3
+
+
+def test_only_files_small_enough_are_diffed(tmp_path):
+    small, big = tmp_path / "k.cu", tmp_path / "data.bin"
+    small.write_text("__syncthreads();\n")
+    big.write_bytes(b"x" * (layers.DIFF_MAX_FILE + 1))
+    assert layers.diffable_files({"k.cu": small, "data.bin": big}) == {"k.cu": b"__syncthreads();\n"}
