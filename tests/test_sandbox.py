@@ -1,6 +1,7 @@
 """The parts of a sealed run on their own: which paths a sandbox gets (policy.py), what the launcher
 enforces (sandbox.py), the sealed copy's checks (seal.py), and the key kept out of children
 (childenv.py). Complete runs through each route are in test_sealed.py."""
+
 from __future__ import annotations
 
 import os
@@ -30,6 +31,7 @@ class NoHarness:
 
 # ---------------------------------------------------------------- policy
 
+
 def test_an_allowed_folder_is_opened_up_around_a_forbidden_one(tmp_path):
     for d in ("opt/tool/bin", "opt/repo/kernels", "opt/repo/.venv/lib", "opt/other"):
         (tmp_path / d).mkdir(parents=True)
@@ -46,8 +48,8 @@ def test_a_sandbox_never_reads_the_repository_or_home(tmp_path):
     pol = policy.make_policy([work], [work])
     reads = [Path(p) for p in pol.read]
     for forbidden in (suite_config.REPO_ROOT.resolve(), Path.home().resolve()):
-        assert not any(r == forbidden or r in forbidden.parents for r in reads), forbidden   # nor a folder above
-        assert all(_toolchain(r) for r in reads if forbidden in r.parents), forbidden        # a venv inside, only
+        assert not any(r == forbidden or r in forbidden.parents for r in reads), forbidden  # nor a folder above
+        assert all(_toolchain(r) for r in reads if forbidden in r.parents), forbidden  # a venv inside, only
     assert pol.write == (str(work.resolve()),) and work.resolve() in reads
     assert any(r == Path(sys.prefix).resolve() or r in Path(sys.prefix).resolve().parents for r in reads)
 
@@ -59,6 +61,7 @@ def _toolchain(p: Path) -> bool:
 
 # ---------------------------------------------------------------- the launcher
 
+
 @needs_landlock
 def test_the_launcher_confines_reads_writes_and_capabilities(tmp_path):
     work = tmp_path / "w"
@@ -66,20 +69,29 @@ def test_the_launcher_confines_reads_writes_and_capabilities(tmp_path):
     outside = tmp_path / "outside.txt"
     outside.write_text("secret plans")
     command = f"cat {outside}; echo hi > {outside}; echo ok > {work}/f; grep CapEff /proc/self/status"
-    r = subprocess.run(wrap(["bash", "-c", command], policy.make_policy([work], [work])), capture_output=True,
-                       text=True, timeout=60, cwd=work)
+    r = subprocess.run(
+        wrap(["bash", "-c", command], policy.make_policy([work], [work])),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=work,
+    )
     assert "secret plans" not in r.stdout and r.stderr.count("Permission denied") == 2, r.stderr
     assert outside.read_text() == "secret plans" and (work / "f").read_text() == "ok\n"
     assert "CapEff:\t0000000000000000" in r.stdout
 
 
 def test_the_launcher_refuses_a_malformed_command_line():
-    r = subprocess.run([sys.executable, "-I", "-B", str(Path(policy.__file__).with_name("sandbox.py")), "--read"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-I", "-B", str(Path(policy.__file__).with_name("sandbox.py")), "--read"],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 2 and "usage" in r.stderr
 
 
 # ---------------------------------------------------------------- the sealed copy
+
 
 @pytest.fixture
 def seal(tmp_path):
@@ -130,9 +142,11 @@ def test_the_bootstrap_runs_the_copy_in_isolated_mode(seal):
     assert ran.returncode == 0, ran.stderr
     path = [l.strip().strip("',") for l in ran.stdout.split("sys.path = [")[1].split("]")[0].splitlines() if l.strip()]
     assert path[0] == str(seal.snapshot / "lib")
-    assert not any(p == str(suite_config.REPO_ROOT) or p.startswith(str(suite_config.REPO_ROOT / "suite")) for p in path)
+    assert not any(
+        p == str(suite_config.REPO_ROOT) or p.startswith(str(suite_config.REPO_ROOT / "suite")) for p in path
+    )
     assert "ENABLE_USER_SITE: False" in ran.stdout
-    assert not list(seal.snapshot.rglob("__pycache__"))          # and it wrote no bytecode
+    assert not list(seal.snapshot.rglob("__pycache__"))  # and it wrote no bytecode
     seal.check()
 
 
@@ -145,6 +159,7 @@ def test_digest_names_links_by_target(tmp_path):
 
 # ---------------------------------------------------------------- the key
 
+
 def test_children_get_an_allow_listed_environment(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-123456789")
     monkeypatch.setenv("GITHUB_TOKEN", "ghp-1")
@@ -156,20 +171,33 @@ def test_children_get_an_allow_listed_environment(monkeypatch):
 
 
 def test_the_key_is_taken_out_of_the_environment_and_the_environ_block(tmp_path):
-    code = ("import os; from kernelseek_suite.agents import childenv as c\n"
-            "before = b'sk-abcdefgh1234' in open('/proc/self/environ', 'rb').read()\n"
-            "key = c.take_api_key()\n"
-            "after = b'sk-abcdefgh1234' in open('/proc/self/environ', 'rb').read()\n"
-            "print(before, key, after, 'OPENAI_API_KEY' in os.environ, c.held_api_key(), c.make_non_dumpable())")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                       env={**os.environ, "OPENAI_API_KEY": "sk-abcdefgh1234"})
+    code = (
+        "import os; from kernelseek_suite.agents import childenv as c\n"
+        "before = b'sk-abcdefgh1234' in open('/proc/self/environ', 'rb').read()\n"
+        "key = c.take_api_key()\n"
+        "after = b'sk-abcdefgh1234' in open('/proc/self/environ', 'rb').read()\n"
+        "print(before, key, after, 'OPENAI_API_KEY' in os.environ, c.held_api_key(), c.make_non_dumpable())"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "OPENAI_API_KEY": "sk-abcdefgh1234"},
+    )
     assert r.stdout.split() == ["True", "sk-abcdefgh1234", "False", "False", "sk-abcdefgh1234", "True"], r.stderr
 
 
 def test_ancestors_holding_the_key_are_named(tmp_path):
-    code = ("from kernelseek_suite.agents.childenv import ancestors_holding; "
-            "print(ancestors_holding('sk-parent-9876543'))")
-    inner = f"{sys.executable} -c \"{code}\"; true"          # bash stays: the command is not its last
-    r = subprocess.run(["bash", "-c", inner], capture_output=True, text=True, timeout=60,
-                       env={**os.environ, "OPENAI_API_KEY": "sk-parent-9876543"})
+    code = (
+        "from kernelseek_suite.agents.childenv import ancestors_holding; print(ancestors_holding('sk-parent-9876543'))"
+    )
+    inner = f'{sys.executable} -c "{code}"; true'  # bash stays: the command is not its last
+    r = subprocess.run(
+        ["bash", "-c", inner],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "OPENAI_API_KEY": "sk-parent-9876543"},
+    )
     assert "bash (" in r.stdout, r.stderr

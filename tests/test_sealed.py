@@ -3,6 +3,7 @@ leak the API key or read the answers, tried through complete runs on the loopbac
 
 Tests that need Landlock skip where the kernel lacks it and say why; everything else runs anywhere
 with gcc."""
+
 from __future__ import annotations
 
 import json
@@ -77,17 +78,23 @@ def test_a_swapped_harness_object_ends_the_run(tmp_path, tmp_root):
     """--sandbox none: a shell command replaces the compiled harness the evaluator links against."""
     (tmp_path / "evil.c").write_text(EVIL_HARNESS)
     subprocess.run(["gcc", "-c", "evil.c", "-o", "evil.o"], cwd=tmp_path, check=True)
-    swap = (f"find {tmp_root} -name harness.o | while read f; do chmod u+w \"$(dirname \"$f\")\" \"$f\"; "
-            f"cp {tmp_path / 'evil.o'} \"$f\" && echo swapped; done")
-    script = [reply(None, [("evaluate", {})]), reply(None, [("shell", {"command": swap})]),
-              reply(None, [("evaluate", {})]), reply("Done.")]
+    swap = (
+        f'find {tmp_root} -name harness.o | while read f; do chmod u+w "$(dirname "$f")" "$f"; '
+        f'cp {tmp_path / "evil.o"} "$f" && echo swapped; done'
+    )
+    script = [
+        reply(None, [("evaluate", {})]),
+        reply(None, [("shell", {"command": swap})]),
+        reply(None, [("evaluate", {})]),
+        reply("Done."),
+    ]
     with ScriptedChatServer(script) as srv:
         cfg = config_for(srv, goal=1000.0, max_steps=4)
         cfg.tools.sandbox = "none"
         result, events, _ = run(cfg, tmp_path)
     assert "swapped" in of_type(events, "tool_result")[1]["output"]
     evals = of_type(events, "harness_eval")
-    assert len(evals) == 1 and evals[0]["geomean"] < 100            # the forged 5000x was never recorded
+    assert len(evals) == 1 and evals[0]["geomean"] < 100  # the forged 5000x was never recorded
     assert result.exit_reason == "harness_tampered" and not result.goal_met
     assert "task/harness.o" in result.message
 
@@ -127,6 +134,7 @@ def test_planted_bytecode_does_not_reach_the_evaluator(tmp_path, where):
     suite's __pycache__ (a copy of the repository here) makes `eval` report 1000x. The sealed
     evaluator never reads the repository's copy, and one planted in the sealed copy is caught."""
     from kernelseek_suite.gpu import list_gpus
+
     if list_gpus():
         pytest.skip("a GPU is present: the real evaluation would take minutes")
     copy = tmp_path / "repo"
@@ -140,11 +148,37 @@ def test_planted_bytecode_does_not_reach_the_evaluator(tmp_path, where):
     script = [reply(None, [("shell", {"command": plant})]), reply(None, [("evaluate", {})]), reply("Done.")]
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": str(copy), "TMPDIR": str(root)}
     with ScriptedChatServer(script) as srv:
-        p = subprocess.run([sys.executable, "-m", "kernelseek_suite.cli", "run", "--agent", "general", "--task",
-                            "fa-fwd-sm90", "--kernel", str(REPO / "kernels" / "reference" / "attn_fwd_ref.cu"),
-                            "--goal", "2", "--model", "m", "--base-url", srv.url, "--sandbox", "none", "--trace",
-                            str(trace), "--max-steps", "3", "--no-live"], env=env, capture_output=True, text=True,
-                           timeout=300)
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kernelseek_suite.cli",
+                "run",
+                "--agent",
+                "general",
+                "--task",
+                "fa-fwd-sm90",
+                "--kernel",
+                str(REPO / "kernels" / "reference" / "attn_fwd_ref.cu"),
+                "--goal",
+                "2",
+                "--model",
+                "m",
+                "--base-url",
+                srv.url,
+                "--sandbox",
+                "none",
+                "--trace",
+                str(trace),
+                "--max-steps",
+                "3",
+                "--no-live",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     events = read_trace(trace).events
     assert "planted" in of_type(events, "tool_result")[0]["output"], p.stderr
     assert p.returncode == 1, p.stdout + p.stderr
@@ -153,7 +187,7 @@ def test_planted_bytecode_does_not_reach_the_evaluator(tmp_path, where):
     if where == "everywhere":
         assert end["exit_reason"] == "harness_tampered" and not of_type(events, "harness_eval")
         assert "__pycache__" in of_type(events, "exit")[0]["message"]
-    else:                       # the real evaluator ran (and found no GPU)
+    else:  # the real evaluator ran (and found no GPU)
         assert of_type(events, "harness_eval")[0]["status"] == "no_gpu" and not end["goal_met"]
 
 
@@ -161,16 +195,18 @@ def _probe_kernel(marker: Path, extra: str = "") -> str:
     """FASTER_KERNEL with a constructor that tries to write `marker` (itself and through a shell it
     starts) and wrong results whenever the API key is in its environment."""
     body = FASTER_KERNEL.replace("    free(p);\n}", "    free(p);\n    if (key_seen) o[0] = NAN;\n}")
-    return (f'#include <stdio.h>\n#include <stdlib.h>\n#include <math.h>\nstatic int key_seen;\n'
-            f'__attribute__((constructor)) static void probe(void) {{\n'
-            f'    const char *key = getenv("OPENAI_API_KEY");\n'
-            f'    key_seen = key != NULL;\n'
-            f'    if (key) printf("{{\\"scenario\\": \\"leak\\", \\"status\\": \\"wrong\\", \\"reason\\": \\"%s\\"}}\\n", key);\n'
-            f'    FILE *f = fopen("{marker}", "w");\n'
-            f'    if (f) {{ fputs("escaped", f); fclose(f); }}\n'
-            f'    if (system("echo escaped > {marker}.sh 2>/dev/null")) {{}}\n'
-            f'{extra}'
-            f'}}\n' + body)
+    return (
+        f"#include <stdio.h>\n#include <stdlib.h>\n#include <math.h>\nstatic int key_seen;\n"
+        f"__attribute__((constructor)) static void probe(void) {{\n"
+        f'    const char *key = getenv("OPENAI_API_KEY");\n'
+        f"    key_seen = key != NULL;\n"
+        f'    if (key) printf("{{\\"scenario\\": \\"leak\\", \\"status\\": \\"wrong\\", \\"reason\\": \\"%s\\"}}\\n", key);\n'
+        f'    FILE *f = fopen("{marker}", "w");\n'
+        f'    if (f) {{ fputs("escaped", f); fclose(f); }}\n'
+        f'    if (system("echo escaped > {marker}.sh 2>/dev/null")) {{}}\n'
+        f"{extra}"
+        f"}}\n" + body
+    )
 
 
 @needs_landlock
@@ -182,8 +218,14 @@ def test_a_candidate_writes_only_its_scratch_folder_and_sees_no_key(tmp_path, tm
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     marker = tmp_path / "escaped.txt"
     start = tmp_path / "probe.c"
-    start.write_text(_probe_kernel(marker, extra=(
-        f'    if (system("for o in $(find {tmp_root} -name harness.o); do chmod u+w $o; echo x >> $o; done")) {{}}\n')))
+    start.write_text(
+        _probe_kernel(
+            marker,
+            extra=(
+                f'    if (system("for o in $(find {tmp_root} -name harness.o); do chmod u+w $o; echo x >> $o; done")) {{}}\n'
+            ),
+        )
+    )
     script = [reply(None, [("evaluate", {})]), reply(None, [("evaluate", {})]), reply("Done.")]
     with ScriptedChatServer(script) as srv:
         cfg = config_for(srv, goal=1000.0, max_steps=3)
@@ -191,7 +233,7 @@ def test_a_candidate_writes_only_its_scratch_folder_and_sees_no_key(tmp_path, tm
         result, events, agent = run(cfg, tmp_path)
     evals = of_type(events, "harness_eval")
     assert not marker.exists() and not Path(f"{marker}.sh").exists()
-    assert [e["status"] for e in evals] == ["ok", "ok"], evals          # no key, and the harness intact
+    assert [e["status"] for e in evals] == ["ok", "ok"], evals  # no key, and the harness intact
     assert result.exit_reason == "limit"
     _assert_nowhere(SECRET, srv, agent.ctx.trace.path)
 
@@ -210,7 +252,7 @@ def test_the_key_never_reaches_the_evaluator_or_a_candidate(tmp_path, tmp_root, 
     with ScriptedChatServer([reply(None, [("evaluate", {})]), reply("Done.")]) as srv:
         cfg = config_for(srv, max_steps=2)
         cfg.task_options["kernel"] = str(start)
-        cfg.tools.sandbox = "none"               # the environment is built from the allow-list either way
+        cfg.tools.sandbox = "none"  # the environment is built from the allow-list either way
         result, events, agent = run(cfg, tmp_path)
     assert of_type(events, "harness_eval")[0]["status"] == "ok"
     _assert_nowhere(SECRET, srv, agent.ctx.trace.path)
@@ -220,9 +262,11 @@ def test_what_the_evaluator_prints_is_redacted(tmp_path, tmp_root):
     """A candidate that knows the key (here written into it) prints it: neither the trace's folder
     nor the model gets it."""
     start = tmp_path / "loud.c"
-    start.write_text('#include <stdio.h>\n__attribute__((constructor)) static void loud(void) {\n'
-                     f'    printf("{SECRET}\\n{{\\"scenario\\": \\"x\\", \\"status\\": \\"wrong\\", '
-                     f'\\"reason\\": \\"{SECRET}\\"}}\\n");\n}}\n' + FASTER_KERNEL)
+    start.write_text(
+        "#include <stdio.h>\n__attribute__((constructor)) static void loud(void) {\n"
+        f'    printf("{SECRET}\\n{{\\"scenario\\": \\"x\\", \\"status\\": \\"wrong\\", '
+        f'\\"reason\\": \\"{SECRET}\\"}}\\n");\n}}\n' + FASTER_KERNEL
+    )
     with ScriptedChatServer([reply(None, [("evaluate", {})]), reply("Done.")]) as srv:
         cfg = config_for(srv, max_steps=2)
         cfg.task_options["kernel"] = str(start)
@@ -234,8 +278,10 @@ def test_what_the_evaluator_prints_is_redacted(tmp_path, tmp_root):
         assert SECRET.encode() not in p.read_bytes(), p
 
 
-ANCESTORS = ('p=$PPID; while [ "$p" -gt 1 ]; do echo "pid $p"; tr "\\0" "\\n" < /proc/$p/environ | rev; '
-             'p=$(awk \'/^PPid:/{print $2}\' /proc/$p/status); done; echo walked')
+ANCESTORS = (
+    'p=$PPID; while [ "$p" -gt 1 ]; do echo "pid $p"; tr "\\0" "\\n" < /proc/$p/environ | rev; '
+    "p=$(awk '/^PPid:/{print $2}' /proc/$p/status); done; echo walked"
+)
 
 
 @pytest.mark.parametrize("sandbox", ["auto", "none"])
@@ -243,13 +289,40 @@ def test_the_key_is_not_in_the_environ_of_the_agent_process(tmp_path, sandbox):
     """`OPENAI_API_KEY=... kernelseek-suite run`: the shell reads /proc/<pid>/environ of every process
     above it (the agent's first), printed reversed so that no redaction hides it."""
     trace = tmp_path / "t.jsonl"
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "OPENAI_API_KEY": SECRET,
-           **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}}
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "OPENAI_API_KEY": SECRET,
+        **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"},
+    }
     with ScriptedChatServer([reply(None, [("shell", {"command": ANCESTORS})]), reply("Done.")]) as srv:
-        p = subprocess.run([sys.executable, "-m", "kernelseek_suite.cli", "run", "--agent", "general", "--task",
-                            "cpu-attn", "--model", "m", "--base-url", srv.url, "--sandbox", sandbox, "--trace",
-                            str(trace), "--max-steps", "2", "--no-live"], env=env, capture_output=True, text=True,
-                           timeout=300)
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kernelseek_suite.cli",
+                "run",
+                "--agent",
+                "general",
+                "--task",
+                "cpu-attn",
+                "--model",
+                "m",
+                "--base-url",
+                srv.url,
+                "--sandbox",
+                sandbox,
+                "--trace",
+                str(trace),
+                "--max-steps",
+                "2",
+                "--no-live",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         headers = [{k.lower(): v for k, v in q["headers"].items()} for q in srv.requests]
     assert p.returncode == 1, p.stdout + p.stderr
     assert headers and all(h["authorization"] == f"Bearer {SECRET}" for h in headers)
@@ -262,19 +335,25 @@ def test_the_key_is_not_in_the_environ_of_the_agent_process(tmp_path, sandbox):
 
 # ---------------------------------------------------------------- the answers cannot be read
 
+
 @needs_landlock
 def test_the_workspace_cannot_read_the_repository(tmp_path, tmp_root):
     """The shell, and a candidate through the compiler, try the tuned Hopper kernel, the results,
     the bank and the run's own trace."""
     lines = [l for l in HOPPER.read_text().splitlines() if len(l) > 40]
     trace = tmp_path / "run" / "trace.jsonl"
-    look = (f"head -c 300 {HOPPER}; ls {REPO / 'results'}; head -3 {REPO / 'bank' / 'questions.yaml'}; "
-            f"head -c 300 {trace}; ls {REPO}")
+    look = (
+        f"head -c 300 {HOPPER}; ls {REPO / 'results'}; head -3 {REPO / 'bank' / 'questions.yaml'}; "
+        f"head -c 300 {trace}; ls {REPO}"
+    )
     include = tmp_path / "include.c"
     include.write_text(f'#include "{HOPPER}"\n' + FASTER_KERNEL)
-    script = [reply(None, [("shell", {"command": look})]),
-              reply(None, [("edit_file", {"path": "attn.c", "new_text": include.read_text()})]),
-              reply(None, [("evaluate", {})]), reply("Done.")]
+    script = [
+        reply(None, [("shell", {"command": look})]),
+        reply(None, [("edit_file", {"path": "attn.c", "new_text": include.read_text()})]),
+        reply(None, [("evaluate", {})]),
+        reply("Done."),
+    ]
     with ScriptedChatServer(script) as srv:
         result, events, agent = run(config_for(srv, max_steps=4), tmp_path)
     shell = of_type(events, "tool_result")[0]["output"]
@@ -287,14 +366,30 @@ def test_the_workspace_cannot_read_the_repository(tmp_path, tmp_root):
 
 def test_search_docs_indexes_the_contract_docs_not_the_answers(tmp_path):
     from kernelseek_suite.agents.retrieval import DocIndex, default_sources
+
     index = DocIndex(default_sources())
     hits = index.search("wgmma warpgroup mbarrier producer consumer tile scheduler TMA descriptor", 10)
     assert hits and not any(p.source.startswith(("kernels/", "results/")) for p, _ in hits)
     assert {p.source for p in index.passages} >= {"README.md"}
     for bad in (REPO / "kernels", REPO / "kernels" / "hopper", REPO / "results" / "sm90", REPO):
-        r = CliRunner().invoke(main, ["run", "--agent", "toolrich", "--task", "cpu-attn", "--model", "m",
-                                      "--base-url", "http://127.0.0.1:9/v1", "--agent-opt", f"docs_extra=[{bad}]",
-                                      "--trace", str(tmp_path / f"{bad.name}.jsonl")])
+        r = CliRunner().invoke(
+            main,
+            [
+                "run",
+                "--agent",
+                "toolrich",
+                "--task",
+                "cpu-attn",
+                "--model",
+                "m",
+                "--base-url",
+                "http://127.0.0.1:9/v1",
+                "--agent-opt",
+                f"docs_extra=[{bad}]",
+                "--trace",
+                str(tmp_path / f"{bad.name}.jsonl"),
+            ],
+        )
         assert r.exit_code == 4 and "may not include the repository's" in r.output, (bad, r.output)
 
 
@@ -312,6 +407,7 @@ def test_the_toolrich_shell_reads_its_documents_and_no_other_file_of_the_reposit
 
 # ---------------------------------------------------------------- what a run records, what compare asks
 
+
 def test_the_trace_records_the_protections(tmp_path, tmp_root):
     with ScriptedChatServer([reply(None, [("evaluate", {})])]) as srv:
         result, events, agent = run(config_for(srv, max_steps=1), tmp_path)
@@ -321,25 +417,52 @@ def test_the_trace_records_the_protections(tmp_path, tmp_root):
     assert prot["secrets"]["child_environment"] == "allow-list" and prot["secrets"]["ancestors_holding_key"] == []
     assert prot["shell"]["sandbox"] == prot["candidates"]["sandbox"] == ("landlock" if LANDLOCK else "none")
     assert prot["complete"] is LANDLOCK
-    assert not agent.ctx.seal.base.exists()             # the sealed copy goes with the run
+    assert not agent.ctx.seal.base.exists()  # the sealed copy goes with the run
 
 
 def test_compare_refuses_to_run_unsandboxed_unless_allowed(tmp_path):
-    args = ["compare", "--agents", "general", "--task", "cpu-attn", "--task-opt", "budget_ms=2", "--model", "m",
-            "--seeds", "1", "--max-steps", "1", "--sandbox", "none"]
+    args = [
+        "compare",
+        "--agents",
+        "general",
+        "--task",
+        "cpu-attn",
+        "--task-opt",
+        "budget_ms=2",
+        "--model",
+        "m",
+        "--seeds",
+        "1",
+        "--max-steps",
+        "1",
+        "--sandbox",
+        "none",
+    ]
     with ScriptedChatServer([reply("Done.")] * 4) as srv:
         refused = CliRunner().invoke(main, [*args, "--base-url", srv.url, "--out", str(tmp_path / "a")])
         assert refused.exit_code == 4 and "--allow-unsandboxed" in refused.output
         assert not (tmp_path / "a" / "traces").exists() or not any((tmp_path / "a" / "traces").iterdir())
-        allowed = CliRunner().invoke(main, [*args, "--base-url", srv.url, "--out", str(tmp_path / "b"),
-                                            "--allow-unsandboxed"])
+        allowed = CliRunner().invoke(
+            main, [*args, "--base-url", srv.url, "--out", str(tmp_path / "b"), "--allow-unsandboxed"]
+        )
     assert allowed.exit_code == 0, allowed.output
     table = (tmp_path / "b" / "compare.md").read_text()
     assert "Runs without every protection" in table and "general-seed1.jsonl: shell not sandboxed" in table
     request = json.loads((tmp_path / "b" / "request.json").read_text())
     assert request["allow_unsandboxed"] is True
-    again = CliRunner().invoke(main, ["compare", "--from-traces", str(tmp_path / "b" / "traces"), "--remeasure",
-                                      "--sandbox", "none", "--out", str(tmp_path / "c")])
+    again = CliRunner().invoke(
+        main,
+        [
+            "compare",
+            "--from-traces",
+            str(tmp_path / "b" / "traces"),
+            "--remeasure",
+            "--sandbox",
+            "none",
+            "--out",
+            str(tmp_path / "c"),
+        ],
+    )
     assert again.exit_code == 4 and "re-measuring needs the sandbox" in again.output
 
 

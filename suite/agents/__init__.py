@@ -16,6 +16,7 @@ way round). The commands are in suite/cli/.
 The `openai` client and `tenacity` come with the `agents` extra; nothing here imports them until a
 model is made.
 """
+
 import importlib
 
 _EXPORTS = {

@@ -10,6 +10,7 @@
 - What the key's holder cannot change: a process above it (a shell, a container's init) started
   with the key in its environment keeps it there; `ancestors_holding` finds them for the trace.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -21,8 +22,21 @@ API_KEY_ENV = "OPENAI_API_KEY"
 PR_SET_DUMPABLE = 4
 
 # variables a child may inherit; anything whose name looks like a secret is dropped regardless
-ENV_KEEP = ("PATH", "LANG", "LANGUAGE", "USER", "LOGNAME", "SHELL", "TZ", "CUDA_HOME", "CUDA_PATH",
-            "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "LD_LIBRARY_PATH", "KERNELSEEK_GPU")
+ENV_KEEP = (
+    "PATH",
+    "LANG",
+    "LANGUAGE",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TZ",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "LD_LIBRARY_PATH",
+    "KERNELSEEK_GPU",
+)
 ENV_KEEP_PREFIXES = ("LC_", "NVIDIA_")
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
 
@@ -32,9 +46,13 @@ _held: dict[str, str] = {}
 def child_env(extra: dict[str, str] | None = None, secrets: tuple[str, ...] = ()) -> dict[str, str]:
     """An environment for a child: the allow-listed variables of ours (none named like a secret,
     none holding one of `secrets`), plus `extra`."""
-    env = {k: v for k, v in os.environ.items()
-           if (k in ENV_KEEP or k.startswith(ENV_KEEP_PREFIXES)) and not SECRET_NAME.search(k)
-           and not any(s and s in v for s in secrets)}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if (k in ENV_KEEP or k.startswith(ENV_KEEP_PREFIXES))
+        and not SECRET_NAME.search(k)
+        and not any(s and s in v for s in secrets)
+    }
     env.update(extra or {})
     return env
 
@@ -67,7 +85,7 @@ def _environ_block() -> tuple[int, int] | None:
     env_end in /proc/self/stat)."""
     try:
         stat = Path("/proc/self/stat").read_text()
-        fields = stat[stat.rindex(")") + 2:].split()
+        fields = stat[stat.rindex(")") + 2 :].split()
         return int(fields[47]), int(fields[48])
     except (OSError, ValueError, IndexError):
         return None

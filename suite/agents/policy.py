@@ -8,6 +8,7 @@ bank), not the traces of this run or of others, not the user's home. Where an al
 forbidden one (the repository under /opt, a virtual environment inside the repository), the allowed
 folder is opened up child by child around it, since Landlock only grants.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,7 +21,7 @@ from .. import config as suite_config
 from .sandbox import Policy
 
 SYSTEM_ROOTS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/proc", "/sys")
-CAP_SYS_ADMIN = 21          # the GPU profiler's counters need it where the driver keeps them for admins
+CAP_SYS_ADMIN = 21  # the GPU profiler's counters need it where the driver keeps them for admins
 
 
 def _inside(p: Path, root: Path) -> bool:
@@ -37,8 +38,13 @@ def _real(p) -> Path | None:
 def python_roots() -> list[Path]:
     """This interpreter and the folders its packages come from (the sealed evaluator imports the
     same third-party packages as the agent's process)."""
-    roots = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
-             os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))}
+    roots = {
+        sys.prefix,
+        sys.exec_prefix,
+        sys.base_prefix,
+        sys.base_exec_prefix,
+        os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))),
+    }
     try:
         roots.update(site.getsitepackages())
     except AttributeError:
@@ -113,7 +119,9 @@ def open_up(trusted: list[Path], untrusted: list[Path], deny: list[Path]) -> lis
     return [p for p in granted if not any(q != p and q in p.parents for q in granted)]
 
 
-def make_policy(read: list[Path], write: list[Path], deny_extra: list[Path] = (), keep_caps: tuple[int, ...] = ()) -> Policy:
+def make_policy(
+    read: list[Path], write: list[Path], deny_extra: list[Path] = (), keep_caps: tuple[int, ...] = ()
+) -> Policy:
     """Reads: system folders, the toolchain and `read`; writes: `write`. Both may name folders inside
     a forbidden one (a workspace is never there; a documents file of the repository can be)."""
     deny = forbidden(list(deny_extra))
@@ -127,7 +135,9 @@ def make_policy(read: list[Path], write: list[Path], deny_extra: list[Path] = ()
 def describe(policy: Policy, labels: dict[str, Path]) -> dict:
     """For the trace: the labelled folders it grants, and how many paths in all."""
     reads = {Path(p) for p in policy.read}
-    return {"reads": sorted(k for k, v in labels.items() if _real(v) in reads or any(
-                _inside(_real(v), r) for r in reads)),
-            "writes": sorted(k for k, v in labels.items() if str(_real(v)) in policy.write),
-            "read_paths": len(policy.read), "capabilities_kept": list(policy.keep_caps)}
+    return {
+        "reads": sorted(k for k, v in labels.items() if _real(v) in reads or any(_inside(_real(v), r) for r in reads)),
+        "writes": sorted(k for k, v in labels.items() if str(_real(v)) in policy.write),
+        "read_paths": len(policy.read),
+        "capabilities_kept": list(policy.keep_caps),
+    }

@@ -11,6 +11,7 @@ the package. Which paths a process gets is decided in policy.py. Where Landlock 
 OS, an old kernel, a container that blocks it, or the `landlock` package not installed) nothing is
 applied and the trace records it (see docs/threat-model.md).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -45,6 +46,7 @@ def landlock_status() -> tuple[bool, str]:
 class Policy:
     """What a sandboxed process may touch: `read` paths (read and execute), `write` paths (everything),
     /dev always; capabilities dropped except `keep_caps` (numbers, e.g. 21 for CAP_SYS_ADMIN)."""
+
     read: tuple[str, ...]
     write: tuple[str, ...]
     keep_caps: tuple[int, ...] = field(default=())
@@ -71,7 +73,7 @@ def apply(policy: Policy) -> None:
     import landlock
     from landlock import FSAccess
 
-    ruleset = landlock.Ruleset()            # handles every access right the kernel's ABI knows
+    ruleset = landlock.Ruleset()  # handles every access right the kernel's ABI knows
     read_only = FSAccess.READ_FILE | FSAccess.READ_DIR | FSAccess.EXECUTE
     file_rights = FSAccess.all_file()
     for p in policy.read:

@@ -8,6 +8,7 @@ candidate may write.
 since count too) and raises HarnessTampered on any difference. The context calls it before and after
 every evaluation and once more at the end of the run.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -28,7 +29,7 @@ from . import sandbox as sandbox_mod
 from .childenv import child_env
 from .exceptions import HarnessTampered
 
-PACKAGE_DIR = Path(__file__).resolve().parent.parent          # the suite's code: kernelseek_suite/
+PACKAGE_DIR = Path(__file__).resolve().parent.parent  # the suite's code: kernelseek_suite/
 COPY_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".mypy_cache")
 MAX_OUTPUT_FILE = 64 << 20
 
@@ -36,7 +37,7 @@ MAX_OUTPUT_FILE = 64 << 20
 # the current folder nor PYTHONPATH on sys.path; the copy goes first, the import paths of the agent's
 # process (recorded at sealing, outside the repository) after the interpreter's own, and a process the
 # evaluator starts (a worker) inherits the same through its environment.
-BOOTSTRAP = '''\
+BOOTSTRAP = """\
 import os, runpy, sys
 here = os.path.dirname(os.path.abspath(__file__))
 lib = os.path.join(here, "lib")
@@ -52,12 +53,12 @@ if not os.path.abspath(kernelseek_suite.__file__).startswith(lib + os.sep):
     sys.exit("sealed evaluator: kernelseek_suite was imported from " + kernelseek_suite.__file__)
 module, sys.argv = sys.argv[1], [sys.argv[1], *sys.argv[2:]]
 runpy.run_module(module, run_name="__main__", alter_sys=True)
-'''
+"""
 
 
 @dataclass
 class Ran:
-    returncode: int | None          # None: killed at the timeout
+    returncode: int | None  # None: killed at the timeout
     stdout: str
     stderr: str
     wall_s: float
@@ -94,7 +95,9 @@ class SealedEvaluator:
         self._n = 0
 
     @classmethod
-    def create(cls, task, sandbox: str = "auto", deny: list[Path] = (), parent: Path | None = None) -> "SealedEvaluator":
+    def create(
+        cls, task, sandbox: str = "auto", deny: list[Path] = (), parent: Path | None = None
+    ) -> "SealedEvaluator":
         """Copies the suite and the task's harness (task.seal) into a new private folder and hashes it.
         `deny`: folders the evaluator must not read beyond the usual (e.g. this run's trace)."""
         if sandbox not in ("auto", "landlock", "none"):
@@ -103,8 +106,9 @@ class SealedEvaluator:
         if sandbox == "landlock" and not available:
             raise RuntimeError(f"sandbox 'landlock' requested but unavailable: {detail}")
         base = Path(tempfile.mkdtemp(prefix="ks-seal-", dir=parent)).resolve()
-        seal = cls(base, available and sandbox != "none", detail if sandbox != "none" else "disabled by configuration",
-                   deny)
+        seal = cls(
+            base, available and sandbox != "none", detail if sandbox != "none" else "disabled by configuration", deny
+        )
         try:
             snap = seal.snapshot
             shutil.copytree(PACKAGE_DIR, snap / "lib" / "kernelseek_suite", ignore=COPY_IGNORE)
@@ -156,24 +160,46 @@ class SealedEvaluator:
         return d
 
     def policy(self, scratch: Path, keep_caps: tuple[int, ...] = (), read: list[Path] = ()) -> sandbox_mod.Policy:
-        return policy_mod.make_policy([self.snapshot, scratch, *read], [scratch], deny_extra=self.deny,
-                                      keep_caps=keep_caps)
+        return policy_mod.make_policy(
+            [self.snapshot, scratch, *read], [scratch], deny_extra=self.deny, keep_caps=keep_caps
+        )
 
-    def run(self, argv: list[str], scratch: Path, timeout_s: float, env: dict[str, str] | None = None,
-            keep_caps: tuple[int, ...] = (), read: list[Path] = ()) -> Ran:
+    def run(
+        self,
+        argv: list[str],
+        scratch: Path,
+        timeout_s: float,
+        env: dict[str, str] | None = None,
+        keep_caps: tuple[int, ...] = (),
+        read: list[Path] = (),
+    ) -> Ran:
         """Runs `argv` from `scratch`, in the sandbox where there is one, with an allow-listed
         environment; the whole process group is killed at the timeout and when it ends. `read`: more
         paths it may read (a tool's own folder), `keep_caps`: capabilities it keeps."""
-        full_env = child_env({"HOME": str(scratch / "home"), "TMPDIR": str(scratch / "tmp"),
-                              "XDG_CACHE_HOME": str(scratch / "cache"), "KERNELSEEK_CACHE": str(scratch / "cache"),
-                              **({"KERNELSEEK_GIT_SHA": self.git_sha} if self.git_sha else {}), **(env or {})})
+        full_env = child_env(
+            {
+                "HOME": str(scratch / "home"),
+                "TMPDIR": str(scratch / "tmp"),
+                "XDG_CACHE_HOME": str(scratch / "cache"),
+                "KERNELSEEK_CACHE": str(scratch / "cache"),
+                **({"KERNELSEEK_GIT_SHA": self.git_sha} if self.git_sha else {}),
+                **(env or {}),
+            }
+        )
         if self.sandboxed:
             launcher = str(self.path("lib/kernelseek_suite/agents/sandbox.py"))
             argv = sandbox_mod.wrap(argv, self.policy(scratch, keep_caps, read), launcher=launcher)
         t0 = time.monotonic()
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-            proc = subprocess.Popen(argv, cwd=scratch, env=full_env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                argv,
+                cwd=scratch,
+                env=full_env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+            )
             timed_out = False
             try:
                 proc.wait(timeout=timeout_s)
@@ -191,9 +217,15 @@ class SealedEvaluator:
         return Ran(None if timed_out else proc.returncode, stdout, stderr, time.monotonic() - t0)
 
     def describe(self) -> dict:
-        return {"sealed": True, "files": len(self.manifest), "sha256": self.sha256(), "python": "-I -B",
-                "verified": "before and after every evaluation, and at the end of the run",
-                "sandbox": "landlock" if self.sandboxed else "none", "sandbox_detail": self.sandbox_detail}
+        return {
+            "sealed": True,
+            "files": len(self.manifest),
+            "sha256": self.sha256(),
+            "python": "-I -B",
+            "verified": "before and after every evaluation, and at the end of the run",
+            "sandbox": "landlock" if self.sandboxed else "none",
+            "sandbox_detail": self.sandbox_detail,
+        }
 
     def close(self) -> None:
         if self.base.exists():
@@ -207,8 +239,11 @@ def collect(scratch_out: Path, out_dir: Path, names: list[str] | None = None) ->
     (the trace's folder); files over MAX_OUTPUT_FILE and links are left out. Returns what was left out."""
     out_dir.mkdir(parents=True, exist_ok=True)
     left = []
-    files = [scratch_out / n for n in names] if names is not None else sorted(
-        p for p in scratch_out.rglob("*") if p.is_file() or p.is_symlink())
+    files = (
+        [scratch_out / n for n in names]
+        if names is not None
+        else sorted(p for p in scratch_out.rglob("*") if p.is_file() or p.is_symlink())
+    )
     for src in files:
         rel = src.relative_to(scratch_out)
         if src.is_symlink() or not src.is_file():

@@ -12,6 +12,7 @@ Containment (docs/threat-model.md has the whole picture):
   (seal.py) then still detects any change to what it runs, and the key is still kept out of the
   shell's reach (childenv.py), but the repository's kernels and results can be read.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,11 +30,10 @@ from .childenv import child_env
 from .exceptions import ToolError
 
 
-
 @dataclass
 class ShellResult:
-    exit_code: int | None        # None: killed at the timeout
-    output: str                  # stdout and stderr, interleaved
+    exit_code: int | None  # None: killed at the timeout
+    output: str  # stdout and stderr, interleaved
     timed_out: bool
     duration_s: float
 
@@ -47,8 +47,8 @@ class Workspace:
     def __init__(self, root: Path, scratch: Path, sandbox: str = "auto", deny: list[Path] = ()):
         self.root = Path(root).resolve()
         self.scratch = Path(scratch).resolve()
-        self.deny = list(deny)            # beyond the usual (policy.forbidden): e.g. this run's trace
-        self.docs: list[Path] = []        # documents the arm gives the agent to read
+        self.deny = list(deny)  # beyond the usual (policy.forbidden): e.g. this run's trace
+        self.docs: list[Path] = []  # documents the arm gives the agent to read
         self._policy: _sandbox.Policy | None = None
         for d in (self.root, self.scratch / "home", self.scratch / "tmp"):
             d.mkdir(parents=True, exist_ok=True)
@@ -72,8 +72,9 @@ class Workspace:
 
     def policy(self) -> _sandbox.Policy:
         if self._policy is None:
-            self._policy = _policy.make_policy([self.root, self.scratch, *self.docs], [self.root, self.scratch],
-                                               deny_extra=self.deny)
+            self._policy = _policy.make_policy(
+                [self.root, self.scratch, *self.docs], [self.root, self.scratch], deny_extra=self.deny
+            )
         return self._policy
 
     def describe(self) -> dict:
@@ -103,14 +104,26 @@ class Workspace:
         argv = ["bash", "--noprofile", "--norc", "-c", command]
         if self.sandboxed:
             argv = _sandbox.wrap(argv, self.policy())
-        env = scrubbed_env({"HOME": str(self.scratch / "home"), "TMPDIR": str(self.scratch / "tmp"),
-                            "XDG_CACHE_HOME": str(self.scratch / "home" / ".cache")})
+        env = scrubbed_env(
+            {
+                "HOME": str(self.scratch / "home"),
+                "TMPDIR": str(self.scratch / "tmp"),
+                "XDG_CACHE_HOME": str(self.scratch / "home" / ".cache"),
+            }
+        )
         t0 = time.monotonic()
         # output goes to an unnamed file, not a pipe: a background job that keeps it open must not make
         # the command look unfinished; the job is killed with the process group right after
         with tempfile.TemporaryFile() as sink:
-            proc = subprocess.Popen(argv, cwd=self.root, env=env, stdin=subprocess.DEVNULL, stdout=sink,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+            proc = subprocess.Popen(
+                argv,
+                cwd=self.root,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
             timed_out = False
             try:
                 proc.wait(timeout=timeout_s)
@@ -121,8 +134,9 @@ class Workspace:
                 proc.wait()
             sink.seek(0)
             out = sink.read()
-        return ShellResult(None if timed_out else proc.returncode, out.decode("utf-8", "replace"), timed_out,
-                           time.monotonic() - t0)
+        return ShellResult(
+            None if timed_out else proc.returncode, out.decode("utf-8", "replace"), timed_out, time.monotonic() - t0
+        )
 
     # ---- snapshots (for resuming a run) ----
     def files(self) -> dict[str, Path]:

@@ -1,5 +1,6 @@
 """`kernelseek-suite compare`: the arms head-to-head, a thin layer over the headtohead package
 (and scaleout/agent_runs.py with --executor dask)."""
+
 from __future__ import annotations
 
 import sys
@@ -63,23 +64,33 @@ def _render(traces: list[Path], out_dir: Path, remeasure_runs: bool, note: str =
     if remeasure_runs:
         say(f"re-measuring the candidates of {len(traces)} trace(s) on this machine ...")
         try:
-            rows = remeasure(traces, out_dir, sandbox=sandbox, on_result=lambda r: say(
-            f"  {Path(r.trace).name} evaluation {r.eval_index}: recorded {r.recorded_status} "
-            f"{'-' if r.recorded_geomean is None else f'{r.recorded_geomean:.3f}x'}, now {r.status} "
-            f"{'-' if r.geomean is None else f'{r.geomean:.3f}x'}"))
+            rows = remeasure(
+                traces,
+                out_dir,
+                sandbox=sandbox,
+                on_result=lambda r: say(
+                    f"  {Path(r.trace).name} evaluation {r.eval_index}: recorded {r.recorded_status} "
+                    f"{'-' if r.recorded_geomean is None else f'{r.recorded_geomean:.3f}x'}, now {r.status} "
+                    f"{'-' if r.geomean is None else f'{r.geomean:.3f}x'}"
+                ),
+            )
         except HarnessTampered as e:
             fail(str(e), FAIL)
         new = remeasured_by_trace(rows)
         if any(r.status == "no_gpu" for r in rows):
-            say("warning: some candidates could not be measured here (no suitable GPU); they count as "
-                          "not correct in the re-measured table")
+            say(
+                "warning: some candidates could not be measured here (no suitable GPU); they count as "
+                "not correct in the re-measured table"
+            )
         note = (note + " " if note else "") + f"Speed-ups re-measured on this machine ({out_dir / 'remeasure.jsonl'})."
         if sandbox == "none" or not landlock_status()[0]:
             note += " The re-measurement ran without the sandbox (--allow-unsandboxed)."
     lacking = unprotected(traces)
     if lacking:
-        note = (note + "\n\n" if note else "") + ("Runs without every protection (docs/threat-model.md), allowed with "
-                                                "--allow-unsandboxed:\n" + "\n".join(f"- {x}" for x in lacking))
+        note = (note + "\n\n" if note else "") + (
+            "Runs without every protection (docs/threat-model.md), allowed with "
+            "--allow-unsandboxed:\n" + "\n".join(f"- {x}" for x in lacking)
+        )
     runs = [stats_from_trace(t, new.get(str(t))) for t in traces]
     outs = render(runs, out_dir, note)
     click.echo(outs.markdown.read_text())
@@ -104,17 +115,51 @@ def _render(traces: list[Path], out_dir: Path, remeasure_runs: bool, note: str =
 @click.option("--task-opt", "task_opts", multiple=True, metavar="KEY=VALUE")
 @click.option("--agent-opt", "agent_opts", multiple=True, metavar="ARM:KEY=VALUE", help="an option for one arm")
 @click.option("--sandbox", type=click.Choice(["auto", "landlock", "none"]), default=None)
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("results/compare"),
-              show_default=True)
-@click.option("--from-traces", "from_traces", type=click.Path(exists=True, path_type=Path), default=None,
-              help="regenerate the table and plot from the traces in DIR, without a model")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("results/compare"),
+    show_default=True,
+)
+@click.option(
+    "--from-traces",
+    "from_traces",
+    type=click.Path(exists=True, path_type=Path),
+    default=None,
+    help="regenerate the table and plot from the traces in DIR, without a model",
+)
 @click.option("--remeasure", is_flag=True, help="re-evaluate every recorded candidate on this machine first")
-@click.option("--allow-unsandboxed", is_flag=True,
-              help="run (or re-measure) even without the sandbox; the table says so (docs/threat-model.md)")
+@click.option(
+    "--allow-unsandboxed",
+    is_flag=True,
+    help="run (or re-measure) even without the sandbox; the table says so (docs/threat-model.md)",
+)
 @executor_options
-def compare_cmd(arms, task, model_name, base_url, seeds, max_steps, max_evals, max_wall, max_tokens, max_cost, price,
-                temperature, kernel, goal, task_opts, agent_opts, sandbox, out_dir, from_traces, remeasure,
-                allow_unsandboxed, scaleout):
+def compare_cmd(
+    arms,
+    task,
+    model_name,
+    base_url,
+    seeds,
+    max_steps,
+    max_evals,
+    max_wall,
+    max_tokens,
+    max_cost,
+    price,
+    temperature,
+    kernel,
+    goal,
+    task_opts,
+    agent_opts,
+    sandbox,
+    out_dir,
+    from_traces,
+    remeasure,
+    allow_unsandboxed,
+    scaleout,
+):
     """Run the arms head-to-head on one task, model and budget; table and plot in --out. With
     --executor dask the runs (arm x seed) are spread over the cluster's GPUs, one run per GPU at a
     time. Every run must have the sandbox (and every protection of docs/threat-model.md) unless
@@ -139,8 +184,10 @@ def compare_cmd(arms, task, model_name, base_url, seeds, max_steps, max_evals, m
         if not traces:
             click.echo(NO_ENDPOINT.format(traces=out_dir / "traces", task=task), err=True)
             sys.exit(USAGE)
-        say(f"no model endpoint configured (OPENAI_API_KEY or --base-url): regenerating from the "
-                      f"{len(traces)} trace(s) under {out_dir / 'traces'}")
+        say(
+            f"no model endpoint configured (OPENAI_API_KEY or --base-url): regenerating from the "
+            f"{len(traces)} trace(s) under {out_dir / 'traces'}"
+        )
         _render(traces, out_dir, remeasure, sandbox=remeasure_sandbox)
         return
     if refusal:
@@ -157,24 +204,49 @@ def compare_cmd(arms, task, model_name, base_url, seeds, max_steps, max_evals, m
         model = {"name": model_name, "base_url": base_url, "temperature": temperature}
         if price:
             model.update(price_input_per_mtok=price[0], price_output_per_mtok=price[1])
-        limits = {k: v for k, v in (("max_steps", max_steps), ("max_evals", max_evals), ("max_tokens", max_tokens),
-                                    ("max_cost", max_cost),
-                                    ("max_wall_s", None if max_wall is None else max_wall * 60)) if v is not None}
-        req = CompareRequest(arms=names, task=task, model=model, seeds=list(range(1, seeds + 1)), limits=limits,
-                             task_options=task_options(kernel, goal, task_opts), arm_options=_arm_options(agent_opts),
-                             # without --allow-unsandboxed a run that cannot have the sandbox fails, not falls back
-                             tools={"sandbox": sandbox or ("auto" if allow_unsandboxed else "landlock")},
-                             out_dir=str(out_dir), allow_unsandboxed=allow_unsandboxed)
+        limits = {
+            k: v
+            for k, v in (
+                ("max_steps", max_steps),
+                ("max_evals", max_evals),
+                ("max_tokens", max_tokens),
+                ("max_cost", max_cost),
+                ("max_wall_s", None if max_wall is None else max_wall * 60),
+            )
+            if v is not None
+        }
+        req = CompareRequest(
+            arms=names,
+            task=task,
+            model=model,
+            seeds=list(range(1, seeds + 1)),
+            limits=limits,
+            task_options=task_options(kernel, goal, task_opts),
+            arm_options=_arm_options(agent_opts),
+            # without --allow-unsandboxed a run that cannot have the sandbox fails, not falls back
+            tools={"sandbox": sandbox or ("auto" if allow_unsandboxed else "landlock")},
+            out_dir=str(out_dir),
+            allow_unsandboxed=allow_unsandboxed,
+        )
     except click.BadParameter as e:
         fail(e.format_message(), USAGE)
 
     def on_run(spec, rec):
-        what = "already finished, kept" if not rec["ran"] else (
-            f"{rec['state']}: exit {rec['exit_reason']}, best "
-            + (f"{rec['best']['geomean']:.3f}x" if rec.get("best") else "-"))
+        what = (
+            "already finished, kept"
+            if not rec["ran"]
+            else (
+                f"{rec['state']}: exit {rec['exit_reason']}, best "
+                + (f"{rec['best']['geomean']:.3f}x" if rec.get("best") else "-")
+            )
+        )
         gpu = rec.get("gpu")
-        where = "" if not gpu else f" on {gpu['worker'] or gpu['host']}" + (
-            f" (GPU {gpu['index']}, {gpu['host']})" if gpu["index"] is not None else "")
+        where = (
+            ""
+            if not gpu
+            else f" on {gpu['worker'] or gpu['host']}"
+            + (f" (GPU {gpu['index']}, {gpu['host']})" if gpu["index"] is not None else "")
+        )
         say(f"{spec.arm} seed {spec.seed}: {what}{where} ({spec.trace_path})")
 
     from functools import partial
@@ -183,6 +255,7 @@ def compare_cmd(arms, task, model_name, base_url, seeds, max_steps, max_evals, m
     if scaleout is not None:
         from ..gpu import NoGPUError
         from ..scaleout.agent_runs import RunsLost, run_compare_distributed
+
         run, no_gpu, lost = partial(run_compare_distributed, scaleout=scaleout), NoGPUError, RunsLost
     try:
         records = run(req, on_run=on_run)

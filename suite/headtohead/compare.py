@@ -7,6 +7,7 @@ to another process or machine; `run_compare` runs the specs one after another on
 `kernelseek_suite.scaleout.agent_runs.run_compare_distributed` one per GPU of a Dask cluster.
 A spec whose trace already ended is not run again; one that was cut off is resumed.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,21 +29,21 @@ DEFAULT_OUT = Path("results") / "compare"
 class CompareRequest:
     arms: list[str]
     task: str
-    model: dict                               # ModelConfig fields (name, base_url, temperature ...)
+    model: dict  # ModelConfig fields (name, base_url, temperature ...)
     seeds: list[int]
-    limits: dict = field(default_factory=dict)          # Limits fields
+    limits: dict = field(default_factory=dict)  # Limits fields
     task_options: dict = field(default_factory=dict)
-    arm_options: dict[str, dict] = field(default_factory=dict)   # arm -> its options
-    tools: dict = field(default_factory=dict)            # ToolsConfig fields
+    arm_options: dict[str, dict] = field(default_factory=dict)  # arm -> its options
+    tools: dict = field(default_factory=dict)  # ToolsConfig fields
     out_dir: str = str(DEFAULT_OUT)
-    allow_unsandboxed: bool = False          # runs without every protection (docs/threat-model.md) allowed
+    allow_unsandboxed: bool = False  # runs without every protection (docs/threat-model.md) allowed
 
 
 @dataclass
 class RunSpec:
     arm: str
     seed: int
-    config: dict                # RunConfig.to_dict()
+    config: dict  # RunConfig.to_dict()
     trace_path: str
 
     @property
@@ -58,8 +59,13 @@ def plan(req: CompareRequest) -> list[RunSpec]:
     for n, seed in enumerate(req.seeds):
         order = req.arms if n % 2 == 0 else list(reversed(req.arms))
         for arm in order:
-            cfg = RunConfig(arm=arm, arm_options=dict(req.arm_options.get(arm, {})), task=req.task,
-                            task_options=dict(req.task_options), seed=seed)
+            cfg = RunConfig(
+                arm=arm,
+                arm_options=dict(req.arm_options.get(arm, {})),
+                task=req.task,
+                task_options=dict(req.task_options),
+                seed=seed,
+            )
             for k, v in req.model.items():
                 setattr(cfg.model, k, v)
             for k, v in req.limits.items():
@@ -67,7 +73,7 @@ def plan(req: CompareRequest) -> list[RunSpec]:
             for k, v in req.tools.items():
                 setattr(cfg.tools, k, v)
             if cfg.model.seed is None:
-                cfg.model.seed = seed          # sent to endpoints that take one
+                cfg.model.seed = seed  # sent to endpoints that take one
             trace = Path(req.out_dir) / "traces" / f"{arm}-seed{seed}.jsonl"
             specs.append(RunSpec(arm, seed, cfg.to_dict(), str(trace)))
     return specs
@@ -102,16 +108,23 @@ def run_spec(spec: RunSpec, api_key: str | None = None, model=None) -> dict:
     state = trace_state(path)
     if state == "finished":
         return {"arm": spec.arm, "seed": spec.seed, "trace": str(path), "ran": False, "state": state}
-    if state == "unfinished":      # with this request's endpoint, which may have moved since
+    if state == "unfinished":  # with this request's endpoint, which may have moved since
         agent = resume_run(path, key, model=model, model_overrides={"base_url": spec.config["model"]["base_url"]})
     else:
         if path.exists():
-            path.unlink()          # a run_start and nothing to take up: start over
+            path.unlink()  # a run_start and nothing to take up: start over
         agent = new_run(RunConfig.from_dict(spec.config), path, key, model=model)
     result = agent.run()
-    return {"arm": spec.arm, "seed": spec.seed, "trace": str(path), "ran": True, "state": "resumed" if state ==
-            "unfinished" else "new", "exit_reason": result.exit_reason, "goal_met": result.goal_met,
-            "best": result.best}
+    return {
+        "arm": spec.arm,
+        "seed": spec.seed,
+        "trace": str(path),
+        "ran": True,
+        "state": "resumed" if state == "unfinished" else "new",
+        "exit_reason": result.exit_reason,
+        "goal_met": result.goal_met,
+        "best": result.best,
+    }
 
 
 def prepare(req: CompareRequest) -> list[RunSpec]:
@@ -122,8 +135,11 @@ def prepare(req: CompareRequest) -> list[RunSpec]:
     return plan(req)
 
 
-def run_compare(req: CompareRequest, on_run: Callable[[RunSpec, dict], None] | None = None,
-                runner: Callable[[RunSpec], dict] = run_spec) -> list[dict]:
+def run_compare(
+    req: CompareRequest,
+    on_run: Callable[[RunSpec, dict], None] | None = None,
+    runner: Callable[[RunSpec], dict] = run_spec,
+) -> list[dict]:
     """Every spec, one after another, on this machine."""
     records = []
     for spec in prepare(req):
@@ -178,6 +194,7 @@ def _public(d: dict) -> dict:
 
 # ---------------------------------------------------------------- re-measuring
 
+
 @dataclass
 class Remeasurement:
     trace: str
@@ -192,8 +209,13 @@ class Remeasurement:
     error: str | None
 
 
-def remeasure(traces: list[Path], out_dir: Path, timeout_s: float | None = None,
-              on_result: Callable[[Remeasurement], None] | None = None, sandbox: str = "auto") -> list[Remeasurement]:
+def remeasure(
+    traces: list[Path],
+    out_dir: Path,
+    timeout_s: float | None = None,
+    on_result: Callable[[Remeasurement], None] | None = None,
+    sandbox: str = "auto",
+) -> list[Remeasurement]:
     """Evaluates every candidate recorded in `traces` again, with each run's own task and options, on
     this machine; each distinct candidate of a run once. Every evaluation goes through a sealed
     evaluator made for that run's task, in the sandbox (`sandbox`: auto, landlock or none), as in a
@@ -229,14 +251,33 @@ def remeasure(traces: list[Path], out_dir: Path, timeout_s: float | None = None,
                         seal.check("before re-measuring")
                         res = task.evaluate(kernel, run_dir / "eval", timeout_s or cfg.tools.eval_timeout_s, seal)
                         seal.check(f"while re-measuring evaluation {ev['index']} of {path}")
-                        done[sha] = Remeasurement(str(path), start["run_id"], ev["index"], sha, ev["status"],
-                                                  ev.get("geomean"), res.status, res.correct, res.geomean, res.error)
+                        done[sha] = Remeasurement(
+                            str(path),
+                            start["run_id"],
+                            ev["index"],
+                            sha,
+                            ev["status"],
+                            ev.get("geomean"),
+                            res.status,
+                            res.correct,
+                            res.geomean,
+                            res.error,
+                        )
                         if on_result:
                             on_result(done[sha])
                     row = done[sha]
-                    rows.append(row if row.eval_index == ev["index"] else
-                                Remeasurement(**{**asdict(row), "eval_index": ev["index"], "recorded_status":
-                                                 ev["status"], "recorded_geomean": ev.get("geomean")}))
+                    rows.append(
+                        row
+                        if row.eval_index == ev["index"]
+                        else Remeasurement(
+                            **{
+                                **asdict(row),
+                                "eval_index": ev["index"],
+                                "recorded_status": ev["status"],
+                                "recorded_geomean": ev.get("geomean"),
+                            }
+                        )
+                    )
             finally:
                 seal.close()
     finally:
@@ -273,6 +314,9 @@ def remeasured_by_trace(rows: list[Remeasurement]) -> dict[str, dict[str, dict]]
     """trace -> candidate sha256 -> the new numbers (the form runstats takes)."""
     out: dict[str, dict[str, dict]] = {}
     for r in rows:
-        out.setdefault(r.trace, {})[r.candidate_sha256] = {"status": r.status, "correct": r.correct,
-                                                           "geomean": r.geomean}
+        out.setdefault(r.trace, {})[r.candidate_sha256] = {
+            "status": r.status,
+            "correct": r.correct,
+            "geomean": r.geomean,
+        }
     return out

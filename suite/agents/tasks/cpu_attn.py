@@ -8,6 +8,7 @@ interleaved, median of repeats.
 The candidate runs in the harness's process: it can lie about its own results (this task exercises
 the agent loop, it is not hardened against that), but it cannot change the harness the next
 evaluation uses, nor write anywhere but its scratch folder."""
+
 from __future__ import annotations
 
 import argparse
@@ -59,8 +60,15 @@ class CpuAttention:
         self.seed = int(seed)
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "kernel": self.kernel, "start": str(self.start), "goal": self.goal.to_dict(),
-                "budget_ms": self.budget_ms, "seed": self.seed, "cflags": list(CFLAGS)}
+        return {
+            "name": self.name,
+            "kernel": self.kernel,
+            "start": str(self.start),
+            "goal": self.goal.to_dict(),
+            "budget_ms": self.budget_ms,
+            "seed": self.seed,
+            "cflags": list(CFLAGS),
+        }
 
     def description(self) -> str:
         return DESCRIPTION.format(kernel=self.kernel, flags=" ".join(CFLAGS))
@@ -80,21 +88,33 @@ class CpuAttention:
 
     def evaluate(self, kernel_path: Path, out_dir: Path, timeout_s: float, seal) -> Evaluation:
         from ..seal import collect
+
         t0 = time.monotonic()
         scratch = seal.new_scratch()
         work = scratch / "work"
         work.mkdir()
         shutil.copyfile(kernel_path, work / "candidate.c")
-        args = ["--harness", str(seal.path("task")), "--work", str(work), "--seed", str(self.seed),
-                "--budget-ms", str(self.budget_ms), "--timeout", str(timeout_s)]
+        args = [
+            "--harness",
+            str(seal.path("task")),
+            "--work",
+            str(work),
+            "--seed",
+            str(self.seed),
+            "--budget-ms",
+            str(self.budget_ms),
+            "--timeout",
+            str(timeout_s),
+        ]
         ran = seal.run(seal.command(__name__, args), scratch, timeout_s + 300)
         left = collect(work, out_dir, [n for n in OUTPUTS if (work / n).is_file()])
         try:
             ev = Evaluation(**json.loads(ran.stdout.strip().splitlines()[-1]))
         except (IndexError, ValueError, TypeError):
             why = "timed out" if ran.timed_out else f"exited with {ran.returncode}"
-            ev = Evaluation("error", False, "baseline", error=f"the evaluator {why} without a result: "
-                            f"{ran.stderr.strip()[-2000:]}")
+            ev = Evaluation(
+                "error", False, "baseline", error=f"the evaluator {why} without a result: {ran.stderr.strip()[-2000:]}"
+            )
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         ev.wall_s, ev.out_dir = time.monotonic() - t0, str(out_dir)
@@ -104,6 +124,7 @@ class CpuAttention:
 
 
 # ---------------------------------------------------------------- inside the sealed evaluator
+
 
 def evaluate_here(harness: Path, work: Path, seed: int, budget_ms: float, timeout_s: float) -> Evaluation:
     """Compiles work/candidate.c, links it with the harness's objects and runs it (in the sandbox)."""
@@ -120,8 +141,14 @@ def evaluate_here(harness: Path, work: Path, seed: int, budget_ms: float, timeou
     if r.returncode != 0:
         return done("build_failed", f"linking failed:\n{r.stderr[-3000:]}")
     try:
-        run = subprocess.run([str(work / "harness"), str(seed), str(budget_ms)], cwd=work, capture_output=True,
-                             text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+        run = subprocess.run(
+            [str(work / "harness"), str(seed), str(budget_ms)],
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            stdin=subprocess.DEVNULL,
+        )
         stdout, rc, timed_out = run.stdout, run.returncode, False
     except subprocess.TimeoutExpired as e:
         stdout = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
@@ -145,20 +172,36 @@ def parse(stdout: str, rc: int | None, timed_out: bool, timeout_s: float, done) 
             ratio = None
             if obj["status"] == "ok" and obj.get("candidate_ms", 0) > 0:
                 ratio = round(obj["baseline_ms"] / obj["candidate_ms"], 4)
-            rows.append({"scenario": obj["scenario"], "status": obj["status"], "ratio": ratio,
-                         "reason": obj.get("reason", "")})
+            rows.append(
+                {"scenario": obj["scenario"], "status": obj["status"], "ratio": ratio, "reason": obj.get("reason", "")}
+            )
     if not finished:
         reason = f"timed out after {timeout_s:.0f}s" if timed_out else f"the harness died (exit {rc})"
-        rows.append({"scenario": f"scenario {len(rows) + 1}", "status": "timeout" if timed_out else "crash",
-                     "ratio": None, "reason": reason})
+        rows.append(
+            {
+                "scenario": f"scenario {len(rows) + 1}",
+                "status": "timeout" if timed_out else "crash",
+                "ratio": None,
+                "reason": reason,
+            }
+        )
     n_ok = sum(r["status"] == "ok" for r in rows)
     ratios = [(r["ratio"], r["scenario"]) for r in rows if r["ratio"]]
     gm = geomean([x for x, _ in ratios])
     lo = min(ratios) if ratios else (None, None)
-    status = "ok" if finished and n_ok == SCENARIOS else (
-        "timeout" if timed_out else "crash" if not finished else "wrong")
-    return done(status, None if finished else rows[-1]["reason"], scenarios_total=SCENARIOS, scenarios_correct=n_ok,
-                geomean=round(gm, 4) if gm else None, min_ratio=lo[0], min_ratio_scenario=lo[1], per_scenario=rows)
+    status = (
+        "ok" if finished and n_ok == SCENARIOS else ("timeout" if timed_out else "crash" if not finished else "wrong")
+    )
+    return done(
+        status,
+        None if finished else rows[-1]["reason"],
+        scenarios_total=SCENARIOS,
+        scenarios_correct=n_ok,
+        geomean=round(gm, 4) if gm else None,
+        min_ratio=lo[0],
+        min_ratio_scenario=lo[1],
+        per_scenario=rows,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,7 @@
 """`fa-fwd-sm90`: make a FlashAttention forward kernel faster than FA3 on a Hopper GPU, correct on
 every scenario. The evaluator is the suite's own `kernelseek-suite eval`, run from the sealed copy of
 the suite in a child process, in the sandbox (seal.py)."""
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,14 @@ about serialized wgmma, injected warpgroup arrives or register overflow fail the
 class FlashAttentionForward:
     name = "fa-fwd-sm90"
 
-    def __init__(self, kernel: str | None = None, goal: float = 1.0, arch: str = "sm90",
-                 baseline: str | None = None, extended: bool = True):
+    def __init__(
+        self,
+        kernel: str | None = None,
+        goal: float = 1.0,
+        arch: str = "sm90",
+        baseline: str | None = None,
+        extended: bool = True,
+    ):
         self.start = Path(kernel) if kernel else suite_config.REPO_ROOT / "kernels" / "reference" / "attn_fwd_ref.cu"
         self.start = self.start.resolve()
         if not self.start.is_file():
@@ -45,8 +52,15 @@ class FlashAttentionForward:
         self.extended = extended
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "kernel": self.kernel, "start": str(self.start), "arch": self.arch,
-                "baseline": self.baseline, "extended": self.extended, "goal": self.goal.to_dict()}
+        return {
+            "name": self.name,
+            "kernel": self.kernel,
+            "start": str(self.start),
+            "arch": self.arch,
+            "baseline": self.baseline,
+            "extended": self.extended,
+            "goal": self.goal.to_dict(),
+        }
 
     def description(self) -> str:
         return DESCRIPTION.format(gpus=suite_config.ARCHES[self.arch]["gpus"], arch=self.arch, baseline=self.baseline)
@@ -61,12 +75,22 @@ class FlashAttentionForward:
 
     def arguments(self, kernel_path: Path, out_dir: Path) -> list[str]:
         """`kernelseek-suite eval`'s arguments."""
-        args = ["eval", str(kernel_path), "--arch", self.arch, "--json", "--out", str(out_dir), "--baseline",
-                self.baseline]
+        args = [
+            "eval",
+            str(kernel_path),
+            "--arch",
+            self.arch,
+            "--json",
+            "--out",
+            str(out_dir),
+            "--baseline",
+            self.baseline,
+        ]
         return args + ([] if self.extended else ["--no-extended"])
 
     def evaluate(self, kernel_path: Path, out_dir: Path, timeout_s: float, seal) -> Evaluation:
         from ..seal import collect
+
         t0 = time.monotonic()
         scratch = seal.new_scratch()
         try:
@@ -74,15 +98,22 @@ class FlashAttentionForward:
             kernel.parent.mkdir()
             (scratch / "out").mkdir()
             shutil.copyfile(kernel_path, kernel)
-            ran = seal.run(seal.command("kernelseek_suite.cli", self.arguments(kernel, scratch / "out")), scratch,
-                           timeout_s)
+            ran = seal.run(
+                seal.command("kernelseek_suite.cli", self.arguments(kernel, scratch / "out")), scratch, timeout_s
+            )
             collect(scratch / "out", out_dir)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         wall = time.monotonic() - t0
         if ran.timed_out:
-            return Evaluation("timeout", False, self.baseline, error=f"the evaluator took longer than {timeout_s:.0f}s",
-                              wall_s=wall, out_dir=str(out_dir))
+            return Evaluation(
+                "timeout",
+                False,
+                self.baseline,
+                error=f"the evaluator took longer than {timeout_s:.0f}s",
+                wall_s=wall,
+                out_dir=str(out_dir),
+            )
         return parse_eval_output(ran.returncode, ran.stdout, ran.stderr, self.baseline, out_dir, wall)
 
 
@@ -106,21 +137,43 @@ def parse_eval_output(rc: int, stdout: str, stderr: str, baseline: str, out_dir:
         err = (data or {}).get("error") or tail
         return Evaluation("build_failed", False, baseline, error=err, wall_s=wall_s, out_dir=str(out_dir))
     if rc == 3:
-        return Evaluation("no_gpu", False, baseline, error=tail or "no suitable GPU", wall_s=wall_s, out_dir=str(out_dir))
+        return Evaluation(
+            "no_gpu", False, baseline, error=tail or "no suitable GPU", wall_s=wall_s, out_dir=str(out_dir)
+        )
     if rc not in (0, 1) or not data or "scenarios_total" not in data:
-        return Evaluation("error", False, baseline, error=f"the evaluator exited with {rc}: {tail}", wall_s=wall_s,
-                          out_dir=str(out_dir))
+        return Evaluation(
+            "error",
+            False,
+            baseline,
+            error=f"the evaluator exited with {rc}: {tail}",
+            wall_s=wall_s,
+            out_dir=str(out_dir),
+        )
     rows = read_jsonl(out_dir / "bench.jsonl")
     per = []
     for r in rows:
         if r.status != "ok" or r.ratio.get(baseline) is not None:
-            per.append({"scenario": r.scenario, "status": r.status, "ratio": r.ratio.get(baseline),
-                        "reason": (r.reason or "")[:200]})
+            per.append(
+                {
+                    "scenario": r.scenario,
+                    "status": r.status,
+                    "ratio": r.ratio.get(baseline),
+                    "reason": (r.reason or "")[:200],
+                }
+            )
     ok = rc == 0
     return Evaluation(
-        "ok" if ok else "wrong", ok, baseline, scenarios_total=data["scenarios_total"],
-        scenarios_correct=data["scenarios_correct"], extended_total=data.get("extended_total", 0),
-        extended_correct=data.get("extended_correct", 0), geomean=(data.get("geomean") or {}).get(baseline),
+        "ok" if ok else "wrong",
+        ok,
+        baseline,
+        scenarios_total=data["scenarios_total"],
+        scenarios_correct=data["scenarios_correct"],
+        extended_total=data.get("extended_total", 0),
+        extended_correct=data.get("extended_correct", 0),
+        geomean=(data.get("geomean") or {}).get(baseline),
         min_ratio=(data.get("min_ratio") or {}).get(baseline),
-        min_ratio_scenario=(data.get("min_ratio_scenario") or {}).get(baseline), per_scenario=per,
-        wall_s=wall_s, out_dir=str(out_dir))
+        min_ratio_scenario=(data.get("min_ratio_scenario") or {}).get(baseline),
+        per_scenario=per,
+        wall_s=wall_s,
+        out_dir=str(out_dir),
+    )
