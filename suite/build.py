@@ -6,6 +6,7 @@ The source is read once: the rules are checked on those bytes and nvcc compiles 
 them, so the file cannot be swapped between the check and the compile. What the compiled code imports
 and runs at load time is checked against an allow-list, and the library's own imports too
 (imports.py)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -124,20 +125,27 @@ def fatal_warnings(warnings: list[str]) -> list[str]:
     return [w for w in warnings if any(code in w for code in config.FATAL_PTXAS_WARNINGS)]
 
 
-def import_violations(obj: Path | None, library: Path, preprocessed: Path | None = None,
-                      source: Path | None = None) -> list[rules.Violation]:
+def import_violations(
+    obj: Path | None, library: Path, preprocessed: Path | None = None, source: Path | None = None
+) -> list[rules.Violation]:
     """The allow-list on the kernel's object file (when there is one) and the library's own imports."""
     bad = []
     if obj is not None:
         text = preprocessed.read_text(errors="replace") if preprocessed is not None and preprocessed.exists() else None
         bad += [rules.Violation(0, "compiled code", b) for b in imports.object_violations(obj, text, source)]
-    bad += [rules.Violation(0, "built library", b)
-            for b in imports.library_violations(imports.library_imports(library))]
+    bad += [
+        rules.Violation(0, "built library", b) for b in imports.library_violations(imports.library_imports(library))
+    ]
     return bad
 
 
-def build(source: str | Path, arch: str = "sm90", extra_flags: tuple[str, ...] = (),
-          cache: Path | None = None, force: bool = False) -> BuildResult:
+def build(
+    source: str | Path,
+    arch: str = "sm90",
+    extra_flags: tuple[str, ...] = (),
+    cache: Path | None = None,
+    force: bool = False,
+) -> BuildResult:
     src = Path(source).resolve()
     if not src.is_file():
         raise BuildError(f"kernel source not found: {src}")
@@ -195,7 +203,9 @@ def build(source: str | Path, arch: str = "sm90", extra_flags: tuple[str, ...] =
     obj = keep / f"{private_src.stem}.o"
     if not obj.exists():
         shutil.rmtree(tmp, ignore_errors=True)
-        raise BuildError(f"nvcc -keep left no object file for {src.name} in {keep.name}/: its imports cannot be checked")
+        raise BuildError(
+            f"nvcc -keep left no object file for {src.name} in {keep.name}/: its imports cannot be checked"
+        )
     bad = import_violations(obj, lib, keep / f"{private_src.stem}.cpp4.ii", private_src)
     if bad:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -212,13 +222,29 @@ def build(source: str | Path, arch: str = "sm90", extra_flags: tuple[str, ...] =
         shutil.rmtree(root, ignore_errors=True)
     os.replace(tmp, root)
     result = BuildResult(
-        source=str(src), source_sha256=hashlib.sha256(source_bytes).hexdigest(), arch=arch, library=str(root / "kernel.so"),
-        ptx=str(root / "kernel.ptx") if ptx_dst else None, nvcc_version=version, flags=flags,
-        cached=False, functions=funcs, warnings=warnings)
+        source=str(src),
+        source_sha256=hashlib.sha256(source_bytes).hexdigest(),
+        arch=arch,
+        library=str(root / "kernel.so"),
+        ptx=str(root / "kernel.ptx") if ptx_dst else None,
+        nvcc_version=version,
+        flags=flags,
+        cached=False,
+        functions=funcs,
+        warnings=warnings,
+    )
     report.write_text(json.dumps(result.to_dict(), indent=1))
     return result
 
 
 def resource_table(result: BuildResult) -> list[list]:
-    return [[f.name if len(f.name) < 60 else f.name[:57] + "...", f.registers, f.shared_bytes,
-             f.stack_bytes, f.spill_store_bytes + f.spill_load_bytes] for f in result.functions]
+    return [
+        [
+            f.name if len(f.name) < 60 else f.name[:57] + "...",
+            f.registers,
+            f.shared_bytes,
+            f.stack_bytes,
+            f.spill_store_bytes + f.spill_load_bytes,
+        ]
+        for f in result.functions
+    ]

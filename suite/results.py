@@ -26,6 +26,7 @@ Readers must ignore keys they do not know.
 Version 2 (was 1): `ceiling` added; a row faster than the ceiling is `implausible` (counted in
 `failures`, left out of the geomeans) where version 1 kept it correct with a "roofline" flag.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,12 +40,12 @@ SUMMARY_SCHEMA_VERSION = 2
 STATUS_OK = "ok"
 STATUS_WRONG = "wrong"
 STATUS_UNSUPPORTED = "unsupported"
-STATUS_ERROR = "error"          # the kernel returned an error code, or a CUDA error was raised
-STATUS_CRASH = "crash"          # the worker process died
-STATUS_TIMEOUT = "timeout"      # the worker did not answer in time (a hang)
-STATUS_REJECTED = "rejected"    # caught breaking the contract (inputs modified, out-of-bounds
-                                # writes, work left running after the call, a cached result, ...)
-STATUS_IMPLAUSIBLE = "implausible"   # faster than the GEMM ceiling measured on the GPU allows
+STATUS_ERROR = "error"  # the kernel returned an error code, or a CUDA error was raised
+STATUS_CRASH = "crash"  # the worker process died
+STATUS_TIMEOUT = "timeout"  # the worker did not answer in time (a hang)
+STATUS_REJECTED = "rejected"  # caught breaking the contract (inputs modified, out-of-bounds
+# writes, work left running after the call, a cached result, ...)
+STATUS_IMPLAUSIBLE = "implausible"  # faster than the GEMM ceiling measured on the GPU allows
 
 # Reason codes: one short, stable word per row that is not ok (the `reason` says it in full).
 CODES = {
@@ -82,17 +83,17 @@ class ScenarioResult:
     flops: float
     status: str
     reason: str = ""
-    code: str = ""                                    # one of CODES when status != ok
+    code: str = ""  # one of CODES when status != ok
     check: dict | None = None
     recheck: dict | None = None
-    times_ms: dict = field(default_factory=dict)      # impl -> TimingStats as dict
-    tflops: dict = field(default_factory=dict)        # impl -> TFLOP/s at the median
-    ratio: dict = field(default_factory=dict)         # baseline -> baseline_ms / kernel_ms
-    baselines: dict = field(default_factory=dict)     # baseline -> "ok" or why it has no number
+    times_ms: dict = field(default_factory=dict)  # impl -> TimingStats as dict
+    tflops: dict = field(default_factory=dict)  # impl -> TFLOP/s at the median
+    ratio: dict = field(default_factory=dict)  # baseline -> baseline_ms / kernel_ms
+    baselines: dict = field(default_factory=dict)  # baseline -> "ok" or why it has no number
     seed: int | None = None
     wall_s: float = 0.0
     gpu: dict | None = None
-    flags: list = field(default_factory=list)         # plausibility alarms and other notes
+    flags: list = field(default_factory=list)  # plausibility alarms and other notes
 
     @property
     def correct(self) -> bool:
@@ -135,8 +136,9 @@ def geomean(values: list[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in vals) / len(vals))
 
 
-def summarize(rows: list[ScenarioResult], kind: str, arch: str, kernel: dict, provenance: dict,
-              baselines: list[str]) -> dict:
+def summarize(
+    rows: list[ScenarioResult], kind: str, arch: str, kernel: dict, provenance: dict, baselines: list[str]
+) -> dict:
     grid_rows = [r for r in rows if not r.extended]
     ext_rows = [r for r in rows if r.extended]
     gm, mn, mn_id, cnt = {}, {}, {}, {}

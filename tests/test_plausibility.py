@@ -1,5 +1,6 @@
 """Timings too good to be true: a row above the GEMM ceiling is `implausible` (not correct); a ratio
 that jumps past a previous run is flagged for a look."""
+
 import json
 
 from kernelseek_suite.config import PlausibilityConfig
@@ -8,16 +9,27 @@ from kernelseek_suite.results import ScenarioResult, summarize
 
 
 def row(tflops=None, ratio=None, sid="d128-h16kv16-s4096"):
-    return ScenarioResult(sid, "d128-h16kv16", 8, 4096, 4096, False, False, 1e12, "ok",
-                          tflops={"kernel": tflops} if tflops else {}, ratio=ratio or {})
+    return ScenarioResult(
+        sid,
+        "d128-h16kv16",
+        8,
+        4096,
+        4096,
+        False,
+        False,
+        1e12,
+        "ok",
+        tflops={"kernel": tflops} if tflops else {},
+        ratio=ratio or {},
+    )
 
 
 def test_implausible_above_the_ceiling_times_the_margin():
-    assert P.implausible_reason(700.0, 672.0, 1.1) is None        # FA3-like: a little above GEMM is fine
-    assert P.implausible_reason(739.0, 672.0, 1.1) is None        # 1.0997 x
-    why = P.implausible_reason(740.0, 672.0, 1.1)                 # 1.101 x
+    assert P.implausible_reason(700.0, 672.0, 1.1) is None  # FA3-like: a little above GEMM is fine
+    assert P.implausible_reason(739.0, 672.0, 1.1) is None  # 1.0997 x
+    why = P.implausible_reason(740.0, 672.0, 1.1)  # 1.101 x
     assert "740.0" in why and "672.0" in why and "1.1 x" in why
-    assert P.implausible_reason(900.0, None, 1.1) is None         # no ceiling measured: no verdict
+    assert P.implausible_reason(900.0, None, 1.1) is None  # no ceiling measured: no verdict
     assert P.implausible_reason(None, 672.0, 1.1) is None
     assert P.implausible_reason(900.0, 0.0, 1.1) is None
 

@@ -1,15 +1,17 @@
 """The state of one run that the loop, the tools and the supervisor share: the workspace, the task,
-the trace, the totals against the limits, the evaluations and the best candidate so far.
-Every evaluation goes through RunContext.evaluate, which enforces the budget, checks the harness,
-stores the candidate and records a `harness_eval` event."""
+the trace, the sealed evaluator, the totals against the limits, the evaluations and the best
+candidate so far. Every evaluation goes through RunContext.evaluate, which enforces the budget,
+checks the sealed evaluator before and after (a change during an evaluation voids it), stores the
+candidate, redacts the evaluator's outputs and records a `harness_eval` event."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 from .config import RunConfig
-from .exceptions import BudgetSpent, LimitExceeded
-from .guard import HarnessGuard
+from .exceptions import BudgetSpent, HarnessTampered, LimitExceeded, Terminate
+from .seal import SealedEvaluator
 from .tasks import Evaluation, Task
 from .trace import TraceWriter
 from .workspace import Workspace
@@ -21,12 +23,12 @@ class Totals:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
-    cost: float | None = None          # None while no call reported or priced a cost
+    cost: float | None = None  # None while no call reported or priced a cost
     evals: int = 0
     retries: int = 0
     questions: int = 0
-    tool_call_errors: int = 0          # calls the model got wrong (bad JSON, no such tool, bad arguments)
-    compactions: int = 0               # times the conversation was compacted to fit the context window
+    tool_call_errors: int = 0  # calls the model got wrong (bad JSON, no such tool, bad arguments)
+    compactions: int = 0  # times the conversation was compacted to fit the context window
     wall_s: float = 0.0
 
     def add_usage(self, usage: dict) -> None:
@@ -68,7 +70,7 @@ class RunContext:
     task: Task
     workspace: Workspace
     trace: TraceWriter
-    guard: HarnessGuard
+    seal: SealedEvaluator
     totals: Totals = field(default_factory=Totals)
     best: Best | None = None
     goal_met: bool = False
@@ -83,12 +85,18 @@ class RunContext:
         """Raises LimitExceeded when any limit is spent. Called before every model call."""
         lim, t = self.config.limits, self.totals
         t.wall_s = self.trace.elapsed()
-        checks = (("steps", t.steps, lim.max_steps), ("tokens", t.total_tokens, lim.max_tokens),
-                  ("cost", t.cost, lim.max_cost), ("wall", t.wall_s, lim.max_wall_s), ("evals", t.evals, lim.max_evals))
+        checks = (
+            ("steps", t.steps, lim.max_steps),
+            ("tokens", t.total_tokens, lim.max_tokens),
+            ("cost", t.cost, lim.max_cost),
+            ("wall", t.wall_s, lim.max_wall_s),
+            ("evals", t.evals, lim.max_evals),
+        )
         for name, used, limit in checks:
             if limit is not None and used is not None and used >= limit:
-                raise LimitExceeded(f"the {name} limit is reached ({_fmt(used)} of {_fmt(limit)})", limit=name,
-                                    used=used, max=limit)
+                raise LimitExceeded(
+                    f"the {name} limit is reached ({_fmt(used)} of {_fmt(limit)})", limit=name, used=used, max=limit
+                )
 
     def wall_left(self) -> float | None:
         """Seconds of wall time left (None: no wall limit); raises LimitExceeded when none is left.
@@ -98,17 +106,22 @@ class RunContext:
             return None
         used = self.totals.wall_s = self.trace.elapsed()
         if used >= lim:
-            raise LimitExceeded(f"the wall limit is reached ({_fmt(used)} of {_fmt(lim)})", limit="wall", used=used,
-                                max=lim)
+            raise LimitExceeded(
+                f"the wall limit is reached ({_fmt(used)} of {_fmt(lim)})", limit="wall", used=used, max=lim
+            )
         return lim - used
 
     def budget_left(self) -> dict:
         lim, t = self.config.limits, self.totals
         t.wall_s = self.trace.elapsed()
         left = {}
-        for name, used, limit in (("steps", t.steps, lim.max_steps), ("evals", t.evals, lim.max_evals),
-                                  ("tokens", t.total_tokens, lim.max_tokens), ("cost", t.cost or 0.0, lim.max_cost),
-                                  ("wall_s", t.wall_s, lim.max_wall_s)):
+        for name, used, limit in (
+            ("steps", t.steps, lim.max_steps),
+            ("evals", t.evals, lim.max_evals),
+            ("tokens", t.total_tokens, lim.max_tokens),
+            ("cost", t.cost or 0.0, lim.max_cost),
+            ("wall_s", t.wall_s, lim.max_wall_s),
+        ):
             if limit is not None:
                 left[name] = max(0, limit - used)
         return left
@@ -128,19 +141,32 @@ class RunContext:
             parts.append(f"${lim.max_cost:g}")
         return ", ".join(parts) or "no limit"
 
+    def verify_at_end(self, stop: Terminate) -> Terminate:
+        """The run's last check of the sealed evaluator: a change since the last evaluation makes the
+        run end as harness_tampered, whatever ended it."""
+        if isinstance(stop, HarnessTampered):
+            return stop
+        try:
+            self.seal.check("at the end of the run")
+        except HarnessTampered as e:
+            return e
+        return stop
+
     # ---- evaluations ----
     def evaluate(self, kernel: str | None = None, meta: dict | None = None) -> EvalRecord:
         lim = self.config.limits
         if lim.max_evals is not None and self.totals.evals >= lim.max_evals:
             raise BudgetSpent(f"no evaluations left (limit {lim.max_evals})")
-        self.guard.check()
+        self.seal.check("before an evaluation")
         path = self.workspace.resolve(kernel or self.task.kernel, must_exist=True)
         data = path.read_bytes()
         sha = self.trace.put_blob(data)
         self.totals.evals += 1
         index = self.totals.evals
         out_dir = self.trace.artifacts / "evals" / f"{index:04d}"
-        ev = self.task.evaluate(path, out_dir, self.config.tools.eval_timeout_s)
+        ev = self.task.evaluate(path, out_dir, self.config.tools.eval_timeout_s, self.seal)
+        self.trace.redact_tree(out_dir)
+        self.seal.check(f"during evaluation {index}")
         new_best = bool(ev.correct and ev.geomean is not None and (self.best is None or ev.geomean > self.best.geomean))
         if new_best:
             self.best = Best(ev.geomean, index, sha)
@@ -149,9 +175,20 @@ class RunContext:
         rec = EvalRecord(index, ev, sha, new_best, met, self.trace.step)
         self.evals.append(rec)
         fields = {k: v for k, v in ev.to_dict().items() if k not in ("status", "correct")}
-        self.trace.emit("harness_eval", index=index, kernel=self.workspace.relative(path), candidate_sha256=sha,
-                        candidate_blob=f"blobs/{sha}", status=ev.status, correct=ev.correct, **fields,
-                        new_best=new_best, best=self.best.to_dict() if self.best else None, goal_met=met, meta=meta)
+        self.trace.emit(
+            "harness_eval",
+            index=index,
+            kernel=self.workspace.relative(path),
+            candidate_sha256=sha,
+            candidate_blob=f"blobs/{sha}",
+            status=ev.status,
+            correct=ev.correct,
+            **fields,
+            new_best=new_best,
+            best=self.best.to_dict() if self.best else None,
+            goal_met=met,
+            meta=meta,
+        )
         return rec
 
 

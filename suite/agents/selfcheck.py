@@ -1,12 +1,14 @@
 """Drives a task's tools through the real agent loop with a fixed script instead of a model, so a
 machine can be checked without an endpoint: view the kernel, run shell commands (and try to write
-outside the workspace), make a harmless edit, evaluate.
+outside the workspace and to read the repository's kernels), make a harmless edit, evaluate (from the
+sealed copy, in the sandbox where there is one).
 
     python -m kernelseek_suite.agents.selfcheck --task fa-fwd-sm90 [--kernel K.cu] [--trace T.jsonl]
 
 Passes (exit 0) when the evaluation is correct on every scenario and reports a geomean against the
 baseline; exit 1 otherwise, 3 when the task needs a GPU this machine lacks.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -14,6 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..config import REPO_ROOT
 from .config import RunConfig
 from .model import ModelResponse, ToolCall
 from .runner import new_run
@@ -36,23 +39,48 @@ class ScriptedModel:
 
     def query(self, messages: list[dict], tools: list[dict]) -> ModelResponse:
         import json
+
         self.calls += 1
         if not self.steps:
             return ModelResponse("self-check finished", [], "stop", _NO_USAGE, 0.0)
-        calls = [ToolCall(f"sc_{self.calls}_{i}", name, args, json.dumps(args))
-                 for i, (name, args) in enumerate(self.steps.pop(0))]
+        calls = [
+            ToolCall(f"sc_{self.calls}_{i}", name, args, json.dumps(args))
+            for i, (name, args) in enumerate(self.steps.pop(0))
+        ]
         return ModelResponse(None, calls, "tool_calls", _NO_USAGE, 0.0)
 
 
 _NO_USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, "cost": None}
 
 
-def script_for(kernel: str, outside: Path) -> list[list[tuple[str, dict]]]:
+def script_for(kernel: str, outside: Path, answers: Path | None = None) -> list[list[tuple[str, dict]]]:
+    answers = answers or REPO_ROOT / "kernels" / "hopper" / "NOTES.md"
     return [
         [("view_file", {"path": kernel, "start_line": 1, "end_line": 20})],
-        [("shell", {"command": "pwd; ls -la; (nvcc --version || true) | tail -1; (nvidia-smi -L || true)",
-                    "timeout_s": 60})],
-        [("shell", {"command": f"echo probe > {outside} && echo WROTE-OUTSIDE || echo write-refused", "timeout_s": 30})],
+        [
+            (
+                "shell",
+                {
+                    "command": "pwd; ls -la; (nvcc --version || true) | tail -1; (nvidia-smi -L || true)",
+                    "timeout_s": 60,
+                },
+            )
+        ],
+        [
+            (
+                "shell",
+                {"command": f"echo probe > {outside} && echo WROTE-OUTSIDE || echo write-refused", "timeout_s": 30},
+            )
+        ],
+        [
+            (
+                "shell",
+                {
+                    "command": f"head -c 64 {answers} >/dev/null && echo READ-REPOSITORY || echo read-refused",
+                    "timeout_s": 30,
+                },
+            )
+        ],
         [("edit_file", {"path": "selfcheck-note.txt", "new_text": "the self-check wrote this file\n"})],
         [("evaluate", {})],
     ]
@@ -81,17 +109,25 @@ def main(argv: list[str] | None = None) -> int:
         if ev["type"] == "tool_result":
             print(f"--- {ev['tool']} {ev['arguments']}\n{ev['output'][:1500]}")
     evals = [e for e in events if e["type"] == "harness_eval"]
+    shells = [ev["output"] for ev in events if ev["type"] == "tool_result" and ev["tool"] == "shell"]
     print(f"\nsandbox: {ws.describe()}")
+    print(f"protections complete: {events[0].get('protections', {}).get('complete')}")
     print(f"write outside the workspace: {'REFUSED' if not outside.exists() else 'ALLOWED (no sandbox here)'}")
+    print(
+        f"read the repository's kernels: "
+        f"{'ALLOWED (no sandbox here)' if any('READ-REPOSITORY' in o for o in shells) else 'REFUSED'}"
+    )
     print(f"trace: {trace_path} ({len(events)} events); exit {result.exit_reason}")
     if not evals:
         print("SELFCHECK FAIL: no evaluation ran")
         return 1
     ev = evals[-1]
     gm = ev["geomean"]
-    print(f"evaluation: status {ev['status']}, correct {ev['scenarios_correct']}/{ev['scenarios_total']}, extended "
-          f"{ev.get('extended_correct')}/{ev.get('extended_total')}, geomean vs {ev['baseline']}: "
-          f"{'-' if gm is None else f'{gm:.4f}x'} (slowest {ev.get('min_ratio')} at {ev.get('min_ratio_scenario')})")
+    print(
+        f"evaluation: status {ev['status']}, correct {ev['scenarios_correct']}/{ev['scenarios_total']}, extended "
+        f"{ev.get('extended_correct')}/{ev.get('extended_total')}, geomean vs {ev['baseline']}: "
+        f"{'-' if gm is None else f'{gm:.4f}x'} (slowest {ev.get('min_ratio')} at {ev.get('min_ratio_scenario')})"
+    )
     if ev["status"] == "no_gpu":
         print(f"SELFCHECK SKIPPED: {ev.get('error')}")
         return 3

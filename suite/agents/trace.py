@@ -5,6 +5,7 @@ described in docs/trace-schema.md. Big
 artifacts live beside the trace in `<trace>.d/`: `blobs/<sha256>` (candidate kernels and workspace
 files, content-addressed) and `evals/<n>/` (the evaluator's own outputs).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -53,7 +54,7 @@ class TraceWriter:
         self._file = open(self.path, "a", encoding="utf-8")
         self.listeners: list[Callable[[dict], None]] = []
         self.step = 0
-        self._stored: dict[tuple, str] = {}      # (path, size, mtime_ns, inode) -> sha256 of files stored
+        self._stored: dict[tuple, str] = {}  # (path, size, mtime_ns, inode) -> sha256 of files stored
 
     def elapsed(self) -> float:
         return time.monotonic() - self._t0
@@ -71,8 +72,14 @@ class TraceWriter:
         return sha256_json(json.loads(self._redact_line(json.dumps(messages))))
 
     def emit(self, type_: str, **fields) -> dict:
-        event = {"type": type_, "seq": self._seq, "time": now_utc(), "elapsed_s": round(self.elapsed(), 3),
-                 "step": self.step, **fields}
+        event = {
+            "type": type_,
+            "seq": self._seq,
+            "time": now_utc(),
+            "elapsed_s": round(self.elapsed(), 3),
+            "step": self.step,
+            **fields,
+        }
         line = self._redact_line(json.dumps(event, default=_jsonable))
         self._file.write(line + "\n")
         self._file.flush()
@@ -81,6 +88,27 @@ class TraceWriter:
         for listener in self.listeners:
             listener(event)
         return event
+
+    def redact(self, text: str) -> str:
+        """`text` with every secret replaced (what a tool returns goes through here to the model)."""
+        for s in self._secrets:
+            text = text.replace(s, REDACTED)
+        return text
+
+    def redact_tree(self, root: Path) -> list[str]:
+        """Rewrites every file under `root` that holds a secret (an evaluator's outputs, before they
+        stay in the trace's folder); returns those it rewrote."""
+        done = []
+        for p in sorted(Path(root).rglob("*")) if Path(root).is_dir() else []:
+            if p.is_file() and not p.is_symlink():
+                data = p.read_bytes()
+                clean = data
+                for s in self._secrets:
+                    clean = clean.replace(s.encode(), REDACTED.encode())
+                if clean != data:
+                    p.write_bytes(clean)
+                    done.append(str(p.relative_to(root)))
+        return done
 
     def sync(self) -> None:
         os.fsync(self._file.fileno())
@@ -134,6 +162,7 @@ class TraceWriter:
 
 def secrets_token() -> str:
     import secrets
+
     return secrets.token_hex(6)
 
 
@@ -172,11 +201,12 @@ def _jsonable(o):
 
 # ---------------------------------------------------------------- reading and validating
 
+
 @dataclass
 class TraceFile:
     events: list[dict]
-    problems: list[str] = field(default_factory=list)   # lines that are not JSON objects
-    cut_short: bool = False                               # the last line was cut off mid-write
+    problems: list[str] = field(default_factory=list)  # lines that are not JSON objects
+    cut_short: bool = False  # the last line was cut off mid-write
 
 
 def read_trace(path: Path) -> TraceFile:
@@ -240,7 +270,16 @@ def validate_events(events: list[dict]) -> tuple[list[str], list[str]]:
             errors.append(f"event {n}: no 'type'")
             continue
         name = "extension" if type_.startswith("x-") else type_
-        if name not in defs or name in ("envelope", "message", "usage", "totals", "best", "sha256", "num_or_null"):
+        if name not in defs or name in (
+            "envelope",
+            "message",
+            "usage",
+            "totals",
+            "best",
+            "sha256",
+            "num_or_null",
+            "protections",
+        ):
             errors.append(f"{where}: unknown event type {type_!r}")
             continue
         for err in sorted(_validator(name, version).iter_errors(ev), key=lambda e: list(e.absolute_path))[:5]:
@@ -275,6 +314,7 @@ def question_category(ev: dict) -> str:
 
 # ---------------------------------------------------------------- a readable timeline
 
+
 def _fmt_num(x, fmt="{:.3f}x") -> str:
     return "-" if x is None else fmt.format(x)
 
@@ -295,16 +335,23 @@ def timeline_lines(events: list[dict]) -> list[str]:
         t, head = ev.get("type"), f"[{ev.get('elapsed_s', 0):8.1f}s] step {ev.get('step', 0):>3}  "
         if t == "run_start":
             task = ev.get("task", {})
-            lines.append(f"run {ev.get('run_id')}: arm {ev.get('arm')}, task {task.get('name')} "
-                         f"({task.get('kernel')}), model {ev.get('model', {}).get('name')}, seed {ev.get('seed')}, "
-                         f"sandbox {ev.get('sandbox', {}).get('sandbox')}")
+            lines.append(
+                f"run {ev.get('run_id')}: arm {ev.get('arm')}, task {task.get('name')} "
+                f"({task.get('kernel')}), model {ev.get('model', {}).get('name')}, seed {ev.get('seed')}, "
+                f"sandbox {ev.get('sandbox', {}).get('sandbox')}, protections "
+                f"{'complete' if (ev.get('protections') or {}).get('complete') else 'incomplete'}"
+            )
             lines.append(f"  goal: {task.get('goal', {}).get('text', task.get('goal'))}")
         elif t == "llm_call":
             u, r = ev.get("usage", {}), ev.get("response", {})
-            calls = ", ".join(f"{c['name']}({_args_short(c.get('arguments', {}), 50)})" for c in r.get("tool_calls", []))
+            calls = ", ".join(
+                f"{c['name']}({_args_short(c.get('arguments', {}), 50)})" for c in r.get("tool_calls", [])
+            )
             text = " ".join((r.get("content") or "").split())
-            lines.append(head + f"model  {u.get('prompt_tokens')}+{u.get('completion_tokens')} tok "
-                         f"{ev.get('latency_s', 0):.1f}s  " + (f"-> {calls}" if calls else f"says: {text[:100]}"))
+            lines.append(
+                head + f"model  {u.get('prompt_tokens')}+{u.get('completion_tokens')} tok "
+                f"{ev.get('latency_s', 0):.1f}s  " + (f"-> {calls}" if calls else f"says: {text[:100]}")
+            )
             if calls and text:
                 lines.append(" " * len(head) + f"       says: {text[:100]}")
         elif t == "tool_result":
@@ -312,34 +359,43 @@ def timeline_lines(events: list[dict]) -> list[str]:
             lines.append(head + f"tool   {ev.get('tool')}{' ERROR' if ev.get('is_error') else ''}: {first[:100]}")
         elif t == "harness_eval":
             best = ev.get("best") or {}
-            lines.append(head + f"eval   #{ev.get('index')} {ev.get('status')} "
-                         f"{ev.get('scenarios_correct')}/{ev.get('scenarios_total')} correct, geomean "
-                         f"{_fmt_num(ev.get('geomean'))} vs {ev.get('baseline')}"
-                         f"{'  NEW BEST' if ev.get('new_best') else ''}  (best {_fmt_num(best.get('geomean'))})"
-                         f"{'  goal met' if ev.get('goal_met') else ''}")
+            lines.append(
+                head + f"eval   #{ev.get('index')} {ev.get('status')} "
+                f"{ev.get('scenarios_correct')}/{ev.get('scenarios_total')} correct, geomean "
+                f"{_fmt_num(ev.get('geomean'))} vs {ev.get('baseline')}"
+                f"{'  NEW BEST' if ev.get('new_best') else ''}  (best {_fmt_num(best.get('geomean'))})"
+                f"{'  goal met' if ev.get('goal_met') else ''}"
+            )
         elif t == "decision":
             lines.append(head + f"decision point {ev.get('trigger')} (not asked: {ev.get('reason', '')})")
         elif t == "question":
             src = ev.get("source") + (f" {ev.get('bank_id')}" if ev.get("bank_id") else "")
-            lines.append(head + f"QUESTION [{ev.get('trigger')}; {src}; {ev.get('category') or 'typed'}]: "
-                         f"{ev.get('text')}")
+            lines.append(
+                head + f"QUESTION [{ev.get('trigger')}; {src}; {ev.get('category') or 'typed'}]: {ev.get('text')}"
+            )
         elif t == "retry":
-            lines.append(head + f"retry  attempt {ev.get('attempt')} {ev.get('kind')}"
-                         f"{' ' + str(ev.get('status_code')) if ev.get('status_code') else ''}, wait "
-                         f"{ev.get('wait_s', 0):.1f}s: {ev.get('error', '')[:80]}")
+            lines.append(
+                head + f"retry  attempt {ev.get('attempt')} {ev.get('kind')}"
+                f"{' ' + str(ev.get('status_code')) if ev.get('status_code') else ''}, wait "
+                f"{ev.get('wait_s', 0):.1f}s: {ev.get('error', '')[:80]}"
+            )
         elif t == "resume":
             lines.append(head + f"RESUMED (session {ev.get('session')}) from step {ev.get('from_step')}")
         elif t == "exit":
-            lines.append(head + f"exit: {ev.get('reason')}"
-                         f"{' (' + ev['limit'] + ')' if ev.get('limit') else ''}: {ev.get('message', '')[:120]}")
+            lines.append(
+                head + f"exit: {ev.get('reason')}"
+                f"{' (' + ev['limit'] + ')' if ev.get('limit') else ''}: {ev.get('message', '')[:120]}"
+            )
         elif t == "run_end":
             tot, best = ev.get("totals", {}), ev.get("best") or {}
             cost = tot.get("cost")
-            lines.append(f"end: {tot.get('steps')} steps, {tot.get('total_tokens')} tokens, cost "
-                         f"{'-' if cost is None else f'${cost:.4f}'}, {tot.get('wall_s', 0):.1f}s, "
-                         f"{tot.get('evals')} evaluations, {tot.get('retries')} retries, "
-                         f"{tot.get('questions', 0)} questions; best {_fmt_num(best.get('geomean'))}; goal "
-                         f"{'met' if ev.get('goal_met') else 'not met'}")
+            lines.append(
+                f"end: {tot.get('steps')} steps, {tot.get('total_tokens')} tokens, cost "
+                f"{'-' if cost is None else f'${cost:.4f}'}, {tot.get('wall_s', 0):.1f}s, "
+                f"{tot.get('evals')} evaluations, {tot.get('retries')} retries, "
+                f"{tot.get('questions', 0)} questions; best {_fmt_num(best.get('geomean'))}; goal "
+                f"{'met' if ev.get('goal_met') else 'not met'}"
+            )
         elif isinstance(t, str) and t.startswith("x-"):
             lines.append(head + f"{t}")
     return lines

@@ -1,5 +1,6 @@
 """`kernelseek-suite compare`: the arms head-to-head, a thin layer over the headtohead package
 (and scaleout/agent_runs.py with --executor dask)."""
+
 from __future__ import annotations
 
 import sys
@@ -31,27 +32,72 @@ def _arm_options(items) -> dict[str, dict]:
     return out
 
 
-def _render(traces: list[Path], out_dir: Path, remeasure_runs: bool, note: str = "") -> None:
-    from ..headtohead.compare import remeasure, remeasured_by_trace
+UNSANDBOXED = """\
+{what} needs the sandbox, and {why}.
+Without it a candidate (and the agent's shell) can write outside its folder and read the repository's
+kernels and results (docs/threat-model.md). Run where Landlock is available, or pass --allow-unsandboxed
+to go ahead anyway (the table then says so)."""
+
+
+def _sandbox_refusal(what: str, sandbox: str | None, allow_unsandboxed: bool) -> str | None:
+    """Why `what` may not run here without --allow-unsandboxed, or None."""
+    from ..agents.sandbox import landlock_status
+
+    if allow_unsandboxed:
+        return None
+    available, detail = landlock_status()
+    if sandbox == "none":
+        return UNSANDBOXED.format(what=what, why="--sandbox none turns it off")
+    if not available:
+        return UNSANDBOXED.format(what=what, why=f"Landlock is not available here ({detail})")
+    return None
+
+
+def _render(traces: list[Path], out_dir: Path, remeasure_runs: bool, note: str = "", sandbox: str = "auto") -> None:
+    from ..agents.exceptions import HarnessTampered
+    from ..agents.sandbox import landlock_status
+    from ..headtohead.compare import remeasure, remeasured_by_trace, unprotected
     from ..headtohead.report import render
     from ..headtohead.runstats import stats_from_trace
+    from ..reports.trace_html import render_traces
 
     new = {}
     if remeasure_runs:
         say(f"re-measuring the candidates of {len(traces)} trace(s) on this machine ...")
-        rows = remeasure(traces, out_dir, on_result=lambda r: say(
-            f"  {Path(r.trace).name} evaluation {r.eval_index}: recorded {r.recorded_status} "
-            f"{'-' if r.recorded_geomean is None else f'{r.recorded_geomean:.3f}x'}, now {r.status} "
-            f"{'-' if r.geomean is None else f'{r.geomean:.3f}x'}"))
+        try:
+            rows = remeasure(
+                traces,
+                out_dir,
+                sandbox=sandbox,
+                on_result=lambda r: say(
+                    f"  {Path(r.trace).name} evaluation {r.eval_index}: recorded {r.recorded_status} "
+                    f"{'-' if r.recorded_geomean is None else f'{r.recorded_geomean:.3f}x'}, now {r.status} "
+                    f"{'-' if r.geomean is None else f'{r.geomean:.3f}x'}"
+                ),
+            )
+        except HarnessTampered as e:
+            fail(str(e), FAIL)
         new = remeasured_by_trace(rows)
         if any(r.status == "no_gpu" for r in rows):
-            say("warning: some candidates could not be measured here (no suitable GPU); they count as "
-                          "not correct in the re-measured table")
+            say(
+                "warning: some candidates could not be measured here (no suitable GPU); they count as "
+                "not correct in the re-measured table"
+            )
         note = (note + " " if note else "") + f"Speed-ups re-measured on this machine ({out_dir / 'remeasure.jsonl'})."
+        if sandbox == "none" or not landlock_status()[0]:
+            note += " The re-measurement ran without the sandbox (--allow-unsandboxed)."
+    lacking = unprotected(traces)
+    if lacking:
+        note = (note + "\n\n" if note else "") + (
+            "Runs without every protection (docs/threat-model.md), allowed with "
+            "--allow-unsandboxed:\n" + "\n".join(f"- {x}" for x in lacking)
+        )
     runs = [stats_from_trace(t, new.get(str(t))) for t in traces]
     outs = render(runs, out_dir, note)
+    # the runs themselves, browsable: two arms side by side
+    page = render_traces(traces, out_dir / "traces.html", title=f"Head-to-head: {len(traces)} runs")
     click.echo(outs.markdown.read_text())
-    say(f"wrote {outs.markdown}, {outs.csv}, {outs.png}, {outs.svg}, {outs.runs_jsonl}")
+    say(f"wrote {outs.markdown}, {outs.csv}, {outs.png}, {outs.svg}, {outs.runs_jsonl}, {page}")
 
 
 @click.command("compare")
@@ -72,26 +118,68 @@ def _render(traces: list[Path], out_dir: Path, remeasure_runs: bool, note: str =
 @click.option("--task-opt", "task_opts", multiple=True, metavar="KEY=VALUE")
 @click.option("--agent-opt", "agent_opts", multiple=True, metavar="ARM:KEY=VALUE", help="an option for one arm")
 @click.option("--sandbox", type=click.Choice(["auto", "landlock", "none"]), default=None)
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("results/compare"),
-              show_default=True)
-@click.option("--from-traces", "from_traces", type=click.Path(exists=True, path_type=Path), default=None,
-              help="regenerate the table and plot from the traces in DIR, without a model")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("results/compare"),
+    show_default=True,
+)
+@click.option(
+    "--from-traces",
+    "from_traces",
+    type=click.Path(exists=True, path_type=Path),
+    default=None,
+    help="regenerate the table and plot from the traces in DIR, without a model",
+)
 @click.option("--remeasure", is_flag=True, help="re-evaluate every recorded candidate on this machine first")
+@click.option(
+    "--allow-unsandboxed",
+    is_flag=True,
+    help="run (or re-measure) even without the sandbox; the table says so (docs/threat-model.md)",
+)
 @executor_options
-def compare_cmd(arms, task, model_name, base_url, seeds, max_steps, max_evals, max_wall, max_tokens, max_cost, price,
-                temperature, kernel, goal, task_opts, agent_opts, sandbox, out_dir, from_traces, remeasure, scaleout):
+def compare_cmd(
+    arms,
+    task,
+    model_name,
+    base_url,
+    seeds,
+    max_steps,
+    max_evals,
+    max_wall,
+    max_tokens,
+    max_cost,
+    price,
+    temperature,
+    kernel,
+    goal,
+    task_opts,
+    agent_opts,
+    sandbox,
+    out_dir,
+    from_traces,
+    remeasure,
+    allow_unsandboxed,
+    scaleout,
+):
     """Run the arms head-to-head on one task, model and budget; table and plot in --out. With
     --executor dask the runs (arm x seed) are spread over the cluster's GPUs, one run per GPU at a
-    time."""
+    time. Every run must have the sandbox (and every protection of docs/threat-model.md) unless
+    --allow-unsandboxed is given."""
     from ..agents.arms import arm_names
     from ..agents.runner import api_key_from_env
     from ..headtohead.runstats import find_traces
 
+    refusal = _sandbox_refusal("re-measuring" if remeasure else "compare", sandbox, allow_unsandboxed)
+    if remeasure and refusal:
+        fail(refusal, USAGE)
+    remeasure_sandbox = sandbox or "auto"
     if from_traces:
         traces = find_traces(from_traces)
         if not traces:
             fail(f"no traces under {from_traces}", USAGE)
-        _render(traces, out_dir, remeasure)
+        _render(traces, out_dir, remeasure, sandbox=remeasure_sandbox)
         return
     api_key = api_key_from_env()
     if not api_key and not base_url:
@@ -99,11 +187,15 @@ def compare_cmd(arms, task, model_name, base_url, seeds, max_steps, max_evals, m
         if not traces:
             click.echo(NO_ENDPOINT.format(traces=out_dir / "traces", task=task), err=True)
             sys.exit(USAGE)
-        say(f"no model endpoint configured (OPENAI_API_KEY or --base-url): regenerating from the "
-                      f"{len(traces)} trace(s) under {out_dir / 'traces'}")
-        _render(traces, out_dir, remeasure)
+        say(
+            f"no model endpoint configured (OPENAI_API_KEY or --base-url): regenerating from the "
+            f"{len(traces)} trace(s) under {out_dir / 'traces'}"
+        )
+        _render(traces, out_dir, remeasure, sandbox=remeasure_sandbox)
         return
-    from ..headtohead.compare import CompareRequest, run_compare
+    if refusal:
+        fail(refusal, USAGE)
+    from ..headtohead.compare import CompareRequest, run_compare, run_spec
 
     names = [a.strip() for a in arms.split(",") if a.strip()]
     try:
@@ -115,30 +207,58 @@ def compare_cmd(arms, task, model_name, base_url, seeds, max_steps, max_evals, m
         model = {"name": model_name, "base_url": base_url, "temperature": temperature}
         if price:
             model.update(price_input_per_mtok=price[0], price_output_per_mtok=price[1])
-        limits = {k: v for k, v in (("max_steps", max_steps), ("max_evals", max_evals), ("max_tokens", max_tokens),
-                                    ("max_cost", max_cost),
-                                    ("max_wall_s", None if max_wall is None else max_wall * 60)) if v is not None}
-        req = CompareRequest(arms=names, task=task, model=model, seeds=list(range(1, seeds + 1)), limits=limits,
-                             task_options=task_options(kernel, goal, task_opts), arm_options=_arm_options(agent_opts),
-                             tools={"sandbox": sandbox} if sandbox else {}, out_dir=str(out_dir))
+        limits = {
+            k: v
+            for k, v in (
+                ("max_steps", max_steps),
+                ("max_evals", max_evals),
+                ("max_tokens", max_tokens),
+                ("max_cost", max_cost),
+                ("max_wall_s", None if max_wall is None else max_wall * 60),
+            )
+            if v is not None
+        }
+        req = CompareRequest(
+            arms=names,
+            task=task,
+            model=model,
+            seeds=list(range(1, seeds + 1)),
+            limits=limits,
+            task_options=task_options(kernel, goal, task_opts),
+            arm_options=_arm_options(agent_opts),
+            # without --allow-unsandboxed a run that cannot have the sandbox fails, not falls back
+            tools={"sandbox": sandbox or ("auto" if allow_unsandboxed else "landlock")},
+            out_dir=str(out_dir),
+            allow_unsandboxed=allow_unsandboxed,
+        )
     except click.BadParameter as e:
         fail(e.format_message(), USAGE)
 
     def on_run(spec, rec):
-        what = "already finished, kept" if not rec["ran"] else (
-            f"{rec['state']}: exit {rec['exit_reason']}, best "
-            + (f"{rec['best']['geomean']:.3f}x" if rec.get("best") else "-"))
+        what = (
+            "already finished, kept"
+            if not rec["ran"]
+            else (
+                f"{rec['state']}: exit {rec['exit_reason']}, best "
+                + (f"{rec['best']['geomean']:.3f}x" if rec.get("best") else "-")
+            )
+        )
         gpu = rec.get("gpu")
-        where = "" if not gpu else f" on {gpu['worker'] or gpu['host']}" + (
-            f" (GPU {gpu['index']}, {gpu['host']})" if gpu["index"] is not None else "")
+        where = (
+            ""
+            if not gpu
+            else f" on {gpu['worker'] or gpu['host']}"
+            + (f" (GPU {gpu['index']}, {gpu['host']})" if gpu["index"] is not None else "")
+        )
         say(f"{spec.arm} seed {spec.seed}: {what}{where} ({spec.trace_path})")
 
-    run, no_gpu, lost = run_compare, (), ()
-    if scaleout is not None:
-        from functools import partial
+    from functools import partial
 
+    run, no_gpu, lost = partial(run_compare, runner=partial(run_spec, api_key=api_key)), (), ()
+    if scaleout is not None:
         from ..gpu import NoGPUError
         from ..scaleout.agent_runs import RunsLost, run_compare_distributed
+
         run, no_gpu, lost = partial(run_compare_distributed, scaleout=scaleout), NoGPUError, RunsLost
     try:
         records = run(req, on_run=on_run)
@@ -148,7 +268,7 @@ def compare_cmd(arms, task, model_name, base_url, seeds, max_steps, max_evals, m
         fail(str(e), FAIL)
     except (ValueError, KeyError, FileNotFoundError, ImportError, RuntimeError) as e:
         fail(e.args[0] if isinstance(e, KeyError) and e.args else str(e), USAGE)
-    _render([Path(r["trace"]) for r in records], out_dir, remeasure)
+    _render([Path(r["trace"]) for r in records], out_dir, remeasure, sandbox=remeasure_sandbox)
     failed = [r for r in records if r.get("exit_reason") in ("model_error", "error", "harness_tampered")]
     sys.exit(FAIL if failed else OK)
 

@@ -13,6 +13,7 @@
 - **jump** (a flag, for a person to look at; the row keeps its status): a ratio is more than
   `jump_factor` x the same scenario's ratio in a previous run.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,9 +26,11 @@ def implausible_reason(tflops: float | None, gemm_tflops: float | None, factor: 
     if not tflops or not gemm_tflops or gemm_tflops <= 0:
         return None
     if tflops > factor * gemm_tflops:
-        return (f"the kernel's {tflops:.1f} TFLOP/s is above {factor:g} x the bf16 GEMM ceiling measured on this "
-                f"GPU ({gemm_tflops:.1f} TFLOP/s): attention does the work of two matrix products and a softmax, "
-                "so it cannot be faster than the GEMM; the timing does not measure the work")
+        return (
+            f"the kernel's {tflops:.1f} TFLOP/s is above {factor:g} x the bf16 GEMM ceiling measured on this "
+            f"GPU ({gemm_tflops:.1f} TFLOP/s): attention does the work of two matrix products and a softmax, "
+            "so it cannot be faster than the GEMM; the timing does not measure the work"
+        )
     return None
 
 
@@ -36,8 +39,9 @@ def jump_flags(ratios: dict[str, float], previous: dict[str, float], factor: flo
     for b, r in sorted(ratios.items()):
         old = previous.get(b)
         if r and old and old > 0 and r > factor * old:
-            out.append(f"jump: ratio vs {b} {r:.3f} is {r / old:.2f}x the previous run's {old:.3f} "
-                       f"(alarm above {factor:g}x)")
+            out.append(
+                f"jump: ratio vs {b} {r:.3f} is {r / old:.2f}x the previous run's {old:.3f} (alarm above {factor:g}x)"
+            )
     return out
 
 
@@ -51,8 +55,12 @@ def load_previous(path: Path | None) -> dict[str, dict[str, float]]:
     return {r.scenario: dict(r.ratio) for r in read_jsonl(p) if r.correct and r.ratio}
 
 
-def annotate(row: ScenarioResult, gemm_tflops: float | None, previous: dict[str, dict[str, float]],
-             cfg: PlausibilityConfig = PlausibilityConfig()) -> ScenarioResult:
+def annotate(
+    row: ScenarioResult,
+    gemm_tflops: float | None,
+    previous: dict[str, dict[str, float]],
+    cfg: PlausibilityConfig = PlausibilityConfig(),
+) -> ScenarioResult:
     """A correct row above the ceiling becomes `implausible`; jumps are added to `row.flags` (in
     place; returns the row)."""
     why = implausible_reason(row.tflops.get("kernel"), gemm_tflops, cfg.ceiling_factor)

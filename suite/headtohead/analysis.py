@@ -7,6 +7,7 @@ question asked after the previous best and before it (none: `none`), with the qu
 system that the agent's next edits touched (edit_file's added lines and shell commands between the
 question and the gain, scored by layers.py), beside the layer it had worked in before the question.
 """
+
 from __future__ import annotations
 
 import csv
@@ -22,8 +23,13 @@ from .runstats import EvalPoint
 
 DEFAULT_THRESHOLD = 0.10
 CATEGORIES = ("layer-shift", "limit-rejection", "information", "human", "none")
-CATEGORY_COLORS = {"layer-shift": "#2ca02c", "limit-rejection": "#d62728", "information": "#9467bd",
-                   "human": "#8c564b", "uncategorized": "#7f7f7f"}
+CATEGORY_COLORS = {
+    "layer-shift": "#2ca02c",
+    "limit-rejection": "#d62728",
+    "information": "#9467bd",
+    "human": "#8c564b",
+    "uncategorized": "#7f7f7f",
+}
 
 
 @dataclass
@@ -36,7 +42,7 @@ class Gain:
     before: float
     after: float
     gain_pct: float
-    category: str                   # of the question it followed, or "none"
+    category: str  # of the question it followed, or "none"
     question_step: int | None = None
     question_trigger: str | None = None
     question_id: str | None = None
@@ -61,7 +67,7 @@ class RunAnalysis:
     wrong: int
     gains: list[Gain]
     points: list[EvalPoint] = field(default_factory=list)
-    questions: list[tuple[int, str]] = field(default_factory=list)      # (step, category)
+    questions: list[tuple[int, str]] = field(default_factory=list)  # (step, category)
 
 
 @dataclass
@@ -78,8 +84,7 @@ class Analysis:
         gains = [g for g in self.gains if arm is None or g.arm == arm]
         cats = list(CATEGORIES) + sorted({g.category for g in gains} - set(CATEGORIES))
         total = len(gains)
-        return {c: (n, n / total if total else 0.0) for c in cats
-                for n in [sum(g.category == c for g in gains)]}
+        return {c: (n, n / total if total else 0.0) for c in cats for n in [sum(g.category == c for g in gains)]}
 
 
 def _layer(texts: dict[int, list[str]], step_layers: dict[int, dict], lo: int, hi: int) -> str | None:
@@ -123,26 +128,45 @@ def analyze_events(events: list[dict], trace: str, threshold: float = DEFAULT_TH
             human += ev.get("source") == "human"
             questions.append(ev)
         elif t == "harness_eval":
-            p = EvalPoint(ev["index"], ev["step"], ev["status"], ev["correct"], ev.get("geomean"),
-                          ev["candidate_sha256"])
+            p = EvalPoint(
+                ev["index"], ev["step"], ev["status"], ev["correct"], ev.get("geomean"), ev["candidate_sha256"]
+            )
             points.append(p)
             if not (p.correct and p.geomean is not None):
                 continue
             if best is not None and p.geomean >= best * (1 + threshold):
-                gains.append(_attribute(ev, p, best, best_step, best_seq, questions, texts, step_layers, trace,
-                                        start))
+                gains.append(_attribute(ev, p, best, best_step, best_seq, questions, texts, step_layers, trace, start))
             if best is None or p.geomean > best:
                 best, best_step, best_seq = p.geomean, p.step, ev["seq"]
-    return RunAnalysis(trace, start.get("run_id", ""), start.get("arm", ""), steps, human, by_cat,
-                       dict(sorted(calls.items())), len(points),
-                       sum(1 for p in points if not p.correct and p.status not in ("no_gpu", "error")), gains, points,
-                       [(q["step"], question_category(q)) for q in questions])
+    return RunAnalysis(
+        trace,
+        start.get("run_id", ""),
+        start.get("arm", ""),
+        steps,
+        human,
+        by_cat,
+        dict(sorted(calls.items())),
+        len(points),
+        sum(1 for p in points if not p.correct and p.status not in ("no_gpu", "error")),
+        gains,
+        points,
+        [(q["step"], question_category(q)) for q in questions],
+    )
 
 
 def _attribute(ev, p, before, best_step, best_seq, questions, texts, step_layers, trace, start) -> Gain:
     q = next((q for q in reversed(questions) if best_seq < q["seq"] < ev["seq"]), None)
-    g = Gain(trace, start.get("run_id", ""), start.get("arm", ""), p.index, p.step, before, p.geomean,
-             round((p.geomean / before - 1) * 100, 2), "none")
+    g = Gain(
+        trace,
+        start.get("run_id", ""),
+        start.get("arm", ""),
+        p.index,
+        p.step,
+        before,
+        p.geomean,
+        round((p.geomean / before - 1) * 100, 2),
+        "none",
+    )
     if q is None:
         g.layer_after = _layer(texts, step_layers, best_step, p.step)
         return g
@@ -165,25 +189,51 @@ def analyze(paths: list[Path], threshold: float = DEFAULT_THRESHOLD) -> Analysis
 
 # ---------------------------------------------------------------- tables
 
+
 def _counts(d: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(d.items(), key=lambda kv: (-kv[1], kv[0]))) or "-"
 
 
 def run_table(a: Analysis) -> str:
-    rows = [[r.run_id, r.arm, r.human_messages, _counts({k: v for k, v in r.questions_by_category.items()
-                                                          if k != "human"}),
-             _counts(r.tool_calls), r.evaluations, r.wrong, len(r.gains)] for r in a.runs]
-    return tabulate(rows, ["run", "arm", "human messages", "bank questions", "tool calls", "evaluations", "wrong",
-                           "large gains"], tablefmt="github")
+    rows = [
+        [
+            r.run_id,
+            r.arm,
+            r.human_messages,
+            _counts({k: v for k, v in r.questions_by_category.items() if k != "human"}),
+            _counts(r.tool_calls),
+            r.evaluations,
+            r.wrong,
+            len(r.gains),
+        ]
+        for r in a.runs
+    ]
+    return tabulate(
+        rows,
+        ["run", "arm", "human messages", "bank questions", "tool calls", "evaluations", "wrong", "large gains"],
+        tablefmt="github",
+    )
 
 
 def gains_table(a: Analysis) -> str:
-    rows = [[g.run_id, g.eval_index, g.step, f"{g.before:.3f}x -> {g.after:.3f}x", f"+{g.gain_pct:.1f} %",
-             g.category, "-" if g.question_step is None else f"step {g.question_step} {g.question_trigger or ''}"
-             + (f" {g.question_id}" if g.question_id else ""),
-             f"{g.layer_before or '-'} -> {g.layer_after or '-'}"] for g in a.gains]
-    return tabulate(rows, ["run", "eval", "step", "speed-up", "gain", "after question", "question", "layers"],
-                    tablefmt="github")
+    rows = [
+        [
+            g.run_id,
+            g.eval_index,
+            g.step,
+            f"{g.before:.3f}x -> {g.after:.3f}x",
+            f"+{g.gain_pct:.1f} %",
+            g.category,
+            "-"
+            if g.question_step is None
+            else f"step {g.question_step} {g.question_trigger or ''}" + (f" {g.question_id}" if g.question_id else ""),
+            f"{g.layer_before or '-'} -> {g.layer_after or '-'}",
+        ]
+        for g in a.gains
+    ]
+    return tabulate(
+        rows, ["run", "eval", "step", "speed-up", "gain", "after question", "question", "layers"], tablefmt="github"
+    )
 
 
 def shares_table(a: Analysis) -> str:
@@ -192,20 +242,38 @@ def shares_table(a: Analysis) -> str:
     per = {arm: a.shares(arm) for arm in arms}
     rows = []
     for cat, (n, share) in every.items():
-        rows.append([cat, n, f"{share * 100:.0f} %"] + [f"{per[arm][cat][0]} ({per[arm][cat][1] * 100:.0f} %)"
-                                                        for arm in arms])
-    rows.append(["all large gains", len(a.gains), ""] + [str(len([g for g in a.gains if g.arm == arm])) for arm in arms])
+        rows.append(
+            [cat, n, f"{share * 100:.0f} %"] + [f"{per[arm][cat][0]} ({per[arm][cat][1] * 100:.0f} %)" for arm in arms]
+        )
+    rows.append(
+        ["all large gains", len(a.gains), ""] + [str(len([g for g in a.gains if g.arm == arm])) for arm in arms]
+    )
     return tabulate(rows, ["followed", "large gains", "share"] + arms, tablefmt="github")
 
 
 def markdown(a: Analysis) -> str:
-    return "\n".join([
-        "# Trace analysis", "",
-        f"Large gain: a new best at least {a.threshold * 100:g} % above the run's previous best. Each is "
-        "attributed to the nearest question asked after the previous best (none: `none`); the layers are those "
-        "of the agent's edits and commands before the question and between the question and the gain.", "",
-        "## Share of large gains by the question they followed", "", shares_table(a), "",
-        "## Runs", "", run_table(a), "", "## Large gains", "", gains_table(a) if a.gains else "(none)", ""])
+    return "\n".join(
+        [
+            "# Trace analysis",
+            "",
+            f"Large gain: a new best at least {a.threshold * 100:g} % above the run's previous best. Each is "
+            "attributed to the nearest question asked after the previous best (none: `none`); the layers are those "
+            "of the agent's edits and commands before the question and between the question and the gain.",
+            "",
+            "## Share of large gains by the question they followed",
+            "",
+            shares_table(a),
+            "",
+            "## Runs",
+            "",
+            run_table(a),
+            "",
+            "## Large gains",
+            "",
+            gains_table(a) if a.gains else "(none)",
+            "",
+        ]
+    )
 
 
 def write_gains_csv(a: Analysis, path: Path) -> None:
@@ -219,8 +287,10 @@ def write_gains_csv(a: Analysis, path: Path) -> None:
 
 # ---------------------------------------------------------------- timeline plots
 
+
 def timeline(r: RunAnalysis, gains: list[Gain], png: Path) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -244,12 +314,24 @@ def timeline(r: RunAnalysis, gains: list[Gain], png: Path) -> None:
         ax.plot(bad, [0] * len(bad), "x", color="#d62728", markersize=6, label="wrong or failed candidate")
     seen = set()
     for step, cat in r.questions:
-        ax.axvline(step, color=CATEGORY_COLORS.get(cat, "#7f7f7f"), linewidth=1, alpha=0.8,
-                   label=f"question: {cat}" if cat not in seen else None)
+        ax.axvline(
+            step,
+            color=CATEGORY_COLORS.get(cat, "#7f7f7f"),
+            linewidth=1,
+            alpha=0.8,
+            label=f"question: {cat}" if cat not in seen else None,
+        )
         seen.add(cat)
     if gains:
-        ax.plot([g.step for g in gains], [g.after for g in gains], "*", color="gold", markeredgecolor="black",
-                markersize=14, label="large gain")
+        ax.plot(
+            [g.step for g in gains],
+            [g.after for g in gains],
+            "*",
+            color="gold",
+            markeredgecolor="black",
+            markersize=14,
+            label="large gain",
+        )
     ax.set_xlabel("step (model call)")
     ax.set_ylabel("speed-up vs the baseline")
     ax.set_title(f"{r.run_id} ({r.arm})")

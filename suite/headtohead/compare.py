@@ -7,10 +7,10 @@ to another process or machine; `run_compare` runs the specs one after another on
 `kernelseek_suite.scaleout.agent_runs.run_compare_distributed` one per GPU of a Dask cluster.
 A spec whose trace already ended is not run again; one that was cut off is resumed.
 """
+
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -29,20 +29,21 @@ DEFAULT_OUT = Path("results") / "compare"
 class CompareRequest:
     arms: list[str]
     task: str
-    model: dict                               # ModelConfig fields (name, base_url, temperature ...)
+    model: dict  # ModelConfig fields (name, base_url, temperature ...)
     seeds: list[int]
-    limits: dict = field(default_factory=dict)          # Limits fields
+    limits: dict = field(default_factory=dict)  # Limits fields
     task_options: dict = field(default_factory=dict)
-    arm_options: dict[str, dict] = field(default_factory=dict)   # arm -> its options
-    tools: dict = field(default_factory=dict)            # ToolsConfig fields
+    arm_options: dict[str, dict] = field(default_factory=dict)  # arm -> its options
+    tools: dict = field(default_factory=dict)  # ToolsConfig fields
     out_dir: str = str(DEFAULT_OUT)
+    allow_unsandboxed: bool = False  # runs without every protection (docs/threat-model.md) allowed
 
 
 @dataclass
 class RunSpec:
     arm: str
     seed: int
-    config: dict                # RunConfig.to_dict()
+    config: dict  # RunConfig.to_dict()
     trace_path: str
 
     @property
@@ -58,8 +59,13 @@ def plan(req: CompareRequest) -> list[RunSpec]:
     for n, seed in enumerate(req.seeds):
         order = req.arms if n % 2 == 0 else list(reversed(req.arms))
         for arm in order:
-            cfg = RunConfig(arm=arm, arm_options=dict(req.arm_options.get(arm, {})), task=req.task,
-                            task_options=dict(req.task_options), seed=seed)
+            cfg = RunConfig(
+                arm=arm,
+                arm_options=dict(req.arm_options.get(arm, {})),
+                task=req.task,
+                task_options=dict(req.task_options),
+                seed=seed,
+            )
             for k, v in req.model.items():
                 setattr(cfg.model, k, v)
             for k, v in req.limits.items():
@@ -67,7 +73,7 @@ def plan(req: CompareRequest) -> list[RunSpec]:
             for k, v in req.tools.items():
                 setattr(cfg.tools, k, v)
             if cfg.model.seed is None:
-                cfg.model.seed = seed          # sent to endpoints that take one
+                cfg.model.seed = seed  # sent to endpoints that take one
             trace = Path(req.out_dir) / "traces" / f"{arm}-seed{seed}.jsonl"
             specs.append(RunSpec(arm, seed, cfg.to_dict(), str(trace)))
     return specs
@@ -92,24 +98,33 @@ def trace_state(path: Path) -> str:
 
 def run_spec(spec: RunSpec, api_key: str | None = None, model=None) -> dict:
     """Runs (or resumes, or skips when finished) one arm with one seed. The key is read from
-    OPENAI_API_KEY when not given. Returns a small JSON-able record of the outcome."""
+    OPENAI_API_KEY when not given (and then kept out of the environment, childenv.py). Returns a
+    small JSON-able record of the outcome."""
+    from ..agents.childenv import held_api_key
     from ..agents.runner import new_run, resume_run
 
-    key = api_key if api_key is not None else os.environ.get(API_KEY_ENV) or None
+    key = api_key if api_key is not None else held_api_key(API_KEY_ENV)
     path = Path(spec.trace_path)
     state = trace_state(path)
     if state == "finished":
         return {"arm": spec.arm, "seed": spec.seed, "trace": str(path), "ran": False, "state": state}
-    if state == "unfinished":      # with this request's endpoint, which may have moved since
+    if state == "unfinished":  # with this request's endpoint, which may have moved since
         agent = resume_run(path, key, model=model, model_overrides={"base_url": spec.config["model"]["base_url"]})
     else:
         if path.exists():
-            path.unlink()          # a run_start and nothing to take up: start over
+            path.unlink()  # a run_start and nothing to take up: start over
         agent = new_run(RunConfig.from_dict(spec.config), path, key, model=model)
     result = agent.run()
-    return {"arm": spec.arm, "seed": spec.seed, "trace": str(path), "ran": True, "state": "resumed" if state ==
-            "unfinished" else "new", "exit_reason": result.exit_reason, "goal_met": result.goal_met,
-            "best": result.best}
+    return {
+        "arm": spec.arm,
+        "seed": spec.seed,
+        "trace": str(path),
+        "ran": True,
+        "state": "resumed" if state == "unfinished" else "new",
+        "exit_reason": result.exit_reason,
+        "goal_met": result.goal_met,
+        "best": result.best,
+    }
 
 
 def prepare(req: CompareRequest) -> list[RunSpec]:
@@ -120,8 +135,11 @@ def prepare(req: CompareRequest) -> list[RunSpec]:
     return plan(req)
 
 
-def run_compare(req: CompareRequest, on_run: Callable[[RunSpec, dict], None] | None = None,
-                runner: Callable[[RunSpec], dict] = run_spec) -> list[dict]:
+def run_compare(
+    req: CompareRequest,
+    on_run: Callable[[RunSpec, dict], None] | None = None,
+    runner: Callable[[RunSpec], dict] = run_spec,
+) -> list[dict]:
     """Every spec, one after another, on this machine."""
     records = []
     for spec in prepare(req):
@@ -132,6 +150,42 @@ def run_compare(req: CompareRequest, on_run: Callable[[RunSpec, dict], None] | N
     return records
 
 
+def unprotected(traces: list[Path]) -> list[str]:
+    """'<trace name>: what was missing' for each run (and resumed session) that lacked a protection
+    (run_start/resume `protections`, absent in traces written before they were recorded)."""
+    out = []
+    for path in traces:
+        for ev in read_trace(path).events:
+            if ev["type"] not in ("run_start", "resume"):
+                continue
+            prot = ev.get("protections")
+            if prot is None:
+                why = "no protections recorded"
+            elif prot.get("complete"):
+                continue
+            else:
+                why = ", ".join(missing(prot)) or "incomplete"
+            out.append(f"{Path(path).name}{'' if ev['type'] == 'run_start' else ' (resumed)'}: {why}")
+    return out
+
+
+def missing(prot: dict) -> list[str]:
+    """What a `protections` record lacks, in words."""
+    out = []
+    if prot.get("shell", {}).get("sandbox") != "landlock":
+        out.append("shell not sandboxed")
+    if prot.get("candidates", {}).get("sandbox") != "landlock":
+        out.append("candidates not sandboxed")
+    if not prot.get("evaluator", {}).get("sealed"):
+        out.append("evaluator not sealed")
+    sec = prot.get("secrets", {})
+    if not sec.get("agent_non_dumpable"):
+        out.append("agent process dumpable")
+    if sec.get("ancestors_holding_key"):
+        out.append("key in the environment of " + ", ".join(sec["ancestors_holding_key"]))
+    return out
+
+
 def _public(d: dict) -> dict:
     model = dict(d.get("model") or {})
     model.pop("api_key", None)
@@ -139,6 +193,7 @@ def _public(d: dict) -> dict:
 
 
 # ---------------------------------------------------------------- re-measuring
+
 
 @dataclass
 class Remeasurement:
@@ -154,15 +209,26 @@ class Remeasurement:
     error: str | None
 
 
-def remeasure(traces: list[Path], out_dir: Path, timeout_s: float | None = None,
-              on_result: Callable[[Remeasurement], None] | None = None) -> list[Remeasurement]:
+def remeasure(
+    traces: list[Path],
+    out_dir: Path,
+    timeout_s: float | None = None,
+    on_result: Callable[[Remeasurement], None] | None = None,
+    sandbox: str = "auto",
+) -> list[Remeasurement]:
     """Evaluates every candidate recorded in `traces` again, with each run's own task and options, on
-    this machine; each distinct candidate of a run once. Rows go to `<out_dir>/remeasure.jsonl`."""
+    this machine; each distinct candidate of a run once. Every evaluation goes through a sealed
+    evaluator made for that run's task, in the sandbox (`sandbox`: auto, landlock or none), as in a
+    run. Rows go to `<out_dir>/remeasure.jsonl`."""
+    from ..agents.childenv import make_non_dumpable
+    from ..agents.seal import SealedEvaluator
     from ..agents.tasks import make_task
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    make_non_dumpable()
     rows: list[Remeasurement] = []
+    sandboxes: set[str] = set()
     work = Path(tempfile.mkdtemp(prefix="ks-remeasure-"))
     try:
         for path in traces:
@@ -170,6 +236,8 @@ def remeasure(traces: list[Path], out_dir: Path, timeout_s: float | None = None,
             start = events[0]
             cfg = RunConfig.from_dict(start["config"])
             task = make_task(cfg.task, **_portable(cfg.task_options, start, path, work))
+            seal = SealedEvaluator.create(task, sandbox=sandbox, deny=[Path(path).resolve().parent, out_dir.resolve()])
+            sandboxes.add("landlock" if seal.sandboxed else "none")
             done: dict[str, Remeasurement] = {}
             try:
                 for ev in (e for e in events if e["type"] == "harness_eval"):
@@ -180,22 +248,42 @@ def remeasure(traces: list[Path], out_dir: Path, timeout_s: float | None = None,
                         run_dir.mkdir(parents=True)
                         kernel = run_dir / Path(task.kernel).name
                         shutil.copyfile(blob, kernel)
-                        res = task.evaluate(kernel, run_dir / "eval", timeout_s or cfg.tools.eval_timeout_s)
-                        done[sha] = Remeasurement(str(path), start["run_id"], ev["index"], sha, ev["status"],
-                                                  ev.get("geomean"), res.status, res.correct, res.geomean, res.error)
+                        seal.check("before re-measuring")
+                        res = task.evaluate(kernel, run_dir / "eval", timeout_s or cfg.tools.eval_timeout_s, seal)
+                        seal.check(f"while re-measuring evaluation {ev['index']} of {path}")
+                        done[sha] = Remeasurement(
+                            str(path),
+                            start["run_id"],
+                            ev["index"],
+                            sha,
+                            ev["status"],
+                            ev.get("geomean"),
+                            res.status,
+                            res.correct,
+                            res.geomean,
+                            res.error,
+                        )
                         if on_result:
                             on_result(done[sha])
                     row = done[sha]
-                    rows.append(row if row.eval_index == ev["index"] else
-                                Remeasurement(**{**asdict(row), "eval_index": ev["index"], "recorded_status":
-                                                 ev["status"], "recorded_geomean": ev.get("geomean")}))
+                    rows.append(
+                        row
+                        if row.eval_index == ev["index"]
+                        else Remeasurement(
+                            **{
+                                **asdict(row),
+                                "eval_index": ev["index"],
+                                "recorded_status": ev["status"],
+                                "recorded_geomean": ev.get("geomean"),
+                            }
+                        )
+                    )
             finally:
-                if hasattr(task, "close"):
-                    task.close()
+                seal.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     with open(out_dir / "remeasure.jsonl", "w", encoding="utf-8") as f:
-        f.write(json.dumps({"remeasured_at": now_utc(), "host": _machine()}) + "\n")
+        f.write(json.dumps({"remeasured_at": now_utc(), "host": _machine(), "sandbox": sorted(sandboxes)}) + "\n")
         for r in rows:
             f.write(json.dumps(asdict(r)) + "\n")
     return rows
@@ -226,6 +314,9 @@ def remeasured_by_trace(rows: list[Remeasurement]) -> dict[str, dict[str, dict]]
     """trace -> candidate sha256 -> the new numbers (the form runstats takes)."""
     out: dict[str, dict[str, dict]] = {}
     for r in rows:
-        out.setdefault(r.trace, {})[r.candidate_sha256] = {"status": r.status, "correct": r.correct,
-                                                           "geomean": r.geomean}
+        out.setdefault(r.trace, {})[r.candidate_sha256] = {
+            "status": r.status,
+            "correct": r.correct,
+            "geomean": r.geomean,
+        }
     return out
