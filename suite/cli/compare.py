@@ -32,23 +32,51 @@ def _arm_options(items) -> dict[str, dict]:
     return out
 
 
-def _render(traces: list[Path], out_dir: Path, remeasure_runs: bool, note: str = "") -> None:
-    from ..headtohead.compare import remeasure, remeasured_by_trace
+UNSANDBOXED = """\
+{what} needs the sandbox, and {why}.
+Without it a candidate (and the agent's shell) can write outside its folder and read the repository's
+kernels and results (docs/threat-model.md). Run where Landlock is available, or pass --allow-unsandboxed
+to go ahead anyway (the table then says so)."""
+
+
+def _sandbox_refusal(what: str, sandbox: str | None, allow_unsandboxed: bool) -> str | None:
+    """Why `what` may not run here without --allow-unsandboxed, or None."""
+    from ..agents.sandbox import landlock_status
+
+    if allow_unsandboxed:
+        return None
+    available, detail = landlock_status()
+    if sandbox == "none":
+        return UNSANDBOXED.format(what=what, why="--sandbox none turns it off")
+    if not available:
+        return UNSANDBOXED.format(what=what, why=f"Landlock is not available here ({detail})")
+    return None
+
+
+def _render(traces: list[Path], out_dir: Path, remeasure_runs: bool, note: str = "", sandbox: str = "auto") -> None:
+    from ..agents.exceptions import HarnessTampered
+    from ..agents.sandbox import landlock_status
+    from ..headtohead.compare import remeasure, remeasured_by_trace, unprotected
     from ..headtohead.report import render
     from ..headtohead.runstats import stats_from_trace
+    from ..reports.trace_html import render_traces
 
     new = {}
     if remeasure_runs:
         say(f"re-measuring the candidates of {len(traces)} trace(s) on this machine ...")
-        rows = remeasure(
-            traces,
-            out_dir,
-            on_result=lambda r: say(
-                f"  {Path(r.trace).name} evaluation {r.eval_index}: recorded {r.recorded_status} "
-                f"{'-' if r.recorded_geomean is None else f'{r.recorded_geomean:.3f}x'}, now {r.status} "
-                f"{'-' if r.geomean is None else f'{r.geomean:.3f}x'}"
-            ),
-        )
+        try:
+            rows = remeasure(
+                traces,
+                out_dir,
+                sandbox=sandbox,
+                on_result=lambda r: say(
+                    f"  {Path(r.trace).name} evaluation {r.eval_index}: recorded {r.recorded_status} "
+                    f"{'-' if r.recorded_geomean is None else f'{r.recorded_geomean:.3f}x'}, now {r.status} "
+                    f"{'-' if r.geomean is None else f'{r.geomean:.3f}x'}"
+                ),
+            )
+        except HarnessTampered as e:
+            fail(str(e), FAIL)
         new = remeasured_by_trace(rows)
         if any(r.status == "no_gpu" for r in rows):
             say(
@@ -56,10 +84,20 @@ def _render(traces: list[Path], out_dir: Path, remeasure_runs: bool, note: str =
                 "not correct in the re-measured table"
             )
         note = (note + " " if note else "") + f"Speed-ups re-measured on this machine ({out_dir / 'remeasure.jsonl'})."
+        if sandbox == "none" or not landlock_status()[0]:
+            note += " The re-measurement ran without the sandbox (--allow-unsandboxed)."
+    lacking = unprotected(traces)
+    if lacking:
+        note = (note + "\n\n" if note else "") + (
+            "Runs without every protection (docs/threat-model.md), allowed with "
+            "--allow-unsandboxed:\n" + "\n".join(f"- {x}" for x in lacking)
+        )
     runs = [stats_from_trace(t, new.get(str(t))) for t in traces]
     outs = render(runs, out_dir, note)
+    # the runs themselves, browsable: two arms side by side
+    page = render_traces(traces, out_dir / "traces.html", title=f"Head-to-head: {len(traces)} runs")
     click.echo(outs.markdown.read_text())
-    say(f"wrote {outs.markdown}, {outs.csv}, {outs.png}, {outs.svg}, {outs.runs_jsonl}")
+    say(f"wrote {outs.markdown}, {outs.csv}, {outs.png}, {outs.svg}, {outs.runs_jsonl}, {page}")
 
 
 @click.command("compare")
@@ -95,6 +133,11 @@ def _render(traces: list[Path], out_dir: Path, remeasure_runs: bool, note: str =
     help="regenerate the table and plot from the traces in DIR, without a model",
 )
 @click.option("--remeasure", is_flag=True, help="re-evaluate every recorded candidate on this machine first")
+@click.option(
+    "--allow-unsandboxed",
+    is_flag=True,
+    help="run (or re-measure) even without the sandbox; the table says so (docs/threat-model.md)",
+)
 @executor_options
 def compare_cmd(
     arms,
@@ -117,20 +160,26 @@ def compare_cmd(
     out_dir,
     from_traces,
     remeasure,
+    allow_unsandboxed,
     scaleout,
 ):
     """Run the arms head-to-head on one task, model and budget; table and plot in --out. With
     --executor dask the runs (arm x seed) are spread over the cluster's GPUs, one run per GPU at a
-    time."""
+    time. Every run must have the sandbox (and every protection of docs/threat-model.md) unless
+    --allow-unsandboxed is given."""
     from ..agents.arms import arm_names
     from ..agents.runner import api_key_from_env
     from ..headtohead.runstats import find_traces
 
+    refusal = _sandbox_refusal("re-measuring" if remeasure else "compare", sandbox, allow_unsandboxed)
+    if remeasure and refusal:
+        fail(refusal, USAGE)
+    remeasure_sandbox = sandbox or "auto"
     if from_traces:
         traces = find_traces(from_traces)
         if not traces:
             fail(f"no traces under {from_traces}", USAGE)
-        _render(traces, out_dir, remeasure)
+        _render(traces, out_dir, remeasure, sandbox=remeasure_sandbox)
         return
     api_key = api_key_from_env()
     if not api_key and not base_url:
@@ -142,9 +191,11 @@ def compare_cmd(
             f"no model endpoint configured (OPENAI_API_KEY or --base-url): regenerating from the "
             f"{len(traces)} trace(s) under {out_dir / 'traces'}"
         )
-        _render(traces, out_dir, remeasure)
+        _render(traces, out_dir, remeasure, sandbox=remeasure_sandbox)
         return
-    from ..headtohead.compare import CompareRequest, run_compare
+    if refusal:
+        fail(refusal, USAGE)
+    from ..headtohead.compare import CompareRequest, run_compare, run_spec
 
     names = [a.strip() for a in arms.split(",") if a.strip()]
     try:
@@ -175,8 +226,10 @@ def compare_cmd(
             limits=limits,
             task_options=task_options(kernel, goal, task_opts),
             arm_options=_arm_options(agent_opts),
-            tools={"sandbox": sandbox} if sandbox else {},
+            # without --allow-unsandboxed a run that cannot have the sandbox fails, not falls back
+            tools={"sandbox": sandbox or ("auto" if allow_unsandboxed else "landlock")},
             out_dir=str(out_dir),
+            allow_unsandboxed=allow_unsandboxed,
         )
     except click.BadParameter as e:
         fail(e.format_message(), USAGE)
@@ -199,10 +252,10 @@ def compare_cmd(
         )
         say(f"{spec.arm} seed {spec.seed}: {what}{where} ({spec.trace_path})")
 
-    run, no_gpu, lost = run_compare, (), ()
-    if scaleout is not None:
-        from functools import partial
+    from functools import partial
 
+    run, no_gpu, lost = partial(run_compare, runner=partial(run_spec, api_key=api_key)), (), ()
+    if scaleout is not None:
         from ..gpu import NoGPUError
         from ..scaleout.agent_runs import RunsLost, run_compare_distributed
 
@@ -215,7 +268,7 @@ def compare_cmd(
         fail(str(e), FAIL)
     except (ValueError, KeyError, FileNotFoundError, ImportError, RuntimeError) as e:
         fail(e.args[0] if isinstance(e, KeyError) and e.args else str(e), USAGE)
-    _render([Path(r["trace"]) for r in records], out_dir, remeasure)
+    _render([Path(r["trace"]) for r in records], out_dir, remeasure, sandbox=remeasure_sandbox)
     failed = [r for r in records if r.get("exit_reason") in ("model_error", "error", "harness_tampered")]
     sys.exit(FAIL if failed else OK)
 
