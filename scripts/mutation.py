@@ -19,6 +19,7 @@ cannot change any result. A module below the minimum score fails the run.
 The copy is made from the working tree (tracked and untracked, not ignored files), so the files in
 the checkout are never mutated, even when a run is interrupted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,7 +40,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = ROOT / "tests" / "mutation"
-PACKAGE = "kernelseek_suite"      # the import name of suite/
+PACKAGE = "kernelseek_suite"  # the import name of suite/
 
 
 @dataclass
@@ -63,7 +64,7 @@ class Survivor:
     line: int
     original: str
     mutant: str
-    equivalent: str | None = None     # the reason, when listed as equivalent
+    equivalent: str | None = None  # the reason, when listed as equivalent
 
 
 @dataclass
@@ -122,12 +123,15 @@ def changed_modules(mods: dict[str, Module], base: str | None) -> list[str]:
     """Modules whose source or tests differ from the merge base with `base`; without a base, from
     what they were when their score was recorded (scores.json)."""
     if base:
-        mb = subprocess.run(["git", "merge-base", "HEAD", base], cwd=ROOT, capture_output=True, text=True,
-                            check=True).stdout.strip()
-        names = subprocess.run(["git", "diff", "--name-only", mb], cwd=ROOT, capture_output=True, text=True,
-                               check=True).stdout.split()
-        untracked = subprocess.run(["git", "ls-files", "--others", "--exclude-standard"], cwd=ROOT,
-                                   capture_output=True, text=True, check=True).stdout.split()
+        mb = subprocess.run(
+            ["git", "merge-base", "HEAD", base], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        names = subprocess.run(
+            ["git", "diff", "--name-only", mb], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.split()
+        untracked = subprocess.run(
+            ["git", "ls-files", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.split()
         touched = set(names) | set(untracked)
         return [n for n, m in mods.items() if touched & {m.path, *m.tests}]
     recorded = load_scores()["modules"]
@@ -137,8 +141,13 @@ def changed_modules(mods: dict[str, Module], base: str | None) -> list[str]:
 def copy_tree(dest: Path) -> None:
     """The working tree's files (tracked, and untracked ones git does not ignore) and an import path
     on which `kernelseek_suite` is this copy's suite/."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True,
-                           check=True).stdout.decode().split("\0")
+    files = (
+        subprocess.run(
+            ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True, check=True
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for rel in filter(None, files):
         src = ROOT / rel
         if src.is_file():
@@ -157,8 +166,9 @@ def _env(copy: Path) -> dict:
 
 def _cosmic(copy: Path, env: dict, *args: str, out=None) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "cosmic_ray.cli", *args]
-    return subprocess.run(cmd, cwd=copy, env=env, check=True, text=True, stdout=out or subprocess.DEVNULL,
-                          stderr=subprocess.PIPE)
+    return subprocess.run(
+        cmd, cwd=copy, env=env, check=True, text=True, stdout=out or subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
 
 
 def _diff_lines(diff: str) -> tuple[int, str, str]:
@@ -182,25 +192,34 @@ def run_module(mod: Module, equivalents: list[Equivalent], log=print) -> ModuleS
         copy.mkdir()
         copy_tree(copy)
         env = _env(copy)
-        where = subprocess.run([sys.executable, "-c", f"import {PACKAGE}; print({PACKAGE}.__file__)"], cwd=copy,
-                               env=env, capture_output=True, text=True, check=True).stdout.strip()
+        where = subprocess.run(
+            [sys.executable, "-c", f"import {PACKAGE}; print({PACKAGE}.__file__)"],
+            cwd=copy,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         if not Path(where).resolve().is_relative_to(copy.resolve()):
             raise SystemExit(f"{PACKAGE} imports from {where}, not from the copy being mutated")
         tests = " ".join(shlex.quote(t) for t in mod.tests)
-        command = (f"{shlex.quote(sys.executable)} -m pytest -x -q -p no:cacheprovider "
-                   f"-o addopts='' --timeout=60 {tests}")
+        command = (
+            f"{shlex.quote(sys.executable)} -m pytest -x -q -p no:cacheprovider -o addopts='' --timeout=60 {tests}"
+        )
         t1 = time.monotonic()
         base = subprocess.run(command, shell=True, cwd=copy, env=env, capture_output=True, text=True)
         if base.returncode != 0:
             raise SystemExit(f"{mod.name}: the tests fail unmutated:\n{base.stdout[-3000:]}{base.stderr[-2000:]}")
         timeout = max(30.0, 10 * (time.monotonic() - t1))
         cfg = copy / "mutation.toml"
-        cfg.write_text("[cosmic-ray]\n"
-                       f"module-path = {json.dumps(mod.path)}\n"
-                       f"timeout = {timeout:.1f}\n"
-                       "excluded-modules = []\n"
-                       f"test-command = {json.dumps(command)}\n"
-                       "[cosmic-ray.distributor]\nname = \"local\"\n")
+        cfg.write_text(
+            "[cosmic-ray]\n"
+            f"module-path = {json.dumps(mod.path)}\n"
+            f"timeout = {timeout:.1f}\n"
+            "excluded-modules = []\n"
+            f"test-command = {json.dumps(command)}\n"
+            '[cosmic-ray.distributor]\nname = "local"\n'
+        )
         db = str(copy / "session.sqlite")
         _cosmic(copy, env, "init", str(cfg), db)
         _cosmic(copy, env, "exec", str(cfg), db)
@@ -230,14 +249,21 @@ def run_module(mod: Module, equivalents: list[Equivalent], log=print) -> ModuleS
 def stale_equivalents(equivalents: list[Equivalent], results: list[ModuleScore]) -> list[Equivalent]:
     """Entries for a module that was run that matched no surviving mutant (fixed, or the code moved)."""
     ran = {r.module: r for r in results}
-    return [e for e in equivalents if e.module in ran and not any(
-        s.equivalent and s.original == e.original and s.mutant == e.mutant for s in ran[e.module].survivors)]
+    return [
+        e
+        for e in equivalents
+        if e.module in ran
+        and not any(s.equivalent and s.original == e.original and s.mutant == e.mutant for s in ran[e.module].survivors)
+    ]
 
 
 def _commit() -> str:
-    sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
-                           text=True).stdout.strip()
+    sha = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
     return sha + ("+changes" if dirty else "")
 
 
@@ -258,8 +284,11 @@ def main(argv=None) -> int:
         changed = changed_modules(mods, args.base)
         names = [n for n in names if n in changed]
         if not names:
-            print("mutation: no module changed" + (f" since the merge base with {args.base}" if args.base
-                                                    else " since its recorded score") + "; nothing to run")
+            print(
+                "mutation: no module changed"
+                + (f" since the merge base with {args.base}" if args.base else " since its recorded score")
+                + "; nothing to run"
+            )
             return 0
     equivalents = load_equivalents()
     results = []
@@ -270,8 +299,11 @@ def main(argv=None) -> int:
         for s in r.survivors:
             tag = f"equivalent: {s.equivalent}" if s.equivalent else "SURVIVED"
             print(f"  {r.path}:{s.line} {s.operator}\n      - {s.original}\n      + {s.mutant}\n      {tag}")
-        print(f"  {n}: {r.killed} killed, {r.survived} survived ({r.equivalent} equivalent), "
-              f"{r.incompetent} incompetent, of {r.mutants}: score {r.score:.1%} in {r.seconds:.0f} s", flush=True)
+        print(
+            f"  {n}: {r.killed} killed, {r.survived} survived ({r.equivalent} equivalent), "
+            f"{r.incompetent} incompetent, of {r.mutants}: score {r.score:.1%} in {r.seconds:.0f} s",
+            flush=True,
+        )
     stale = stale_equivalents(equivalents, results)
     for e in stale:
         print(f"mutation: equivalent.yaml entry matched no survivor of {e.module}: {e.original!r} -> {e.mutant!r}")
@@ -285,9 +317,18 @@ def main(argv=None) -> int:
         when, commit = _dt.date.today().isoformat(), _commit()
         for r in results:
             scores["modules"][r.module] = {
-                "path": r.path, "fingerprint": fingerprint(mods[r.module]), "date": when, "commit": commit,
-                "mutants": r.mutants, "killed": r.killed, "survived": r.survived, "equivalent": r.equivalent,
-                "incompetent": r.incompetent, "score": round(r.score, 4), "seconds": round(r.seconds)}
+                "path": r.path,
+                "fingerprint": fingerprint(mods[r.module]),
+                "date": when,
+                "commit": commit,
+                "mutants": r.mutants,
+                "killed": r.killed,
+                "survived": r.survived,
+                "equivalent": r.equivalent,
+                "incompetent": r.incompetent,
+                "score": round(r.score, 4),
+                "seconds": round(r.seconds),
+            }
         (CONFIG_DIR / "scores.json").write_text(json.dumps(scores, indent=1, sort_keys=True) + "\n")
     low = [r for r in results if r.score < min_score]
     for r in low:

@@ -7,6 +7,7 @@ tests open them.
 Renders the pages first (`kernelseek-suite render results/sm90 --html` and `kernelseek-suite traces
 html results/sm90/agents-selfcheck/trace.jsonl` do the same), then writes report.png (the claims and
 the heat maps, a cell hovered) and trace-viewer.png."""
+
 from __future__ import annotations
 
 import argparse
@@ -17,9 +18,17 @@ from kernelseek_suite.reports.html import render_html
 from kernelseek_suite.reports.trace_html import default_output, render_traces
 
 REPO = Path(__file__).resolve().parents[1]
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars"]
-HOVER = "d96-h16kv16-s8192"            # the lowest ratio to FA3 in the shipped run
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--hide-scrollbars",
+]
+HOVER = "d96-h16kv16-s8192"  # the lowest ratio to FA3 in the shipped run
 
 
 def main() -> None:
@@ -41,12 +50,15 @@ def main() -> None:
         page.goto(report.as_uri())
         page.wait_for_selector("body[data-ready='1']")
         page.locator("#claims").scroll_into_view_if_needed()
-        box = page.evaluate("""(id) => {
+        box = page.evaluate(
+            """(id) => {
             const ch = window.ksReport.charts["fa3-non-causal"];
             const i = ch.data.datasets[0].data.findIndex((c) => c.scenario === id);
             const r = ch.canvas.getBoundingClientRect(), c = ch.getDatasetMeta(0).data[i].getCenterPoint();
             return {x: r.left + c.x, y: r.top + c.y};
-        }""", HOVER)
+        }""",
+            HOVER,
+        )
         page.mouse.move(box["x"], box["y"])
         page.wait_for_selector("#tooltip:not([hidden])")
         page.screenshot(path=str(a.out / "report.png"))

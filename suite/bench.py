@@ -1,5 +1,6 @@
 """`bench`: build a kernel, run it over the grid (and the extended set) beside its baselines in an
 isolated worker, and write bench.jsonl, bench.csv, bench.md, provenance.json and summary.json."""
+
 from __future__ import annotations
 
 import json
@@ -36,10 +37,10 @@ class BenchRequest:
     gpu_index: int = 0
     config: HarnessConfig = field(default_factory=HarnessConfig)
     kind: str = "bench"
-    timed_ids: set[str] | None = None   # None: every grid scenario is timed
-    previous: Path | None = None        # a previous run's folder: ratios that jump are flagged
-    sanitize: bool = False              # also run compute-sanitizer on config.SANITIZE_SUBSET
-    worker_command: tuple[str, ...] | None = None   # tests only: a stand-in for the worker
+    timed_ids: set[str] | None = None  # None: every grid scenario is timed
+    previous: Path | None = None  # a previous run's folder: ratios that jump are flagged
+    sanitize: bool = False  # also run compute-sanitizer on config.SANITIZE_SUBSET
+    worker_command: tuple[str, ...] | None = None  # tests only: a stand-in for the worker
 
 
 def select_scenarios(req: BenchRequest) -> list[scenarios.Scenario]:
@@ -59,8 +60,9 @@ class SweepOutput:
     there (of the same kernel) are kept with their seed and provenance; otherwise the folder starts
     over with `fresh` provenance. Used by this module and by the Dask path (scaleout/bench.py)."""
 
-    def __init__(self, out: Path, req: BenchRequest, kernel_sha: str, chosen: list[scenarios.Scenario],
-                 fresh: Callable[[], dict]):
+    def __init__(
+        self, out: Path, req: BenchRequest, kernel_sha: str, chosen: list[scenarios.Scenario], fresh: Callable[[], dict]
+    ):
         self.out, self.req, self.sha, self.chosen = Path(out), req, kernel_sha, chosen
         self.out.mkdir(parents=True, exist_ok=True)
         self.jsonl, self.prov_path = self.out / "bench.jsonl", self.out / "provenance.json"
@@ -68,8 +70,10 @@ class SweepOutput:
         if req.resume and self.jsonl.exists():
             old = json.loads(self.prov_path.read_text()) if self.prov_path.exists() else {}
             if old.get("kernel_sha256") and old["kernel_sha256"] != kernel_sha:
-                raise ResumeMismatch(f"{self.out} holds results of another kernel (sha256 {old['kernel_sha256'][:16]}); "
-                                     "use another --out or drop --resume")
+                raise ResumeMismatch(
+                    f"{self.out} holds results of another kernel (sha256 {old['kernel_sha256'][:16]}); "
+                    "use another --out or drop --resume"
+                )
             ids = {s.id for s in chosen}
             self.prior = dedup([r for r in read_jsonl(self.jsonl) if r.scenario in ids])
             self.prov = old
@@ -81,8 +85,15 @@ class SweepOutput:
                     stale.unlink()
             self.seed = req.seed if req.seed is not None else secrets.randbits(48)
             self.prov = fresh()
-            self.prov.update({"seed": self.seed, "kernel": str(req.kernel), "kernel_sha256": kernel_sha,
-                              "arch": req.arch, "baselines": req.baselines})
+            self.prov.update(
+                {
+                    "seed": self.seed,
+                    "kernel": str(req.kernel),
+                    "kernel_sha256": kernel_sha,
+                    "arch": req.arch,
+                    "baselines": req.baselines,
+                }
+            )
         self.done = {r.scenario for r in self.prior}
         self.todo = [s for s in chosen if s.id not in self.done]
 
@@ -95,8 +106,17 @@ class SweepOutput:
         rows = sorted(rows, key=lambda r: order.get(r.scenario, 1 << 30))
         self.prov["date_end"] = now_utc()
         self.save()
-        return write_outputs(self.out, rows, self.req.baselines, self.req.arch, self.req.kind, str(self.req.kernel),
-                             self.sha, self.prov, extra)
+        return write_outputs(
+            self.out,
+            rows,
+            self.req.baselines,
+            self.req.arch,
+            self.req.kind,
+            str(self.req.kernel),
+            self.sha,
+            self.prov,
+            extra,
+        )
 
 
 def dedup(rows: list[ScenarioResult]) -> list[ScenarioResult]:
@@ -109,8 +129,11 @@ def dedup(rows: list[ScenarioResult]) -> list[ScenarioResult]:
     return out
 
 
-def run_bench(req: BenchRequest, on_row: Callable[[ScenarioResult], None] | None = None,
-              on_start: Callable[[int, int], None] | None = None) -> dict:
+def run_bench(
+    req: BenchRequest,
+    on_row: Callable[[ScenarioResult], None] | None = None,
+    on_start: Callable[[int, int], None] | None = None,
+) -> dict:
     """One GPU (req.gpu_index); a Dask cluster is scaleout.bench.run_bench_distributed. Returns
     summary.json's content. Raises NoGPUError without a suitable GPU, BuildError when the kernel does
     not build."""
@@ -119,8 +142,14 @@ def run_bench(req: BenchRequest, on_row: Callable[[ScenarioResult], None] | None
     chosen = select_scenarios(req)
 
     def fresh() -> dict:
-        return {**host_provenance(req.gpu_index), "build": {
-            "nvcc": built.nvcc_version, "flags": built.flags, "functions": [f.__dict__ for f in built.functions]}}
+        return {
+            **host_provenance(req.gpu_index),
+            "build": {
+                "nvcc": built.nvcc_version,
+                "flags": built.flags,
+                "functions": [f.__dict__ for f in built.functions],
+            },
+        }
 
     sweep = SweepOutput(Path(req.out_dir), req, built.source_sha256, chosen, fresh)
     out, prov = sweep.out, sweep.prov
@@ -129,9 +158,19 @@ def run_bench(req: BenchRequest, on_row: Callable[[ScenarioResult], None] | None
         on_start(len(chosen), len(chosen) - len(sweep.todo))
 
     def on_hello(h: dict):
-        prov.update({"device": h.get("device"), "sms": h.get("sms"), "torch": h.get("torch"),
-                     "cuda": h.get("cuda"), "cudnn": h.get("cudnn"), "gemm_tflops": h.get("gemm_tflops"),
-                     "baseline_status": h.get("baselines"), "baseline_versions": h.get("baseline_versions")})
+        prov.update(
+            {
+                "device": h.get("device"),
+                "sms": h.get("sms"),
+                "torch": h.get("torch"),
+                "cuda": h.get("cuda"),
+                "cudnn": h.get("cudnn"),
+                "gemm_tflops": h.get("gemm_tflops"),
+                "ceiling_factor": req.config.plausibility.ceiling_factor,
+                "baseline_status": h.get("baselines"),
+                "baseline_versions": h.get("baseline_versions"),
+            }
+        )
         sweep.save()
 
     previous = plausibility.load_previous(req.previous)
@@ -139,23 +178,47 @@ def run_bench(req: BenchRequest, on_row: Callable[[ScenarioResult], None] | None
     def annotate(row: ScenarioResult):
         plausibility.annotate(row, prov.get("gemm_tflops"), previous, req.config.plausibility)
 
-    timed = (lambda s: not s.extended and (req.timed_ids is None or s.id in req.timed_ids))
-    spec = SweepSpec(library=built.library, scenarios=sweep.todo, baselines=req.baselines, seed=sweep.seed,
-                     timed=timed, config=req.config, gpu_index=req.gpu_index, worker_log=out / "worker.log",
-                     gpu_uuid=gpu.uuid or None, worker_command=req.worker_command)
+    timed = lambda s: not s.extended and (req.timed_ids is None or s.id in req.timed_ids)
+    spec = SweepSpec(
+        library=built.library,
+        scenarios=sweep.todo,
+        baselines=req.baselines,
+        seed=sweep.seed,
+        timed=timed,
+        config=req.config,
+        gpu_index=req.gpu_index,
+        worker_log=out / "worker.log",
+        gpu_uuid=gpu.uuid or None,
+        worker_command=req.worker_command,
+    )
     new_rows = run_sweep(spec, sweep.jsonl, on_row=on_row, on_hello=on_hello, annotate=annotate) if sweep.todo else []
     extra = {}
     if req.sanitize:
-        runs = sanitize.run_sanitizer(built.library, config.SANITIZE_SUBSET, sweep.seed, gpu.uuid or None,
-                                      config.SANITIZER_TIMEOUT_S, out / "sanitize")
+        runs = sanitize.run_sanitizer(
+            built.library,
+            config.SANITIZE_SUBSET,
+            sweep.seed,
+            gpu.uuid or None,
+            config.SANITIZER_TIMEOUT_S,
+            out / "sanitize",
+        )
         extra["sanitize"] = sanitize.summary_entry(runs)
         (out / "sanitize.json").write_text(json.dumps(extra["sanitize"], indent=1))
     prov["clocks_end"] = clocks_now(req.gpu_index)
     return sweep.finish(sweep.prior + new_rows, extra)
 
 
-def write_outputs(out: Path, rows: list[ScenarioResult], baselines: list[str], arch: str, kind: str,
-                  kernel_path: str, kernel_sha: str, prov: dict, extra: dict | None = None) -> dict:
+def write_outputs(
+    out: Path,
+    rows: list[ScenarioResult],
+    baselines: list[str],
+    arch: str,
+    kind: str,
+    kernel_path: str,
+    kernel_sha: str,
+    prov: dict,
+    extra: dict | None = None,
+) -> dict:
     summary = summarize(rows, kind, arch, {"path": kernel_path, "sha256": kernel_sha}, prov, baselines)
     summary.update(extra or {})
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
@@ -174,5 +237,14 @@ def rerender(out: Path) -> dict:
     old = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
     baselines = prov.get("baselines") or sorted({b for r in rows for b in r.ratio})
     extra = {"sanitize": old["sanitize"]} if "sanitize" in old else None
-    return write_outputs(out, rows, baselines, prov.get("arch", "sm90"), old.get("kind", "bench"),
-                         prov.get("kernel", ""), prov.get("kernel_sha256", ""), prov, extra)
+    return write_outputs(
+        out,
+        rows,
+        baselines,
+        prov.get("arch", "sm90"),
+        old.get("kind", "bench"),
+        prov.get("kernel", ""),
+        prov.get("kernel_sha256", ""),
+        prov,
+        extra,
+    )

@@ -5,6 +5,7 @@ fail the build.
 The source is read once: the rules are checked on those bytes and nvcc compiles a private copy of
 them, so the file cannot be swapped between the check and the compile. The built library's imported
 symbols are checked too (`imported_symbol_violations`)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -151,15 +152,24 @@ def imported_symbol_violations(symbols: list[tuple[str, str]]) -> list[str]:
     for kind, name in symbols:
         if kind.upper() != "U" or "@" in name or _UNVERSIONED_OK.match(name):
             continue
-        what = "the Python C API" if re.match(r"_?Py", name) else \
-            "a library the kernel may not use" if re.match(r"(cublas|cudnn|cutlass|nccl|cufft|curand)", name, re.I) \
+        what = (
+            "the Python C API"
+            if re.match(r"_?Py", name)
+            else "a library the kernel may not use"
+            if re.match(r"(cublas|cudnn|cutlass|nccl|cufft|curand)", name, re.I)
             else "a symbol of the loading process"
+        )
         bad.append(f"imports `{name}` ({what}): no system library provides it")
     return bad
 
 
-def build(source: str | Path, arch: str = "sm90", extra_flags: tuple[str, ...] = (),
-          cache: Path | None = None, force: bool = False) -> BuildResult:
+def build(
+    source: str | Path,
+    arch: str = "sm90",
+    extra_flags: tuple[str, ...] = (),
+    cache: Path | None = None,
+    force: bool = False,
+) -> BuildResult:
     src = Path(source).resolve()
     if not src.is_file():
         raise BuildError(f"kernel source not found: {src}")
@@ -232,13 +242,29 @@ def build(source: str | Path, arch: str = "sm90", extra_flags: tuple[str, ...] =
         shutil.rmtree(root, ignore_errors=True)
     os.replace(tmp, root)
     result = BuildResult(
-        source=str(src), source_sha256=hashlib.sha256(source_bytes).hexdigest(), arch=arch, library=str(root / "kernel.so"),
-        ptx=str(root / "kernel.ptx") if ptx_dst else None, nvcc_version=version, flags=flags,
-        cached=False, functions=funcs, warnings=warnings)
+        source=str(src),
+        source_sha256=hashlib.sha256(source_bytes).hexdigest(),
+        arch=arch,
+        library=str(root / "kernel.so"),
+        ptx=str(root / "kernel.ptx") if ptx_dst else None,
+        nvcc_version=version,
+        flags=flags,
+        cached=False,
+        functions=funcs,
+        warnings=warnings,
+    )
     report.write_text(json.dumps(result.to_dict(), indent=1))
     return result
 
 
 def resource_table(result: BuildResult) -> list[list]:
-    return [[f.name if len(f.name) < 60 else f.name[:57] + "...", f.registers, f.shared_bytes,
-             f.stack_bytes, f.spill_store_bytes + f.spill_load_bytes] for f in result.functions]
+    return [
+        [
+            f.name if len(f.name) < 60 else f.name[:57] + "...",
+            f.registers,
+            f.shared_bytes,
+            f.stack_bytes,
+            f.spill_store_bytes + f.spill_load_bytes,
+        ]
+        for f in result.functions
+    ]

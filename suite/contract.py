@@ -23,6 +23,7 @@ A kernel is one `.cu` file that declares (itself, so it stays standalone)::
 and returns 0 on success, KS_ERR_UNSUPPORTED for a shape it does not handle (reported as
 unsupported, never run), KS_ERR_INVALID for bad arguments, KS_ERR_CUDA when a CUDA call failed.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -34,8 +35,12 @@ KS_ERR_UNSUPPORTED = 1
 KS_ERR_INVALID = 2
 KS_ERR_CUDA = 3
 
-ERROR_NAMES = {KS_OK: "ok", KS_ERR_UNSUPPORTED: "unsupported", KS_ERR_INVALID: "invalid argument",
-               KS_ERR_CUDA: "CUDA error"}
+ERROR_NAMES = {
+    KS_OK: "ok",
+    KS_ERR_UNSUPPORTED: "unsupported",
+    KS_ERR_INVALID: "invalid argument",
+    KS_ERR_CUDA: "CUDA error",
+}
 
 DTYPE_BF16 = 0
 
@@ -44,20 +49,32 @@ REQUIRED_SYMBOLS = ("ks_abi_version", "ks_params_size", "ks_attn_fwd")
 
 class AttnParams(ctypes.Structure):
     _fields_ = [
-        ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
-        ("out", ctypes.c_void_p), ("lse", ctypes.c_void_p),
-        ("q_batch_stride", ctypes.c_int64), ("q_seq_stride", ctypes.c_int64),
+        ("q", ctypes.c_void_p),
+        ("k", ctypes.c_void_p),
+        ("v", ctypes.c_void_p),
+        ("out", ctypes.c_void_p),
+        ("lse", ctypes.c_void_p),
+        ("q_batch_stride", ctypes.c_int64),
+        ("q_seq_stride", ctypes.c_int64),
         ("q_head_stride", ctypes.c_int64),
-        ("k_batch_stride", ctypes.c_int64), ("k_seq_stride", ctypes.c_int64),
+        ("k_batch_stride", ctypes.c_int64),
+        ("k_seq_stride", ctypes.c_int64),
         ("k_head_stride", ctypes.c_int64),
-        ("v_batch_stride", ctypes.c_int64), ("v_seq_stride", ctypes.c_int64),
+        ("v_batch_stride", ctypes.c_int64),
+        ("v_seq_stride", ctypes.c_int64),
         ("v_head_stride", ctypes.c_int64),
-        ("o_batch_stride", ctypes.c_int64), ("o_seq_stride", ctypes.c_int64),
+        ("o_batch_stride", ctypes.c_int64),
+        ("o_seq_stride", ctypes.c_int64),
         ("o_head_stride", ctypes.c_int64),
-        ("lse_batch_stride", ctypes.c_int64), ("lse_head_stride", ctypes.c_int64),
-        ("batch", ctypes.c_int32), ("seqlen_q", ctypes.c_int32), ("seqlen_k", ctypes.c_int32),
-        ("heads_q", ctypes.c_int32), ("heads_kv", ctypes.c_int32),
-        ("d_qk", ctypes.c_int32), ("d_v", ctypes.c_int32),
+        ("lse_batch_stride", ctypes.c_int64),
+        ("lse_head_stride", ctypes.c_int64),
+        ("batch", ctypes.c_int32),
+        ("seqlen_q", ctypes.c_int32),
+        ("seqlen_k", ctypes.c_int32),
+        ("heads_q", ctypes.c_int32),
+        ("heads_kv", ctypes.c_int32),
+        ("d_qk", ctypes.c_int32),
+        ("d_v", ctypes.c_int32),
         ("causal", ctypes.c_int32),
         ("softmax_scale", ctypes.c_float),
         ("dtype", ctypes.c_int32),
@@ -92,8 +109,10 @@ class KernelLibrary:
             raise ContractError(f"kernel ABI version {abi}, the suite expects {ABI_VERSION}")
         size = self.lib.ks_params_size()
         if size != PARAMS_SIZE:
-            raise ContractError(f"kernel's ks_attn_params is {size} bytes, the suite's is {PARAMS_SIZE}: "
-                                "the struct layout differs from the contract")
+            raise ContractError(
+                f"kernel's ks_attn_params is {size} bytes, the suite's is {PARAMS_SIZE}: "
+                "the struct layout differs from the contract"
+            )
 
     def forward(self, params: AttnParams, stream: int) -> int:
         return int(self.lib.ks_attn_fwd(ctypes.byref(params), ctypes.c_void_p(stream)))

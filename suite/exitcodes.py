@@ -11,6 +11,7 @@ layer may use it.
   10-18            `doctor`: one code per problem (DOCTOR below)
 A command whose output is cut off by a closed pipe (`scenarios | head`) exits 0 quietly.
 """
+
 from __future__ import annotations
 
 OK = 0
@@ -22,17 +23,23 @@ RUNTIME = 5
 
 # `doctor`: each problem its own code; the exit code is the first problem's, in this order.
 DOCTOR = {
-    "gpu": NO_GPU,           # no NVIDIA GPU, or not the architecture's exact compute capability
-    "docker-sdk": 10,        # the Docker SDK for Python is not installed
-    "docker-engine": 11,     # the Docker engine does not answer
-    "nvidia-runtime": 12,    # Docker cannot give containers a GPU
-    "driver": 13,            # the driver is older than the CUDA the run needs
-    "gpu-busy": 14,          # other processes are on the GPU
-    "throttle": 15,          # the GPU is slowed down
-    "nvcc": 16,              # nvcc is missing or too old for the architecture
-    "baselines": 17,         # the architecture's main baseline cannot be imported
-    "nvml": 18,              # nvidia-ml-py is missing
+    "gpu": NO_GPU,  # no NVIDIA GPU, or not the architecture's exact compute capability
+    "docker-sdk": 10,  # the Docker SDK for Python is not installed
+    "docker-engine": 11,  # the Docker engine does not answer
+    "nvidia-runtime": 12,  # Docker cannot give containers a GPU
+    "driver": 13,  # the driver is older than the CUDA the run needs
+    "gpu-busy": 14,  # other processes are on the GPU
+    "throttle": 15,  # the GPU is slowed down
+    "nvcc": 16,  # nvcc is missing or too old for the architecture
+    "baselines": 17,  # the architecture's main baseline cannot be imported
+    "nvml": 18,  # nvidia-ml-py is missing
 }
 
-MEANING = {OK: "ok", FAIL: "not correct everywhere", BUILD: "breaks the rules or does not build",
-           NO_GPU: "no suitable GPU", USAGE: "bad arguments", RUNTIME: "the container runtime is not usable"}
+MEANING = {
+    OK: "ok",
+    FAIL: "not correct everywhere",
+    BUILD: "breaks the rules or does not build",
+    NO_GPU: "no suitable GPU",
+    USAGE: "bad arguments",
+    RUNTIME: "the container runtime is not usable",
+}

@@ -1,5 +1,6 @@
 """What GPU is here, read without creating a CUDA context in the calling process (NVML, else
 nvidia-smi), so that the harness's own process is never tied to a context a bad kernel can poison."""
+
 from __future__ import annotations
 
 import os
@@ -65,20 +66,26 @@ def _nvml_gpus() -> list[GPUInfo]:
                     return fn(*a)
                 except Exception:
                     return None
+
             cc = opt(pynvml.nvmlDeviceGetCudaComputeCapability, h)
             procs = opt(pynvml.nvmlDeviceGetComputeRunningProcesses, h)
             power = opt(pynvml.nvmlDeviceGetPowerUsage, h)
-            out.append(GPUInfo(
-                i, name.decode() if isinstance(name, bytes) else name,
-                uuid.decode() if isinstance(uuid, bytes) else uuid,
-                tuple(cc) if cc else None, driver,
-                opt(pynvml.nvmlDeviceGetClockInfo, h, pynvml.NVML_CLOCK_SM),
-                opt(pynvml.nvmlDeviceGetClockInfo, h, pynvml.NVML_CLOCK_MEM),
-                opt(pynvml.nvmlDeviceGetMaxClockInfo, h, pynvml.NVML_CLOCK_SM),
-                opt(pynvml.nvmlDeviceGetTemperature, h, pynvml.NVML_TEMPERATURE_GPU),
-                power / 1000.0 if power is not None else None,
-                opt(pynvml.nvmlDeviceGetCurrentClocksThrottleReasons, h),
-                len(procs) if procs is not None else None))
+            out.append(
+                GPUInfo(
+                    i,
+                    name.decode() if isinstance(name, bytes) else name,
+                    uuid.decode() if isinstance(uuid, bytes) else uuid,
+                    tuple(cc) if cc else None,
+                    driver,
+                    opt(pynvml.nvmlDeviceGetClockInfo, h, pynvml.NVML_CLOCK_SM),
+                    opt(pynvml.nvmlDeviceGetClockInfo, h, pynvml.NVML_CLOCK_MEM),
+                    opt(pynvml.nvmlDeviceGetMaxClockInfo, h, pynvml.NVML_CLOCK_SM),
+                    opt(pynvml.nvmlDeviceGetTemperature, h, pynvml.NVML_TEMPERATURE_GPU),
+                    power / 1000.0 if power is not None else None,
+                    opt(pynvml.nvmlDeviceGetCurrentClocksThrottleReasons, h),
+                    len(procs) if procs is not None else None,
+                )
+            )
         return out
     finally:
         pynvml.nvmlShutdown()
@@ -89,8 +96,9 @@ def _smi_gpus() -> list[GPUInfo]:
     if not smi:
         return []
     fields = "index,name,uuid,compute_cap,driver_version,clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw"
-    p = subprocess.run([smi, f"--query-gpu={fields}", "--format=csv,noheader,nounits"], capture_output=True,
-                       text=True, timeout=30)
+    p = subprocess.run(
+        [smi, f"--query-gpu={fields}", "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=30
+    )
     if p.returncode != 0:
         return []
     out = []
@@ -104,9 +112,11 @@ def _smi_gpus() -> list[GPUInfo]:
                 return conv(float(x)) if conv is int else conv(x)
             except ValueError:
                 return None
+
         cc = tuple(int(x) for x in f[3].split(".")) if "." in f[3] else None
-        out.append(GPUInfo(int(f[0]), f[1], f[2], cc, f[4], num(f[5]), num(f[6]), num(f[7]), num(f[8]),
-                           num(f[9], float)))
+        out.append(
+            GPUInfo(int(f[0]), f[1], f[2], cc, f[4], num(f[5]), num(f[6]), num(f[7]), num(f[8]), num(f[9], float))
+        )
     return out
 
 
@@ -125,15 +135,19 @@ def require_gpu(arch: str, index: int = 0, gpus: list[GPUInfo] | None = None) ->
     not sm100). `gpus` replaces this machine's list (the preflight's tests pass their own)."""
     gpus = list_gpus() if gpus is None else gpus
     if not gpus:
-        raise NoGPUError("no NVIDIA GPU found (NVML and nvidia-smi see none): `bench` and `eval` need a "
-                         f"{config.ARCHES.get(arch, {}).get('gpus', arch)} GPU. Without one, `scenarios`, "
-                         "`build` and rendering saved results still work.")
+        raise NoGPUError(
+            "no NVIDIA GPU found (NVML and nvidia-smi see none): `bench` and `eval` need a "
+            f"{config.ARCHES.get(arch, {}).get('gpus', arch)} GPU. Without one, `scenarios`, "
+            "`build` and rendering saved results still work."
+        )
     if index >= len(gpus):
         raise NoGPUError(f"GPU index {index} does not exist ({len(gpus)} visible)")
     g = gpus[index]
     want = config.ARCHES[arch]["cc"]
     if arch != "sm80" and g.compute_capability is not None and tuple(g.compute_capability) != want:
         have = "sm%d%d" % tuple(g.compute_capability)
-        raise NoGPUError(f"{arch} needs a GPU of compute capability {want[0]}.{want[1]} "
-                         f"({config.ARCHES[arch]['gpus']}); GPU {index} is {g.name} ({have})")
+        raise NoGPUError(
+            f"{arch} needs a GPU of compute capability {want[0]}.{want[1]} "
+            f"({config.ARCHES[arch]['gpus']}); GPU {index} is {g.name} ({have})"
+        )
     return g

@@ -1,4 +1,5 @@
 """Provenance: the machine, versions, commit, kernel hash, seed and date of a run."""
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -19,10 +20,15 @@ def git_sha(root=config.REPO_ROOT) -> str | None:
     if os.environ.get("KERNELSEEK_GIT_SHA"):
         return os.environ["KERNELSEEK_GIT_SHA"]
     try:
-        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        sha = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
         if not re.fullmatch(r"[0-9a-f]{40}", sha):
             return os.environ.get("KERNELSEEK_GIT_SHA")
         return sha + ("-dirty" if dirty else "")
@@ -52,6 +58,7 @@ def host_provenance(gpu_index: int = 0) -> dict:
     except Exception:
         nvcc = None
     from . import __version__
+
     return {
         "date": now_utc(),
         "host": socket.gethostname(),
@@ -73,8 +80,14 @@ def host_provenance(gpu_index: int = 0) -> dict:
 def _clocks(g) -> dict | None:
     if g is None:
         return None
-    return {"sm_mhz": g.sm_clock_mhz, "mem_mhz": g.mem_clock_mhz, "max_sm_mhz": g.max_sm_clock_mhz,
-            "temperature_c": g.temperature_c, "power_w": g.power_w, "throttle_reasons": g.throttle_reasons}
+    return {
+        "sm_mhz": g.sm_clock_mhz,
+        "mem_mhz": g.mem_clock_mhz,
+        "max_sm_mhz": g.max_sm_clock_mhz,
+        "temperature_c": g.temperature_c,
+        "power_w": g.power_w,
+        "throttle_reasons": g.throttle_reasons,
+    }
 
 
 def clocks_now(gpu_index: int = 0) -> dict | None:

@@ -1,5 +1,6 @@
 """Render saved results: the per-scenario table (Markdown via tabulate, CSV) and the summary lines.
 Everything here reads rows from files; nothing is measured or computed twice."""
+
 from __future__ import annotations
 
 import csv
@@ -26,12 +27,14 @@ def table_rows(rows: list[ScenarioResult], baselines: list[str]) -> tuple[list[s
         for b in baselines:
             line += [_fmt(r.tflops.get(b), 1), _fmt(r.ratio.get(b), 3)]
         chk = r.check or {}
-        note = r.reason if r.status != "ok" else "; ".join(
-            f"{b}: {m}" for b, m in r.baselines.items() if m != "ok")
+        note = r.reason if r.status != "ok" else "; ".join(f"{b}: {m}" for b, m in r.baselines.items() if m != "ok")
         if r.flags:
             note = "; ".join(["ALARM " + f for f in r.flags] + ([note] if note else []))
-        line += [f"{chk['max_err']:.2e}" if chk.get("max_err") is not None else "",
-                 f"{chk['tol']:.2e}" if chk.get("tol") is not None else "", note[:160]]
+        line += [
+            f"{chk['max_err']:.2e}" if chk.get("max_err") is not None else "",
+            f"{chk['tol']:.2e}" if chk.get("tol") is not None else "",
+            note[:160],
+        ]
         out.append(line)
     return headers, out
 
@@ -46,14 +49,18 @@ def write_csv(path: Path, rows: list[ScenarioResult], baselines: list[str]) -> N
 
 def summary_lines(summary: dict) -> list[str]:
     s = summary
-    lines = [f"correct: {s['scenarios_correct']}/{s['scenarios_total']} scenarios"
-             + (f", extended {s['extended_correct']}/{s['extended_total']}" if s["extended_total"] else "")]
+    lines = [
+        f"correct: {s['scenarios_correct']}/{s['scenarios_total']} scenarios"
+        + (f", extended {s['extended_correct']}/{s['extended_total']}" if s["extended_total"] else "")
+    ]
     for b, g in s["geomean"].items():
         if g is None:
             lines.append(f"vs {b}: no ratio measured")
         else:
-            lines.append(f"vs {b}: geomean {g:.3f}x over {s['ratio_count'][b]} scenarios, "
-                         f"min {s['min_ratio'][b]:.3f}x ({s['min_ratio_scenario'][b]})")
+            lines.append(
+                f"vs {b}: geomean {g:.3f}x over {s['ratio_count'][b]} scenarios, "
+                f"min {s['min_ratio'][b]:.3f}x ({s['min_ratio_scenario'][b]})"
+            )
     if s.get("failures"):
         lines.append("not correct: " + ", ".join(f"{n} {code}" for code, n in s["failures"].items()))
     if s.get("flagged"):
@@ -61,17 +68,26 @@ def summary_lines(summary: dict) -> list[str]:
         lines.append(f"flagged for a look: {len(s['flagged'])} scenarios ({', '.join(codes)})")
     if "sanitize" in s:
         runs = s["sanitize"].get("runs", [])
-        lines.append("compute-sanitizer: " + ("clean" if s["sanitize"].get("ok") else "FAILED") + " (" +
-                     ", ".join(f"{r['tool']}: {r['summary'] or ('ok' if r['ok'] else 'failed')}" for r in runs) + ")")
+        lines.append(
+            "compute-sanitizer: "
+            + ("clean" if s["sanitize"].get("ok") else "FAILED")
+            + " ("
+            + ", ".join(f"{r['tool']}: {r['summary'] or ('ok' if r['ok'] else 'failed')}" for r in runs)
+            + ")"
+        )
     return lines
 
 
 def markdown(rows: list[ScenarioResult], baselines: list[str], summary: dict) -> str:
     prov = summary.get("provenance", {})
-    parts = [f"# Bench: {summary['kernel'].get('path')}", "",
-             f"- GPU: {prov.get('gpu_name')} (driver {prov.get('driver')}), date {prov.get('date')}, "
-             f"commit {prov.get('git_sha')}, kernel sha256 {summary['kernel'].get('sha256', '')[:16]}",
-             f"- seed {prov.get('seed')}; torch {prov.get('torch')}, CUDA {prov.get('cuda')}", ""]
+    parts = [
+        f"# Bench: {summary['kernel'].get('path')}",
+        "",
+        f"- GPU: {prov.get('gpu_name')} (driver {prov.get('driver')}), date {prov.get('date')}, "
+        f"commit {prov.get('git_sha')}, kernel sha256 {summary['kernel'].get('sha256', '')[:16]}",
+        f"- seed {prov.get('seed')}; torch {prov.get('torch')}, CUDA {prov.get('cuda')}",
+        "",
+    ]
     parts += [f"- {l}" for l in summary_lines(summary)] + [""]
     for b in baselines:
         bd = breakdown(rows, b)

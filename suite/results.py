@@ -1,7 +1,7 @@
 """Typed results: one row per scenario (JSONL, appended as it comes), and summary.json.
 
-summary.json is a contract that tools read. Schema version 1, fields:
-  schema_version      1
+summary.json is a contract that tools read. Schema version 2, fields:
+  schema_version      2
   kind                "bench" | "eval"
   arch                "sm90" | "sm100" | ...
   scenarios_total     timed grid scenarios in this run (182 for a full sweep)
@@ -15,12 +15,18 @@ summary.json is a contract that tools read. Schema version 1, fields:
   ratio_count         {baseline: how many scenarios entered the geomean}
   kernel              {"path": ..., "sha256": ...}
   provenance          {"gpu_name", "git_sha", "date", ... see provenance.py}
-Added within schema 1 (readers must ignore keys they do not know):
   failures            {reason code: number of rows with it}, e.g. {"unwritten": 3}; see CODES
-  flagged             {scenario: [alarm codes]}: plausibility alarms ("roofline", "jump");
-                      an alarm does not make a row incorrect, it asks for a human look
+  flagged             {scenario: [alarm codes]}: plausibility alarms ("jump"); an alarm does not
+                      make a row incorrect, it asks for a human look
+  ceiling             {"gemm_tflops": the bf16 GEMM measured on the GPU, "factor": the margin,
+                       "implausible_above_tflops": their product}: a row above it has the status
+                      `implausible` (not correct); null when no GEMM was measured
   sanitize            present with `--sanitize`: {"ok": bool, "runs": [...]} (harness/sanitize.py)
+Readers must ignore keys they do not know.
+Version 2 (was 1): `ceiling` added; a row faster than the ceiling is `implausible` (counted in
+`failures`, left out of the geomeans) where version 1 kept it correct with a "roofline" flag.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,17 +34,18 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-SUMMARY_SCHEMA_VERSION = 1
+SUMMARY_SCHEMA_VERSION = 2
 
 # statuses of a row; only "ok" is correct
 STATUS_OK = "ok"
 STATUS_WRONG = "wrong"
 STATUS_UNSUPPORTED = "unsupported"
-STATUS_ERROR = "error"          # the kernel returned an error code, or a CUDA error was raised
-STATUS_CRASH = "crash"          # the worker process died
-STATUS_TIMEOUT = "timeout"      # the worker did not answer in time (a hang)
-STATUS_REJECTED = "rejected"    # caught breaking the contract (inputs modified, out-of-bounds
-                                # writes, work left running after the call, a cached result, ...)
+STATUS_ERROR = "error"  # the kernel returned an error code, or a CUDA error was raised
+STATUS_CRASH = "crash"  # the worker process died
+STATUS_TIMEOUT = "timeout"  # the worker did not answer in time (a hang)
+STATUS_REJECTED = "rejected"  # caught breaking the contract (inputs modified, out-of-bounds
+# writes, work left running after the call, a cached result, ...)
+STATUS_IMPLAUSIBLE = "implausible"  # faster than the GEMM ceiling measured on the GPU allows
 
 # Reason codes: one short, stable word per row that is not ok (the `reason` says it in full).
 CODES = {
@@ -54,6 +61,7 @@ CODES = {
     "out-of-bounds": "writes landed in the guard zones around the output",
     "late-work": "work was still running after the harness's stream was done",
     "timed-output": "an output written during timing was unwritten, non-finite or wrong",
+    "implausible": "faster than the bf16 GEMM ceiling measured on the GPU (x the margin) allows",
     "cuda-error": "a CUDA error (e.g. an illegal address) in the worker",
     "crash": "the worker process died",
     "timeout": "the worker did not answer in time (a hang)",
@@ -75,17 +83,17 @@ class ScenarioResult:
     flops: float
     status: str
     reason: str = ""
-    code: str = ""                                    # one of CODES when status != ok
+    code: str = ""  # one of CODES when status != ok
     check: dict | None = None
     recheck: dict | None = None
-    times_ms: dict = field(default_factory=dict)      # impl -> TimingStats as dict
-    tflops: dict = field(default_factory=dict)        # impl -> TFLOP/s at the median
-    ratio: dict = field(default_factory=dict)         # baseline -> baseline_ms / kernel_ms
-    baselines: dict = field(default_factory=dict)     # baseline -> "ok" or why it has no number
+    times_ms: dict = field(default_factory=dict)  # impl -> TimingStats as dict
+    tflops: dict = field(default_factory=dict)  # impl -> TFLOP/s at the median
+    ratio: dict = field(default_factory=dict)  # baseline -> baseline_ms / kernel_ms
+    baselines: dict = field(default_factory=dict)  # baseline -> "ok" or why it has no number
     seed: int | None = None
     wall_s: float = 0.0
     gpu: dict | None = None
-    flags: list = field(default_factory=list)         # plausibility alarms and other notes
+    flags: list = field(default_factory=list)  # plausibility alarms and other notes
 
     @property
     def correct(self) -> bool:
@@ -128,8 +136,9 @@ def geomean(values: list[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in vals) / len(vals))
 
 
-def summarize(rows: list[ScenarioResult], kind: str, arch: str, kernel: dict, provenance: dict,
-              baselines: list[str]) -> dict:
+def summarize(
+    rows: list[ScenarioResult], kind: str, arch: str, kernel: dict, provenance: dict, baselines: list[str]
+) -> dict:
     grid_rows = [r for r in rows if not r.extended]
     ext_rows = [r for r in rows if r.extended]
     gm, mn, mn_id, cnt = {}, {}, {}, {}
@@ -158,7 +167,16 @@ def summarize(rows: list[ScenarioResult], kind: str, arch: str, kernel: dict, pr
         "provenance": provenance,
         "failures": failure_counts(rows),
         "flagged": {r.scenario: [f.split(":", 1)[0] for f in r.flags] for r in rows if r.flags},
+        "ceiling": ceiling(provenance),
     }
+
+
+def ceiling(provenance: dict) -> dict | None:
+    """summary.json's `ceiling`: the GEMM the worker measured and the bound of `implausible`."""
+    gemm, factor = provenance.get("gemm_tflops"), provenance.get("ceiling_factor")
+    if not gemm or not factor:
+        return None
+    return {"gemm_tflops": gemm, "factor": factor, "implausible_above_tflops": round(gemm * factor, 1)}
 
 
 def failure_counts(rows: list[ScenarioResult]) -> dict[str, int]:

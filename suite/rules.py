@@ -12,19 +12,46 @@ are searched with the strings kept. A determined author can still disguise a cal
 function pointers); the build's symbol check (build.py) and the run-time defences of the harness
 are the next lines.
 """
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-ALLOWED_INCLUDES = frozenset({
-    "cuda.h", "cuda_runtime.h", "cuda_runtime_api.h", "cuda_bf16.h", "cuda_fp16.h",
-    "cudaTypedefs.h", "vector_types.h", "device_launch_parameters.h",
-    "stdint.h", "stddef.h", "stdio.h", "stdlib.h", "string.h", "math.h", "float.h", "limits.h",
-    "assert.h", "cstdint", "cstddef", "cstdio", "cstdlib", "cstring", "cmath", "cfloat", "climits",
-    "cassert", "type_traits", "utility", "algorithm",
-})
+ALLOWED_INCLUDES = frozenset(
+    {
+        "cuda.h",
+        "cuda_runtime.h",
+        "cuda_runtime_api.h",
+        "cuda_bf16.h",
+        "cuda_fp16.h",
+        "cudaTypedefs.h",
+        "vector_types.h",
+        "device_launch_parameters.h",
+        "stdint.h",
+        "stddef.h",
+        "stdio.h",
+        "stdlib.h",
+        "string.h",
+        "math.h",
+        "float.h",
+        "limits.h",
+        "assert.h",
+        "cstdint",
+        "cstddef",
+        "cstdio",
+        "cstdlib",
+        "cstring",
+        "cmath",
+        "cfloat",
+        "climits",
+        "cassert",
+        "type_traits",
+        "utility",
+        "algorithm",
+    }
+)
 
 # (pattern, what it is) -- searched in the source with comments and strings removed
 FORBIDDEN_CODE = (
@@ -36,28 +63,41 @@ FORBIDDEN_CODE = (
     (r"\bthrust::", "Thrust"),
     (r"\bcub::", "CUB"),
     (r"\bnvcuda::wmma\b|\bwmma::", "the WMMA library (use inline PTX)"),
-    (r"\b_*(libc_)?dl(open|mopen|sym|vsym|info|close)(_mode)?\b|\bLoadLibrary\w*\s*\(",
-     "loading a library at run time"),
+    (
+        r"\b_*(libc_)?dl(open|mopen|sym|vsym|info|close)(_mode)?\b|\bLoadLibrary\w*\s*\(",
+        "loading a library at run time",
+    ),
     (r"\bcudaStreamCreate\w*\s*\(|\bcuStreamCreate\w*\s*\(", "creating a stream (run on the stream passed in)"),
-    (r"\bcudaStreamPerThread\b|\bcudaStreamLegacy\b|\bCU_STREAM_PER_THREAD\b|\bCU_STREAM_LEGACY\b",
-     "a stream other than the one passed in"),
-    (r"\bstd::j?thread\b|\bpthread_create\s*\(|\bstd::async\s*\(|\bthrd_create\s*\(|\bclone\s*\(",
-     "creating a host thread"),
+    (
+        r"\bcudaStreamPerThread\b|\bcudaStreamLegacy\b|\bCU_STREAM_PER_THREAD\b|\bCU_STREAM_LEGACY\b",
+        "a stream other than the one passed in",
+    ),
+    (
+        r"\bstd::j?thread\b|\bpthread_create\s*\(|\bstd::async\s*\(|\bthrd_create\s*\(|\bclone\s*\(",
+        "creating a host thread",
+    ),
     (r"#\s*pragma\s+comment\s*\(\s*lib", "linking a library"),
-    (r"\bcudaGraph\w*|\bcuGraph\w*|\bcudaStreamBeginCapture\w*|\bcudaLaunchHostFunc\s*\(|\bcuLaunchHostFunc\s*\(",
-     "deferred host-side launches (graphs, host functions)"),
+    (
+        r"\bcudaGraph\w*|\bcuGraph\w*|\bcudaStreamBeginCapture\w*|\bcudaLaunchHostFunc\s*\(|\bcuLaunchHostFunc\s*\(",
+        "deferred host-side launches (graphs, host functions)",
+    ),
     (r"\b_?Py[A-Z_]\w*", "the Python C API (a kernel must not reach into the process that loads it)"),
     (r"\b(system|popen|v?fork|posix_spawnp?|exec[lv]p?e?)\s*\(", "starting a process"),
-    (r"\b(fopen|freopen|fdopen|tmpfile|remove|rename|unlink|open|openat|creat)\s*\(",
-     "file access from the kernel"),
-    (r"\b(exit|_exit|_Exit|quick_exit|abort|atexit|at_quick_exit)\s*\(",
-     "ending the process (return a KS_ERR_* code instead)"),
+    (r"\b(fopen|freopen|fdopen|tmpfile|remove|rename|unlink|open|openat|creat)\s*\(", "file access from the kernel"),
+    (
+        r"\b(exit|_exit|_Exit|quick_exit|abort|atexit|at_quick_exit)\s*\(",
+        "ending the process (return a KS_ERR_* code instead)",
+    ),
     (r"\b(getenv|secure_getenv|setenv|putenv|unsetenv)\s*\(", "reading or changing the environment"),
     (r"__attribute__\s*\(\(\s*(constructor|destructor)\b", "code that runs when the library is loaded"),
-    (r"\b(syscall|signal|sigaction|raise|kill|ptrace|mmap|mprotect|dup2?|setrlimit|prctl)\s*\(",
-     "process-level system calls"),
-    (r"\bcudaDeviceReset\s*\(|\bcudaSetDevice\s*\(|\bcuCtx(Create|Destroy|SetCurrent|PushCurrent)\w*",
-     "changing, resetting or creating device contexts"),
+    (
+        r"\b(syscall|signal|sigaction|raise|kill|ptrace|mmap|mprotect|dup2?|setrlimit|prctl)\s*\(",
+        "process-level system calls",
+    ),
+    (
+        r"\bcudaDeviceReset\s*\(|\bcudaSetDevice\s*\(|\bcuCtx(Create|Destroy|SetCurrent|PushCurrent)\w*",
+        "changing, resetting or creating device contexts",
+    ),
 )
 
 # searched with comments removed but strings kept: things that only live in strings
@@ -67,7 +107,7 @@ FORBIDDEN_TEXT = (
     (r"/proc/|/dev/shm|LD_PRELOAD", "reaching into the process or system"),
 )
 
-_INCLUDE_RE = re.compile(r'\s*(?:#|%:)\s*include(_next)?\b(.*)')
+_INCLUDE_RE = re.compile(r"\s*(?:#|%:)\s*include(_next)?\b(.*)")
 _INCLUDE_OK_RE = re.compile(r'\s*([<"])([^>"]+)[>"]\s*$')
 _CHAR_RE = re.compile(r"'(?:\\(?:x[0-9A-Fa-f]+|[0-7]{1,3}|.)|[^\\'\n])'")
 
@@ -86,8 +126,10 @@ class DependencyRuleError(ValueError):
     def __init__(self, path: str, violations: list[Violation]):
         self.path, self.violations = path, violations
         lines = "\n  ".join(str(v) for v in violations)
-        super().__init__(f"{path} breaks the dependency-free rule (CUDA runtime/driver API and inline "
-                         f"PTX only, one file):\n  {lines}")
+        super().__init__(
+            f"{path} breaks the dependency-free rule (CUDA runtime/driver API and inline "
+            f"PTX only, one file):\n  {lines}"
+        )
 
 
 def _blank(text: str) -> str:
@@ -104,20 +146,23 @@ def _strip(src: str, strings: bool = True) -> str:
         if src.startswith("//", i):
             j = src.find("\n", i)
             j = n if j < 0 else j
-            out.append(" " * (j - i)); i = j
+            out.append(" " * (j - i))
+            i = j
         elif src.startswith("/*", i):
             j = src.find("*/", i + 2)
             j = n if j < 0 else j + 2
-            out.append(_blank(src[i:j])); i = j
+            out.append(_blank(src[i:j]))
+            i = j
         elif c == "'":
             m = _CHAR_RE.match(src, i)
             if m:  # a character literal; otherwise a digit separator (1'000)
                 out.append(("'" + " " * (len(m.group(0)) - 2) + "'") if strings else m.group(0))
                 i = m.end()
             else:
-                out.append(c); i += 1
+                out.append(c)
+                i += 1
         elif c == '"' and not _inside_include(src, i):
-            raw = re.match(r'R"([^()\\\s]{0,16})\(', src[i - 1:i + 20]) if i > 0 and src[i - 1] == "R" else None
+            raw = re.match(r'R"([^()\\\s]{0,16})\(', src[i - 1 : i + 20]) if i > 0 and src[i - 1] == "R" else None
             if raw:  # raw string literal R"delim( ... )delim"
                 end = src.find(")" + raw.group(1) + '"', i)
                 j = n if end < 0 else end + len(raw.group(1)) + 2
@@ -126,9 +171,11 @@ def _strip(src: str, strings: bool = True) -> str:
                 while j < n and src[j] != '"' and src[j] != "\n":
                     j += 2 if src[j] == "\\" else 1
                 j = min(j + 1, n)
-            out.append(('"' + _blank(src[i + 1:j - 1]) + '"') if strings else src[i:j]); i = j
+            out.append(('"' + _blank(src[i + 1 : j - 1]) + '"') if strings else src[i:j])
+            i = j
         else:
-            out.append(c); i += 1
+            out.append(c)
+            i += 1
     return "".join(out)
 
 
@@ -159,8 +206,13 @@ def _launch_violations(clean: str, raw_lines: list[str]) -> list[Violation]:
     for m in re.finditer(r"<<<(.*?)>>>", clean, flags=re.S):
         if _launch_args(m.group(1)) < 4:
             no = clean.count("\n", 0, m.start()) + 1
-            found.append(Violation(no, "a kernel launch without the stream passed in "
-                                       "(use <<<grid, block, smem, stream>>>)", raw_lines[no - 1]))
+            found.append(
+                Violation(
+                    no,
+                    "a kernel launch without the stream passed in (use <<<grid, block, smem, stream>>>)",
+                    raw_lines[no - 1],
+                )
+            )
     return found
 
 
@@ -176,13 +228,21 @@ def check_source(source: str, path: str = "<kernel>") -> list[Violation]:
         if m:
             ok = _INCLUDE_OK_RE.match(m.group(2))
             if m.group(1) or not ok:
-                violations.append(Violation(no, "an include that is not a plain <header> (computed or "
-                                                "#include_next)", raw_lines[no - 1]))
+                violations.append(
+                    Violation(
+                        no, "an include that is not a plain <header> (computed or #include_next)", raw_lines[no - 1]
+                    )
+                )
             elif ok.group(1) == '"':
                 violations.append(Violation(no, "local include (the kernel must be one file)", raw_lines[no - 1]))
             elif ok.group(2).strip() not in ALLOWED_INCLUDES:
-                violations.append(Violation(no, f"include <{ok.group(2).strip()}> is not a CUDA runtime/driver "
-                                                "or C/C++ standard header", raw_lines[no - 1]))
+                violations.append(
+                    Violation(
+                        no,
+                        f"include <{ok.group(2).strip()}> is not a CUDA runtime/driver or C/C++ standard header",
+                        raw_lines[no - 1],
+                    )
+                )
             continue
         for pat, what in FORBIDDEN_CODE:
             if re.search(pat, line):

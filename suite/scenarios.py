@@ -1,5 +1,6 @@
 """The scenario grid, as data: 182 timed forward scenarios per architecture and the extended
 correctness set (odd lengths, seqlen_q != seqlen_k, batch 3, one head). Nothing here needs a GPU."""
+
 from __future__ import annotations
 
 import fnmatch
@@ -24,12 +25,18 @@ class HeadConfig:
 
 
 HEAD_CONFIGS = (
-    HeadConfig(64, 64, 32, 32), HeadConfig(64, 64, 32, 8), HeadConfig(64, 64, 32, 4),
+    HeadConfig(64, 64, 32, 32),
+    HeadConfig(64, 64, 32, 8),
+    HeadConfig(64, 64, 32, 4),
     HeadConfig(64, 64, 32, 1),
     HeadConfig(96, 96, 16, 16),
-    HeadConfig(128, 128, 16, 16), HeadConfig(128, 128, 16, 4), HeadConfig(128, 128, 16, 2),
+    HeadConfig(128, 128, 16, 16),
+    HeadConfig(128, 128, 16, 4),
+    HeadConfig(128, 128, 16, 2),
     HeadConfig(128, 128, 16, 1),
-    HeadConfig(256, 256, 8, 8), HeadConfig(256, 256, 8, 4), HeadConfig(256, 256, 8, 1),
+    HeadConfig(256, 256, 8, 8),
+    HeadConfig(256, 256, 8, 4),
+    HeadConfig(256, 256, 8, 1),
     HeadConfig(192, 128, 16, 16),
 )
 
@@ -77,15 +84,35 @@ def grid(arch: str = "sm90") -> list[Scenario]:
     for hc in HEAD_CONFIGS:
         for s in SEQLENS:
             for causal in (False, True):
-                out.append(Scenario(_grid_id(hc, s, causal), TOTAL_TOKENS // s, s, s, hc.heads_q,
-                                    hc.heads_kv, hc.d_qk, hc.d_v, causal))
+                out.append(
+                    Scenario(
+                        _grid_id(hc, s, causal),
+                        TOTAL_TOKENS // s,
+                        s,
+                        s,
+                        hc.heads_q,
+                        hc.heads_kv,
+                        hc.d_qk,
+                        hc.d_v,
+                        causal,
+                    )
+                )
     return out
 
 
 # (batch, seqlen_q, seqlen_k): odd lengths, and seqlen_q != seqlen_k both ways
 EXTENDED_SHAPES = (
-    (3, 1, 1), (3, 17, 17), (3, 113, 113), (3, 1000, 1000), (3, 3001, 3001),
-    (3, 113, 1000), (3, 1000, 113), (3, 17, 3001), (3, 3001, 17), (3, 1, 1000), (3, 1000, 1),
+    (3, 1, 1),
+    (3, 17, 17),
+    (3, 113, 113),
+    (3, 1000, 1000),
+    (3, 3001, 3001),
+    (3, 113, 1000),
+    (3, 1000, 113),
+    (3, 17, 3001),
+    (3, 3001, 17),
+    (3, 1, 1000),
+    (3, 1000, 1),
 )
 # one head (q and kv), both ways unequal
 ONE_HEAD_SHAPES = ((1, 1000, 3001), (1, 3001, 1000), (1, 1, 17))
@@ -98,8 +125,7 @@ def extended(arch: str = "sm90") -> list[Scenario]:
         for causal in (False, True):
             for b, sq, sk in EXTENDED_SHAPES:
                 sid = f"ext-{hc.name}-b{b}-q{sq}-k{sk}" + ("-causal" if causal else "")
-                out.append(Scenario(sid, b, sq, sk, hc.heads_q, hc.heads_kv, hc.d_qk, hc.d_v, causal,
-                                    extended=True))
+                out.append(Scenario(sid, b, sq, sk, hc.heads_q, hc.heads_kv, hc.d_qk, hc.d_v, causal, extended=True))
     dims = sorted({(hc.d_qk, hc.d_v) for hc in HEAD_CONFIGS})
     for dqk, dv in dims:
         for causal in (False, True):

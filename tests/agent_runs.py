@@ -1,4 +1,5 @@
 """Helpers for tests that drive complete agent runs on the CPU task through the scripted server."""
+
 from __future__ import annotations
 
 from pathlib import Path

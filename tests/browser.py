@@ -4,6 +4,7 @@ A page is opened from file:// and everything it says on the console, every scrip
 request that does not stay on the local file are collected, so a test can ask for none. Where
 Chromium or Playwright is missing the browser tests are skipped with the reason, except under CI
 (`CI` set), where `.ci/run` installs Chromium and a missing one fails the run."""
+
 from __future__ import annotations
 
 import os
@@ -13,8 +14,15 @@ from pathlib import Path
 
 import pytest
 
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def chromium_path() -> str | None:
@@ -49,8 +57,11 @@ class Opened:
     @property
     def problems(self) -> list[str]:
         """Console errors and warnings, script errors, and requests that left the file."""
-        return ([f"console {t}: {m}" for t, m in self.console if t in ("error", "warning")]
-                + [f"page error: {e}" for e in self.errors] + [f"request: {r}" for r in self.requests])
+        return (
+            [f"console {t}: {m}" for t, m in self.console if t in ("error", "warning")]
+            + [f"page error: {e}" for e in self.errors]
+            + [f"request: {r}" for r in self.requests]
+        )
 
 
 class Browser:
@@ -62,8 +73,12 @@ class Browser:
         opened = Opened(page)
         page.on("console", lambda m: opened.console.append((m.type, m.text)))
         page.on("pageerror", lambda e: opened.errors.append(str(e)))
-        page.on("request", lambda r: None if r.url.startswith(("file:", "data:", "blob:", "about:"))
-                else opened.requests.append(r.url))
+        page.on(
+            "request",
+            lambda r: (
+                None if r.url.startswith(("file:", "data:", "blob:", "about:")) else opened.requests.append(r.url)
+            ),
+        )
         page.goto(Path(path).resolve().as_uri())
         page.wait_for_selector("body[data-ready='1']", timeout=timeout_ms)
         return opened

@@ -15,6 +15,7 @@ of its messages and tools to a token), refuses one over N with vLLM's 400 and me
 the count as the prompt tokens of its answers; with `advertise_window=True` its model list (GET
 /v1/models) says N as vLLM does (`max_model_len`).
 """
+
 from __future__ import annotations
 
 import json
@@ -49,8 +50,8 @@ class ScriptedChatServer:
     def __init__(self, script=(), context_window: int | None = None, advertise_window: bool = False):
         self.script = list(script)
         self.context_window, self.advertise_window = context_window, advertise_window
-        self.refused: list[int] = []          # token counts of requests refused as too long
-        self.requests: list[dict] = []        # {"path", "headers", "body"}
+        self.refused: list[int] = []  # token counts of requests refused as too long
+        self.requests: list[dict] = []  # {"path", "headers", "body"}
         self._lock = threading.Lock()
         self._n = 0
         server = self
@@ -77,11 +78,19 @@ class ScriptedChatServer:
                 if server.context_window and tokens > server.context_window:
                     with server._lock:
                         server.refused.append(tokens)
-                    server._send_json(self, 400, {"object": "error", "type": "BadRequestError", "code": 400,
-                                                  "message": f"This model's maximum context length is "
-                                                             f"{server.context_window} tokens. However, you requested "
-                                                             f"{tokens} tokens in the messages, Please reduce the "
-                                                             "length of the messages."})
+                    server._send_json(
+                        self,
+                        400,
+                        {
+                            "object": "error",
+                            "type": "BadRequestError",
+                            "code": 400,
+                            "message": f"This model's maximum context length is "
+                            f"{server.context_window} tokens. However, you requested "
+                            f"{tokens} tokens in the messages, Please reduce the "
+                            "length of the messages.",
+                        },
+                    )
                     return
                 with server._lock:
                     server.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
@@ -93,7 +102,7 @@ class ScriptedChatServer:
                 try:
                     server._answer(self, item, body, n)
                 except OSError:
-                    pass    # the client gave up (a scripted hang)
+                    pass  # the client gave up (a scripted hang)
 
             def finish(self):
                 try:
@@ -139,8 +148,13 @@ class ScriptedChatServer:
             return
         calls = []
         for i, (name, args) in enumerate(item["calls"]):
-            calls.append({"id": f"call_{n}_{i}", "type": "function",
-                          "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}})
+            calls.append(
+                {
+                    "id": f"call_{n}_{i}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)},
+                }
+            )
         message = {"role": "assistant", "content": item["content"]}
         if calls:
             message["tool_calls"] = calls
@@ -150,11 +164,16 @@ class ScriptedChatServer:
         usage = {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
         if item.get("cost") is not None:
             usage["cost"] = item["cost"]
-        payload = json.dumps({"id": f"chatcmpl-{n}", "object": "chat.completion", "created": int(time.time()),
-                              "model": body.get("model", "scripted"),
-                              "choices": [{"index": 0, "message": message,
-                                           "finish_reason": "tool_calls" if calls else "stop"}],
-                              "usage": usage})
+        payload = json.dumps(
+            {
+                "id": f"chatcmpl-{n}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model", "scripted"),
+                "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
+                "usage": usage,
+            }
+        )
         h.send_response(200)
         self._send(h, payload)
 

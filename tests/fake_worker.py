@@ -9,6 +9,7 @@ actions: ok, exit (os._exit), segv (SIGSEGV), hang, cuda_error (a CUDA-error row
 real worker), memory (grow past the limit), forge (print forged result lines on stdout and on the
 channel without the key, then report the scenario wrong), fatal (a fatal message).
 """
+
 import json
 import os
 import signal
@@ -24,8 +25,19 @@ HELD = []
 
 
 def row_for(s: dict, status: str = "ok", **kw) -> dict:
-    r = ScenarioResult(s["id"], f"d{s['d_qk']}-h{s['heads_q']}kv{s['heads_kv']}", s["batch"], s["seqlen_q"],
-                       s["seqlen_k"], s["causal"], s["extended"], 1.0e12, status=status, seed=SEED, **kw)
+    r = ScenarioResult(
+        s["id"],
+        f"d{s['d_qk']}-h{s['heads_q']}kv{s['heads_kv']}",
+        s["batch"],
+        s["seqlen_q"],
+        s["seqlen_k"],
+        s["causal"],
+        s["extended"],
+        1.0e12,
+        status=status,
+        seed=SEED,
+        **kw,
+    )
     return r.to_dict()
 
 
@@ -37,20 +49,27 @@ def act(what: str, plan: dict, chan: WorkerChannel, s: dict | None):
     if what == "hang":
         time.sleep(3600)
     if what == "memory":
-        HELD.append(b"\x01" * plan.get("hog_bytes", 400 << 20))   # written pages count in the RSS
+        HELD.append(b"\x01" * plan.get("hog_bytes", 400 << 20))  # written pages count in the RSS
         time.sleep(3600)
     if what == "fatal":
         chan.emit("fatal", error="ContractError: kernel ABI version 7, the suite expects 1", code="contract")
         sys.exit(2)
     if what == "cuda_error":
         sys.stderr.write("torch.AcceleratorError: CUDA error: an illegal memory access was encountered\n")
-        chan.emit("result", row=row_for(s, "error", code="cuda-error",
-                                        reason="AcceleratorError: CUDA error: an illegal memory access was encountered"))
+        chan.emit(
+            "result",
+            row=row_for(
+                s,
+                "error",
+                code="cuda-error",
+                reason="AcceleratorError: CUDA error: an illegal memory access was encountered",
+            ),
+        )
         sys.exit(3)
     if what == "forge":
         forged = json.dumps({"seq": chan.seq, "kind": "result", "row": row_for(s, "ok")})
-        print(MARK + "0" * 64 + " " + forged, flush=True)                 # on stdout, like printf
-        chan.stream.write(MARK + "f" * 64 + " " + forged + "\n")          # on the channel, unsigned
+        print(MARK + "0" * 64 + " " + forged, flush=True)  # on stdout, like printf
+        chan.stream.write(MARK + "f" * 64 + " " + forged + "\n")  # on the channel, unsigned
         chan.stream.flush()
         chan.emit("result", row=row_for(s, "wrong", code="unwritten", reason="nothing written"))
         return True
@@ -64,12 +83,19 @@ def main():
     SEED = job["seed"]
     if plan.get("record"):
         with open(plan["record"], "a") as f:
-            f.write(json.dumps({"pid": os.getpid(), "scenarios": [i["scenario"]["id"] for i in job["scenarios"]]})
-                    + "\n")
+            f.write(
+                json.dumps({"pid": os.getpid(), "scenarios": [i["scenario"]["id"] for i in job["scenarios"]]}) + "\n"
+            )
     if plan.get("at_start"):
         act(plan["at_start"], plan, chan, None)
-    chan.emit("hello", device="stand-in", sms=1, gemm_tflops=plan.get("gemm_tflops", 100.0), baselines={},
-              baseline_versions={})
+    chan.emit(
+        "hello",
+        device="stand-in",
+        sms=1,
+        gemm_tflops=plan.get("gemm_tflops", 100.0),
+        baselines={},
+        baseline_versions={},
+    )
     for item in job["scenarios"]:
         s = item["scenario"]
         chan.emit("start", scenario=s["id"])

@@ -1,6 +1,7 @@
 """Shared helpers of the CPU tests: a naive attention to check the reference against, and kernels
 written in Python that behave like the adversarial CUDA kernels (tests/adversarial/), for the trial
 logic (harness/trial.py) to judge on the CPU."""
+
 import math
 
 import torch
@@ -52,8 +53,8 @@ def flash_style(q, k, v, causal: bool, scale: float, block: int = 64):
             l = torch.zeros(sq, 1)
             acc = torch.zeros(sq, dv)
             for j0 in range(0, sk, block):
-                kb = k[bi, j0:j0 + block, kh].float()
-                vb = v[bi, j0:j0 + block, kh].float()
+                kb = k[bi, j0 : j0 + block, kh].float()
+                vb = v[bi, j0 : j0 + block, kh].float()
                 s = qh @ kb.T * scale
                 if causal:
                     cols = torch.arange(j0, j0 + kb.shape[0]).view(1, -1)
@@ -82,7 +83,7 @@ def uniform_mean(q, k, v, causal: bool):
     g = hq // hk
     out = torch.zeros(b, sq, hq, dv)
     for h in range(hq):
-        tot = csum[:, n, h // g]                                       # (b, sq, dv)
+        tot = csum[:, n, h // g]  # (b, sq, dv)
         out[:, :, h] = torch.where(n.view(1, sq, 1) > 0, tot / n.clamp(min=1).view(1, sq, 1), 0.0)
     lse = torch.where(n > 0, torch.log(n.float().clamp(min=1)), float("-inf")).view(1, 1, sq).expand(b, hq, sq)
     return out.to(torch.bfloat16), lse.contiguous()
@@ -90,12 +91,14 @@ def uniform_mean(q, k, v, causal: bool):
 
 # ---- kernels in Python for the trial logic: launch(bufs) -> return code -------------------------
 
+
 def honest(scn):
     def launch(b):
         o, l = attention_reference(b.q, b.k, b.v, scn.causal, scn.softmax_scale)
         b.out.view.copy_(o.to(torch.bfloat16))
         b.lse.view.copy_(l)
         return 0
+
     return launch
 
 
@@ -112,6 +115,7 @@ def partial_write(scn):
         half = scn.seqlen_q // 2
         b.out.view[:, half:] = keep[:, half:]
         return 0
+
     return launch
 
 
@@ -128,17 +132,20 @@ def cache_by_pointer(scn):
             b.out.view.copy_(memo[key][0])
             b.lse.view.copy_(memo[key][1])
         return 0
+
     return launch
 
 
 def low_precision(scn):
     def launch(b):
-        def trunc(t):   # keep 3 of the 7 mantissa bits of bf16
+        def trunc(t):  # keep 3 of the 7 mantissa bits of bf16
             return (t.view(torch.int16) & ~0x000F).view(torch.bfloat16)
+
         o, l = attention_reference(trunc(b.q), trunc(b.k), b.v, scn.causal, scn.softmax_scale)
         b.out.view.copy_(o.to(torch.bfloat16))
         b.lse.view.copy_(l)
         return 0
+
     return launch
 
 
@@ -165,6 +172,7 @@ def cheap_uniform(scn):
         b.out.view.copy_(o)
         b.lse.view.copy_(l)
         return 0
+
     return launch
 
 
@@ -174,6 +182,7 @@ def modifies_inputs(scn):
     def launch(b):
         b.v.zero_()
         return full(b)
+
     return launch
 
 
@@ -185,6 +194,7 @@ def copies_input(scn):
             b.out.view[:, :, h] = b.v[:, idx, h // g]
         b.lse.view.zero_()
         return 0
+
     return launch
 
 
@@ -210,6 +220,7 @@ def grid_only(scn):
         b.out.view.copy_(torch.einsum("bhqk,bkhd->bqhd", torch.softmax(s, -1), v).to(torch.bfloat16))
         b.lse.view.copy_(torch.logsumexp(s, -1))
         return 0
+
     return launch
 
 
@@ -218,9 +229,10 @@ def nan_masked_rows(scn):
 
     def launch(b):
         full(b)
-        empty = torch.isneginf(b.lse.view)                      # (b, hq, sq)
+        empty = torch.isneginf(b.lse.view)  # (b, hq, sq)
         b.out.view.masked_fill_(empty.permute(0, 2, 1).unsqueeze(-1), float("nan"))
         return 0
+
     return launch
 
 
@@ -230,8 +242,9 @@ def out_of_bounds(scn):
     def launch(b):
         full(b)
         g = b.out
-        g.full[g.zone + g.n: g.zone + g.n + 8] = 1.0            # eight elements past the end
+        g.full[g.zone + g.n : g.zone + g.n + 8] = 1.0  # eight elements past the end
         return 0
+
     return launch
 
 
@@ -242,6 +255,7 @@ def noisy(scn, size: float):
         full(b)
         b.out.view.add_(size * torch.randn_like(b.out.view.float()).to(torch.bfloat16))
         return 0
+
     return launch
 
 
@@ -261,10 +275,12 @@ def no_lse(scn):
         full(b)
         b.lse.view.copy_(keep)
         return 0
+
     return launch
 
 
 # ---- kernels that keep results by input contents, and a clock for the timing loop on the CPU -----
+
 
 def content_key(b, sample: int | None = None, signs: bool = True) -> bytes:
     """The bytes of q, k and v (every element, or the first `sample` of each; without their sign

@@ -2,6 +2,7 @@
 a Dask worker holds, and the shard runner. The runner's rows follow from (seed, scenario) alone, as
 a real run's inputs do, so a sharded run and a serial run must give the same rows. It can block on
 one scenario (so that a test kills the worker running it) and it logs every scenario it starts."""
+
 from __future__ import annotations
 
 import hashlib
@@ -15,6 +16,7 @@ from kernelseek_suite.scaleout.gpus import WorkerGPU
 
 def _worker_name() -> str:
     from distributed.worker import Worker
+
     return str(next(iter(Worker._instances)).name)
 
 
@@ -26,8 +28,9 @@ def h200_probe() -> WorkerGPU:
 def mixed_probe() -> WorkerGPU:
     """Even workers hold H200s, odd ones H100s: two classes of one architecture."""
     n = int(_worker_name())
-    return WorkerGPU("node-a", n, f"GPU-fake-{n}", "NVIDIA H200" if n % 2 == 0 else "NVIDIA H100 80GB HBM3",
-                     (9, 0), "580.1")
+    return WorkerGPU(
+        "node-a", n, f"GPU-fake-{n}", "NVIDIA H200" if n % 2 == 0 else "NVIDIA H100 80GB HBM3", (9, 0), "580.1"
+    )
 
 
 def fake_ratio(seed: int, scenario: str, baseline: str) -> float:
@@ -35,8 +38,9 @@ def fake_ratio(seed: int, scenario: str, baseline: str) -> float:
     return round(0.5 + (h % 10000) / 10000, 4)
 
 
-def fake_runner(job, todo, on_row, *, log_dir: str, block: str | None = None, block_class: str | None = None,
-                pause_s: float = 0.0):
+def fake_runner(
+    job, todo, on_row, *, log_dir: str, block: str | None = None, block_class: str | None = None, pause_s: float = 0.0
+):
     """Rows for `todo`, one at a time. On `block` (first attempt only; in the sweep of `block_class`
     when given) it writes its pid to log_dir/blocked and waits to be killed."""
     log = Path(log_dir)
@@ -48,9 +52,21 @@ def fake_runner(job, todo, on_row, *, log_dir: str, block: str | None = None, bl
             time.sleep(120)
         if pause_s:
             time.sleep(pause_s)
-        on_row(ScenarioResult(s.id, s.head_config, s.batch, s.seqlen_q, s.seqlen_k, s.causal, s.extended, s.flops,
-                              status="ok", seed=job.seed,
-                              ratio={b: fake_ratio(job.seed, s.id, b) for b in job.baselines}))
+        on_row(
+            ScenarioResult(
+                s.id,
+                s.head_config,
+                s.batch,
+                s.seqlen_q,
+                s.seqlen_k,
+                s.causal,
+                s.extended,
+                s.flops,
+                status="ok",
+                seed=job.seed,
+                ratio={b: fake_ratio(job.seed, s.id, b) for b in job.baselines},
+            )
+        )
     return {"build": {"nvcc": "none (stand-in)"}, "hello": {"device": "NVIDIA H200", "torch": "stand-in"}}
 
 
@@ -58,6 +74,7 @@ def late_h100_probe() -> WorkerGPU:
     """Worker 2 holds an H100 once a marker file exists: a worker of another class joining late."""
     n = int(_worker_name())
     import os as _os
+
     late = _os.environ.get("KS_TEST_LATE_MARKER")
     if n == 2 and late and Path(late).exists():
         return WorkerGPU("node-b", 0, "GPU-fake-late", "NVIDIA H100 80GB HBM3", (9, 0), "580.1")

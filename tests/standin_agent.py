@@ -8,6 +8,7 @@ It works on attn.c in the current directory and keeps its conversation in .stand
 CLI keeps its sessions). The first session marks the kernel, claims a limit and, with
 STANDIN_HANG=1 in its environment, then hangs until it is stopped. A resumed session writes the
 faster kernel of tests/agent_runs.py if its prompt asks a question, and says what it did."""
+
 from __future__ import annotations
 
 import json

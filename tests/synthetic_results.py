@@ -1,6 +1,7 @@
 """Synthetic results folders for the tests of the report, verify and reproduce: made-up numbers in
 the real file formats (bench.jsonl, summary.json, provenance.json, reproduce.json,
 gemm_ceiling.json). Nothing here is a measurement."""
+
 from __future__ import annotations
 
 import json
@@ -17,17 +18,32 @@ def default_ratio(s: scenarios.Scenario, baseline: str) -> float:
     return {"fa3": 0.9, "fa4": 0.95, "cudnn": 1.1}[baseline] + (0.05 if s.causal else 0.0)
 
 
-def make_rows(ratio: Callable[[scenarios.Scenario, str], float | None] = default_ratio,
-              kernel_tflops: Callable[[scenarios.Scenario], float] = lambda s: 400.0 + s.seqlen_q / 100,
-              wrong: set[str] = frozenset(), spread: float = 0.01, extended: bool = True,
-              baselines: list[str] = BASELINES) -> list[ScenarioResult]:
+def make_rows(
+    ratio: Callable[[scenarios.Scenario, str], float | None] = default_ratio,
+    kernel_tflops: Callable[[scenarios.Scenario], float] = lambda s: 400.0 + s.seqlen_q / 100,
+    wrong: set[str] = frozenset(),
+    spread: float = 0.01,
+    extended: bool = True,
+    baselines: list[str] = BASELINES,
+) -> list[ScenarioResult]:
     rows = []
     for s in scenarios.grid("sm90"):
         k_tf = kernel_tflops(s)
         k_ms = s.flops / (k_tf * 1e12) * 1e3
-        r = ScenarioResult(s.id, s.head_config, s.batch, s.seqlen_q, s.seqlen_k, s.causal, False, s.flops,
-                           status="wrong" if s.id in wrong else "ok", reason="max err too large" if s.id in wrong else "",
-                           check={"max_err": 1e-3, "tol": 4e-3}, seed=7)
+        r = ScenarioResult(
+            s.id,
+            s.head_config,
+            s.batch,
+            s.seqlen_q,
+            s.seqlen_k,
+            s.causal,
+            False,
+            s.flops,
+            status="wrong" if s.id in wrong else "ok",
+            reason="max err too large" if s.id in wrong else "",
+            check={"max_err": 1e-3, "tol": 4e-3},
+            seed=7,
+        )
         r.times_ms["kernel"] = {"median_ms": k_ms, "min_ms": k_ms, "max_ms": k_ms, "iqr_ms": k_ms * spread, "reps": 9}
         r.tflops["kernel"] = round(k_tf, 2)
         for b in baselines:
@@ -43,13 +59,31 @@ def make_rows(ratio: Callable[[scenarios.Scenario, str], float | None] = default
         rows.append(r)
     if extended:
         for s in scenarios.extended("sm90")[:30]:
-            rows.append(ScenarioResult(s.id, s.head_config, s.batch, s.seqlen_q, s.seqlen_k, s.causal, True, s.flops,
-                                       status="wrong" if s.id in wrong else "ok", seed=7))
+            rows.append(
+                ScenarioResult(
+                    s.id,
+                    s.head_config,
+                    s.batch,
+                    s.seqlen_q,
+                    s.seqlen_k,
+                    s.causal,
+                    True,
+                    s.flops,
+                    status="wrong" if s.id in wrong else "ok",
+                    seed=7,
+                )
+            )
     return rows
 
 
-def write_results(root: Path, rows: list[ScenarioResult] | None = None, arch: str = "sm90",
-                  ceiling: float | None = 700.0, run: str = "flash_fwd_sm90", baselines: list[str] = BASELINES) -> Path:
+def write_results(
+    root: Path,
+    rows: list[ScenarioResult] | None = None,
+    arch: str = "sm90",
+    ceiling: float | None = 700.0,
+    run: str = "flash_fwd_sm90",
+    baselines: list[str] = BASELINES,
+) -> Path:
     """A results/<arch> folder as `reproduce` leaves it (before rendering)."""
     rows = make_rows(baselines=baselines) if rows is None else rows
     run_dir = Path(root) / run
@@ -57,17 +91,35 @@ def write_results(root: Path, rows: list[ScenarioResult] | None = None, arch: st
     with open(run_dir / "bench.jsonl", "w") as f:
         for r in rows:
             f.write(json.dumps(r.to_dict()) + "\n")
-    prov = {"date": "2026-12-01T00:00:00+00:00", "date_end": "2026-12-01T01:00:00+00:00", "git_sha": "abc123",
-            "gpu_name": "Synthetic GPU", "driver": "580.0", "compute_capability": [9, 0], "sms": 132,
-            "torch": "2.11.0", "cuda": "13.0", "cudnn": 91900, "nvcc": "13.0.88", "seed": 7, "arch": arch,
-            "kernel": f"kernels/hopper/{run}.cu", "kernel_sha256": "0" * 64, "baselines": baselines,
-            "baseline_versions": {b: f"{b}==1" for b in baselines}}
+    prov = {
+        "date": "2026-12-01T00:00:00+00:00",
+        "date_end": "2026-12-01T01:00:00+00:00",
+        "git_sha": "abc123",
+        "gpu_name": "Synthetic GPU",
+        "driver": "580.0",
+        "compute_capability": [9, 0],
+        "sms": 132,
+        "torch": "2.11.0",
+        "cuda": "13.0",
+        "cudnn": 91900,
+        "nvcc": "13.0.88",
+        "seed": 7,
+        "arch": arch,
+        "kernel": f"kernels/hopper/{run}.cu",
+        "kernel_sha256": "0" * 64,
+        "baselines": baselines,
+        "baseline_versions": {b: f"{b}==1" for b in baselines},
+    }
     (run_dir / "provenance.json").write_text(json.dumps(prov))
     summary = summarize(rows, "bench", arch, {"path": prov["kernel"], "sha256": prov["kernel_sha256"]}, prov, baselines)
     (run_dir / "summary.json").write_text(json.dumps(summary))
-    (Path(root) / "reproduce.json").write_text(json.dumps({"arch": arch, "run": run, "runtime": "native",
-                                                            "status": "measured", "wall_s": 3725}))
+    (Path(root) / "reproduce.json").write_text(
+        json.dumps({"arch": arch, "run": run, "runtime": "native", "status": "measured", "wall_s": 3725})
+    )
     if ceiling:
-        (Path(root) / "gemm_ceiling.json").write_text(json.dumps({"tflops": ceiling, "n": 8192, "reps": 30,
-                                                                   "before_tflops": ceiling, "after_tflops": ceiling - 5}))
+        (Path(root) / "gemm_ceiling.json").write_text(
+            json.dumps(
+                {"tflops": ceiling, "n": 8192, "reps": 30, "before_tflops": ceiling, "after_tflops": ceiling - 5}
+            )
+        )
     return Path(root)

@@ -1,6 +1,7 @@
 """The adversarial kernels (tests/adversarial/): what can be checked without a GPU -- the table is
 complete and consistent, the static rules and the build treat each kernel as expected, the verdict
 logic of the H200 script -- and, on a GPU, the whole run."""
+
 import re
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -60,10 +61,10 @@ def test_the_verdict_of_the_script():
     rows[0] = row(a.scenarios[0], "rejected", "cached")
     o = run_h200.judge(a, rows, None)
     assert o.passed and o.observed == "rejected: 1 cached"
-    assert not run_h200.judge(a, [row(s) for s in a.scenarios], None).passed           # nothing caught
+    assert not run_h200.judge(a, [row(s) for s in a.scenarios], None).passed  # nothing caught
     wrong_reason = [row(s, "wrong", "mismatch") for s in a.scenarios]
-    assert not run_h200.judge(a, wrong_reason, None).passed                            # caught, wrong reason
-    assert not run_h200.judge(a, rows + [rows[0]], None).passed                        # a row twice (forged)
+    assert not run_h200.judge(a, wrong_reason, None).passed  # caught, wrong reason
+    assert not run_h200.judge(a, rows + [rows[0]], None).passed  # a row twice (forged)
     h = BY_NAME["honest"]
     assert run_h200.judge(h, [row(s) for s in h.scenarios], None).passed
     assert not run_h200.judge(h, [row(s, flags=["roofline: x"]) for s in h.scenarios], None).passed
@@ -75,6 +76,7 @@ def test_the_verdict_of_the_script():
 
 def test_the_script_refuses_to_run_without_a_gpu(monkeypatch, tmp_path):
     from kernelseek_suite import gpu
+
     monkeypatch.setattr(gpu, "list_gpus", lambda: [])
     assert run_h200.main(["--out", str(tmp_path)]) == 3
 

@@ -1,5 +1,6 @@
 """The agent-cmd arm: an external coding-agent command (a stand-in script here) stopped early,
 evaluated, questioned, resumed in its continue form and evaluated again; everything in the trace."""
+
 from __future__ import annotations
 
 import hashlib
@@ -47,7 +48,10 @@ def test_a_command_stopped_early_is_evaluated_questioned_resumed_and_evaluated_a
     assert "memory-bound" in inv[0]["output"] and inv[0]["changed"] == [".standin/conversation.jsonl", "attn.c"]
     assert inv[0]["argv"][-2:] == ["start", inv[0]["prompt"]] and "Goal:" in inv[0]["prompt"]
     evals = of_type(events, "harness_eval")
-    assert [e["status"] for e in evals] == ["ok", "ok"] and [e["meta"]["stopped"] for e in evals] == ["timeout", "exited"]
+    assert [e["status"] for e in evals] == ["ok", "ok"] and [e["meta"]["stopped"] for e in evals] == [
+        "timeout",
+        "exited",
+    ]
     assert evals[1]["candidate_sha256"] == hashlib.sha256(FASTER_KERNEL.encode()).hexdigest()
     q = of_type(events, "question")
     assert len(q) == 1 and q[0]["trigger"] == "claimed-limit" and q[0]["category"] == "limit-rejection"
@@ -63,7 +67,7 @@ def test_a_command_stopped_early_is_evaluated_questioned_resumed_and_evaluated_a
     start = events[0]
     assert start["arm"] == "agent-cmd" and start["agent_cmd"]["adapter"] == "generic"
     assert start["arm_options"]["invocation_timeout_s"] == 3
-    assert "sk-standin-secret-0123456789" not in trace.read_text()          # the CLI's credentials stay out
+    assert "sk-standin-secret-0123456789" not in trace.read_text()  # the CLI's credentials stay out
     # and the run resumes from its trace: a third session, in the continue form
     agent2 = resume_run(trace, limits={"max_steps": 3})
     result2 = agent2.run()
@@ -96,9 +100,20 @@ def test_adapters_and_their_templates():
     assert adapter_for("/usr/local/bin/claude -p", None) == "claude"
     assert adapter_for("aider --model m", None) == "aider" and adapter_for("my-agent", None) == "generic"
     assert expand("{cmd} --skip-git-repo-check resume --last {prompt}", "codex exec", "Why so?", "k.cu") == [
-        "codex", "exec", "--skip-git-repo-check", "resume", "--last", "Why so?"]
+        "codex",
+        "exec",
+        "--skip-git-repo-check",
+        "resume",
+        "--last",
+        "Why so?",
+    ]
     assert expand("{cmd} --message {prompt} {kernel}", "aider --yes-always", "p q", "k.cu") == [
-        "aider", "--yes-always", "--message", "p q", "k.cu"]
+        "aider",
+        "--yes-always",
+        "--message",
+        "p q",
+        "k.cu",
+    ]
     with pytest.raises(ValueError, match="unknown adapter"):
         adapter_for("x", "cursor")
 
@@ -114,14 +129,49 @@ def test_run_agent_cmd_from_the_command_line_needs_no_model(tmp_path):
     from click.testing import CliRunner
 
     from kernelseek_suite.cli import main
+
     trace = tmp_path / "t.jsonl"
-    r = CliRunner().invoke(main, ["run", "--agent-cmd", STANDIN, "--agent-opt", "start={cmd} start {prompt}",
-                                  "--agent-opt", "resume={cmd} resume {prompt}", "--task", "cpu-attn", "--task-opt",
-                                  "budget_ms=2", "--goal", "0.01", "--trace", str(trace)], env={"OPENAI_API_KEY": None})
+    r = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "--agent-cmd",
+            STANDIN,
+            "--agent-opt",
+            "start={cmd} start {prompt}",
+            "--agent-opt",
+            "resume={cmd} resume {prompt}",
+            "--task",
+            "cpu-attn",
+            "--task-opt",
+            "budget_ms=2",
+            "--goal",
+            "0.01",
+            "--trace",
+            str(trace),
+        ],
+        env={"OPENAI_API_KEY": None},
+    )
     assert r.exit_code == 0, r.output
     assert "exit: submitted" in r.output and "agent  session 1 (start): exited, exit 0" in r.output
     start = read_trace(trace).events[0]
     assert start["model"]["name"] == "(the agent command's own)" and start["arm_options"]["command"] == STANDIN
-    r = CliRunner().invoke(main, ["run", "--agent", "toolrich", "--plateau", "3", "--task", "cpu-attn", "--model", "m",
-                                  "--base-url", "http://127.0.0.1:9/v1", "--trace", str(tmp_path / "u.jsonl")])
+    r = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "--agent",
+            "toolrich",
+            "--plateau",
+            "3",
+            "--task",
+            "cpu-attn",
+            "--model",
+            "m",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--trace",
+            str(tmp_path / "u.jsonl"),
+        ],
+    )
     assert r.exit_code == 4 and "unknown option(s) for the toolrich agent: plateau_evals" in r.output

@@ -1,4 +1,5 @@
 """`kernelseek-suite run` and `kernelseek-suite traces` end to end, and the API key's discretion."""
+
 from __future__ import annotations
 
 import shutil
@@ -23,8 +24,9 @@ def _run(args, env=None):
 def test_run_reaches_the_goal_and_exits_0(tmp_path):
     trace = tmp_path / "t.jsonl"
     with ScriptedChatServer([reply(None, [("evaluate", {})]), reply("Done.")]) as srv:
-        r = _run(["run", *FAST, "--goal", "0.01", "--base-url", srv.url, "--trace", str(trace)],
-                 env={"OPENAI_API_KEY": None})
+        r = _run(
+            ["run", *FAST, "--goal", "0.01", "--base-url", srv.url, "--trace", str(trace)], env={"OPENAI_API_KEY": None}
+        )
     assert r.exit_code == 0, r.output
     assert "exit: submitted" in r.output and "goal met" in r.output
     assert "evaluation 1: ok" in r.output or "eval   #1 ok" in r.output
@@ -46,13 +48,20 @@ def test_run_with_an_unmet_goal_exits_1_and_shows_questions(tmp_path):
 def test_the_api_key_is_used_but_never_written(tmp_path):
     trace = tmp_path / "t.jsonl"
 
-    def echo_key(body):   # an endpoint that repeats the key back; the model "tries" to leak it too
-        return reply(f"my key is {SECRET}", [("shell", {"command": "echo key=$OPENAI_API_KEY; env | sort"}),
-                                              ("edit_file", {"path": "notes.txt", "new_text": SECRET})])
+    def echo_key(body):  # an endpoint that repeats the key back; the model "tries" to leak it too
+        return reply(
+            f"my key is {SECRET}",
+            [
+                ("shell", {"command": "echo key=$OPENAI_API_KEY; env | sort"}),
+                ("edit_file", {"path": "notes.txt", "new_text": SECRET}),
+            ],
+        )
 
     with ScriptedChatServer([echo_key, reply(None, [("evaluate", {})])]) as srv:
-        r = _run(["run", *FAST, "--max-steps", "2", "--base-url", srv.url, "--trace", str(trace)],
-                 env={"OPENAI_API_KEY": SECRET})
+        r = _run(
+            ["run", *FAST, "--max-steps", "2", "--base-url", srv.url, "--trace", str(trace)],
+            env={"OPENAI_API_KEY": SECRET},
+        )
         headers = [{k.lower(): v for k, v in q["headers"].items()} for q in srv.requests]
     assert all(h["authorization"] == f"Bearer {SECRET}" for h in headers)
     assert r.exit_code == 1
@@ -79,13 +88,19 @@ def test_resume_from_the_command_line(tmp_path):
     assert [e["type"] for e in events].count("resume") == 1 and events[-1]["totals"]["steps"] == 2
 
 
-@pytest.mark.parametrize("args,env,message", [
-    (["run", "--task", "cpu-attn"], {}, "--model is required"),
-    (["run", "--task", "cpu-attn", "--model", "m"], {"OPENAI_API_KEY": None}, "set OPENAI_API_KEY"),
-    (["run", "--task", "no-such-task", "--model", "m", "--base-url", "http://127.0.0.1:9/v1"], {}, "unknown task"),
-    (["run", "--agent", "nobody", "--task", "cpu-attn", "--model", "m", "--base-url", "http://127.0.0.1:9/v1"], {},
-     "unknown agent"),
-])
+@pytest.mark.parametrize(
+    "args,env,message",
+    [
+        (["run", "--task", "cpu-attn"], {}, "--model is required"),
+        (["run", "--task", "cpu-attn", "--model", "m"], {"OPENAI_API_KEY": None}, "set OPENAI_API_KEY"),
+        (["run", "--task", "no-such-task", "--model", "m", "--base-url", "http://127.0.0.1:9/v1"], {}, "unknown task"),
+        (
+            ["run", "--agent", "nobody", "--task", "cpu-attn", "--model", "m", "--base-url", "http://127.0.0.1:9/v1"],
+            {},
+            "unknown agent",
+        ),
+    ],
+)
 def test_usage_errors_exit_4(args, env, message):
     r = _run(args, env=env)
     assert r.exit_code == 4 and message in r.output
@@ -93,10 +108,13 @@ def test_usage_errors_exit_4(args, env, message):
 
 def test_a_bad_bank_is_a_usage_error_naming_the_problem(tmp_path):
     bank = tmp_path / "b.yaml"
-    bank.write_text("version: 1\nquestions:\n  - id: x1\n    text: Why is this so?\n    category: rhetorical\n"
-                    "    triggers: [plateau]\n    layers: [memory]\n")
-    r = _run(["run", *FAST, "--base-url", "http://127.0.0.1:9/v1", "--bank", str(bank), "--trace",
-              str(tmp_path / "t.jsonl")])
+    bank.write_text(
+        "version: 1\nquestions:\n  - id: x1\n    text: Why is this so?\n    category: rhetorical\n"
+        "    triggers: [plateau]\n    layers: [memory]\n"
+    )
+    r = _run(
+        ["run", *FAST, "--base-url", "http://127.0.0.1:9/v1", "--bank", str(bank), "--trace", str(tmp_path / "t.jsonl")]
+    )
     assert r.exit_code == 4 and "entry questions[0] (id 'x1')" in r.output and "rhetorical" in r.output
 
 

@@ -1,6 +1,7 @@
 """The conversation kept inside the model's context window: a long run under a small window, an
 endpoint that refuses a request as too long, a window the endpoint reports, resuming after a
 compaction, and the compaction itself on constructed conversations."""
+
 from __future__ import annotations
 
 import json
@@ -79,7 +80,7 @@ def test_a_200_step_run_finishes_inside_a_32k_window(tmp_path):
     # the latest version of the kernel is in every request, whole; no superseded version is
     for body in srv.bodies()[150:]:
         text = json.dumps(body["messages"])
-        assert text.count("/* version ") <= 2          # the latest write, and the view of it
+        assert text.count("/* version ") <= 2  # the latest write, and the view of it
     assert events[0]["context"] == {"window_tokens": 32_000, "window_source": "option", "room_tokens": 32_000 - 4096}
 
 
@@ -159,6 +160,7 @@ def test_a_run_resumed_after_compactions_rebuilds_the_compacted_conversation(tmp
 
 # ---------------------------------------------------------------- the compaction on its own
 
+
 def _call(i, name, args):
     return {"id": f"c{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
 
@@ -182,11 +184,11 @@ def _conversation(n_turns: int) -> list[dict]:
 def test_compaction_keeps_only_the_latest_version_of_a_file_and_the_recent_turns_whole():
     msgs = _conversation(9)
     m = ContextManager(ContextConfig(window_tokens=100_000, keep_recent_turns=3))
-    r = m.compact(msgs, [], target=100_000, first_step=1)      # within the target: only superseded files go
+    r = m.compact(msgs, [], target=100_000, first_step=1)  # within the target: only superseded files go
     assert r.elided == {"superseded_files": 5, "tool_outputs": 0, "arguments": 0, "turns_dropped": 0}
     text = json.dumps(r.messages)
     assert "/* v7 */" in text and "/* v4 */" not in text and "/* v1 */" not in text
-    assert msgs == _conversation(9)                             # the caller's list is not touched
+    assert msgs == _conversation(9)  # the caller's list is not touched
     _well_formed(r.messages)
 
 
@@ -196,18 +198,19 @@ def test_compaction_elides_older_outputs_first_then_drops_turns_into_a_summary()
     full = m.tokens(msgs, [])
     r = m.compact(msgs, [], target=int(full * 0.3), first_step=1)
     assert r.fits and r.elided["tool_outputs"] > 0 and r.elided["turns_dropped"] == 0
-    assert r.messages[-4:] == msgs[-4:]           # the recent turns whole, but for a superseded version of k.c
-    assert "[elided: 4009 characters of k.c written at step 10" in r.messages[-6]["tool_calls"][0]["function"][
-        "arguments"]
+    assert r.messages[-4:] == msgs[-4:]  # the recent turns whole, but for a superseded version of k.c
+    assert (
+        "[elided: 4009 characters of k.c written at step 10" in r.messages[-6]["tool_calls"][0]["function"]["arguments"]
+    )
     r2 = m.compact(msgs, [], target=int(full * 0.2), first_step=1)
     assert r2.fits and r2.elided["turns_dropped"] > 0 and r2.dropped_through_step == r2.elided["turns_dropped"]
     summary = r2.messages[2]["content"]
     assert summary.startswith(SUMMARY_HEAD) and "- step 1: wrote k.c" in summary and "ran `make 3`" in summary
-    assert "What would a layer below this change?" in summary       # the question asked after step 4
+    assert "What would a layer below this change?" in summary  # the question asked after step 4
     assert r2.messages[:2] == msgs[:2]
     _well_formed(r2.messages)
     again = m.compact(msgs, [], target=int(full * 0.2), first_step=1)
-    assert again.messages == r2.messages                        # deterministic
+    assert again.messages == r2.messages  # deterministic
 
 
 def test_the_estimate_is_calibrated_on_what_the_endpoint_reports():
@@ -216,6 +219,6 @@ def test_the_estimate_is_calibrated_on_what_the_endpoint_reports():
     chars = len(json.dumps(msgs))
     m.calibrate(msgs, [], chars // 2)
     assert m.estimator.chars_per_token == pytest.approx(2.0, rel=0.01)
-    m.calibrate(msgs, [], 1)                                    # an endpoint that reports nonsense: clamped
+    m.calibrate(msgs, [], 1)  # an endpoint that reports nonsense: clamped
     assert m.estimator.chars_per_token == 6.0
     assert m.room == 9000 and ContextManager(ContextConfig(window_tokens=2000, reserve_tokens=4096)).room == 1500

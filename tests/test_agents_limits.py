@@ -1,5 +1,6 @@
 """Limits that hold wherever the run is (between retries, in a hung request, in a tool), a settable
 retry budget for an endpoint that is down, and checkpoints that keep files of any size."""
+
 from __future__ import annotations
 
 import hashlib
@@ -22,8 +23,9 @@ def _timed(cfg, tmp_path):
 
 
 def test_the_wall_limit_kills_a_shell_command_at_the_deadline(tmp_path):
-    with ScriptedChatServer([reply(None, [("shell", {"command": "sleep 60", "timeout_s": 600}),
-                                          ("shell", {"command": "echo never"})])] * 3) as srv:
+    with ScriptedChatServer(
+        [reply(None, [("shell", {"command": "sleep 60", "timeout_s": 600}), ("shell", {"command": "echo never"})])] * 3
+    ) as srv:
         result, events, took = _timed(config_for(srv, max_wall_s=2.0), tmp_path)
     assert result.exit_reason == "limit" and result.limit == "wall"
     assert took < 2.0 + 4.0
@@ -66,9 +68,16 @@ def _digest(path) -> str:
 def test_checkpoints_keep_files_of_any_size_and_a_resume_restores_them(tmp_path):
     # a 3 MiB kernel (a long comment) and a 20 MiB data file, both over the old 1 MiB cut
     big_kernel = FASTER_KERNEL + "/*" + ("x" * 100 + "\n") * 30_000 + "*/\n"
-    script = [reply(None, [("edit_file", {"path": "attn.c", "new_text": big_kernel}),
-                           ("shell", {"command": "head -c 20971520 /dev/urandom > data.bin; echo " + SECRET + " >> log.txt"})]),
-              reply(None, [("evaluate", {})])]
+    script = [
+        reply(
+            None,
+            [
+                ("edit_file", {"path": "attn.c", "new_text": big_kernel}),
+                ("shell", {"command": "head -c 20971520 /dev/urandom > data.bin; echo " + SECRET + " >> log.txt"}),
+            ],
+        ),
+        reply(None, [("evaluate", {})]),
+    ]
     with ScriptedChatServer(script) as srv:
         cfg = config_for(srv, max_steps=1)
         cfg.tools.keep_workspace = True
@@ -79,11 +88,13 @@ def test_checkpoints_keep_files_of_any_size_and_a_resume_restores_them(tmp_path)
     blobs = agent.ctx.trace.artifacts / "blobs"
     assert (blobs / step["workspace"]["data.bin"]).read_bytes() == (ws / "data.bin").read_bytes()
     assert step["workspace"]["attn.c"] == _digest(ws / "attn.c")
-    assert SECRET.encode() not in (blobs / step["workspace"]["log.txt"]).read_bytes()   # redacted like events
-    with ScriptedChatServer([reply(None, [("evaluate", {})]),
-                             reply(None, [("shell", {"command": "sha256sum data.bin attn.c"})])]) as srv2:
-        agent2 = resume_run(agent.ctx.trace.path, SECRET, limits={"max_steps": 3},
-                            model_overrides={"base_url": srv2.url})
+    assert SECRET.encode() not in (blobs / step["workspace"]["log.txt"]).read_bytes()  # redacted like events
+    with ScriptedChatServer(
+        [reply(None, [("evaluate", {})]), reply(None, [("shell", {"command": "sha256sum data.bin attn.c"})])]
+    ) as srv2:
+        agent2 = resume_run(
+            agent.ctx.trace.path, SECRET, limits={"max_steps": 3}, model_overrides={"base_url": srv2.url}
+        )
         restored = {rel: _digest(p) for rel, p in agent2.ctx.workspace.files().items() if rel != "log.txt"}
         result2 = agent2.run()
     assert restored == {rel: step["workspace"][rel] for rel in ("attn.c", "data.bin")}
@@ -96,9 +107,10 @@ def test_checkpoints_keep_files_of_any_size_and_a_resume_restores_them(tmp_path)
 
 def test_redaction_holds_across_the_chunks_of_a_streamed_file(tmp_path):
     from kernelseek_suite.agents.trace import TraceWriter
+
     w = TraceWriter(tmp_path / "t.jsonl", secrets=(SECRET,))
     f = tmp_path / "f.bin"
-    for offset in (0, 1, 17, len(SECRET) - 1):      # the secret straddling the 1 MiB chunk boundary
+    for offset in (0, 1, 17, len(SECRET) - 1):  # the secret straddling the 1 MiB chunk boundary
         f.write_bytes(b"a" * ((1 << 20) - offset) + SECRET.encode() + b"z" * 10)
         data = w.blob_path(w.put_file(f)).read_bytes()
         assert SECRET.encode() not in data and data.endswith(b"[redacted]" + b"z" * 10)

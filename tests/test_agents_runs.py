@@ -1,4 +1,5 @@
 """Complete runs of the agents on the CPU task, through a real chat-completions server on loopback."""
+
 from __future__ import annotations
 
 import json
@@ -42,7 +43,7 @@ def test_a_plateau_brings_a_bank_question(tmp_path):
     with ScriptedChatServer(script) as srv:
         cfg = config_for(srv, max_steps=4)
         cfg.questions.plateau_evals = 2
-        cfg.questions.new_best_min_gain = 10.0      # no later evaluation can count as a new best
+        cfg.questions.new_best_min_gain = 10.0  # no later evaluation can count as a new best
         result, events, _ = run(cfg, tmp_path)
     qs = of_type(events, "question")
     assert [q["trigger"] for q in qs] == ["plateau"]
@@ -56,8 +57,10 @@ def test_a_plateau_brings_a_bank_question(tmp_path):
 def test_a_claimed_limit_brings_a_limit_rejection_question(tmp_path):
     script = [
         reply(None, [("evaluate", {})]),
-        reply("This kernel is memory-bound now; the loop cannot be improved any further.",
-              [("shell", {"command": "true"})]),
+        reply(
+            "This kernel is memory-bound now; the loop cannot be improved any further.",
+            [("shell", {"command": "true"})],
+        ),
         reply(None, [("shell", {"command": "true"})]),
     ]
     with ScriptedChatServer(script) as srv:
@@ -76,7 +79,9 @@ def test_an_early_stop_is_refused_while_the_goal_is_unmet(tmp_path):
     qs = of_type(events, "question")
     assert [q["trigger"] for q in qs] == ["early-stop"]
     after_stop = srv.bodies()[2]["messages"][-1]
-    assert after_stop["role"] == "user" and "not met" in after_stop["content"] and qs[0]["text"] in after_stop["content"]
+    assert (
+        after_stop["role"] == "user" and "not met" in after_stop["content"] and qs[0]["text"] in after_stop["content"]
+    )
     assert result.exit_reason == "limit" and not result.goal_met
     assert len(srv.requests) == 3
 
@@ -96,13 +101,16 @@ def test_the_general_agent_stops_when_it_says_so(tmp_path):
     assert result.exit_reason == "submitted" and not of_type(events, "question")
 
 
-@pytest.mark.parametrize("limit,script,limits", [
-    ("steps", [reply(None, [("shell", {"command": "true"})])] * 5, {"max_steps": 2}),
-    ("tokens", [reply(None, [("shell", {"command": "true"})], usage=(900, 100))] * 5, {"max_tokens": 2500}),
-    ("cost", [reply(None, [("shell", {"command": "true"})], cost=0.01)] * 5, {"max_cost": 0.025}),
-    ("wall", [reply(None, [("shell", {"command": "sleep 0.5"})])] * 8, {"max_wall_s": 1.0}),
-    ("evals", [reply(None, [("evaluate", {}), ("evaluate", {})])] * 3, {"max_evals": 1}),
-])
+@pytest.mark.parametrize(
+    "limit,script,limits",
+    [
+        ("steps", [reply(None, [("shell", {"command": "true"})])] * 5, {"max_steps": 2}),
+        ("tokens", [reply(None, [("shell", {"command": "true"})], usage=(900, 100))] * 5, {"max_tokens": 2500}),
+        ("cost", [reply(None, [("shell", {"command": "true"})], cost=0.01)] * 5, {"max_cost": 0.025}),
+        ("wall", [reply(None, [("shell", {"command": "sleep 0.5"})])] * 8, {"max_wall_s": 1.0}),
+        ("evals", [reply(None, [("evaluate", {}), ("evaluate", {})])] * 3, {"max_evals": 1}),
+    ],
+)
 def test_each_limit_ends_the_run_cleanly(tmp_path, limit, script, limits):
     with ScriptedChatServer(script) as srv:
         result, events, _ = run(config_for(srv, **limits), tmp_path)
@@ -110,8 +118,13 @@ def test_each_limit_ends_the_run_cleanly(tmp_path, limit, script, limits):
     ex, end = of_type(events, "exit")[0], of_type(events, "run_end")[0]
     assert ex["limit"] == limit and events[-1] is end
     t = end["totals"]
-    assert {"steps": t["steps"] == 2, "tokens": t["total_tokens"] == 3000, "cost": t["steps"] == 3,
-            "wall": t["wall_s"] >= 1.0, "evals": t["evals"] == 1}[limit]
+    assert {
+        "steps": t["steps"] == 2,
+        "tokens": t["total_tokens"] == 3000,
+        "cost": t["steps"] == 3,
+        "wall": t["wall_s"] >= 1.0,
+        "evals": t["evals"] == 1,
+    }[limit]
     if limit == "evals":
         second = of_type(events, "tool_result")[1]
         assert second["is_error"] and "no evaluations left" in second["output"]
@@ -120,8 +133,13 @@ def test_each_limit_ends_the_run_cleanly(tmp_path, limit, script, limits):
 
 
 def test_api_faults_are_retried_counted_and_traced(tmp_path):
-    script = [fault(429, retry_after=0), fault(502), reset(), hang(1.5),
-              reply(None, [("shell", {"command": "echo ok"})])]
+    script = [
+        fault(429, retry_after=0),
+        fault(502),
+        reset(),
+        hang(1.5),
+        reply(None, [("shell", {"command": "echo ok"})]),
+    ]
     with ScriptedChatServer(script) as srv:
         result, events, _ = run(config_for(srv, max_steps=1), tmp_path)
     retries = of_type(events, "retry")
@@ -146,8 +164,11 @@ def test_a_malformed_tool_call_is_answered_with_an_error_not_resent(tmp_path):
     assert not of_type(events, "retry") and len(srv.requests) == 5
     assert result.exit_reason == "limit" and result.limit == "steps"
     outs = of_type(events, "tool_result")
-    assert [(o["tool"], o["call_error"]) for o in outs[:3]] == [("shell", "malformed"), ("no_such_tool", "unknown_tool"),
-                                                              ("view_file", "bad_arguments")]
+    assert [(o["tool"], o["call_error"]) for o in outs[:3]] == [
+        ("shell", "malformed"),
+        ("no_such_tool", "unknown_tool"),
+        ("view_file", "bad_arguments"),
+    ]
     assert all(o["is_error"] for o in outs[:3]) and "not valid JSON" in outs[0]["output"]
     assert '{"command": "ls"' in outs[0]["output"]
     assert outs[3]["call_error"] is None and "fixed" in outs[3]["output"]
@@ -179,8 +200,10 @@ def test_a_refused_request_is_not_retried(tmp_path):
 
 
 def test_a_resumed_run_continues_from_its_trace(tmp_path):
-    first = [reply("Edit.", [("edit_file", {"path": "attn.c", "new_text": FASTER_KERNEL})]),
-             reply(None, [("evaluate", {})])] + [fault(500)] * 3
+    first = [
+        reply("Edit.", [("edit_file", {"path": "attn.c", "new_text": FASTER_KERNEL})]),
+        reply(None, [("evaluate", {})]),
+    ] + [fault(500)] * 3
     with ScriptedChatServer(first) as srv:
         cfg = config_for(srv, max_steps=10)
         cfg.model.max_attempts = 3
@@ -219,21 +242,25 @@ def test_the_workspace_cannot_touch_the_harness(tmp_path):
 
     def attack(body):
         hd = holder["harness"]
-        return reply(None, [
-            ("shell", {"command": f"echo hacked >> {hd}/harness.c; echo rc=$?"}),
-            ("edit_file", {"path": f"{hd}/harness.c", "new_text": "int main(void){return 0;}"}),
-            ("edit_file", {"path": "../../../../../../" + str(hd / "baseline.c"), "new_text": "x"}),
-            ("shell", {"command": f"ln -s {hd}/harness.c link.c"}),
-            ("edit_file", {"path": "link.c", "old_text": "int main", "new_text": "int nope"}),
-        ])
+        return reply(
+            None,
+            [
+                ("shell", {"command": f"echo hacked >> {hd}/harness.c; echo rc=$?"}),
+                ("edit_file", {"path": f"{hd}/harness.c", "new_text": "int main(void){return 0;}"}),
+                ("edit_file", {"path": "../../../../../../" + str(hd / "baseline.c"), "new_text": "x"}),
+                ("shell", {"command": f"ln -s {hd}/harness.c link.c"}),
+                ("edit_file", {"path": "link.c", "old_text": "int main", "new_text": "int nope"}),
+            ],
+        )
 
-    def look(body):   # the harness as it is after the attack (it is removed at the end of the run)
+    def look(body):  # the harness as it is after the attack (it is removed at the end of the run)
         holder["after"] = {p.name: p.read_bytes() for p in holder["harness"].iterdir() if p.suffix == ".c"}
         return reply(None, [("evaluate", {})])
 
     with ScriptedChatServer([attack, look]) as srv:
         cfg = config_for(srv, max_steps=2)
         from kernelseek_suite.agents import new_run
+
         agent = new_run(cfg, tmp_path / "t.jsonl", SECRET)
         hd = holder["harness"] = agent.ctx.task.harness_dir
         before = {p.name: p.read_bytes() for p in hd.iterdir()}
@@ -242,22 +269,25 @@ def test_the_workspace_cannot_touch_the_harness(tmp_path):
     outs = of_type(events, "tool_result")
     assert all(o["is_error"] and "outside the workspace" in o["output"] for o in (outs[1], outs[2], outs[4]))
     assert not hd.exists()
-    if agent.ctx.workspace.sandboxed:     # Landlock: the shell's write was refused
+    if agent.ctx.workspace.sandboxed:  # Landlock: the shell's write was refused
         assert "Permission denied" in outs[0]["output"] and "rc=1" in outs[0]["output"]
         assert holder["after"] == {k: v for k, v in before.items() if k.endswith(".c")}
         assert of_type(events, "harness_eval")[0]["status"] == "ok" and result.exit_reason == "limit"
-    else:                                 # no sandbox here: the guard must stop the evaluation
+    else:  # no sandbox here: the guard must stop the evaluation
         assert result.exit_reason == "harness_tampered" and not of_type(events, "harness_eval")
 
 
 def test_a_changed_harness_ends_the_run_before_the_evaluation(tmp_path):
     holder = {}
-    script = [lambda body: reply(None, [("shell", {"command": f"echo '/* x */' >> {holder['harness']}/harness.c"})]),
-              reply(None, [("evaluate", {})])]
+    script = [
+        lambda body: reply(None, [("shell", {"command": f"echo '/* x */' >> {holder['harness']}/harness.c"})]),
+        reply(None, [("evaluate", {})]),
+    ]
     with ScriptedChatServer(script) as srv:
         cfg = config_for(srv, max_steps=3)
-        cfg.tools.sandbox = "none"          # no write protection: detection must catch it
+        cfg.tools.sandbox = "none"  # no write protection: detection must catch it
         from kernelseek_suite.agents import new_run
+
         agent = new_run(cfg, tmp_path / "t.jsonl", SECRET)
         holder["harness"] = agent.ctx.task.harness_dir
         result = agent.run()
@@ -302,6 +332,7 @@ def test_the_trace_records_what_later_tools_read(tmp_path):
 
 def test_a_person_types_the_question_or_takes_the_suggestion(tmp_path):
     from kernelseek_suite.agents import new_run
+
     prompts = []
 
     def ask(decision, suggestion):
@@ -318,7 +349,7 @@ def test_a_person_types_the_question_or_takes_the_suggestion(tmp_path):
     qs = of_type(read_trace(tmp_path / "t.jsonl").events, "question")
     assert [(q["source"], q["bank_id"] is None) for q in qs] == [("human", True), ("bank", False)]
     assert qs[0]["text"] == "What did you measure?" and qs[0]["category"] is None
-    assert qs[1]["bank_id"] == prompts[1][1]          # the suggestion shown is the one asked
+    assert qs[1]["bank_id"] == prompts[1][1]  # the suggestion shown is the one asked
     assert "What did you measure?" in bodies[1]["messages"][-1]["content"]
     assert validate_trace(tmp_path / "t.jsonl").ok
 
@@ -344,8 +375,10 @@ def test_an_interrupted_run_ends_cleanly_and_resumes(tmp_path):
     assert result.exit_reason == "limit" and result.totals["evals"] == 2
     events = read_trace(trace).events
     assert [e["reason"] for e in of_type(events, "exit")] == ["interrupted", "limit"]
-    assert of_type(events, "harness_eval")[-1]["candidate_sha256"] == of_type(events, "harness_eval")[0][
-        "candidate_sha256"]          # the same edited kernel, restored from the checkpoint
+    assert (
+        of_type(events, "harness_eval")[-1]["candidate_sha256"]
+        == of_type(events, "harness_eval")[0]["candidate_sha256"]
+    )  # the same edited kernel, restored from the checkpoint
     assert [e["call"] for e in of_type(events, "llm_call")] == [1, 2, 3]
     assert validate_trace(trace).ok
 

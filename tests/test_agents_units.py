@@ -1,5 +1,6 @@
 """The agents' parts on their own: decision points, layers, tools, workspace, evaluator parsing,
 trace validation, the public surface."""
+
 from __future__ import annotations
 
 import json
@@ -23,31 +24,80 @@ from kernelseek_suite.agents.workspace import Workspace, scrubbed_env
 
 
 def test_public_surface():
-    assert agents.__all__ == sorted([
-        "Agent", "Bank", "BankError", "Environment", "Evaluation", "Goal", "HarnessTampered", "LimitExceeded",
-        "Limits", "Model", "ModelConfig", "ModelError", "Question", "QuestionConfig", "RunConfig", "RunResult",
-        "RunSetupError", "StepRecord", "Submitted", "Supervisor", "TRACE_SCHEMA_VERSION", "Task", "Terminate",
-        "Tool", "ToolRegistry", "ToolResult", "ToolsConfig", "TraceWriter", "Workspace", "base_tools", "load_bank",
-        "make_task", "new_run", "read_trace", "resume_run", "task_names", "timeline_lines", "validate_trace"])
+    assert agents.__all__ == sorted(
+        [
+            "Agent",
+            "Bank",
+            "BankError",
+            "Environment",
+            "Evaluation",
+            "Goal",
+            "HarnessTampered",
+            "LimitExceeded",
+            "Limits",
+            "Model",
+            "ModelConfig",
+            "ModelError",
+            "Question",
+            "QuestionConfig",
+            "RunConfig",
+            "RunResult",
+            "RunSetupError",
+            "StepRecord",
+            "Submitted",
+            "Supervisor",
+            "TRACE_SCHEMA_VERSION",
+            "Task",
+            "Terminate",
+            "Tool",
+            "ToolRegistry",
+            "ToolResult",
+            "ToolsConfig",
+            "TraceWriter",
+            "Workspace",
+            "base_tools",
+            "load_bank",
+            "make_task",
+            "new_run",
+            "read_trace",
+            "resume_run",
+            "task_names",
+            "timeline_lines",
+            "validate_trace",
+        ]
+    )
     for name in agents.__all__:
         assert getattr(agents, name) is not None
     assert set(task_names()) >= {"fa-fwd-sm90", "cpu-attn"}
 
 
-@pytest.mark.parametrize("text", [
-    "We are at the theoretical limit of the hardware.", "This loop cannot be improved further.",
-    "The kernel is memory-bound.", "Performance is bound by DRAM bandwidth.", "The tensor cores are saturated.",
-    "Going faster is impossible with this layout.", "There is no further room for improvement.",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "We are at the theoretical limit of the hardware.",
+        "This loop cannot be improved further.",
+        "The kernel is memory-bound.",
+        "Performance is bound by DRAM bandwidth.",
+        "The tensor cores are saturated.",
+        "Going faster is impossible with this layout.",
+        "There is no further room for improvement.",
+    ],
+)
 def test_claimed_limits_are_detected(text):
     found = claimed_limit(text, QuestionConfig().claimed_limit_patterns)
     assert found and found["phrase"].lower() in text.lower() and found["sentence"]
 
 
-@pytest.mark.parametrize("text", [
-    "Let me try a larger tile.", "The bound check at the edge was wrong; fixed.", "The next step is to pipeline loads.",
-    None, "",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Let me try a larger tile.",
+        "The bound check at the edge was wrong; fixed.",
+        "The next step is to pipeline loads.",
+        None,
+        "",
+    ],
+)
 def test_ordinary_text_claims_no_limit(text):
     assert claimed_limit(text, QuestionConfig().claimed_limit_patterns) is None
 
@@ -66,6 +116,7 @@ class _Resp:
 def _step(n, evals=(), layer=None, content=None):
     from kernelseek_suite.agents.agent import StepRecord
     from kernelseek_suite.agents.context import EvalRecord
+
     recs = [EvalRecord(i, e, "0" * 64, False, False, n) for i, e in enumerate(evals)]
     return StepRecord(n, _Resp(content), [], recs, {layer: 1} if layer else {}, layer)
 
@@ -77,19 +128,19 @@ def _ok(gm):
 def test_plateau_counts_evaluations_without_a_meaningful_new_best():
     det = DecisionDetector(QuestionConfig(plateau_evals=3, new_best_min_gain=0.05))
     assert det.observe(_step(1, [_ok(1.0)])) == []
-    assert det.observe(_step(2, [_ok(1.02)])) == []         # +2%: not a new best at 5%
+    assert det.observe(_step(2, [_ok(1.02)])) == []  # +2%: not a new best at 5%
     assert det.observe(_step(3, [Evaluation("wrong", False, "baseline", 6, 2)])) == []
     found = det.observe(_step(4, [_ok(1.01)]))
     assert [d.trigger for d in found] == ["plateau"] and found[0].evidence["evals_without_new_best"] == 3
     det.answered("plateau")
-    assert det.observe(_step(5, [_ok(1.2)])) == []           # a real new best
+    assert det.observe(_step(5, [_ok(1.2)])) == []  # a real new best
     assert det.state()["plateau_best"] == 1.2
 
 
 def test_layer_dwell_and_repeated_failure():
     det = DecisionDetector(QuestionConfig(layer_dwell_steps=3, repeated_failure=2, plateau_evals=99))
     assert det.observe(_step(1, layer="memory")) == []
-    assert det.observe(_step(2, layer=None)) == []            # a step in no layer does not break the run
+    assert det.observe(_step(2, layer=None)) == []  # a step in no layer does not break the run
     assert det.observe(_step(3, layer="memory")) == []
     found = det.observe(_step(4, layer="memory"))
     assert found[0].trigger == "layer-dwell" and found[0].evidence == {"layer": "memory", "steps": 3, "from_step": 1}
@@ -167,7 +218,7 @@ def test_config_round_trips_through_a_dict():
 
 # ---------------------------------------------------------------- fa-fwd-sm90's evaluator, without a GPU
 
-FAKE_EVAL = r'''
+FAKE_EVAL = r"""
 import json, sys
 from pathlib import Path
 from kernelseek_suite.results import ScenarioResult, append_jsonl, summarize
@@ -185,11 +236,13 @@ for r in rows:
     append_jsonl(out / "bench.jsonl", r)
 s = summarize(rows, "eval", "sm90", {"path": args[1], "sha256": "0"}, {}, ["fa3"])
 print(json.dumps(s)); sys.exit(0 if mode == "ok" else 1)
-'''
+"""
 
 
-@pytest.mark.parametrize("mode,status,correct,geomean", [
-    ("ok", "ok", True, 1.0), ("wrong", "wrong", False, 0.5), ("build", "build_failed", False, None)])
+@pytest.mark.parametrize(
+    "mode,status,correct,geomean",
+    [("ok", "ok", True, 1.0), ("wrong", "wrong", False, 0.5), ("build", "build_failed", False, None)],
+)
 def test_fa_task_reads_the_evaluator_output(tmp_path, mode, status, correct, geomean):
     script = tmp_path / "fake_eval.py"
     script.write_text(FAKE_EVAL)
@@ -208,13 +261,23 @@ def test_fa_task_reads_the_evaluator_output(tmp_path, mode, status, correct, geo
 def test_fa_task_runs_the_real_evaluator(tmp_path):
     """With the suite's own `kernelseek-suite eval` (exit 3 without a GPU)."""
     from kernelseek_suite.gpu import list_gpus
+
     task = make_task("fa-fwd-sm90")
     assert task.kernel == "attn_fwd_ref.cu" and task.goal.baseline == "fa3"
     ws = Workspace(tmp_path / "w", tmp_path / "s")
     task.setup(ws)
     cmd = task.command(ws.root / task.kernel, tmp_path / "out")
-    assert cmd[len(task.eval_prefix):] == ["eval", str(ws.root / task.kernel), "--arch", "sm90", "--json", "--out",
-                                           str(tmp_path / "out"), "--baseline", "fa3"]
+    assert cmd[len(task.eval_prefix) :] == [
+        "eval",
+        str(ws.root / task.kernel),
+        "--arch",
+        "sm90",
+        "--json",
+        "--out",
+        str(tmp_path / "out"),
+        "--baseline",
+        "fa3",
+    ]
     if list_gpus():
         pytest.skip("a GPU is present: the gpu test covers this")
     ev = task.evaluate(ws.root / task.kernel, tmp_path / "out", 120)
@@ -224,6 +287,7 @@ def test_fa_task_runs_the_real_evaluator(tmp_path):
 @pytest.mark.gpu
 def test_selfcheck_on_the_gpu(tmp_path):
     from kernelseek_suite.agents.selfcheck import main
+
     assert main(["--task", "fa-fwd-sm90", "--trace", str(tmp_path / "t.jsonl")]) == 0
 
 
@@ -231,6 +295,7 @@ def test_selfcheck_on_the_cpu_task(tmp_path, capsys):
     if shutil.which("gcc") is None:
         pytest.skip("needs gcc")
     from kernelseek_suite.agents.selfcheck import main
+
     assert main(["--task", "cpu-attn", "--trace", str(tmp_path / "t.jsonl")]) == 0
     out = capsys.readouterr().out
     assert "SELFCHECK PASS" in out and "correct 6/6" in out
@@ -239,17 +304,46 @@ def test_selfcheck_on_the_cpu_task(tmp_path, capsys):
 
 # ---------------------------------------------------------------- trace validation
 
+
 def _minimal_trace():
     env = {"time": "2026-01-01T00:00:00+00:00", "elapsed_s": 0.0, "step": 0}
-    start = {"type": "run_start", "seq": 0, **env, "schema_version": 1, "run_id": "r", "arm": "a",
-             "task": {"name": "t", "kernel": "k", "goal": {}}, "model": {"name": "m", "base_url": None, "sampling": {}},
-             "config": {}, "suite": {"version": "0", "git_sha": None},
-             "prompts": {"system_sha256": "", "task_sha256": "", "tools_sha256": ""}, "hardware": {}, "versions": {},
-             "seed": 1, "sandbox": {"sandbox": "none"}}
-    totals = {"steps": 0, "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, "cost": None, "evals": 0,
-              "retries": 0, "wall_s": 0.0}
+    start = {
+        "type": "run_start",
+        "seq": 0,
+        **env,
+        "schema_version": 1,
+        "run_id": "r",
+        "arm": "a",
+        "task": {"name": "t", "kernel": "k", "goal": {}},
+        "model": {"name": "m", "base_url": None, "sampling": {}},
+        "config": {},
+        "suite": {"version": "0", "git_sha": None},
+        "prompts": {"system_sha256": "", "task_sha256": "", "tools_sha256": ""},
+        "hardware": {},
+        "versions": {},
+        "seed": 1,
+        "sandbox": {"sandbox": "none"},
+    }
+    totals = {
+        "steps": 0,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "total_tokens": 0,
+        "cost": None,
+        "evals": 0,
+        "retries": 0,
+        "wall_s": 0.0,
+    }
     ex = {"type": "exit", "seq": 1, **env, "reason": "limit", "message": "m", "goal_met": False, "limit": "steps"}
-    end = {"type": "run_end", "seq": 2, **env, "totals": totals, "best": None, "goal_met": False, "exit_reason": "limit"}
+    end = {
+        "type": "run_end",
+        "seq": 2,
+        **env,
+        "totals": totals,
+        "best": None,
+        "goal_met": False,
+        "exit_reason": "limit",
+    }
     return [start, ex, end]
 
 
@@ -262,14 +356,17 @@ def test_the_validator_accepts_a_minimal_trace_and_extensions():
     assert errors == [] and notes == []
 
 
-@pytest.mark.parametrize("breakage,expected", [
-    (lambda ev: ev[1].pop("reason"), "'reason' is a required property"),
-    (lambda ev: ev[1].update(reason="bored"), "'bored' is not one of"),
-    (lambda ev: ev[2].update(seq=7), "seq 7 does not follow 1"),
-    (lambda ev: ev.insert(1, dict(ev[1], type="mystery")), "unknown event type 'mystery'"),
-    (lambda ev: ev.append(dict(ev[1], seq=3)), "only a resume may follow run_end"),
-    (lambda ev: ev.pop(0), "a trace starts with run_start"),
-])
+@pytest.mark.parametrize(
+    "breakage,expected",
+    [
+        (lambda ev: ev[1].pop("reason"), "'reason' is a required property"),
+        (lambda ev: ev[1].update(reason="bored"), "'bored' is not one of"),
+        (lambda ev: ev[2].update(seq=7), "seq 7 does not follow 1"),
+        (lambda ev: ev.insert(1, dict(ev[1], type="mystery")), "unknown event type 'mystery'"),
+        (lambda ev: ev.append(dict(ev[1], seq=3)), "only a resume may follow run_end"),
+        (lambda ev: ev.pop(0), "a trace starts with run_start"),
+    ],
+)
 def test_the_validator_names_the_problem(breakage, expected):
     events = _minimal_trace()
     breakage(events)
@@ -280,4 +377,5 @@ def test_the_validator_names_the_problem(breakage, expected):
 @pytest.mark.parametrize("version", [1, 2])
 def test_the_trace_schema_is_itself_valid(version):
     from jsonschema import Draft202012Validator
+
     Draft202012Validator.check_schema(trace_schema(version))

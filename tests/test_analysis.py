@@ -1,5 +1,6 @@
 """Trace analysis on constructed traces whose answers are known: counts, gain attribution to the
 nearest question and its category, the layers before and after, the shares, and the command."""
+
 from __future__ import annotations
 
 import csv
@@ -24,15 +25,15 @@ def _run_a(path):
     """kernelseek: a layer-shift question then a large gain in another layer; a wrong candidate; a
     limit-rejection question then a large gain; a small gain; a large gain with no question since."""
     b = TraceBuilder(path, "kernelseek", "run-a")
-    b.step().evaluate(1.00)                          # step 1: the starting level, not a gain
-    b.step(edit="float s = 0.0f;").evaluate(1.05)     # step 2: +5 %, a new best below the threshold
-    b.step(edit=UNROLL).question("layer-shift", "plateau", "ls-mem-gap")       # step 3
-    b.step(edit=SHARED).evaluate(1.30)               # step 4: +23.8 % -> after the layer-shift question
+    b.step().evaluate(1.00)  # step 1: the starting level, not a gain
+    b.step(edit="float s = 0.0f;").evaluate(1.05)  # step 2: +5 %, a new best below the threshold
+    b.step(edit=UNROLL).question("layer-shift", "plateau", "ls-mem-gap")  # step 3
+    b.step(edit=SHARED).evaluate(1.30)  # step 4: +23.8 % -> after the layer-shift question
     b.step(edit=SYNC).evaluate(None, correct=False)  # step 5: a wrong candidate
-    b.step().question("limit-rejection", "claimed-limit", "lr-evidence")       # step 6
-    b.step(edit=SKIP).evaluate(1.60)                 # step 7: +23.1 % -> after the limit-rejection question
-    b.step(tool="view_file").evaluate(1.65)          # step 8: +3 %
-    b.step(edit=SPLIT).evaluate(2.00)                # step 9: +21.2 %, no question since step 8's best
+    b.step().question("limit-rejection", "claimed-limit", "lr-evidence")  # step 6
+    b.step(edit=SKIP).evaluate(1.60)  # step 7: +23.1 % -> after the limit-rejection question
+    b.step(tool="view_file").evaluate(1.65)  # step 8: +3 %
+    b.step(edit=SPLIT).evaluate(2.00)  # step 9: +21.2 %, no question since step 8's best
     return b.end()
 
 
@@ -42,19 +43,19 @@ def _run_b(path):
     b = TraceBuilder(path, "kernelseek", "run-b", seed=2)
     b.step().evaluate(1.00)
     b.step().question(None, "early-stop", source="human")
-    b.step(edit=LAUNCH).evaluate(1.50)               # +50 %
+    b.step(edit=LAUNCH).evaluate(1.50)  # +50 %
     b.step().question("information", "plateau", "info-bw")
-    b.step(edit=SHARED).evaluate(1.56)               # +4 %
+    b.step(edit=SHARED).evaluate(1.56)  # +4 %
     return b.end()
 
 
 def _run_c(path):
     b = TraceBuilder(path, "toolrich", "run-c")
     b.step(tool="profile").evaluate(1.00)
-    b.step(edit=SHARED, tool="search_docs").evaluate(1.20)        # +20 %, no questions in this arm
+    b.step(edit=SHARED, tool="search_docs").evaluate(1.20)  # +20 %, no questions in this arm
     b.step(edit=SYNC).evaluate(None, correct=False)
     b.step(tool="disassemble").evaluate(None, correct=False, status="build_failed")
-    b.step().evaluate(None, correct=False, status="no_gpu")        # not a judgement of the candidate
+    b.step().evaluate(None, correct=False, status="no_gpu")  # not a judgement of the candidate
     return b.end()
 
 
@@ -73,8 +74,12 @@ def test_large_gains_are_attributed_to_the_nearest_question_since_the_last_best(
     assert sorted(gains) == [("run-a", 3), ("run-a", 5), ("run-a", 7), ("run-b", 2), ("run-c", 2)]
     g = gains[("run-a", 3)]
     assert (g.step, g.before, g.after, g.gain_pct) == (4, 1.05, 1.30, 23.81)
-    assert (g.category, g.question_step, g.question_trigger, g.question_id) == ("layer-shift", 3, "plateau",
-                                                                                "ls-mem-gap")
+    assert (g.category, g.question_step, g.question_trigger, g.question_id) == (
+        "layer-shift",
+        3,
+        "plateau",
+        "ls-mem-gap",
+    )
     assert (g.layer_before, g.layer_after) == ("instructions", "memory")
     g = gains[("run-a", 5)]
     assert (g.category, g.question_step, g.before, g.after) == ("limit-rejection", 6, 1.30, 1.60)
@@ -88,11 +93,20 @@ def test_large_gains_are_attributed_to_the_nearest_question_since_the_last_best(
 
 def test_the_shares_of_large_gains_by_category(traces):
     a = analyze(traces, threshold=0.10)
-    assert a.shares() == {"layer-shift": (1, 0.2), "limit-rejection": (1, 0.2), "information": (0, 0.0),
-                          "human": (1, 0.2), "none": (2, 0.4)}
+    assert a.shares() == {
+        "layer-shift": (1, 0.2),
+        "limit-rejection": (1, 0.2),
+        "information": (0, 0.0),
+        "human": (1, 0.2),
+        "none": (2, 0.4),
+    }
     assert a.shares("kernelseek")["none"] == (1, 0.25) and a.shares("toolrich") == {
-        "layer-shift": (0, 0.0), "limit-rejection": (0, 0.0), "information": (0, 0.0), "human": (0, 0.0),
-        "none": (1, 1.0)}
+        "layer-shift": (0, 0.0),
+        "limit-rejection": (0, 0.0),
+        "information": (0, 0.0),
+        "human": (0, 0.0),
+        "none": (1, 1.0),
+    }
     # a higher threshold leaves only the +50 % gain
     assert [(g.run_id, g.category) for g in analyze(traces, threshold=0.25).gains] == [("run-b", "human")]
 
@@ -104,7 +118,7 @@ def test_the_counts_per_run(traces):
     assert b.questions_by_category == {"human": 1, "information": 1} and b.human_messages == 1
     assert a.tool_calls == {"edit_file": 6, "evaluate": 7, "view_file": 1}
     assert c.tool_calls == {"disassemble": 1, "edit_file": 2, "evaluate": 5, "profile": 1, "search_docs": 1}
-    assert (a.evaluations, a.wrong, c.evaluations, c.wrong) == (7, 1, 5, 2)     # no_gpu judges no candidate
+    assert (a.evaluations, a.wrong, c.evaluations, c.wrong) == (7, 1, 5, 2)  # no_gpu judges no candidate
     assert a.steps == 9 and c.steps == 5
 
 
@@ -117,8 +131,13 @@ def test_traces_analyze_writes_tables_and_a_timeline_per_run(traces, tmp_path):
     md = (out / "analysis.md").read_text()
     assert "1.050x -> 1.300x" in md and "instructions -> memory" in md
     rows = list(csv.DictReader(open(out / "gains.csv")))
-    assert [(x["run_id"], x["category"]) for x in rows] == [("run-a", "layer-shift"), ("run-a", "limit-rejection"),
-                                                           ("run-a", "none"), ("run-b", "human"), ("run-c", "none")]
+    assert [(x["run_id"], x["category"]) for x in rows] == [
+        ("run-a", "layer-shift"),
+        ("run-a", "limit-rejection"),
+        ("run-a", "none"),
+        ("run-b", "human"),
+        ("run-c", "none"),
+    ]
     for run in ("run-a", "run-b", "run-c"):
         assert (out / f"timeline-{run}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # a folder of traces is read the same way
@@ -133,6 +152,7 @@ def test_traces_analyze_without_traces_is_a_usage_error(tmp_path):
 
 
 # ---------------------------------------------------------------- the control
+
 
 def _growing(path, arm, run_id, steps, jumps, questions, category="limit-rejection"):
     """A run whose best rises 1 % a step (below the threshold) and jumps 15 % at `jumps`; a question
@@ -169,9 +189,9 @@ def test_well_timed_questions_are_credited_above_chance(tmp_path):
     a = analyze([run, silent], threshold=0.10, shuffles=500)
     (c,) = a.control.categories
     assert c.credited == 3 and c.chance_mean < 0.5 and c.p < 0.01
-    assert c.evals_after == 20 + 20 + 1 and c.at_other_rate == pytest.approx(41 / 60)    # toolrich: 1 in 60
+    assert c.evals_after == 20 + 20 + 1 and c.at_other_rate == pytest.approx(41 / 60)  # toolrich: 1 in 60
     again = analyze([run, silent], threshold=0.10, shuffles=500)
-    assert again.control.categories[0].chance_mean == c.chance_mean       # a fixed seed: the same numbers
+    assert again.control.categories[0].chance_mean == c.chance_mean  # a fixed seed: the same numbers
 
 
 def test_traces_analyze_reports_the_control(tmp_path):

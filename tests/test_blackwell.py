@@ -10,6 +10,7 @@
 - The compile-time budget asserts fire for a configuration over the budget.
 The compile checks shared with the other kernels (no spills, no ptxas warnings, PTX machinery, the
 dependency-free rule) are in test_kernels.py."""
+
 import re
 import subprocess
 from pathlib import Path
@@ -29,12 +30,13 @@ B200 = GPUInfo(0, "NVIDIA B200", "GPU-00000000-b200", (10, 0), "580.00")
 NOT_SM100 = [
     GPUInfo(0, "NVIDIA H200", "GPU-00000000-h200", (9, 0), "580.00"),
     GPUInfo(0, "NVIDIA H100 80GB HBM3", "GPU-00000000-h100", (9, 0), "580.00"),
-    GPUInfo(0, "NVIDIA B300 SXM6 AC", "GPU-00000000-b300", (10, 3), "580.00"),        # sm103
+    GPUInfo(0, "NVIDIA B300 SXM6 AC", "GPU-00000000-b300", (10, 3), "580.00"),  # sm103
     GPUInfo(0, "NVIDIA RTX PRO 6000 Blackwell", "GPU-00000000-rtx", (12, 0), "580.00"),  # sm120
 ]
 
 
 # ---- the architecture entry and the GPU check ---------------------------------------------------
+
 
 def test_the_sm100_arch_builds_sm_100a_for_compute_capability_10_0():
     arch = config.ARCHES["sm100"]
@@ -62,8 +64,23 @@ def test_the_b200_bench_command_refuses_another_gpu_before_building(monkeypatch,
     built = []
     monkeypatch.setattr(build, "build", lambda *a, **k: built.append(a))
     out = tmp_path / "out"
-    r = CliRunner().invoke(main, ["bench", "--arch", "sm100", "--kernel", str(KERNEL), "--baseline", "fa4",
-                                  "--baseline", "cudnn", "--extended", "--out", str(out)])
+    r = CliRunner().invoke(
+        main,
+        [
+            "bench",
+            "--arch",
+            "sm100",
+            "--kernel",
+            str(KERNEL),
+            "--baseline",
+            "fa4",
+            "--baseline",
+            "cudnn",
+            "--extended",
+            "--out",
+            str(out),
+        ],
+    )
     assert r.exit_code == 3, r.output
     assert "sm100 needs a GPU of compute capability 10.0 (B200 / GB200)" in r.output and have.name in r.output
     assert not built and not out.exists()
@@ -79,33 +96,53 @@ def test_eval_sm100_json_says_no_gpu_on_an_h200(monkeypatch):
 
 # ---- what the header and the notes promise ------------------------------------------------------
 
+
 def test_the_header_and_the_notes_say_it_has_not_run():
     head = KERNEL.read_text().split("#include", 1)[0]
     for words in ("NOT YET RUN ON HARDWARE", "Checked (", "Unverified", "DESIGN", "MEASURED STANDING: none"):
         assert words in head, words
     notes = NOTES.read_text()
     assert "NOT YET RUN ON HARDWARE" in notes
-    assert ("kernelseek-suite bench --arch sm100 --kernel kernels/blackwell/flash_fwd_sm100.cu "
-            "--baseline fa4 --baseline cudnn --extended") in notes
+    assert (
+        "kernelseek-suite bench --arch sm100 --kernel kernels/blackwell/flash_fwd_sm100.cu "
+        "--baseline fa4 --baseline cudnn --extended"
+    ) in notes
 
 
 # ---- the descriptors in the compiled PTX --------------------------------------------------------
 
-_MMA = re.compile(r"tcgen05\.mma\.cta_group::1\.kind::f16\s+\[%r\d+\],\s*(\[%r\d+\]|%rd\d+),\s*(%rd\d+),"
-                  r"\s*(%r\d+),")
+_MMA = re.compile(
+    r"tcgen05\.mma\.cta_group::1\.kind::f16\s+\[%r\d+\],\s*(\[%r\d+\]|%rd\d+),\s*(%rd\d+),"
+    r"\s*(%r\d+),"
+)
 
 
 def decode_idesc(v: int) -> dict:
     """The .kind::f16 instruction descriptor (PTX ISA, tcgen05 instruction descriptor table)."""
-    return {"sparse": (v >> 2) & 1, "d_format": (v >> 4) & 3, "a_format": (v >> 7) & 7, "b_format": (v >> 10) & 7,
-            "negate": (v >> 13) & 3, "a_major": (v >> 15) & 1, "b_major": (v >> 16) & 1,
-            "n": ((v >> 17) & 0x3F) << 3, "m": ((v >> 24) & 0x1F) << 4, "max_shift": (v >> 30) & 3}
+    return {
+        "sparse": (v >> 2) & 1,
+        "d_format": (v >> 4) & 3,
+        "a_format": (v >> 7) & 7,
+        "b_format": (v >> 10) & 7,
+        "negate": (v >> 13) & 3,
+        "a_major": (v >> 15) & 1,
+        "b_major": (v >> 16) & 1,
+        "n": ((v >> 17) & 0x3F) << 3,
+        "m": ((v >> 24) & 0x1F) << 4,
+        "max_shift": (v >> 30) & 3,
+    }
 
 
 def decode_smem_desc_constant(v: int) -> dict:
     """The fields of an sm100 shared-memory descriptor other than the start address."""
-    return {"lbo": ((v >> 16) & 0x3FFF) << 4, "sbo": ((v >> 32) & 0x3FFF) << 4, "version": (v >> 46) & 3,
-            "base_offset": (v >> 49) & 7, "lbo_mode": (v >> 52) & 1, "layout": v >> 61}
+    return {
+        "lbo": ((v >> 16) & 0x3FFF) << 4,
+        "sbo": ((v >> 32) & 0x3FFF) << 4,
+        "version": (v >> 46) & 3,
+        "base_offset": (v >> 49) & 7,
+        "lbo_mode": (v >> 52) & 1,
+        "layout": v >> 61,
+    }
 
 
 def _defined_before(lines: list[str], i: int, op: str, reg: str) -> int:
@@ -115,8 +152,10 @@ def _defined_before(lines: list[str], i: int, op: str, reg: str) -> int:
         m = pat.match(line)
         if m:
             return int(m.group(1))
-    raise AssertionError(f"no `{op} {reg}, ..., IMM` above line {i}: the compiler no longer emits the "
-                         "descriptor as an immediate; update this test's reading of the PTX")
+    raise AssertionError(
+        f"no `{op} {reg}, ..., IMM` above line {i}: the compiler no longer emits the "
+        "descriptor as an immediate; update this test's reading of the PTX"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +171,7 @@ def ptx_functions(tmp_path_factory) -> dict[str, list[str]]:
 @pytest.mark.nvcc
 @pytest.mark.slow
 def test_every_mma_has_the_designed_descriptors(ptx_functions):
-    assert len(ptx_functions) == 5      # one kernel per head configuration
+    assert len(ptx_functions) == 5  # one kernel per head configuration
     pv_n = set()
     for name, lines in ptx_functions.items():
         qk = pv = 0
@@ -146,42 +185,65 @@ def test_every_mma_has_the_designed_descriptors(ptx_functions):
             assert d["sparse"] == d["negate"] == d["a_major"] == d["max_shift"] == 0, (name, d)
             b_desc = decode_smem_desc_constant(_defined_before(lines, i, "or.b64", b))
             assert (b_desc["version"], b_desc["layout"], b_desc["base_offset"], b_desc["lbo_mode"]) == (1, 2, 0, 0)
-            if a.startswith("["):     # O += P V: P from tensor memory, V MN-major
+            if a.startswith("["):  # O += P V: P from tensor memory, V MN-major
                 pv += 1
                 assert d["b_major"] == 1, (name, d)
                 # LBO: the step between V's 64-column chunks of BN = 128 rows
                 assert (b_desc["lbo"], b_desc["sbo"]) == (128 * 128, 1024), (name, b_desc)
                 pv_n.add(d["n"])
-            else:                     # S = Q K^T: both K-major, N = BN
+            else:  # S = Q K^T: both K-major, N = BN
                 qk += 1
                 assert d["b_major"] == 0 and d["n"] == 128, (name, d)
                 for reg in (a, b):
                     desc = decode_smem_desc_constant(_defined_before(lines, i, "or.b64", reg))
                     assert (desc["sbo"], desc["version"], desc["layout"]) == (1024, 1, 2), (name, desc)
-        assert qk >= 2 and pv >= 1, name     # S: the first block and the loop; PV: the loop
-        allocs = [int(x) for x in re.findall(r"tcgen05\.alloc\.cta_group::1\.sync\.aligned\.shared::cta\.b32"
-                                             r"\s+\[%r\d+\],\s*(\d+);", "\n".join(lines))]
+        assert qk >= 2 and pv >= 1, name  # S: the first block and the loop; PV: the loop
+        allocs = [
+            int(x)
+            for x in re.findall(
+                r"tcgen05\.alloc\.cta_group::1\.sync\.aligned\.shared::cta\.b32"
+                r"\s+\[%r\d+\],\s*(\d+);",
+                "\n".join(lines),
+            )
+        ]
         assert allocs and all(32 <= n <= 512 and n & (n - 1) == 0 for n in allocs), (name, allocs)
-    assert pv_n == {64, 128, 256}     # d64; d96, d128, d192/128; d256
+    assert pv_n == {64, 128, 256}  # d64; d96, d128, d192/128; d256
 
 
 # ---- the compile-time budgets -------------------------------------------------------------------
 
+
 @pytest.mark.nvcc
 @pytest.mark.slow
-@pytest.mark.parametrize("config_args,message", [
-    ("256, 256, 128, 1, 2", "tensor memory has 512 columns"),        # 2 x (128 + 256) columns
-    ("128, 128, 128, 3, 2", "shared memory budget of an sm100 CTA"),  # 64 KB Q + 3 x 64 KB K/V
-])
+@pytest.mark.parametrize(
+    "config_args,message",
+    [
+        ("256, 256, 128, 1, 2", "tensor memory has 512 columns"),  # 2 x (128 + 256) columns
+        ("128, 128, 128, 3, 2", "shared memory budget of an sm100 CTA"),  # 64 KB Q + 3 x 64 KB K/V
+    ],
+)
 def test_the_budget_asserts_fire_for_a_configuration_over_budget(tmp_path, config_args, message):
     probe = tmp_path / "over_budget.cu"
     probe.write_text(f'#include "{KERNEL}"\ntemplate struct Config<{config_args}>;\n')
-    p = subprocess.run([build.nvcc_path(), "-std=c++17", config.ARCHES["sm100"]["gencode"], "-c",
-                        "-o", str(tmp_path / "o.o"), str(probe)], capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [
+            build.nvcc_path(),
+            "-std=c++17",
+            config.ARCHES["sm100"]["gencode"],
+            "-c",
+            "-o",
+            str(tmp_path / "o.o"),
+            str(probe),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode != 0 and message in p.stdout + p.stderr, p.stdout + p.stderr
 
 
 # ---- on a B200 only -----------------------------------------------------------------------------
+
 
 def _has_sm100() -> bool:
     return any(g.compute_capability is not None and tuple(g.compute_capability) == (10, 0) for g in gpu.list_gpus())
@@ -198,12 +260,20 @@ def test_on_a_b200_the_kernel_is_correct_on_a_slice_of_every_kind(tmp_path):
     from kernelseek_suite.bench import BenchRequest, run_bench
     from kernelseek_suite.results import read_jsonl
 
-    pattern = ",".join(["ext-*-b3-q113-k1000-causal", "ext-*-b3-q1000-k113-causal", "ext-*-b3-q17-k17",
-                        "ext-d*-h1kv1-b1-q1-k17*"])
-    req = BenchRequest(kernel=KERNEL, arch="sm100", baselines=[], scenario_filter=pattern, extended=True,
-                       grid=False, out_dir=tmp_path / "out")
+    pattern = ",".join(
+        ["ext-*-b3-q113-k1000-causal", "ext-*-b3-q1000-k113-causal", "ext-*-b3-q17-k17", "ext-d*-h1kv1-b1-q1-k17*"]
+    )
+    req = BenchRequest(
+        kernel=KERNEL,
+        arch="sm100",
+        baselines=[],
+        scenario_filter=pattern,
+        extended=True,
+        grid=False,
+        out_dir=tmp_path / "out",
+    )
     run_bench(req)
     rows = read_jsonl(tmp_path / "out" / "bench.jsonl")
-    assert len(rows) == len(sc.select(sc.extended("sm100"), pattern)) == 49   # 13 head configs x 3 + 5 dims x 2
+    assert len(rows) == len(sc.select(sc.extended("sm100"), pattern)) == 49  # 13 head configs x 3 + 5 dims x 2
     bad = [(r.scenario, r.status, r.reason[:200]) for r in rows if r.status != "ok"]
     assert not bad, bad

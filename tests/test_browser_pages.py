@@ -3,6 +3,7 @@ results/sm90 data and the viewer of the shipped self-check trace load from file:
 error and no request; the heat maps' hover card and the table's filters and sorting work; a
 constructed trace of 10k events is ready in under 2 s and draws its rows lazily; two runs show side by
 side."""
+
 import json
 import time
 from pathlib import Path
@@ -30,13 +31,16 @@ def report(tmp_path_factory):
 
 
 def _cell_center(page, chart_id: str, scenario: str) -> dict:
-    return page.evaluate("""([id, scenario]) => {
+    return page.evaluate(
+        """([id, scenario]) => {
         const ch = window.ksReport.charts[id];
         const i = ch.data.datasets[0].data.findIndex((c) => c.scenario === scenario);
         const el = ch.getDatasetMeta(0).data[i];
         const box = ch.canvas.getBoundingClientRect(), p = el.getCenterPoint();
         return {x: box.left + p.x, y: box.top + p.y, i};
-    }""", [chart_id, scenario])
+    }""",
+        [chart_id, scenario],
+    )
 
 
 def _visible_rows(page) -> list[dict]:
@@ -51,7 +55,7 @@ def test_report_loads_clean_from_file(browser, report):  # noqa: F811
     assert o.problems == []
     assert o.page.title() == "Results: sm90, NVIDIA H200"
     ids = sorted(o.page.evaluate("Object.keys(window.ksReport.charts)"))
-    assert ids == ["cudnn-causal", "cudnn-non-causal", "fa3-causal", "fa3-non-causal"]   # fa4: not installed there
+    assert ids == ["cudnn-causal", "cudnn-non-causal", "fa3-causal", "fa3-non-causal"]  # fa4: not installed there
     # the claims come first, then provenance, the heat maps and the table
     order = o.page.evaluate("Array.from(document.querySelectorAll('section')).map((s) => s.id)")
     assert order == ["claims", "provenance", "heatmaps", "geomeans", "scenarios", "extended"]
@@ -62,7 +66,7 @@ def test_report_loads_clean_from_file(browser, report):  # noqa: F811
 def test_heatmap_hover_shows_the_scenario_for_every_implementation(browser, report):  # noqa: F811
     path, res = report
     o = browser.open(path, height=1400)
-    worst = res.summary["min_ratio_scenario"]["fa3"]            # d96-h16kv16-s8192, 0.736x
+    worst = res.summary["min_ratio_scenario"]["fa3"]  # d96-h16kv16-s8192, 0.736x
     row = next(r for r in res.grid_rows if r.scenario == worst)
     o.page.locator("#heatmap-fa3-non-causal").scroll_into_view_if_needed()
     c = _cell_center(o.page, "fa3-non-causal", worst)
@@ -101,7 +105,8 @@ def test_table_filters_and_sorting(browser, report):  # noqa: F811
     assert len(rows) == 14 and all(r["d"]["headConfig"] == "d96-h16kv16" for r in rows)
     p.select_option("select[name=mask]", "causal")
     assert sorted(r["scenario"] for r in _visible_rows(p)) == sorted(
-        r.scenario for r in res.grid_rows if r.head_config == "d96-h16kv16" and r.causal)
+        r.scenario for r in res.grid_rows if r.head_config == "d96-h16kv16" and r.causal
+    )
     p.select_option("select[name=seqlen]", "8192")
     assert [r["scenario"] for r in _visible_rows(p)] == ["d96-h16kv16-s8192-causal"]
     p.click("button[type=reset]")
@@ -112,7 +117,9 @@ def test_table_filters_and_sorting(browser, report):  # noqa: F811
     want = sorted(r.scenario for r in res.grid_rows if r.ratio.get("fa3") is not None and r.ratio["fa3"] < 0.8)
     assert want and sorted(r["scenario"] for r in _visible_rows(p)) == want
     p.select_option("select[name=baseline]", "cudnn")
-    want_cudnn = sorted(r.scenario for r in res.grid_rows if r.ratio.get("cudnn") is not None and r.ratio["cudnn"] < 0.8)
+    want_cudnn = sorted(
+        r.scenario for r in res.grid_rows if r.ratio.get("cudnn") is not None and r.ratio["cudnn"] < 0.8
+    )
     assert sorted(r["scenario"] for r in _visible_rows(p)) == want_cudnn != want
     p.click("button[type=reset]")
     # sorting by a column, ascending then descending
@@ -178,7 +185,7 @@ def test_10k_event_trace_is_ready_in_under_2_s_and_draws_lazily(browser, tmp_pat
     assert total >= 10_000
     rows = p.locator(".timeline .row")
     first = rows.count()
-    assert 0 < first <= 200                                    # drawn a chunk at a time
+    assert 0 < first <= 200  # drawn a chunk at a time
     p.locator(".timeline").evaluate("(el) => { el.scrollTop = el.scrollHeight; }")
     p.wait_for_function(f"document.querySelectorAll('.timeline .row').length > {first}")
     # a model call's row opens its messages in the conversation, drawing up to them

@@ -1,5 +1,6 @@
 """Building kernels: nvcc's errors, ptxas's fatal warnings, the resource report, the cache, the
 private copy of the source, and the check of what a library imports."""
+
 import subprocess
 from pathlib import Path
 
@@ -32,21 +33,37 @@ def test_parse_ptxas_reads_resources_and_both_kinds_of_warning():
     funcs, warnings = B.parse_ptxas(PTXAS_LOG)
     assert [f.name for f in funcs] == ["_Z4attnv", "_Z5otherv"]
     f = funcs[0]
-    assert (f.registers, f.shared_bytes, f.stack_bytes, f.spill_store_bytes, f.spill_load_bytes) == (168, 4096, 8, 12, 20)
+    assert (f.registers, f.shared_bytes, f.stack_bytes, f.spill_store_bytes, f.spill_load_bytes) == (
+        168,
+        4096,
+        8,
+        12,
+        20,
+    )
     assert funcs[1].registers == 32 and funcs[1].shared_bytes == 0
     assert len(warnings) == 2
     assert B.fatal_warnings(warnings) == [warnings[0]] and "C7515" in warnings[0]
 
 
 def test_fatal_warnings_are_the_three_codes():
-    ws = ["ptxas info : (C7519) warpgroup.arrive is injected", "ptxas info : (C7511) ... insufficient register",
-          "ptxas info : (C7515) ...", "ptxas info : (C7510) something else", "ptxas warning : spills"]
+    ws = [
+        "ptxas info : (C7519) warpgroup.arrive is injected",
+        "ptxas info : (C7511) ... insufficient register",
+        "ptxas info : (C7515) ...",
+        "ptxas info : (C7510) something else",
+        "ptxas warning : spills",
+    ]
     assert B.fatal_warnings(ws) == ws[:3]
 
 
 def test_imported_symbol_rule():
-    ok = [("U", "malloc@GLIBC_2.2.5"), ("w", "__gmon_start__"), ("w", "_ITM_registerTMCloneTable"),
-          ("U", "cuTensorMapEncodeTiled"), ("U", "_Znwm@GLIBCXX_3.4")]
+    ok = [
+        ("U", "malloc@GLIBC_2.2.5"),
+        ("w", "__gmon_start__"),
+        ("w", "_ITM_registerTMCloneTable"),
+        ("U", "cuTensorMapEncodeTiled"),
+        ("U", "_Znwm@GLIBCXX_3.4"),
+    ]
     assert B.imported_symbol_violations(ok) == []
     bad = B.imported_symbol_violations([("U", "PyRun_SimpleString"), ("U", "cublasGemmEx"), ("U", "at_fn")])
     assert len(bad) == 3 and "Python C API" in bad[0] and "library" in bad[1] and "loading process" in bad[2]
@@ -100,6 +117,7 @@ def test_the_compiled_source_is_the_one_that_was_checked(cache, tmp_path, monkey
         if "nvcc" in str(cmd[0]) and "--version" not in cmd:
             src.write_text('#include "/etc/passwd"\n#error swapped in after the check\n')
         return real_run(cmd, *a, **kw)
+
     monkeypatch.setattr(B.subprocess, "run", swap_then_run)
     built = B.build(src, "sm90")
     assert Path(built.library).exists()
@@ -110,11 +128,14 @@ def test_the_compiled_source_is_the_one_that_was_checked(cache, tmp_path, monkey
 def test_a_library_that_imports_the_python_api_is_rejected(cache, tmp_path):
     """Token pasting hides the name from the source rules; the symbol table does not lie."""
     src = tmp_path / "sneaky.cu"
-    src.write_text((KERNELS / "spin.cu").read_text() + """
+    src.write_text(
+        (KERNELS / "spin.cu").read_text()
+        + """
 #define JOIN(a, b) a##b
 extern "C" int JOIN(Py, Run_SimpleString)(const char*);
 extern "C" int ks_extra(void) { return JOIN(Py, Run_SimpleString)("pass"); }
-""")
+"""
+    )
     with pytest.raises(DependencyRuleError) as e:
         B.build(src, "sm90")
     assert "PyRun_SimpleString" in str(e.value) and "Python C API" in str(e.value)
@@ -128,8 +149,10 @@ def test_a_library_planted_in_the_cache_is_checked_again(cache, tmp_path):
     src.write_text((KERNELS / "spin.cu").read_text())
     built = B.build(src, "sm90")
     evil = tmp_path / "evil.cu"
-    evil.write_text((KERNELS / "spin.cu").read_text() + 'extern "C" int PyRun_SimpleString(const char*);\n'
-                    'extern "C" int ks_x(void) { return PyRun_SimpleString("pass"); }\n')
+    evil.write_text(
+        (KERNELS / "spin.cu").read_text() + 'extern "C" int PyRun_SimpleString(const char*);\n'
+        'extern "C" int ks_x(void) { return PyRun_SimpleString("pass"); }\n'
+    )
     subprocess.run([B.nvcc_path(), "-shared", "-Xcompiler", "-fPIC", "-o", built.library, str(evil)], check=True)
     with pytest.raises(DependencyRuleError) as e:
         B.build(src, "sm90")

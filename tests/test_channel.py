@@ -1,4 +1,5 @@
 """The private result channel: only signed lines, in order, from the worker that holds the key."""
+
 import json
 
 from kernelseek_suite.harness.channel import MARK, ParentChannel, _sign
@@ -18,13 +19,13 @@ def test_signed_lines_in_order_are_accepted():
 
 def test_forged_replayed_and_garbled_lines_are_dropped():
     ch = ParentChannel()
-    assert ch.verify(line(b"another key" * 3, 0)) is None                # without the key
-    assert ch.verify(line(ch.key, 5)) is None                            # out of order
+    assert ch.verify(line(b"another key" * 3, 0)) is None  # without the key
+    assert ch.verify(line(ch.key, 5)) is None  # out of order
     assert ch.verify("@@KS " + json.dumps({"kind": "result"}) + "\n") is None
     assert ch.verify("hello world\n") is None
     good = line(ch.key, 0)
     assert ch.verify(good) is not None
-    assert ch.verify(good) is None                                        # replayed
+    assert ch.verify(good) is None  # replayed
     assert ch.verify("garbage printed without a newline" + line(ch.key, 1)) is not None
     assert ch.rejected == 5
 

@@ -1,4 +1,5 @@
 """The pass rule and the reference, on the CPU at small sizes."""
+
 import math
 
 import pytest
@@ -22,14 +23,18 @@ def inputs(s, seed=7):
 
 # ---- the reference against a naive implementation --------------------------------------------------
 
-@pytest.mark.parametrize("s", [
-    scn(),                                     # plain
-    scn(hq=4, hk=1, causal=True),              # MQA, causal, square
-    scn(hq=6, hk=2, sq=17, sk=45, causal=True),  # GQA, seqlen_q < seqlen_k (bottom-right)
-    scn(hq=4, hk=4, sq=45, sk=17, causal=True),  # seqlen_q > seqlen_k: the first rows see nothing
-    scn(b=1, hq=1, hk=1, sq=1, sk=1, d=16),     # a single element
-    scn(d=48, dv=32, sq=20, sk=31),            # d_qk != d_v
-])
+
+@pytest.mark.parametrize(
+    "s",
+    [
+        scn(),  # plain
+        scn(hq=4, hk=1, causal=True),  # MQA, causal, square
+        scn(hq=6, hk=2, sq=17, sk=45, causal=True),  # GQA, seqlen_q < seqlen_k (bottom-right)
+        scn(hq=4, hk=4, sq=45, sk=17, causal=True),  # seqlen_q > seqlen_k: the first rows see nothing
+        scn(b=1, hq=1, hk=1, sq=1, sk=1, d=16),  # a single element
+        scn(d=48, dv=32, sq=20, sk=31),  # d_qk != d_v
+    ],
+)
 @pytest.mark.parametrize("chunk_bytes", [1 << 30, 4 * 6 * 45 * 2])  # whole, or a few rows per chunk
 def test_reference_matches_a_naive_float64_attention(s, chunk_bytes):
     # small chunks exercise the causal paths: chunks that see no key, see all keys, or cross the diagonal
@@ -97,6 +102,7 @@ def test_new_data_has_the_reference_the_transform_says():
 
 # ---- the pass rule ------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def case():
     s = scn(b=2, sq=48, sk=40, hq=4, hk=2, causal=True)
@@ -140,7 +146,7 @@ def test_a_non_finite_element_fails(case, value):
 
 def test_an_unwritten_output_fails(case):
     out, lse, ref, ref_lse, lowp = case
-    out[:, 20:] = float("nan")          # what poisoning leaves where nothing was written
+    out[:, 20:] = float("nan")  # what poisoning leaves where nothing was written
     r = check_output(out, ref, lowp, lse, ref_lse)
     assert not r.ok and r.nonfinite == out[:, 20:].numel()
 
@@ -154,15 +160,20 @@ def test_lse_rules(case):
     out, lse, ref, ref_lse, lowp = case
     empty = torch.isneginf(ref_lse)
     assert empty.any() and (~empty).any()
-    bad = lse.clone(); bad[empty] = 0.0                         # an empty row must be -inf
+    bad = lse.clone()
+    bad[empty] = 0.0  # an empty row must be -inf
     assert check_output(out, ref, lowp, bad, ref_lse).code == "lse"
-    bad = lse.clone(); bad[0, 0, -1] = float("-inf")            # a row that attends must be finite
+    bad = lse.clone()
+    bad[0, 0, -1] = float("-inf")  # a row that attends must be finite
     assert check_output(out, ref, lowp, bad, ref_lse).code == "lse"
-    bad = lse.clone(); bad[1, 2, -1] = float("nan")
+    bad = lse.clone()
+    bad[1, 2, -1] = float("nan")
     assert "NaN" in check_output(out, ref, lowp, bad, ref_lse).reason
-    bad = lse.clone(); bad[~empty] += 0.01
+    bad = lse.clone()
+    bad[~empty] += 0.01
     assert check_output(out, ref, lowp, bad, ref_lse).code == "lse"
-    ok = lse.clone(); ok[~empty] += 1e-4
+    ok = lse.clone()
+    ok[~empty] += 1e-4
     assert check_output(out, ref, lowp, ok, ref_lse).ok
 
 
@@ -172,6 +183,7 @@ def test_a_wrong_shape_fails(case):
 
 
 # ---- the inputs --------------------------------------------------------------------------------
+
 
 def test_inputs_are_fresh_per_seed_and_reproducible():
     s = scn()
@@ -184,19 +196,22 @@ def test_inputs_are_fresh_per_seed_and_reproducible():
 def test_inputs_are_not_symmetric_or_low_variance():
     s = scn(b=2, sq=256, sk=256, hq=8, hk=4, d=64)
     q, k, v = (t.float() for t in inputs(s, 3))
-    assert q.mean().abs() > 0.02                                 # shifted
+    assert q.mean().abs() > 0.02  # shifted
     per_head_std = v.std(dim=(0, 1, 3))
-    assert per_head_std.max() / per_head_std.min() > 1.2         # heads differ
+    assert per_head_std.max() / per_head_std.min() > 1.2  # heads differ
     scores = torch.einsum("bqhd,bkhd->bhqk", q[:, :, ::2], k) / math.sqrt(64)
-    assert scores.std() > 0.5                                    # the softmax is far from uniform
+    assert scores.std() > 0.5  # the softmax is far from uniform
 
 
-@pytest.mark.parametrize("s", [
-    scn(b=2, sq=128, sk=128, hq=4, hk=2, d=64),
-    scn(b=1, sq=200, sk=130, hq=4, hk=1, d=128, causal=True),
-    scn(b=3, sq=65, sk=300, hq=2, hk=2, d=96, causal=True),
-    scn(b=1, sq=100, sk=100, hq=2, hk=1, d=192, dv=128),
-])
+@pytest.mark.parametrize(
+    "s",
+    [
+        scn(b=2, sq=128, sk=128, hq=4, hk=2, d=64),
+        scn(b=1, sq=200, sk=130, hq=4, hk=1, d=128, causal=True),
+        scn(b=3, sq=65, sk=300, hq=2, hk=2, d=96, causal=True),
+        scn(b=1, sq=100, sk=100, hq=2, hk=1, d=192, dv=128),
+    ],
+)
 def test_an_honest_bf16_kernel_passes_with_margin(s):
     """The honest CUDA kernel's numerics (fp32 scores, bf16 P, online softmax), emulated: the
     harness's inputs must not make the pass rule too tight for honest work."""
@@ -213,8 +228,7 @@ def test_a_cheaper_computation_passes_on_low_variance_data_but_not_on_the_harnes
     """Why the inputs are varied: a plain mean of V is right when every score is about equal."""
     s = scn(b=2, sq=64, sk=64, hq=4, hk=2, d=64, causal=True)
     g = torch.Generator().manual_seed(0)
-    low = [(0.02 * torch.randn(*shape, generator=g)).to(torch.bfloat16)
-           for shape in ((2, 64, 4, 64), (2, 64, 2, 64))]
+    low = [(0.02 * torch.randn(*shape, generator=g)).to(torch.bfloat16) for shape in ((2, 64, 4, 64), (2, 64, 2, 64))]
     v = torch.randn(2, 64, 2, 64, generator=g).to(torch.bfloat16)
     ref, ref_lse, lowp = reference_pair(low[0], low[1], v, True, s.softmax_scale)
     out, lse = uniform_mean(low[0], low[1], v, True)

@@ -1,5 +1,6 @@
 """The front door: one CLI package, exit codes from one module, usage errors that exit 4 and write
 nothing, and a closed pipe that exits 0 quietly."""
+
 import ast
 import re
 import subprocess
@@ -40,15 +41,26 @@ def test_a_bad_arch_is_a_usage_error_everywhere(path, tmp_path, monkeypatch):
     r = CliRunner().invoke(main, [*path, "--arch", "sm75"])
     assert r.exit_code == exitcodes.USAGE, r.output
     assert "sm75" in r.output
-    assert list(tmp_path.iterdir()) == []          # a usage error writes nothing
+    assert list(tmp_path.iterdir()) == []  # a usage error writes nothing
 
 
-@pytest.mark.parametrize("args", [
-    ["bogus"], ["traces", "bogus"], ["container", "bogus"], ["--bogus"],
-    ["build", "no-such-kernel.cu"], ["eval", "no-such-kernel.cu"], ["bench"],
-    ["bench", "--kernel", "no-such-kernel.cu"], ["scenarios", "--bogus"], ["run", "--max-steps", "many"],
-    ["compare", "--seeds", "0"], ["render", "no-such-folder"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["bogus"],
+        ["traces", "bogus"],
+        ["container", "bogus"],
+        ["--bogus"],
+        ["build", "no-such-kernel.cu"],
+        ["eval", "no-such-kernel.cu"],
+        ["bench"],
+        ["bench", "--kernel", "no-such-kernel.cu"],
+        ["scenarios", "--bogus"],
+        ["run", "--max-steps", "many"],
+        ["compare", "--seeds", "0"],
+        ["render", "no-such-folder"],
+    ],
+)
 def test_click_usage_errors_exit_4_and_write_nothing(args, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     r = CliRunner().invoke(main, args)
@@ -59,16 +71,20 @@ def test_click_usage_errors_exit_4_and_write_nothing(args, tmp_path, monkeypatch
 
 def test_a_bad_key_value_inside_a_command_is_a_usage_error(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    r = CliRunner().invoke(main, ["run", "--model", "m", "--base-url", "http://127.0.0.1:9", "--task-opt", "novalue"],
-                           env={"OPENAI_API_KEY": None})
+    r = CliRunner().invoke(
+        main,
+        ["run", "--model", "m", "--base-url", "http://127.0.0.1:9", "--task-opt", "novalue"],
+        env={"OPENAI_API_KEY": None},
+    )
     assert r.exit_code == exitcodes.USAGE, r.output
     assert "KEY=VALUE" in r.output
 
 
 def _closed_pipe(args: list[str]) -> subprocess.CompletedProcess:
     """Run the command with its stdout read for one line and then closed, as `| head -1` does."""
-    p = subprocess.Popen([sys.executable, "-m", "kernelseek_suite.cli", *args], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "kernelseek_suite.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     first = p.stdout.readline()
     p.stdout.close()
     err = p.stderr.read()
@@ -79,22 +95,27 @@ def _closed_pipe(args: list[str]) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("args", [["scenarios"], ["scenarios", "--extended", "--json"]])
 def test_a_closed_pipe_exits_0_quietly(args):
     r = _closed_pipe(args)
-    assert r.stdout.strip()                          # it did write, and the reader went away
+    assert r.stdout.strip()  # it did write, and the reader went away
     assert r.returncode == exitcodes.OK, r.stderr
     assert r.stderr == b""
 
 
 def test_scenarios_piped_into_head_exits_0(tmp_path):
-    out = subprocess.run(["bash", "-o", "pipefail", "-c",
-                          f"{sys.executable} -m kernelseek_suite.cli scenarios --arch sm90 | head -3"],
-                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    out = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", f"{sys.executable} -m kernelseek_suite.cli scenarios --arch sm90 | head -3"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr
     assert len(out.stdout.splitlines()) == 3 and out.stderr == ""
 
 
 def test_python_dash_m_is_the_same_command():
-    r = subprocess.run([sys.executable, "-m", "kernelseek_suite.cli", "--help"], capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "kernelseek_suite.cli", "--help"], capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0 and "Usage: kernelseek-suite" in r.stdout
 
 
@@ -107,14 +128,25 @@ def test_exit_codes_are_defined_in_one_module():
             continue
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
-                if isinstance(node, ast.AnnAssign) else []
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, ast.AnnAssign)
+                else []
+            )
             for t in targets:
                 names = t.elts if isinstance(t, ast.Tuple) else [t]
-                assigned += [f"{path.name}:{n.id}" for n in names if isinstance(n, ast.Name)
-                             and re.match(r"EXIT_", n.id)]
-            if path.parent.name == "cli" and isinstance(node, ast.Call) and ast.unparse(node.func) == "sys.exit" \
-                    and node.args and isinstance(node.args[0], ast.Constant):
+                assigned += [
+                    f"{path.name}:{n.id}" for n in names if isinstance(n, ast.Name) and re.match(r"EXIT_", n.id)
+                ]
+            if (
+                path.parent.name == "cli"
+                and isinstance(node, ast.Call)
+                and ast.unparse(node.func) == "sys.exit"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
                 literal.append(f"{path.name}:{node.lineno}")
     assert assigned == [] and literal == []
 
@@ -126,6 +158,7 @@ def test_the_codes_are_distinct_and_doctors_follow_the_common_ones():
     assert len(set(doctor)) == len(doctor) and min(doctor) > max(common)
     assert exitcodes.DOCTOR["gpu"] == exitcodes.NO_GPU
     from kernelseek_suite.reproduce import doctor as doc
+
     assert doc.CODES is exitcodes.DOCTOR
 
 
@@ -136,7 +169,11 @@ def test_the_library_never_imports_the_cli():
         if path.parent.name == "cli" and path.parent.parent == SUITE:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and re.match(r"(\w+\.)*cli\b", node.module) \
-                    and (node.level > 0 or node.module.startswith("kernelseek_suite")):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and re.match(r"(\w+\.)*cli\b", node.module)
+                and (node.level > 0 or node.module.startswith("kernelseek_suite"))
+            ):
                 bad.append(f"{path.relative_to(SUITE)}: from {'.' * node.level}{node.module}")
     assert bad == []

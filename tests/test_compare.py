@@ -1,6 +1,7 @@
 """The head-to-head: both arms through the loopback chat server on the CPU task, the table and the
 plot, regenerating without a model, re-measuring recorded candidates, and the numbers a run is
 reduced to (on constructed traces with known answers)."""
+
 from __future__ import annotations
 
 import csv
@@ -29,18 +30,39 @@ def respond(body):
     step = sum(m["role"] == "assistant" for m in body["messages"]) + 1
     toolrich = "record_lesson" in {t["function"]["name"] for t in body.get("tools", [])}
     if toolrich and step == 4:
-        return reply(None, [("record_lesson", {"text": "contiguous rows of v made it faster"}),
-                            ("edit_file", {"path": "attn.c", "new_text": WRONG_KERNEL}), ("evaluate", {})])
-    return {1: reply(None, [("evaluate", {})]),
-            2: reply("Turn the loop.", [("edit_file", {"path": "attn.c", "new_text": FASTER_KERNEL})]),
-            3: reply(None, [("evaluate", {})]),
-            4: reply(None, [("edit_file", {"path": "attn.c", "new_text": WRONG_KERNEL}), ("evaluate", {})]),
-            }.get(step, reply("It is memory-bound now; it cannot be improved further.",
-                              [("shell", {"command": "true"})]))
+        return reply(
+            None,
+            [
+                ("record_lesson", {"text": "contiguous rows of v made it faster"}),
+                ("edit_file", {"path": "attn.c", "new_text": WRONG_KERNEL}),
+                ("evaluate", {}),
+            ],
+        )
+    return {
+        1: reply(None, [("evaluate", {})]),
+        2: reply("Turn the loop.", [("edit_file", {"path": "attn.c", "new_text": FASTER_KERNEL})]),
+        3: reply(None, [("evaluate", {})]),
+        4: reply(None, [("edit_file", {"path": "attn.c", "new_text": WRONG_KERNEL}), ("evaluate", {})]),
+    }.get(step, reply("It is memory-bound now; it cannot be improved further.", [("shell", {"command": "true"})]))
 
 
-ARGS = ["compare", "--agents", "kernelseek,toolrich", "--task", "cpu-attn", "--task-opt", "budget_ms=2",
-        "--model", "scripted-model", "--seeds", "2", "--max-steps", "5", "--temperature", "0.2"]
+ARGS = [
+    "compare",
+    "--agents",
+    "kernelseek,toolrich",
+    "--task",
+    "cpu-attn",
+    "--task-opt",
+    "budget_ms=2",
+    "--model",
+    "scripted-model",
+    "--seeds",
+    "2",
+    "--max-steps",
+    "5",
+    "--temperature",
+    "0.2",
+]
 
 
 def _compare(args, env=None):
@@ -61,8 +83,12 @@ def test_compare_runs_every_arm_and_seed_on_equal_terms(compared):
     out, r, requests = compared
     assert r.exit_code == 0, r.output
     traces = sorted((out / "traces").glob("*.jsonl"))
-    assert [t.name for t in traces] == ["kernelseek-seed1.jsonl", "kernelseek-seed2.jsonl", "toolrich-seed1.jsonl",
-                                        "toolrich-seed2.jsonl"]
+    assert [t.name for t in traces] == [
+        "kernelseek-seed1.jsonl",
+        "kernelseek-seed2.jsonl",
+        "toolrich-seed1.jsonl",
+        "toolrich-seed2.jsonl",
+    ]
     starts = {t.stem: read_trace(t).events[0] for t in traces}
     for name, s in starts.items():
         assert validate_trace(out / "traces" / f"{name}.jsonl").ok
@@ -92,8 +118,12 @@ def test_compare_writes_the_table_and_the_plot(compared):
     assert "## Per arm" in md and "## Per run" in md and md in r.output
     assert md.count("| kernelseek |") == 3 and md.count("| toolrich   |") == 3
     rows = list(csv.DictReader(open(out / "compare.csv")))
-    assert [(x["arm"], x["seed"]) for x in rows] == [("kernelseek", "1"), ("kernelseek", "2"), ("toolrich", "1"),
-                                                    ("toolrich", "2")]
+    assert [(x["arm"], x["seed"]) for x in rows] == [
+        ("kernelseek", "1"),
+        ("kernelseek", "2"),
+        ("toolrich", "1"),
+        ("toolrich", "2"),
+    ]
     assert [x["calls_record_lesson"] for x in rows] == ["0", "0", "1", "1"]
     assert all(int(x["calls_evaluate"]) == 3 for x in rows)
     assert (out / "best_so_far.png").read_bytes()[:8] == PNG
@@ -132,7 +162,7 @@ def test_from_traces_with_remeasure_evaluates_every_candidate_again(compared, tm
     head, rows = json.loads(lines[0]), [json.loads(l) for l in lines[1:]]
     assert "remeasured_at" in head and len(rows) == 4 * 3
     for row in rows:
-        assert row["recorded_status"] == row["status"]          # correct stays correct, wrong stays wrong
+        assert row["recorded_status"] == row["status"]  # correct stays correct, wrong stays wrong
         assert (row["geomean"] is not None) == (row["status"] == "ok")
     runs = read_runs(other / "runs.jsonl")
     assert all(x.remeasured and x.best is not None for x in runs)
@@ -143,22 +173,35 @@ def test_from_traces_with_remeasure_evaluates_every_candidate_again(compared, tm
 
 
 def test_the_plan_gives_each_arm_the_same_run_and_ships_as_plain_data(tmp_path):
-    req = CompareRequest(arms=["kernelseek", "toolrich"], task="cpu-attn", model={"name": "m", "base_url": "u"},
-                         seeds=[1, 2, 3], limits={"max_evals": 7}, task_options={"goal": 3.0},
-                         arm_options={"toolrich": {"population_size": 6}}, out_dir=str(tmp_path))
+    req = CompareRequest(
+        arms=["kernelseek", "toolrich"],
+        task="cpu-attn",
+        model={"name": "m", "base_url": "u"},
+        seeds=[1, 2, 3],
+        limits={"max_evals": 7},
+        task_options={"goal": 3.0},
+        arm_options={"toolrich": {"population_size": 6}},
+        out_dir=str(tmp_path),
+    )
     specs = plan(req)
-    assert [(s.seed, s.arm) for s in specs] == [(1, "kernelseek"), (1, "toolrich"), (2, "toolrich"),
-                                               (2, "kernelseek"), (3, "kernelseek"), (3, "toolrich")]
+    assert [(s.seed, s.arm) for s in specs] == [
+        (1, "kernelseek"),
+        (1, "toolrich"),
+        (2, "toolrich"),
+        (2, "kernelseek"),
+        (3, "kernelseek"),
+        (3, "toolrich"),
+    ]
     by_seed = {}
     for s in specs:
         c = dict(s.config)
         assert c.pop("arm") == s.arm and c["limits"]["max_evals"] == 7 and c["task_options"] == {"goal": 3.0}
         assert c.pop("arm_options") == ({"population_size": 6} if s.arm == "toolrich" else {})
         by_seed.setdefault(s.seed, []).append(c)
-    assert all(a == b for a, b in by_seed.values())          # apart from the arm, the same run
+    assert all(a == b for a, b in by_seed.values())  # apart from the arm, the same run
     again = pickle.loads(pickle.dumps(specs[0]))
     assert isinstance(again, RunSpec) and again == specs[0]
-    assert pickle.loads(pickle.dumps(run_spec)) is run_spec        # a plain, importable function
+    assert pickle.loads(pickle.dumps(run_spec)) is run_spec  # a plain, importable function
 
 
 @needs_gcc
@@ -171,8 +214,15 @@ def test_run_spec_resumes_an_interrupted_run_and_keeps_a_finished_one(tmp_path):
                 raise KeyboardInterrupt
             return super().query(messages, tools)
 
-    req = CompareRequest(arms=["toolrich"], task="cpu-attn", model={"name": "m"}, seeds=[1],
-                         limits={"max_steps": 2}, task_options={"budget_ms": 2}, out_dir=str(tmp_path))
+    req = CompareRequest(
+        arms=["toolrich"],
+        task="cpu-attn",
+        model={"name": "m"},
+        seeds=[1],
+        limits={"max_steps": 2},
+        task_options={"budget_ms": 2},
+        out_dir=str(tmp_path),
+    )
     (spec,) = plan(req)
     first = run_spec(spec, model=Interrupting([[("evaluate", {})]]))
     assert first["state"] == "new" and first["exit_reason"] == "interrupted"
@@ -195,8 +245,15 @@ def test_run_spec_starts_over_a_run_cut_off_before_its_first_model_call(tmp_path
         def query(self, messages, tools):
             raise KeyboardInterrupt
 
-    req = CompareRequest(arms=["kernelseek"], task="cpu-attn", model={"name": "m"}, seeds=[1],
-                         limits={"max_steps": 1}, task_options={"budget_ms": 2}, out_dir=str(tmp_path))
+    req = CompareRequest(
+        arms=["kernelseek"],
+        task="cpu-attn",
+        model={"name": "m"},
+        seeds=[1],
+        limits={"max_steps": 1},
+        task_options={"budget_ms": 2},
+        out_dir=str(tmp_path),
+    )
     (spec,) = plan(req)
     assert run_spec(spec, model=Down([]))["exit_reason"] == "interrupted"
     assert trace_state(spec.trace_path) == "absent"
@@ -225,8 +282,11 @@ def test_run_stats_and_the_table_from_a_constructed_trace(tmp_path):
     s2 = stats_from_trace(b.path, {f"{3:064x}": {"status": "ok", "correct": True, "geomean": 0.6}})
     assert (s2.best, s2.best_eval) == (0.70, 4) and s2.remeasured
     outs = render([s], tmp_path / "out")
-    table = [[c.strip() for c in l.strip("|").split("|")] for l in outs.markdown.read_text().splitlines()
-             if l.startswith("| kernelseek |")]
+    table = [
+        [c.strip() for c in l.strip("|").split("|")]
+        for l in outs.markdown.read_text().splitlines()
+        if l.startswith("| kernelseek |")
+    ]
     cells = next(c for c in table if c[1] == "4")
     assert cells[2:8] == ["0.800x", "3", "3", "5", "1", "1"]
     assert cells[8] == "evaluate 5, edit_file 2, view_file 1" and cells[9] == "500" and cells[11] == "5.0"

@@ -54,8 +54,9 @@ def test_a_label_that_disagrees_with_the_lock_is_found(tmp_path):
 
 def _hadolint(*paths):
     exe = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
-    return subprocess.run([exe, "--config", str(ROOT / ".hadolint.yaml"), *map(str, paths)],
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [exe, "--config", str(ROOT / ".hadolint.yaml"), *map(str, paths)], capture_output=True, text=True
+    )
 
 
 def test_hadolint_passes_the_dockerfiles():
@@ -65,18 +66,22 @@ def test_hadolint_passes_the_dockerfiles():
 
 def test_hadolint_config_fails_on_real_problems(tmp_path):
     bad = tmp_path / "Dockerfile"
-    bad.write_text("FROM ubuntu:latest\nRUN apt-get update && apt-get install -y curl\nRUN cd /tmp && make\n"
-                   "RUN pip install requests\n")
+    bad.write_text(
+        "FROM ubuntu:latest\nRUN apt-get update && apt-get install -y curl\nRUN cd /tmp && make\n"
+        "RUN pip install requests\n"
+    )
     p = _hadolint(bad)
     assert p.returncode != 0
-    for rule in ("DL3007", "DL3013", "DL3003", "DL3015"):   # latest tag, unpinned pip, cd, recommends
+    for rule in ("DL3007", "DL3013", "DL3003", "DL3015"):  # latest tag, unpinned pip, cd, recommends
         assert rule in p.stdout
 
 
 def test_unpinned_froms_and_stages(tmp_path):
     df = tmp_path / "Dockerfile"
-    df.write_text(f"FROM --platform=linux/amd64 nvidia/cuda:13.0.1-devel-ubuntu24.04@{DIGEST} AS build\n"
-                  "RUN true\nFROM build AS test\nFROM ubuntu:24.04\nFROM scratch\n")
+    df.write_text(
+        f"FROM --platform=linux/amd64 nvidia/cuda:13.0.1-devel-ubuntu24.04@{DIGEST} AS build\n"
+        "RUN true\nFROM build AS test\nFROM ubuntu:24.04\nFROM scratch\n"
+    )
     bases = containers.base_images(df)
     assert [b.line for b in bases] == [1, 3, 4, 5]
     assert [b.ref for b in containers.unpinned(df)] == ["ubuntu:24.04"]
@@ -86,13 +91,13 @@ def test_unpinned_froms_and_stages(tmp_path):
 
 def test_pin_fills_in_and_refreshes_digests(tmp_path):
     df = tmp_path / "Dockerfile"
-    df.write_text(f"FROM nvidia/cuda:13.0.1-devel-ubuntu24.04@sha256:{'0' * 64}\nFROM ubuntu:24.04 AS x\n"
-                  "FROM x\n")
+    df.write_text(f"FROM nvidia/cuda:13.0.1-devel-ubuntu24.04@sha256:{'0' * 64}\nFROM ubuntu:24.04 AS x\nFROM x\n")
     asked = []
 
     def resolve(ref):
         asked.append(ref)
         return DIGEST
+
     changes = containers.pin(df, resolve)
     assert asked == ["nvidia/cuda:13.0.1-devel-ubuntu24.04", "ubuntu:24.04"]
     assert len(changes) == 2
@@ -100,12 +105,17 @@ def test_pin_fills_in_and_refreshes_digests(tmp_path):
     assert f"FROM nvidia/cuda:13.0.1-devel-ubuntu24.04@{DIGEST}\n" in text
     assert f"FROM ubuntu:24.04@{DIGEST} AS x\n" in text
     assert containers.unpinned(df) == []
-    assert containers.pin(df, resolve) == []      # already current: nothing rewritten
+    assert containers.pin(df, resolve) == []  # already current: nothing rewritten
 
 
 def test_parse_ref():
     r = parse_ref("nvidia/cuda:13.0.1-devel-ubuntu24.04@" + DIGEST)
-    assert (r.registry, r.repository, r.tag, r.digest) == ("docker.io", "nvidia/cuda", "13.0.1-devel-ubuntu24.04", DIGEST)
+    assert (r.registry, r.repository, r.tag, r.digest) == (
+        "docker.io",
+        "nvidia/cuda",
+        "13.0.1-devel-ubuntu24.04",
+        DIGEST,
+    )
     assert r.api_host == "registry-1.docker.io"
     assert parse_ref("ubuntu").repository == "library/ubuntu" and parse_ref("ubuntu").tag == "latest"
     n = parse_ref("nvcr.io/nvidia/cuda:13.0.1-base-ubuntu24.04")
@@ -115,6 +125,7 @@ def test_parse_ref():
 
 class _Registry(BaseHTTPRequestHandler):
     """A registry on loopback that speaks the distribution protocol's token dance."""
+
     tags = {"nvidia/cuda": {"13.0.1-devel-ubuntu24.04": DIGEST}}
 
     def log_message(self, *a):
@@ -136,8 +147,11 @@ class _Registry(BaseHTTPRequestHandler):
         port = self.server.server_address[1]
         if self.headers.get("Authorization") != "Bearer tok-1":
             self.send_response(401)
-            self.send_header("WWW-Authenticate", f'Bearer realm="http://127.0.0.1:{port}/token",'
-                                                 'service="registry.test",scope="repository:nvidia/cuda:pull"')
+            self.send_header(
+                "WWW-Authenticate",
+                f'Bearer realm="http://127.0.0.1:{port}/token",'
+                'service="registry.test",scope="repository:nvidia/cuda:pull"',
+            )
             self.end_headers()
             return
         assert "manifest.list.v2+json" in self.headers.get("Accept", "")
@@ -170,6 +184,7 @@ def test_resolve_digest_over_http(registry):
 
 # --- the Docker engine, through a stand-in for the SDK's client ---------------------------------
 
+
 class FakeImage:
     id = "sha256:" + "cd" * 32
     attrs = {"RepoDigests": [], "Size": 12 * 2**30}
@@ -185,7 +200,7 @@ class FakeContainer:
         return iter([b"reproduce sm90 ...\n", b"done\n"])
 
     def wait(self):
-        (self.out / "REPORT.md").write_text("# Results\n")   # what the run inside leaves behind
+        (self.out / "REPORT.md").write_text("# Results\n")  # what the run inside leaves behind
         return {"StatusCode": self.rc}
 
     def remove(self, force=False):
@@ -247,7 +262,9 @@ def test_run_in_container_builds_requests_the_gpu_and_mounts_results(tmp_path):
     uid = kw["user"].split(":")[0]
     assert uid == str(__import__("os").getuid())
     recorded = json.loads(kw["environment"][IMAGE_ENV])
-    assert recorded["id"] == FakeImage.id and recorded["base"].startswith("nvidia/cuda:13.0.1-devel-ubuntu24.04@sha256:")
+    assert recorded["id"] == FakeImage.id and recorded["base"].startswith(
+        "nvidia/cuda:13.0.1-devel-ubuntu24.04@sha256:"
+    )
     assert recorded["built"] is True and recorded["size_bytes"] == 12 * 2**30
     assert cli.container.removed
 
@@ -272,8 +289,11 @@ def test_docker_ready():
     assert not ready and "NVIDIA Container Toolkit" in why
 
     def no_engine():
-        raise docker.errors.DockerException("Error while fetching server API version: ('Connection aborted.', "
-                                            "FileNotFoundError(2, 'No such file or directory'))")
+        raise docker.errors.DockerException(
+            "Error while fetching server API version: ('Connection aborted.', "
+            "FileNotFoundError(2, 'No such file or directory'))"
+        )
+
     ready, why = containers.docker_ready(no_engine)
     assert not ready and "not reachable" in why and "systemctl start docker" in why
 
@@ -288,7 +308,7 @@ def test_image_tag_follows_the_content(tmp_path):
     first = containers.image_tag("sm90", root)
     assert containers.image_tag("sm90", root) == first
     (root / "results").mkdir()
-    (root / "results" / "x.json").write_text("{}")        # results are not part of the image
+    (root / "results" / "x.json").write_text("{}")  # results are not part of the image
     assert containers.image_tag("sm90", root) == first
     (root / "suite" / "a.py").write_text("x = 2\n")
     assert containers.image_tag("sm90", root) != first

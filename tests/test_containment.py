@@ -1,4 +1,5 @@
 """Containment helpers: the memory the parent polls, and the paths a sandbox must not write."""
+
 import os
 import stat
 
@@ -11,7 +12,7 @@ from kernelseek_suite.harness.containment import protected_paths, rss_bytes, wri
 def test_rss_of_this_process():
     r = rss_bytes(os.getpid())
     assert r is not None and r > 10 << 20
-    assert rss_bytes(2 ** 22 + 12345) is None
+    assert rss_bytes(2**22 + 12345) is None
 
 
 def test_protected_paths_are_the_harness_the_reference_and_the_results(tmp_path):

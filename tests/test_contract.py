@@ -1,6 +1,7 @@
 """The contract check: tiny shared libraries, built with gcc (and one with nvcc), loaded with
 KernelLibrary. The C struct below is the contract's, so a library that echoes fields back proves
 the ctypes layout matches the C layout field by field."""
+
 import ctypes
 import shutil
 import subprocess
@@ -9,8 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelseek_suite.contract import (ABI_VERSION, PARAMS_SIZE, AttnParams, ContractError, KernelLibrary,
-                                       make_params)
+from kernelseek_suite.contract import ABI_VERSION, PARAMS_SIZE, AttnParams, ContractError, KernelLibrary, make_params
 
 STRUCT = """
 #include <stdint.h>
@@ -63,11 +63,14 @@ def test_a_matching_library_loads_and_the_layout_agrees_field_by_field(tmp_path)
 
 
 @needs_gcc
-@pytest.mark.parametrize("abi,size,words", [
-    (ABI_VERSION + 1, "sizeof(ks_attn_params)", "ABI version 2"),
-    (ABI_VERSION, "sizeof(ks_attn_params) - 4", "struct layout differs"),
-    (ABI_VERSION, "sizeof(ks_attn_params) + 8", "struct layout differs"),
-])
+@pytest.mark.parametrize(
+    "abi,size,words",
+    [
+        (ABI_VERSION + 1, "sizeof(ks_attn_params)", "ABI version 2"),
+        (ABI_VERSION, "sizeof(ks_attn_params) - 4", "struct layout differs"),
+        (ABI_VERSION, "sizeof(ks_attn_params) + 8", "struct layout differs"),
+    ],
+)
 def test_a_mismatch_is_refused_before_the_first_call(tmp_path, abi, size, words):
     with pytest.raises(ContractError) as e:
         KernelLibrary(so(tmp_path, STRUCT + ECHO % {"abi": abi, "size": size}))
@@ -76,7 +79,9 @@ def test_a_mismatch_is_refused_before_the_first_call(tmp_path, abi, size, words)
 
 @needs_gcc
 def test_a_missing_symbol_is_refused(tmp_path):
-    body = STRUCT + "int ks_abi_version(void) { return 1; }\nint ks_params_size(void) { return sizeof(ks_attn_params); }\n"
+    body = (
+        STRUCT + "int ks_abi_version(void) { return 1; }\nint ks_params_size(void) { return sizeof(ks_attn_params); }\n"
+    )
     with pytest.raises(ContractError) as e:
         KernelLibrary(so(tmp_path, body))
     assert "ks_attn_fwd" in str(e.value)

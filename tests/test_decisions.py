@@ -1,5 +1,6 @@
 """Decision points (agents/decisions.py): the claimed-limit detector measured on a labelled set of
 phrasings, the layer of an edit from the lines it changed, and the detector's counters."""
+
 from __future__ import annotations
 
 import math
@@ -12,7 +13,13 @@ from kernelseek_suite.agents import layers
 from kernelseek_suite.agents.agent import StepRecord
 from kernelseek_suite.agents.config import DEFAULT_CLAIMED_LIMIT_PATTERNS, QuestionConfig
 from kernelseek_suite.agents.context import EvalRecord
-from kernelseek_suite.agents.decisions import PRIORITY, DecisionDetector, DecisionPoint, claimed_limit, failure_signature
+from kernelseek_suite.agents.decisions import (
+    PRIORITY,
+    DecisionDetector,
+    DecisionPoint,
+    claimed_limit,
+    failure_signature,
+)
 from kernelseek_suite.agents.model import ToolCall
 from kernelseek_suite.agents.tasks import Evaluation
 from kernelseek_suite.agents.tools import ToolResult
@@ -24,10 +31,11 @@ PATTERNS = QuestionConfig().claimed_limit_patterns
 
 # ---- the claimed-limit detector on the labelled set ------------------------------------------------
 
+
 def test_the_labelled_set_is_large_and_balanced():
     claims, others = LABELLED["claims"], LABELLED["non_claims"]
     assert len(claims) + len(others) >= 80 and min(len(claims), len(others)) >= 40
-    assert len(set(claims) | set(others)) == len(claims) + len(others)      # no phrasing twice
+    assert len(set(claims) | set(others)) == len(claims) + len(others)  # no phrasing twice
 
 
 def test_precision_and_recall_on_the_labelled_set():
@@ -55,8 +63,10 @@ def test_no_text_claims_nothing(text):
 
 
 def test_the_claim_and_its_sentence_are_found_among_others():
-    text = ("I tried a 128x176 tile (1.5x faster on d128). Profiling\nagain now.  Is it memory-bound at "
-            "this size? No: the kernel is now limited by HBM bandwidth. The rest is noise.")
+    text = (
+        "I tried a 128x176 tile (1.5x faster on d128). Profiling\nagain now.  Is it memory-bound at "
+        "this size? No: the kernel is now limited by HBM bandwidth. The rest is noise."
+    )
     found = claimed_limit(text, PATTERNS)
     assert found["phrase"] == "limited by HBM bandwidth"
     assert found["sentence"] == "No: the kernel is now limited by HBM bandwidth."
@@ -75,9 +85,14 @@ def test_a_denied_match_does_not_hide_a_later_claim_by_the_same_pattern():
     assert found["phrase"].endswith("memory-bound") and "s512" not in found["phrase"]
 
 
-@pytest.mark.parametrize("text", [
-    "Not at the limit yet.", "Nowhere near peak yet.", "Nothing is saturated.",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Not at the limit yet.",
+        "Nowhere near peak yet.",
+        "Nothing is saturated.",
+    ],
+)
 def test_a_denial_at_the_start_of_the_sentence_counts(text):
     assert claimed_limit(text, PATTERNS) is None
 
@@ -105,21 +120,48 @@ CPU = (ROOT / "suite" / "agents" / "tasks" / "cpu_attn_files" / "attn.c").read_t
 
 # (layer, lines inserted into a kernel full of the keywords of every layer)
 EDITS = [
-    ("algorithm", ["    // skip the key tiles the causal mask hides entirely",
-                   "    if (causal && kv_start > q_end) continue;"]),
-    ("decomposition", ["    const int q_tile = blockIdx.x, head = blockIdx.y, batch = blockIdx.z;",
-                       "    // a persistent grid: each CTA takes the next tile from the scheduler"]),
-    ("memory", ["    __shared__ __nv_bfloat16 sK[2][64][72];   // two stages, padded against bank conflicts",
-                "    cp.async.cg.shared.global [%0], [%1], 16;"]),
-    ("instructions", ["    #pragma unroll", "    asm volatile(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(y) : \"f\"(x));"]),
+    (
+        "algorithm",
+        ["    // skip the key tiles the causal mask hides entirely", "    if (causal && kv_start > q_end) continue;"],
+    ),
+    (
+        "decomposition",
+        [
+            "    const int q_tile = blockIdx.x, head = blockIdx.y, batch = blockIdx.z;",
+            "    // a persistent grid: each CTA takes the next tile from the scheduler",
+        ],
+    ),
+    (
+        "memory",
+        [
+            "    __shared__ __nv_bfloat16 sK[2][64][72];   // two stages, padded against bank conflicts",
+            "    cp.async.cg.shared.global [%0], [%1], 16;",
+        ],
+    ),
+    ("instructions", ["    #pragma unroll", '    asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));']),
     ("registers", ["__launch_bounds__(256, 1)", "// fewer registers per thread: occupancy 2, no spills"]),
     ("synchronization", ["    __syncthreads();", "    __syncwarp();"]),
-    ("launch", ["    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);",
-                "    kernel<<<grid, block, smem, stream>>>(p);"]),
-    ("measurement", ["// timing: median of 20 runs, clock64() around the loop, noise under 1%",
-                     "// profile with ncu before and after"]),
-    ("numerics", ["    float m = -1e30f;   // not -inf: inf - inf would give nan in the rescale",
-                  "    const float log2e = 1.4426950408889634f;  // exp via exp2, rounding in fp32"]),
+    (
+        "launch",
+        [
+            "    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);",
+            "    kernel<<<grid, block, smem, stream>>>(p);",
+        ],
+    ),
+    (
+        "measurement",
+        [
+            "// timing: median of 20 runs, clock64() around the loop, noise under 1%",
+            "// profile with ncu before and after",
+        ],
+    ),
+    (
+        "numerics",
+        [
+            "    float m = -1e30f;   // not -inf: inf - inf would give nan in the rescale",
+            "    const float log2e = 1.4426950408889634f;  // exp via exp2, rounding in fp32",
+        ],
+    ),
 ]
 
 
@@ -151,10 +193,18 @@ def test_a_whole_file_rewrite_counts_only_the_lines_it_changed():
 
 
 def test_changed_lines_cover_removed_created_and_deleted_files():
-    before = {"a.c": b"int x;\n__syncthreads();\nint y;\n", "gone.c": b"#pragma unroll\n", "same.c": b"float z;\n",
-              "blob.bin": b"\xff\xfe\x00"}
-    after = {"a.c": b"int x;\nint y;\n", "new.c": b"__shared__ float s[64];\n", "same.c": b"float z;\n",
-             "blob.bin": b"\xff\x00\xfe"}
+    before = {
+        "a.c": b"int x;\n__syncthreads();\nint y;\n",
+        "gone.c": b"#pragma unroll\n",
+        "same.c": b"float z;\n",
+        "blob.bin": b"\xff\xfe\x00",
+    }
+    after = {
+        "a.c": b"int x;\nint y;\n",
+        "new.c": b"__shared__ float s[64];\n",
+        "same.c": b"float z;\n",
+        "blob.bin": b"\xff\x00\xfe",
+    }
     assert layers.changed_lines(before, after) == ["__syncthreads();", "#pragma unroll", "__shared__ float s[64];"]
     assert layers.changed_lines(before, before) == []
 
@@ -175,6 +225,7 @@ def test_the_layer_classifier():
 
 # ---- failure signatures ------------------------------------------------------------------------------
 
+
 def test_failure_signatures_ignore_numbers_and_paths():
     a = failure_signature("eval wrong", "/tmp/ks-eval-1/x.cu:12: error 0x1f at 3.5")
     b = failure_signature("eval wrong", "/tmp/ks-eval-9/y.cu:40: error 0x2a at 7.25")
@@ -187,6 +238,7 @@ def test_failure_signatures_ignore_numbers_and_paths():
 
 # ---- the detector's counters --------------------------------------------------------------------------
 
+
 class _Resp:
     def __init__(self, content=None):
         self.content = content
@@ -194,8 +246,10 @@ class _Resp:
 
 def _step(n, evals=(), layer=None, content=None, shell=()):
     recs = [EvalRecord(i, e, "0" * 64, False, False, n) for i, e in enumerate(evals)]
-    results = [(ToolCall(f"c{i}", name, {"command": "make"}, "{}"), ToolResult(out, is_error=err))
-               for i, (name, out, err) in enumerate(shell)]
+    results = [
+        (ToolCall(f"c{i}", name, {"command": "make"}, "{}"), ToolResult(out, is_error=err))
+        for i, (name, out, err) in enumerate(shell)
+    ]
     return StepRecord(n, _Resp(content), results, recs, {layer: 1} if layer else {}, layer)
 
 
@@ -204,8 +258,15 @@ def _ok(gm):
 
 
 def _wrong(error="", reason="max error 0.5 > tolerance 0.01"):
-    return Evaluation("wrong", False, "baseline", 6, 2, error=error,
-                      per_scenario=[{"status": "ok"}, {"status": "wrong", "reason": reason}])
+    return Evaluation(
+        "wrong",
+        False,
+        "baseline",
+        6,
+        2,
+        error=error,
+        per_scenario=[{"status": "ok"}, {"status": "wrong", "reason": reason}],
+    )
 
 
 def _quiet(**kw):
@@ -217,13 +278,22 @@ def test_plateau_counts_evaluations_without_a_meaningful_new_best():
     det = _quiet(plateau_evals=3, new_best_min_gain=0.25)
     assert det.observe(_step(1, [_ok(1.0)])) == []
     assert det.state()["plateau_best"] == 1.0 and det.state()["evals_since_best"] == 0
-    assert det.observe(_step(2, [_ok(1.25)])) == []          # exactly +25%: not a new best
+    assert det.observe(_step(2, [_ok(1.25)])) == []  # exactly +25%: not a new best
     assert det.state()["evals_since_best"] == 1
     assert det.observe(_step(3, [Evaluation("ok", True, "baseline", 6, 6, geomean=None)])) == []
     found = det.observe(_step(4, [_wrong()]))
-    assert found == [DecisionPoint("plateau", {"evals_without_new_best": 3, "best_geomean": 1.0,
-                                               "recent_geomeans": [1.0, 1.25, None, None], "min_gain": 0.25})]
-    assert det.observe(_step(5, []))[0].evidence["evals_without_new_best"] == 3     # still on a plateau
+    assert found == [
+        DecisionPoint(
+            "plateau",
+            {
+                "evals_without_new_best": 3,
+                "best_geomean": 1.0,
+                "recent_geomeans": [1.0, 1.25, None, None],
+                "min_gain": 0.25,
+            },
+        )
+    ]
+    assert det.observe(_step(5, []))[0].evidence["evals_without_new_best"] == 3  # still on a plateau
     det.answered("plateau")
     assert det.state()["evals_since_best"] == 0
     over = math.nextafter(1.25, 2.0)
@@ -246,7 +316,7 @@ def test_the_recent_geomeans_keep_the_last_eight():
 def test_layer_dwell_counts_consecutive_steps_in_one_layer():
     det = _quiet(layer_dwell_steps=3)
     assert det.observe(_step(1, layer="memory")) == []
-    assert det.observe(_step(2, layer=None)) == []            # a step in no layer does not break the run
+    assert det.observe(_step(2, layer=None)) == []  # a step in no layer does not break the run
     assert det.observe(_step(3, layer="memory")) == []
     assert det.current_layer == "memory"
     found = det.observe(_step(4, layer="memory"))
@@ -265,8 +335,9 @@ def test_the_same_failure_repeated_is_a_decision_point():
     assert det.observe(_step(1, [bad])) == []
     assert det.state()["failure_sig"] == "eval build_failed: x.c:N: error: y undeclared"
     found = det.observe(_step(2, [bad]))
-    assert found == [DecisionPoint("repeated-failure", {"signature": "eval build_failed: x.c:N: error: y undeclared",
-                                                        "count": 2})]
+    assert found == [
+        DecisionPoint("repeated-failure", {"signature": "eval build_failed: x.c:N: error: y undeclared", "count": 2})
+    ]
     det.answered("repeated-failure")
     assert det.state()["failure_streak"] == 0
     assert det.observe(_step(3, [bad])) == []
@@ -289,14 +360,15 @@ def test_an_evaluation_error_is_its_signature_before_a_scenario_reason():
 def test_many_failures_in_one_step_give_one_decision_point_with_the_count():
     det = _quiet(repeated_failure=2)
     found = det.observe(_step(1, [_wrong(), _wrong(), _wrong()]))
-    assert found == [DecisionPoint("repeated-failure", {"signature": "eval wrong: max error N > tolerance N",
-                                                        "count": 2})]
+    assert found == [
+        DecisionPoint("repeated-failure", {"signature": "eval wrong: max error N > tolerance N", "count": 2})
+    ]
     assert det.state()["failure_streak"] == 3
 
 
 def test_failed_shell_commands_are_failures_by_their_last_line():
     det = _quiet(repeated_failure=2)
-    out = "exit code 2\nnvcc -O3 k.cu\nk.cu(12): error: identifier \"x\" is undefined\n\n"
+    out = 'exit code 2\nnvcc -O3 k.cu\nk.cu(12): error: identifier "x" is undefined\n\n'
     assert det.observe(_step(1, shell=[("shell", out, True)])) == []
     assert det.state()["failure_sig"] == 'shell: k.cu(N): error: identifier "x" is undefined'
     assert det.observe(_step(2, shell=[("shell", "ok\n", False), ("view_file", "x", True)])) == []

@@ -1,5 +1,6 @@
 """New input contents for every timed call, and the sample of timed outputs (harness/fresh.py), on
 the CPU."""
+
 import random
 
 import pytest
@@ -50,7 +51,7 @@ def test_magnitudes_are_kept_and_signs_flip_by_head_and_feature_column():
     f = fresh.FreshContent((q, k, v), 1, seed=11)
     f.next()
     assert torch.equal(q.abs(), a.abs())
-    flipped = (q.view(torch.int16) != a.view(torch.int16))
+    flipped = q.view(torch.int16) != a.view(torch.int16)
     # the same columns flip for every token: the pattern over (head, feature) repeats along (batch, seq)
     per_column = flipped.reshape(-1, SCN.heads_q * SCN.d_qk)
     assert torch.equal(per_column, per_column[:1].expand_as(per_column))
@@ -65,7 +66,7 @@ def test_the_scores_change_so_an_old_output_is_no_answer():
     f.next()
     s1 = torch.einsum("bshd,bthd->bhst", q[:, :, :2].float(), k.float())
     assert not torch.allclose(s0, s1, atol=1e-2)
-    assert not torch.equal(f.masks[0][0][:SCN.d_qk], f.masks[1][0][:SCN.d_qk])
+    assert not torch.equal(f.masks[0][0][: SCN.d_qk], f.masks[1][0][: SCN.d_qk])
 
 
 def test_the_masks_depend_on_the_seed():
@@ -86,7 +87,7 @@ def test_no_more_calls_than_drawn_and_none_after_restore():
     g = fresh.FreshContent((q, k, v), 5, seed=1)
     g.next()
     g.restore()
-    with pytest.raises(RuntimeError):       # the same masks again would bring back seen contents
+    with pytest.raises(RuntimeError):  # the same masks again would bring back seen contents
         g.next()
 
 
@@ -112,7 +113,7 @@ def test_the_reservoir_keeps_k_items_each_equally_likely():
         assert None not in kept and len(set(kept)) == k
         for i in kept:
             hits[i] += 1
-    expected = trials * k / n           # 1500; the spread of a binomial here is about 34
+    expected = trials * k / n  # 1500; the spread of a binomial here is about 34
     assert all(abs(h - expected) < 200 for h in hits), hits
 
 
@@ -132,7 +133,7 @@ def test_a_sample_is_one_batch_and_head_with_its_kv_head():
         assert torch.equal(s.q[0, :, 0], q[s.batch, :, s.head]) and torch.equal(s.k[0, :, 0], k[s.batch, :, hk])
         assert torch.equal(s.v[0, :, 0], v[s.batch, :, hk]) and torch.equal(s.out[0, :, 0], out[s.batch, :, s.head])
         assert torch.equal(s.lse[0, 0], lse[s.batch, s.head]) and (s.round, s.input_set) == (3, 1)
-        q.zero_()                                    # copies, not views
+        q.zero_()  # copies, not views
         assert s.q.abs().sum() > 0
         q, k, v = inputs()
 
@@ -143,6 +144,6 @@ def test_a_sample_is_checked_against_the_reference_of_its_own_inputs():
     s = fresh.take_sample(0, 0, q, k, v, o.to(torch.bfloat16), l, random.Random(0))
     assert fresh.check_sample(s, SCN, CheckConfig()).ok
     f = fresh.FreshContent((q, k, v), 1, seed=9)
-    f.next()                                         # new contents, the old output: a replay
+    f.next()  # new contents, the old output: a replay
     stale = fresh.take_sample(0, 0, q, k, v, o.to(torch.bfloat16), l, random.Random(0))
     assert not fresh.check_sample(stale, SCN, CheckConfig()).ok

@@ -1,6 +1,7 @@
 """On a GPU: real kernels that crash (an illegal address) and hang (a spin) are recorded with their
 reason and the sweep goes on; the reference kernel passes. The CPU counterparts of this logic are in
 test_sweep.py (a stand-in worker) and test_trials.py (the defences)."""
+
 from pathlib import Path
 
 import pytest
@@ -19,8 +20,16 @@ SMALL = "d128-h16kv4-s512,d64-h32kv1-s512-causal,ext-d128-h16kv4-b3-q113-k1000-c
 
 def bench(tmp_path, kernel: Path, timeout_s=120.0, **kw):
     cfg = HarnessConfig(sweep=SweepConfig(scenario_timeout_s=timeout_s))
-    req = BenchRequest(kernel=kernel, arch="sm90", baselines=[], scenario_filter=SMALL, extended=True,
-                       out_dir=tmp_path / "out", config=cfg, **kw)
+    req = BenchRequest(
+        kernel=kernel,
+        arch="sm90",
+        baselines=[],
+        scenario_filter=SMALL,
+        extended=True,
+        out_dir=tmp_path / "out",
+        config=cfg,
+        **kw,
+    )
     summary = run_bench(req)
     return summary, {r.scenario: r for r in read_jsonl(tmp_path / "out" / "bench.jsonl")}
 

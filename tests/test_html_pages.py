@@ -2,6 +2,7 @@
 scale, hover details, the table), the trace viewer's model (timeline, curve, conversation, diffs),
 self-containment, escaping, and the vendored files' manifest. tests/test_browser_pages.py opens them
 in Chromium."""
+
 import hashlib
 import json
 import math
@@ -30,11 +31,12 @@ def _page_data(html: str) -> dict:
 
 def _ratio(s, b):
     if b == "fa4":
-        return None                      # no number for fa4 anywhere: no heat map for it
+        return None  # no number for fa4 anywhere: no heat map for it
     return {"fa3": 0.8, "cudnn": 1.25}[b] * (1.1 if s.causal else 1.0)
 
 
 # ---------------------------------------------------------------- the shared scale
+
 
 def test_scale_is_logarithmic_symmetric_and_clipped():
     assert scale.position(1.0) == pytest.approx(0.5)
@@ -44,7 +46,7 @@ def test_scale_is_logarithmic_symmetric_and_clipped():
     assert scale.color(0.5) != scale.color(2.0)
     assert scale.color(None) == scale.MISSING == scale.color(0.0)
     # 1x is the middle of the diverging map: nearly white
-    r, g, b = (int(scale.color(1.0)[i:i + 2], 16) for i in (1, 3, 5))
+    r, g, b = (int(scale.color(1.0)[i : i + 2], 16) for i in (1, 3, 5))
     assert min(r, g, b) > 230
     # slower is red, faster is blue
     slow, fast = scale.color(0.6), scale.color(1.6)
@@ -54,11 +56,12 @@ def test_scale_is_logarithmic_symmetric_and_clipped():
 
 # ---------------------------------------------------------------- REPORT.html
 
+
 def test_heatmaps_cover_the_grid_on_the_shared_scale(tmp_path):
     wrong = {"d128-h16kv16-s4096", "d64-h32kv8-s512-causal"}
     res = load(write_results(tmp_path, make_rows(ratio=_ratio, wrong=wrong)))
     maps = {h["id"]: h for h in heatmaps(res)}
-    assert sorted(maps) == ["cudnn-causal", "cudnn-non-causal", "fa3-causal", "fa3-non-causal"]   # no fa4
+    assert sorted(maps) == ["cudnn-causal", "cudnn-non-causal", "fa3-causal", "fa3-non-causal"]  # no fa4
     for h in maps.values():
         assert len(h["cells"]) == 91 and len(h["head_configs"]) == 13 and len(h["seqlens"]) == 7
     cells = {c["scenario"]: c for c in maps["fa3-non-causal"]["cells"]}
@@ -90,9 +93,9 @@ def test_report_html_is_self_contained_and_says_what_the_markdown_says(tmp_path)
     assert out == root / "REPORT.html"
     html = out.read_text()
     # nothing to fetch: no external script, stylesheet, image or font
-    assert not re.search(r'<(script|img|iframe)[^>]+src=', html)
+    assert not re.search(r"<(script|img|iframe)[^>]+src=", html)
     assert "<link" not in html and "@import" not in html and "url(" not in html
-    assert "Chart.js v4.6.1" in html and "Permission is hereby granted" in html   # inlined, licence beside it
+    assert "Chart.js v4.6.1" in html and "Permission is hereby granted" in html  # inlined, licence beside it
     data = _page_data(html)
     assert len(data["scenarios"]) == 182 and data["kernel"] == "flash_fwd_sm90.cu"
     # the claims are the Markdown report's own lines, not computed again
@@ -142,6 +145,7 @@ def test_inlined_scripts_cannot_close_their_element():
 
 # ---------------------------------------------------------------- the trace viewer
 
+
 @pytest.fixture(scope="module")
 def long_trace(tmp_path_factory):
     return write_long_trace(tmp_path_factory.mktemp("long") / "trace.jsonl", events=1200)
@@ -170,7 +174,9 @@ def test_run_model_counts_every_event(long_trace):
     assert g["retry"] == count("retry") > 0 and g["resume"] == 1 and g["decision"] == count("decision") > 0
     assert g["exit"] == 1 and run["limit"] == "steps" and run["exit"] == "limit" and run["finished"]
     labels = [r["l"] for r in run["rows"] if r["g"] == "question"]
-    assert all(re.match(r"question \[[a-z-]+; (layer-shift|limit-rejection|information); q-\d\]", lab) for lab in labels)
+    assert all(
+        re.match(r"question \[[a-z-]+; (layer-shift|limit-rejection|information); q-\d\]", lab) for lab in labels
+    )
 
 
 def test_curve_and_best_so_far(long_trace):
@@ -224,13 +230,28 @@ def test_conversation_rebuilt_with_the_discarded_step_marked(long_trace):
 def test_long_texts_are_cut_for_the_page(tmp_path):
     b = TraceBuilder(tmp_path / "t.jsonl")
     b.step()
-    b.w.emit("tool_result", call_id="c", tool="shell", arguments={"command": "yes"}, output="y\n" * 50_000,
-             is_error=False, duration_s=0.0, data=None)
-    b.w.emit("llm_call", call=1, messages_count=3, messages_sha256="0" * 64,
-             messages_delta=[{"role": "tool", "tool_call_id": "c", "content": "x" * 100_000}],
-             request={"model": "m"}, response={"content": None, "tool_calls": [], "finish_reason": "stop"},
-             usage={"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2, "cost": None}, latency_s=0.1,
-             attempts=1)
+    b.w.emit(
+        "tool_result",
+        call_id="c",
+        tool="shell",
+        arguments={"command": "yes"},
+        output="y\n" * 50_000,
+        is_error=False,
+        duration_s=0.0,
+        data=None,
+    )
+    b.w.emit(
+        "llm_call",
+        call=1,
+        messages_count=3,
+        messages_sha256="0" * 64,
+        messages_delta=[{"role": "tool", "tool_call_id": "c", "content": "x" * 100_000}],
+        request={"model": "m"},
+        response={"content": None, "tool_calls": [], "finish_reason": "stop"},
+        usage={"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2, "cost": None},
+        latency_s=0.1,
+        attempts=1,
+    )
     run = run_model(b.end())
     msg = run["messages"][0]["content"]
     assert len(msg) < 7000 and "characters not shown here" in msg and msg.startswith("x" * 4000)
@@ -246,8 +267,11 @@ def test_untrusted_text_is_escaped_in_the_page(long_trace, tmp_path):
 
 def test_selfcheck_trace_model():
     run = run_model(SELFCHECK)
-    assert run["arm"] == "general" and run["events"] == 21 and run["tools"] == {
-        "edit_file": 1, "evaluate": 1, "shell": 2, "view_file": 1}
+    assert (
+        run["arm"] == "general"
+        and run["events"] == 21
+        and run["tools"] == {"edit_file": 1, "evaluate": 1, "shell": 2, "view_file": 1}
+    )
     (e,) = run["evals"]
     assert e["geomean"] == pytest.approx(0.2171) and e["scenarios"] == "182/182" and e["extended"] == "316/316"
     # it evaluated the starting kernel unchanged (the same sha256), so there is nothing to diff
@@ -259,14 +283,16 @@ def test_a_candidate_not_stored_says_so(long_trace, tmp_path):
     import shutil
 
     copy = tmp_path / "trace.jsonl"
-    shutil.copy(long_trace, copy)              # without its .d folder: no blobs
+    shutil.copy(long_trace, copy)  # without its .d folder: no blobs
     e = run_model(copy)["evals"][0]
     assert e["diff"]["missing"] == "the candidate is not stored beside the trace (trace.d/blobs/)"
 
 
 def test_output_names(tmp_path):
     assert default_output([tmp_path / "a" / "trace.jsonl"]) == tmp_path / "a" / "trace.html"
-    assert default_output([tmp_path / "a.jsonl", tmp_path / "b.jsonl"], tmp_path / "o") == tmp_path / "o" / "traces.html"
+    assert (
+        default_output([tmp_path / "a.jsonl", tmp_path / "b.jsonl"], tmp_path / "o") == tmp_path / "o" / "traces.html"
+    )
 
 
 def test_several_runs_in_one_page(tmp_path):

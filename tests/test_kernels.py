@@ -1,6 +1,7 @@
 """Compile checks of the shipped kernels (no GPU needed): each builds for its architecture with
 nvcc, with no spills, no stack and no ptxas warnings at all (the build refuses only the fatal ones),
 follows the dependency-free rule, and its PTX uses the architecture's own machinery."""
+
 from pathlib import Path
 
 import pytest
@@ -13,10 +14,22 @@ KERNELS = [
     # (file, arch, PTX instructions that must be there)
     ("kernels/hopper/flash_fwd_sm90.cu", "sm90", ("wgmma.mma_async", "cp.async.bulk.tensor", "setmaxnreg")),
     # not yet run on hardware (no B200 here): see kernels/blackwell/NOTES.md
-    ("kernels/blackwell/flash_fwd_sm100.cu", "sm100",
-     ("tcgen05.mma.cta_group::1.kind::f16", "cp.async.bulk.tensor", "tcgen05.alloc", "tcgen05.dealloc",
-      "tcgen05.commit", "tcgen05.ld", "tcgen05.st", "tcgen05.wait::ld", "tcgen05.fence::after_thread_sync",
-      "setmaxnreg")),
+    (
+        "kernels/blackwell/flash_fwd_sm100.cu",
+        "sm100",
+        (
+            "tcgen05.mma.cta_group::1.kind::f16",
+            "cp.async.bulk.tensor",
+            "tcgen05.alloc",
+            "tcgen05.dealloc",
+            "tcgen05.commit",
+            "tcgen05.ld",
+            "tcgen05.st",
+            "tcgen05.wait::ld",
+            "tcgen05.fence::after_thread_sync",
+            "setmaxnreg",
+        ),
+    ),
     ("kernels/reference/attn_fwd_ref.cu", "sm90", ("mma.sync.aligned.m16n8k16",)),
 ]
 
@@ -61,8 +74,9 @@ def test_sm80_build_carries_ptx_so_newer_gpus_can_run_it(tmp_path):
     if cuobjdump is None:
         pytest.skip("needs cuobjdump")
     r = build.build(ROOT / "kernels/reference/attn_fwd_ref.cu", "sm80", cache=tmp_path)
-    listed = subprocess.run([cuobjdump, "--list-elf", "--list-ptx", str(r.library)], capture_output=True,
-                            text=True, check=True).stdout
+    listed = subprocess.run(
+        [cuobjdump, "--list-elf", "--list-ptx", str(r.library)], capture_output=True, text=True, check=True
+    ).stdout
     assert "PTX file" in listed and "sm_80.cubin" in listed, listed
 
 

@@ -2,6 +2,7 @@
 in binary floating point: the tolerance met exactly and missed by one ulp, shapes off in one
 dimension, NaN and Inf in each argument and place, and the LSE wrong while the output is right.
 Every failing case asserts `.ok`, the code, the reason and the numbers reported."""
+
 import math
 
 import pytest
@@ -13,7 +14,7 @@ from kernelseek_suite.harness.check import CheckResult, check_output
 # exact binary fractions, so that tolerances and errors are computed without rounding
 CFG = CheckConfig(factor=3.0, atol=0.25, lse_atol=0.25, lse_rtol=0.5)
 LOWP_ERR = 0.5
-TOL = 3.0 * 0.5 + 0.25        # 1.75
+TOL = 3.0 * 0.5 + 0.25  # 1.75
 INF, NAN = float("inf"), float("nan")
 
 
@@ -41,8 +42,16 @@ def test_the_right_answer_passes_with_the_numbers_reported():
     lse, ref_lse = lse_pair()
     r = check_output(out, ref, lowp, lse, ref_lse, CFG)
     assert r == CheckResult(True, "", 0.0, LOWP_ERR, TOL, 0, 0.0, "")
-    assert r.to_dict() == {"ok": True, "reason": "", "max_err": 0.0, "lowp_err": LOWP_ERR, "tol": TOL,
-                           "nonfinite": 0, "lse_err": 0.0, "code": ""}
+    assert r.to_dict() == {
+        "ok": True,
+        "reason": "",
+        "max_err": 0.0,
+        "lowp_err": LOWP_ERR,
+        "tol": TOL,
+        "nonfinite": 0,
+        "lse_err": 0.0,
+        "code": "",
+    }
 
 
 def test_the_default_config_is_flash_attentions_rule():
@@ -52,6 +61,7 @@ def test_the_default_config_is_flash_attentions_rule():
 
 
 # ---- the tolerance ------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("where", [0, 7, -1])
 def test_an_error_exactly_at_the_tolerance_passes(where):
@@ -77,7 +87,7 @@ def test_an_error_one_ulp_over_the_tolerance_fails(sign):
 
 def test_the_tolerance_grows_with_the_low_precision_error_not_shrinks():
     out, ref, lowp = tensors()
-    lowp.view(-1)[5] += 1.5                         # lowp error 2.0: tolerance 6.25
+    lowp.view(-1)[5] += 1.5  # lowp error 2.0: tolerance 6.25
     out.view(-1)[3] += 6.0
     r = check_output(out, ref, lowp, cfg=CFG)
     assert r.ok and r.tol == 6.25 and r.lowp_err == 2.0 and r.max_err == 6.0
@@ -103,6 +113,7 @@ def test_empty_tensors_pass_with_no_error():
 
 # ---- shapes ------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("dim", range(4))
 @pytest.mark.parametrize("delta", [-1, 1])
 def test_a_shape_off_in_one_dimension_fails(dim, delta):
@@ -124,6 +135,7 @@ def test_the_same_elements_in_another_shape_fail():
 
 
 # ---- NaN and Inf ---------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("value", [NAN, INF, -INF])
 @pytest.mark.parametrize("where", [0, 20, -1])
@@ -161,12 +173,13 @@ def test_a_non_finite_reference_cannot_make_an_output_pass(value, where):
 
 # ---- the LSE, with the output right ----------------------------------------------------------------
 
+
 def check_lse(lse, ref_lse=None):
     out, ref, lowp = tensors()
     return check_output(out, ref, lowp, lse, lse_pair()[1] if ref_lse is None else ref_lse, CFG)
 
 
-@pytest.mark.parametrize("row", [(0, 0, 0), (0, 0, 1), (0, 1, 2)])   # an empty row, rows that attend
+@pytest.mark.parametrize("row", [(0, 0, 0), (0, 0, 1), (0, 1, 2)])  # an empty row, rows that attend
 def test_a_nan_lse_fails(row):
     lse, _ = lse_pair()
     lse[row] = NAN
@@ -179,8 +192,7 @@ def test_an_empty_row_whose_lse_is_not_minus_inf_fails(value):
     lse, _ = lse_pair()
     lse[0, 0, 0] = value
     r = check_lse(lse)
-    assert r == CheckResult(False, "LSE of rows with nothing to attend is not -inf", 0.0, LOWP_ERR, TOL, 0,
-                            None, "lse")
+    assert r == CheckResult(False, "LSE of rows with nothing to attend is not -inf", 0.0, LOWP_ERR, TOL, 0, None, "lse")
 
 
 @pytest.mark.parametrize("value", [INF, -INF])
@@ -194,7 +206,7 @@ def test_a_row_that_attends_with_an_infinite_lse_fails(value, row):
 
 @pytest.mark.parametrize("row,ref_value", [((0, 0, 1), 2.0), ((0, 0, 2), -2.0), ((0, 1, 1), 4.0)])
 def test_an_lse_error_exactly_at_its_bound_passes_and_one_ulp_over_fails(row, ref_value):
-    bound = 0.25 + 0.5 * abs(ref_value)              # lse_atol + lse_rtol |lse|
+    bound = 0.25 + 0.5 * abs(ref_value)  # lse_atol + lse_rtol |lse|
     edge = ref_value + math.copysign(bound, ref_value)  # away from zero, where the ulp is coarser
     lse, ref_lse = lse_pair()
     lse[row] = edge
@@ -209,9 +221,9 @@ def test_an_lse_error_exactly_at_its_bound_passes_and_one_ulp_over_fails(row, re
 
 def test_the_lse_bound_is_per_row():
     lse, ref_lse = lse_pair()
-    lse[0, 1, 1] += 2.0                # row with |lse| 4: bound 2.25, so 2.0 is fine
+    lse[0, 1, 1] += 2.0  # row with |lse| 4: bound 2.25, so 2.0 is fine
     assert check_lse(lse).ok and check_lse(lse).lse_err == 2.0
-    lse[0, 1, 0] += 0.5                # row with lse 0: bound 0.25, so 0.5 is not, though 0.5 < 2.25
+    lse[0, 1, 0] += 0.5  # row with lse 0: bound 0.25, so 0.5 is not, though 0.5 < 2.25
     r = check_lse(lse)
     assert not r.ok and r.code == "lse" and r.lse_err == 2.0
 
@@ -221,8 +233,16 @@ def test_a_non_finite_reference_lse_on_a_row_that_attends_fails(value):
     lse, ref_lse = lse_pair()
     ref_lse[0, 1, 0] = value
     r = check_lse(lse, ref_lse)
-    assert r == CheckResult(False, "the reference LSE is not finite on rows that attend (a harness fault)", 0.0,
-                            LOWP_ERR, TOL, 0, None, "lse")
+    assert r == CheckResult(
+        False,
+        "the reference LSE is not finite on rows that attend (a harness fault)",
+        0.0,
+        LOWP_ERR,
+        TOL,
+        0,
+        None,
+        "lse",
+    )
 
 
 def test_every_row_empty_gives_no_lse_error():

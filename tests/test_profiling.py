@@ -1,5 +1,6 @@
 """The Nsight Compute and SASS parsers on real tool output captured on an H200 (tests/fixtures/), and
 the disassembly of a kernel built here when nvcc and cuobjdump are installed."""
+
 from __future__ import annotations
 
 import re
@@ -74,24 +75,33 @@ def test_extra_metrics_from_the_command_line_section_fill_stalls_and_tensor_pipe
     # ncu prints metrics given with --metrics in a section of their own ("Command line profiler
     # metrics"); rows in that form are added to the real capture
     text = (FIX / "ncu_ref_d128_s4096.csv").read_text()
-    head = '"0","1060","python3.12","127.0.0.1","void attn_fwd_ref_kernel<128, 128>(ks_attn_params)","1","7",' \
-           '"(128, 1, 1)","(64, 16, 8)","0","9.0","Command line profiler metrics",'
-    extra = {ncu.TENSOR_METRICS[0]: ("%", "12.50"), ncu.STALL_METRIC.format("long_scoreboard"): ("", "3.80"),
-             ncu.STALL_METRIC.format("mio_throttle"): ("", "1.10"), ncu.STALL_METRIC.format("selected"): ("", "1.00"),
-             ncu.STALL_METRIC.format("wait"): ("", "0.40")}
+    head = (
+        '"0","1060","python3.12","127.0.0.1","void attn_fwd_ref_kernel<128, 128>(ks_attn_params)","1","7",'
+        '"(128, 1, 1)","(64, 16, 8)","0","9.0","Command line profiler metrics",'
+    )
+    extra = {
+        ncu.TENSOR_METRICS[0]: ("%", "12.50"),
+        ncu.STALL_METRIC.format("long_scoreboard"): ("", "3.80"),
+        ncu.STALL_METRIC.format("mio_throttle"): ("", "1.10"),
+        ncu.STALL_METRIC.format("selected"): ("", "1.00"),
+        ncu.STALL_METRIC.format("wait"): ("", "0.40"),
+    }
     text += "".join(f'{head}"{m}","{u}","{v}",\n' for m, (u, v) in extra.items())
     s = ncu.summarize(ncu.parse(text)[0])
     assert s.tensor_pipe_pct == 12.5 and s.tensor_pipe_metric == ncu.TENSOR_METRICS[0]
-    assert [x.reason for x in s.stalls] == ["long_scoreboard", "mio_throttle", "wait"]     # 'selected' is issuing
+    assert [x.reason for x in s.stalls] == ["long_scoreboard", "mio_throttle", "wait"]  # 'selected' is issuing
     assert s.stalls[0].share == pytest.approx(3.80 / 8.61)
     assert "long_scoreboard 3.80 (44 %)" in ncu.table(s)
 
 
 def test_the_profiler_command_filters_by_the_nvtx_range_of_run_once():
-    cmd = ncu.ncu_command("ncu", ["python", "-m", "kernelseek_suite.harness.run_once", "k.cu", "d64-h32kv32-s1024"],
-                          nvtx_range="kernel:d64-h32kv32-s1024")
+    cmd = ncu.ncu_command(
+        "ncu",
+        ["python", "-m", "kernelseek_suite.harness.run_once", "k.cu", "d64-h32kv32-s1024"],
+        nvtx_range="kernel:d64-h32kv32-s1024",
+    )
     assert cmd[:5] == ["ncu", "--clock-control", "none", "--target-processes", "all"]
-    assert cmd[cmd.index("--nvtx-include") + 1] == "kernel:d64-h32kv32-s1024/"      # a push/pop range
+    assert cmd[cmd.index("--nvtx-include") + 1] == "kernel:d64-h32kv32-s1024/"  # a push/pop range
     assert [cmd[i + 1] for i, a in enumerate(cmd) if a == "--section"] == list(ncu.SECTIONS)
     assert cmd[cmd.index("--metrics") + 1].split(",") == list(ncu.TENSOR_METRICS + ncu.STALL_METRICS)
     assert cmd[-5:] == ["python", "-m", "kernelseek_suite.harness.run_once", "k.cu", "d64-h32kv32-s1024"]
@@ -99,6 +109,7 @@ def test_the_profiler_command_filters_by_the_nvtx_range_of_run_once():
 
 
 # ---------------------------------------------------------------- SASS
+
 
 def _hopper() -> tuple[str, list[sass.FunctionSummary]]:
     text = (FIX / "sass_flash_fwd_sm90_d128.txt").read_text()
@@ -116,7 +127,7 @@ def test_the_sass_summary_counts_what_the_listing_holds():
     assert f.mix["tensor"] == sum(" HGMMA." in l for l in instr_lines) == 16
     assert f.tensor_shapes == {"HGMMA.64x128x16.F32.BF16": 16}
     assert f.mix["mufu"] == sum(" MUFU." in l for l in instr_lines)
-    assert f.mix.get("local", 0) == 0 and f.mix.get("global_load", 0) == 0     # no spills; loads go through TMA
+    assert f.mix.get("local", 0) == 0 and f.mix.get("global_load", 0) == 0  # no spills; loads go through TMA
     assert f.mix["tma"] == sum(" UTMALDG" in l for l in instr_lines) == 6
     assert f.opcodes["HGMMA"] == 16 and f.registers_named > 128
 
@@ -133,26 +144,28 @@ def test_the_inner_loop_is_the_main_loop_not_a_spin_wait_or_a_slow_path():
     assert all(l.math == 0 for l in loops if (l.start, l.end) != (0xB40, 0x3E10))
     # the unconditional jumps back from the slow paths after the exits (at 0x52c0 and 0x52f0) are not loops
     assert not {0x52C0, 0x52F0} & {l.end for l in loops}
-    assert {0x52B0, 0x52E0} <= {l.end for l in loops}          # while their own spin-waits are
+    assert {0x52B0, 0x52E0} <= {l.end for l in loops}  # while their own spin-waits are
 
 
 def test_the_sass_table_names_the_function_and_its_mix():
     _, funcs = _hopper()
     t = sass.table(funcs, {funcs[0].name: {"registers": 168, "shared_bytes": 0, "spill_bytes": 0}})
     row = next(l for l in t.splitlines() if l.startswith("flash_fwd_sm90_kernel<Config<128, 128, 128, 2>"))
-    assert re.split(r"\s{2,}", row)[1:3] == ["1334", "168"]      # instructions, registers from ptxas
+    assert re.split(r"\s{2,}", row)[1:3] == ["1334", "168"]  # instructions, registers from ptxas
     assert row.endswith("814 instrs, 16 MMA, 66 MUFU")
     assert "HGMMA.64x128x16.F32.BF16 x16" in t
 
 
 def _cuobjdump():
     from kernelseek_suite.agents.profiler_tools import find_executable
+
     return find_executable("cuobjdump")
 
 
 @pytest.mark.nvcc
-@pytest.mark.skipif(_cuobjdump() is None, reason="needs cuobjdump (pip install nvidia-cuda-cuobjdump "
-                                                 "nvidia-cuda-nvdisasm)")
+@pytest.mark.skipif(
+    _cuobjdump() is None, reason="needs cuobjdump (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)"
+)
 def test_a_kernel_built_here_is_disassembled_and_summarized(tmp_path, monkeypatch):
     import os
     import subprocess
@@ -167,7 +180,7 @@ def test_a_kernel_built_here_is_disassembled_and_summarized(tmp_path, monkeypatc
     funcs = {f.display_name: f for f in sass.summarize(out.stdout)}
     assert len(funcs) == len(built.functions) == 5
     d128 = next(f for n, f in funcs.items() if "<128, 128>" in n)
-    assert d128.mix["tensor"] > 0 and all(op.startswith("HMMA") for op in d128.tensor_shapes)   # mma.sync
+    assert d128.mix["tensor"] > 0 and all(op.startswith("HMMA") for op in d128.tensor_shapes)  # mma.sync
     assert d128.inner_loop is not None and d128.inner_loop.mix["tensor"] == d128.mix["tensor"]
     ptxas = {f.name: f.registers for f in built.functions}
     assert d128.registers_named <= ptxas[d128.name]
@@ -185,6 +198,9 @@ def test_the_tool_rich_profilers_own_capture_with_nvtx_columns_and_command_line_
     assert s.tensor_pipe_metric == "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"
     assert (s.registers_per_thread, s.smem_dynamic_bytes, s.spill_requests) == (129.0, 52224.0, 0.0)
     assert [(x.reason, x.cycles_per_issue) for x in s.stalls[:3]] == [
-        ("long_scoreboard", 3.81), ("wait", 1.56), ("short_scoreboard", 0.88)]
+        ("long_scoreboard", 3.81),
+        ("wait", 1.56),
+        ("short_scoreboard", 0.88),
+    ]
     table = ncu.table(s)
     assert "tensor pipe                         21.3 %" in table and "66.0 GB/s" in table

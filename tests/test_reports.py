@@ -22,8 +22,14 @@ def test_render_writes_report_tables_and_plots(tmp_path):
     root = write_results(tmp_path / "sm90", make_rows(ratio=_ratio_by_head))
     out = render(root)
     text = out.report.read_text()
-    for section in ("## Provenance", "## Claims", "## Geometric means", "## Plots", "## Per scenario",
-                    "## Extended correctness set"):
+    for section in (
+        "## Provenance",
+        "## Claims",
+        "## Geometric means",
+        "## Plots",
+        "## Per scenario",
+        "## Extended correctness set",
+    ):
         assert section in text
     assert "do not edit by hand" in text
     assert "Synthetic GPU" in text and "700 TFLOP/s" in text
@@ -32,11 +38,13 @@ def test_render_writes_report_tables_and_plots(tmp_path):
         assert len(list(csv.reader(f))) == 1 + 182
     tex = (root / "tables" / "scenarios.tex").read_text()
     assert "\\toprule" in tex and "\\midrule" in tex and "\\bottomrule" in tex
-    assert "\\%" in (root / "tables" / "geomeans.tex").read_text()   # escaped for LaTeX
+    assert "\\%" in (root / "tables" / "geomeans.tex").read_text()  # escaped for LaTeX
     # heat maps per baseline and mask, and TFLOP/s vs seqlen per mask
     names = sorted(p.name for p in out.plots)
-    assert names == sorted([f"ratio_vs_{b}_{m}.png" for b in ("fa3", "fa4", "cudnn") for m in ("causal", "non-causal")]
-                           + ["tflops_vs_seqlen_causal.png", "tflops_vs_seqlen_non-causal.png"])
+    assert names == sorted(
+        [f"ratio_vs_{b}_{m}.png" for b in ("fa3", "fa4", "cudnn") for m in ("causal", "non-causal")]
+        + ["tflops_vs_seqlen_causal.png", "tflops_vs_seqlen_non-causal.png"]
+    )
     for p in out.plots:
         assert p.read_bytes()[:8] == PNG_MAGIC
         assert f"]({p.relative_to(root)})" in text
@@ -77,7 +85,7 @@ def test_shipped_report_is_marked_and_written_elsewhere(tmp_path):
     text = out.report.read_text()
     assert "shipped, not re-measured" in text
     assert "bf16 GEMM ceiling**: not measured" in text
-    assert not (shipped / "REPORT.md").exists()          # the shipped folder is left alone
+    assert not (shipped / "REPORT.md").exists()  # the shipped folder is left alone
     assert all(p.is_relative_to(out_dir) for p in out.plots)
 
 
@@ -89,6 +97,7 @@ def test_missing_baseline_says_why(tmp_path):
 
 def test_without_matplotlib_the_report_still_renders(tmp_path, monkeypatch):
     from kernelseek_suite.reports import plots
+
     monkeypatch.setattr(plots, "available", lambda: False)
     out = render(write_results(tmp_path))
     text = out.report.read_text()

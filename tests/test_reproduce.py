@@ -19,6 +19,7 @@ ROOT = config.REPO_ROOT
 def _no_gpu(monkeypatch):
     def fail(arch, index=0, gpus=None):
         raise NoGPUError("no NVIDIA GPU found (NVML and nvidia-smi see none)")
+
     monkeypatch.setattr("kernelseek_suite.gpu.require_gpu", fail)
 
 
@@ -29,7 +30,7 @@ def _checkout(tmp_path, broken_sm90=False):
     if broken_sm90:
         k = root / config.REPRODUCE["sm90"]["kernel"]
         k.parent.mkdir(parents=True)
-        k.write_text("#include <cublas_v2.h>\nextern \"C\" int ks_abi_version(void) { return 1; }\n")
+        k.write_text('#include <cublas_v2.h>\nextern "C" int ks_abi_version(void) { return 1; }\n')
     return root
 
 
@@ -44,16 +45,19 @@ def test_without_a_gpu_the_partial_run_renders_shipped_results(tmp_path, monkeyp
     assert out.out == root / "build" / "reproduce" / "sm90"
     assert notes[0].startswith("cannot measure sm90 here: no NVIDIA GPU found")
     assert "nothing is measured" in notes[1]
-    assert any("kernels/hopper/flash_fwd_sm90.cu" in m and "kernels/blackwell/flash_fwd_sm100.cu" in m
-               for m in out.messages)
+    assert any(
+        "kernels/hopper/flash_fwd_sm90.cu" in m and "kernels/blackwell/flash_fwd_sm100.cu" in m for m in out.messages
+    )
     # static checks of the reference kernel for both architectures
     static = json.loads((out.out / "static.json").read_text())
-    assert {(c["kernel"], c["arch"]) for c in static} == {(config.REFERENCE_KERNEL, "sm90"),
-                                                          (config.REFERENCE_KERNEL, "sm100")}
+    assert {(c["kernel"], c["arch"]) for c in static} == {
+        (config.REFERENCE_KERNEL, "sm90"),
+        (config.REFERENCE_KERNEL, "sm100"),
+    }
     assert all(c["ok"] for c in static)
     report = (out.out / "REPORT.md").read_text()
     assert "shipped, not re-measured" in report and "## Static checks on this machine" in report
-    assert sorted(p.name for p in shipped.rglob("*")) == before     # the shipped folder is untouched
+    assert sorted(p.name for p in shipped.rglob("*")) == before  # the shipped folder is untouched
 
 
 def test_a_kernel_that_breaks_the_rule_fails_the_partial_run(tmp_path, monkeypatch):
@@ -61,8 +65,9 @@ def test_a_kernel_that_breaks_the_rule_fails_the_partial_run(tmp_path, monkeypat
     root = _checkout(tmp_path, broken_sm90=True)
     out = reproduce(ReproduceRequest(arch="sm100", root=root))
     assert out.exit_code == exitcodes.BUILD
-    assert any("static check failed: kernels/hopper/flash_fwd_sm90.cu (sm90)" in m and "cublas_v2.h" in m
-               for m in out.messages)
+    assert any(
+        "static check failed: kernels/hopper/flash_fwd_sm90.cu (sm90)" in m and "cublas_v2.h" in m for m in out.messages
+    )
     assert any("no shipped results to render" in m for m in out.messages)
 
 
@@ -79,9 +84,16 @@ class _Recorder:
         return pipeline.Outcome(req.arch, "measured", 0, runtime="docker")
 
 
-@pytest.mark.parametrize("runtime, ready, expect", [
-    ("auto", True, "docker"), ("auto", False, "native"), ("native", True, "native"), ("docker", True, "docker"),
-    ("docker", False, None)])
+@pytest.mark.parametrize(
+    "runtime, ready, expect",
+    [
+        ("auto", True, "docker"),
+        ("auto", False, "native"),
+        ("native", True, "native"),
+        ("docker", True, "docker"),
+        ("docker", False, None),
+    ],
+)
 def test_runtime_choice(monkeypatch, runtime, ready, expect):
     monkeypatch.setattr("kernelseek_suite.gpu.require_gpu", lambda arch, index=0, gpus=None: None)
     monkeypatch.setattr(containers, "docker_ready", lambda: (ready, "ok" if ready else "the engine is not reachable"))
@@ -125,7 +137,7 @@ def test_gemm_ceiling_runs_in_a_child_process():
     c = measure_in_child(n=128, reps=3, device="cpu", timeout_s=120)
     assert c.device == "cpu" and c.n == 128 and c.reps == 3
     assert c.tflops > 0 and c.min_ms <= c.median_ms <= c.max_ms
-    assert c.tflops == pytest.approx(2 * 128 ** 3 / (c.median_ms * 1e-3) / 1e12, rel=1e-2)
+    assert c.tflops == pytest.approx(2 * 128**3 / (c.median_ms * 1e-3) / 1e12, rel=1e-2)
 
 
 def test_make_reproduce_without_a_gpu(tmp_path):
@@ -136,11 +148,16 @@ def test_make_reproduce_without_a_gpu(tmp_path):
     venv = Path(sys.prefix)
     out = tmp_path / "partial"
     # -o: the environment running these tests is already set up (`make test` made it)
-    p = subprocess.run(["make", "-o", str(venv / ".ready"), "reproduce", "ARCH=sm90", f"VENV={venv}", f"OUT={out}"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    p = subprocess.run(
+        ["make", "-o", str(venv / ".ready"), "reproduce", "ARCH=sm90", f"VENV={venv}", f"OUT={out}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     text = p.stdout + p.stderr
-    assert p.returncode == 2, text                      # make's own code for a failed recipe
-    assert "Error 3" in text, text                      # ... naming the command's: nothing measured
+    assert p.returncode == 2, text  # make's own code for a failed recipe
+    assert "Error 3" in text, text  # ... naming the command's: nothing measured
     assert "cannot measure sm90 here: no NVIDIA GPU found" in text
     assert "H100 / H200" in text
     assert "reproduce sm90: partial run, nothing measured (no suitable GPU)" in text
@@ -154,8 +171,16 @@ def test_reproduce_natively_on_the_gpu(tmp_path):
     arch = next((a for a in config.REPRODUCE if _has(a)), None)
     if arch is None:
         pytest.skip("no sm90/sm100 GPU")
-    out = pipeline.run_native(ReproduceRequest(arch=arch, runtime="native", out=tmp_path / arch,
-                                               scenario_filter="d128-h16kv16-s1024*", extended=False, ceiling_reps=5))
+    out = pipeline.run_native(
+        ReproduceRequest(
+            arch=arch,
+            runtime="native",
+            out=tmp_path / arch,
+            scenario_filter="d128-h16kv16-s1024*",
+            extended=False,
+            ceiling_reps=5,
+        )
+    )
     assert out.status == "measured" and out.report.exists()
     ceiling = json.loads((tmp_path / arch / "gemm_ceiling.json").read_text())
     assert ceiling["tflops"] > 100
@@ -165,6 +190,7 @@ def test_reproduce_natively_on_the_gpu(tmp_path):
 def _has(arch):
     try:
         from kernelseek_suite.gpu import require_gpu
+
         require_gpu(arch)
         return True
     except NoGPUError:
@@ -181,8 +207,10 @@ def test_run_native_end_to_end_with_the_gpu_parts_stood_in(tmp_path, monkeypatch
 
     monkeypatch.setattr("kernelseek_suite.gpu.require_gpu", lambda arch, index=0, gpus=None: None)
     ceilings = iter([650.0, 672.0])
-    monkeypatch.setattr("kernelseek_suite.reproduce.gemm.measure_in_child",
-                        lambda idx, reps: GemmCeiling(next(ceilings), 1.6, 1.5, 1.7, 8192, reps, "H200", "2.11.0"))
+    monkeypatch.setattr(
+        "kernelseek_suite.reproduce.gemm.measure_in_child",
+        lambda idx, reps: GemmCeiling(next(ceilings), 1.6, 1.5, 1.7, 8192, reps, "H200", "2.11.0"),
+    )
     seen = {}
 
     def fake_run_bench(req, on_row=None, on_start=None):
@@ -195,6 +223,7 @@ def test_run_native_end_to_end_with_the_gpu_parts_stood_in(tmp_path, monkeypatch
         prov = {"gpu_name": "NVIDIA H200", "arch": req.arch, "baselines": req.baselines, "kernel": str(req.kernel)}
         (out / "provenance.json").write_text(json.dumps(prov))
         return bench.write_outputs(out, rows, req.baselines, req.arch, "bench", str(req.kernel), "f" * 64, prov)
+
     monkeypatch.setattr(bench, "run_bench", fake_run_bench)
     image = {"tag": "kernelseek-suite:sm90-abc", "id": "sha256:" + "1" * 64, "base": "nvidia/cuda:13.0.1@sha256:x"}
     monkeypatch.setenv(pipeline.IMAGE_ENV, json.dumps(image))
@@ -237,12 +266,14 @@ def test_an_interrupted_run_resumes(tmp_path, monkeypatch):
     def ceiling(idx, reps):
         measured.append(1)
         return GemmCeiling(600.0 + len(measured), 1.6, 1.5, 1.7, 8192, reps, "H200", "2.11.0")
+
     monkeypatch.setattr("kernelseek_suite.reproduce.gemm.measure_in_child", ceiling)
     asked = []
 
     def interrupted(req, on_row=None, on_start=None):
         asked.append(req.resume)
         raise KeyboardInterrupt
+
     monkeypatch.setattr(bench, "run_bench", interrupted)
     root = _checkout(tmp_path)
     with pytest.raises(KeyboardInterrupt):
@@ -260,11 +291,12 @@ def test_an_interrupted_run_resumes(tmp_path, monkeypatch):
         prov = {"gpu_name": "NVIDIA H200", "arch": req.arch, "baselines": req.baselines}
         (out / "provenance.json").write_text(json.dumps(prov))
         return bench.write_outputs(out, rows, req.baselines, req.arch, "bench", str(req.kernel), "f" * 64, prov)
+
     monkeypatch.setattr(bench, "run_bench", finish)
     (res / "attn_fwd_ref").mkdir()
-    (res / "attn_fwd_ref" / "bench.jsonl").write_text("")      # what the cut-short sweep left
+    (res / "attn_fwd_ref" / "bench.jsonl").write_text("")  # what the cut-short sweep left
     out = pipeline.run_native(ReproduceRequest(arch="sm90", root=root, resume=True))
-    assert asked == [False, True] and measured == [1, 1]    # the "before" ceiling was not measured again
+    assert asked == [False, True] and measured == [1, 1]  # the "before" ceiling was not measured again
     rec = json.loads((res / "reproduce.json").read_text())
     assert rec["date_start"] == first["date_start"] and len(rec["resumed"]) == 1 and rec["status"] == "measured"
     c = json.loads((res / "gemm_ceiling.json").read_text())

@@ -1,5 +1,6 @@
 """The dependency-free rule: what a kernel file may use, and that comments and strings neither hide
 nor fake a violation."""
+
 from pathlib import Path
 
 import pytest
@@ -18,66 +19,72 @@ def test_the_reference_kernel_follows_the_rules():
     assert rules.check_source((ROOT / "kernels" / "reference" / "attn_fwd_ref.cu").read_text()) == []
 
 
-@pytest.mark.parametrize("line,what", [
-    ("#include <cublas_v2.h>", "include <cublas_v2.h>"),
-    ("#include <cudnn.h>", "include <cudnn.h>"),
-    ("#include <cutlass/gemm.h>", "include <cutlass/gemm.h>"),
-    ("#include <cute/tensor.hpp>", "include <cute/tensor.hpp>"),
-    ("#include <mma.h>", "include <mma.h>"),
-    ("#include <thread>", "include <thread>"),
-    ('#include "helpers.cuh"', "local include"),
-    ("#define H <cublas_v2.h>\n#include H", "computed"),
-    ("#include_next <cuda_runtime.h>", "computed"),
-    ("%:include <cudnn.h>", "include <cudnn.h>"),
-    ("cublasHandle_t h; cublasCreate(&h);", "cuBLAS"),
-    ("int s = cudnnGetVersion();", "cuDNN"),
-    ("using T = cutlass::half_t;", "CUTLASS"),
-    ("auto t = cute::make_tensor(p);", "CuTe"),
-    ("nvcuda::wmma::fragment<int> f;", "WMMA"),
-    ("void* h = dlopen(\"libcublas.so\", 1);", "loading a library"),
-    ("void* f = dlsym(0, \"x\");", "loading a library"),
-    ("cudaStream_t s; cudaStreamCreateWithFlags(&s, 1);", "creating a stream"),
-    ("CUstream s; cuStreamCreate(&s, 0);", "creating a stream"),
-    ("k<<<1, 32, 0, cudaStreamPerThread>>>(p);", "a stream other than"),
-    ("std::thread t([]{});", "host thread"),
-    ("pthread_create(&t, 0, f, 0);", "host thread"),
-    ("auto f = std::async(g);", "host thread"),
-    ("k<<<grid, 128>>>(p);", "without the stream"),
-    ("k<<<grid, 128, smem>>>(p);", "without the stream"),
-    ("cudaGraphLaunch(g, s);", "graphs"),
-    ("extern \"C\" int PyRun_SimpleString(const char*);", "Python C API"),
-    ("PyGILState_STATE st = PyGILState_Ensure();", "Python C API"),
-    ("system(\"nvidia-smi -lgc 2000\");", "starting a process"),
-    ("FILE* f = fopen(\"results/bench.jsonl\", \"a\");", "file access"),
-    ("exit(0);", "ending the process"),
-    ("const char* e = getenv(\"HOME\");", "environment"),
-    ("__attribute__((constructor)) static void early() {}", "loaded"),
-    ("asm volatile(\"syscall\");", "system call"),
-    ("const char* p = \"/proc/self/mem\";", "reaching into"),
-    ("cudaDeviceReset();", "contexts"),
-])
+@pytest.mark.parametrize(
+    "line,what",
+    [
+        ("#include <cublas_v2.h>", "include <cublas_v2.h>"),
+        ("#include <cudnn.h>", "include <cudnn.h>"),
+        ("#include <cutlass/gemm.h>", "include <cutlass/gemm.h>"),
+        ("#include <cute/tensor.hpp>", "include <cute/tensor.hpp>"),
+        ("#include <mma.h>", "include <mma.h>"),
+        ("#include <thread>", "include <thread>"),
+        ('#include "helpers.cuh"', "local include"),
+        ("#define H <cublas_v2.h>\n#include H", "computed"),
+        ("#include_next <cuda_runtime.h>", "computed"),
+        ("%:include <cudnn.h>", "include <cudnn.h>"),
+        ("cublasHandle_t h; cublasCreate(&h);", "cuBLAS"),
+        ("int s = cudnnGetVersion();", "cuDNN"),
+        ("using T = cutlass::half_t;", "CUTLASS"),
+        ("auto t = cute::make_tensor(p);", "CuTe"),
+        ("nvcuda::wmma::fragment<int> f;", "WMMA"),
+        ('void* h = dlopen("libcublas.so", 1);', "loading a library"),
+        ('void* f = dlsym(0, "x");', "loading a library"),
+        ("cudaStream_t s; cudaStreamCreateWithFlags(&s, 1);", "creating a stream"),
+        ("CUstream s; cuStreamCreate(&s, 0);", "creating a stream"),
+        ("k<<<1, 32, 0, cudaStreamPerThread>>>(p);", "a stream other than"),
+        ("std::thread t([]{});", "host thread"),
+        ("pthread_create(&t, 0, f, 0);", "host thread"),
+        ("auto f = std::async(g);", "host thread"),
+        ("k<<<grid, 128>>>(p);", "without the stream"),
+        ("k<<<grid, 128, smem>>>(p);", "without the stream"),
+        ("cudaGraphLaunch(g, s);", "graphs"),
+        ('extern "C" int PyRun_SimpleString(const char*);', "Python C API"),
+        ("PyGILState_STATE st = PyGILState_Ensure();", "Python C API"),
+        ('system("nvidia-smi -lgc 2000");', "starting a process"),
+        ('FILE* f = fopen("results/bench.jsonl", "a");', "file access"),
+        ("exit(0);", "ending the process"),
+        ('const char* e = getenv("HOME");', "environment"),
+        ("__attribute__((constructor)) static void early() {}", "loaded"),
+        ('asm volatile("syscall");', "system call"),
+        ('const char* p = "/proc/self/mem";', "reaching into"),
+        ("cudaDeviceReset();", "contexts"),
+    ],
+)
 def test_each_forbidden_thing_is_found(line, what):
     hits = found(line + "\n")
     assert any(what in h for h in hits), hits
 
 
-@pytest.mark.parametrize("src", [
-    "// cublasSgemm would be faster, but no\n",
-    "/* #include <cublas_v2.h>\n   dlopen(\"x\") std::thread */\n",
-    "const char* msg = \"cublasSgemm, dlopen(), std::thread, exit(1)\";\n",
-    "printf(\"kernel launch: k<<<grid, block>>>\\n\");\n",
-    "char c = 'x'; int n = 1'000'000;\n",
-    "k<<<dim3(a, b), 128, smem, stream>>>(p);\n",
-    "k<<<grid, Cfg::threads, Cfg::smem(d, 2), stream>>>(p);\n",
-    "__device__ int is_open(int x) { return x; }\nint Pyramid = 1;\n",
-    "asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0}, {%1}, {%2}, {%3};\" : \"+f\"(d) : \"r\"(a), \"r\"(b), \"f\"(c));\n",
-])
+@pytest.mark.parametrize(
+    "src",
+    [
+        "// cublasSgemm would be faster, but no\n",
+        '/* #include <cublas_v2.h>\n   dlopen("x") std::thread */\n',
+        'const char* msg = "cublasSgemm, dlopen(), std::thread, exit(1)";\n',
+        'printf("kernel launch: k<<<grid, block>>>\\n");\n',
+        "char c = 'x'; int n = 1'000'000;\n",
+        "k<<<dim3(a, b), 128, smem, stream>>>(p);\n",
+        "k<<<grid, Cfg::threads, Cfg::smem(d, 2), stream>>>(p);\n",
+        "__device__ int is_open(int x) { return x; }\nint Pyramid = 1;\n",
+        'asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0}, {%1}, {%2}, {%3};" : "+f"(d) : "r"(a), "r"(b), "f"(c));\n',
+    ],
+)
 def test_comments_strings_and_honest_code_are_not_violations(src):
     assert found(src) == []
 
 
 def test_a_quote_in_a_character_literal_cannot_hide_code():
-    src = "char q = '\"'; int x = cublasSgemm(1); const char* s = \"\";\n"
+    src = 'char q = \'"\'; int x = cublasSgemm(1); const char* s = "";\n'
     assert "cuBLAS" in found(src)
 
 
@@ -108,60 +115,151 @@ FLAGGED = {
     "CUB": ["using R = cub::BlockReduce<float, 128>;"],
     "the WMMA library (use inline PTX)": ["using namespace nvcuda::wmma;", "wmma::mma_sync(c, a, b, c);"],
     "loading a library at run time": [
-        "void* h = dlopen(name, 1);", "void* h = dlmopen(0, name, 1);", "void* f = dlsym(h, name);",
-        "void* f = dlvsym(h, name, ver);", "dlinfo(h, 2, &m);", "dlclose(h);", "void* h = __libc_dlopen_mode(n, 1);",
-        "HMODULE m = LoadLibraryA(name);"],
+        "void* h = dlopen(name, 1);",
+        "void* h = dlmopen(0, name, 1);",
+        "void* f = dlsym(h, name);",
+        "void* f = dlvsym(h, name, ver);",
+        "dlinfo(h, 2, &m);",
+        "dlclose(h);",
+        "void* h = __libc_dlopen_mode(n, 1);",
+        "HMODULE m = LoadLibraryA(name);",
+    ],
     "creating a stream (run on the stream passed in)": [
-        "cudaStreamCreateWithFlags(&s, 1);", "cudaStreamCreate (&s);", "cuStreamCreate(&s, 0);"],
+        "cudaStreamCreateWithFlags(&s, 1);",
+        "cudaStreamCreate (&s);",
+        "cuStreamCreate(&s, 0);",
+    ],
     "a stream other than the one passed in": [
-        "k<<<g, b, 0, cudaStreamPerThread>>>(p);", "cudaMemsetAsync(o, 0, n, cudaStreamLegacy);",
-        "cuMemsetD8Async(o, 0, n, CU_STREAM_PER_THREAD);", "cuMemsetD8Async(o, 0, n, CU_STREAM_LEGACY);"],
+        "k<<<g, b, 0, cudaStreamPerThread>>>(p);",
+        "cudaMemsetAsync(o, 0, n, cudaStreamLegacy);",
+        "cuMemsetD8Async(o, 0, n, CU_STREAM_PER_THREAD);",
+        "cuMemsetD8Async(o, 0, n, CU_STREAM_LEGACY);",
+    ],
     "creating a host thread": [
-        "std::thread t(f);", "std::jthread t(f);", "pthread_create(&t, 0, f, 0);", "auto r = std::async(f);",
-        "thrd_create(&t, f, 0);", "clone(f, stack, 0, 0);"],
+        "std::thread t(f);",
+        "std::jthread t(f);",
+        "pthread_create(&t, 0, f, 0);",
+        "auto r = std::async(f);",
+        "thrd_create(&t, f, 0);",
+        "clone(f, stack, 0, 0);",
+    ],
     "linking a library": ['#pragma comment(lib, "cuda.lib")', "#  pragma comment ( lib )"],
     "deferred host-side launches (graphs, host functions)": [
-        "cudaGraphLaunch(g, s);", "cuGraphLaunch(g, s);", "cudaStreamBeginCapture(s, 0);",
-        "cudaLaunchHostFunc(s, f, 0);", "cuLaunchHostFunc(s, f, 0);"],
+        "cudaGraphLaunch(g, s);",
+        "cuGraphLaunch(g, s);",
+        "cudaStreamBeginCapture(s, 0);",
+        "cudaLaunchHostFunc(s, f, 0);",
+        "cuLaunchHostFunc(s, f, 0);",
+    ],
     "the Python C API (a kernel must not reach into the process that loads it)": [
-        "PyObject* o = 0;", "_PyObject_GC_New(t);"],
+        "PyObject* o = 0;",
+        "_PyObject_GC_New(t);",
+    ],
     "starting a process": [
-        'system("ls");', "FILE* p = popen(c, m);", "pid_t p = fork();", "pid_t p = vfork();",
-        "posix_spawn(&p, a, 0, 0, v, e);", "posix_spawnp(&p, a, 0, 0, v, e);", "execl(a, b, 0);",
-        "execvp(a, v);", "execve(a, v, e);", "execle(a, b, 0, e);"],
+        'system("ls");',
+        "FILE* p = popen(c, m);",
+        "pid_t p = fork();",
+        "pid_t p = vfork();",
+        "posix_spawn(&p, a, 0, 0, v, e);",
+        "posix_spawnp(&p, a, 0, 0, v, e);",
+        "execl(a, b, 0);",
+        "execvp(a, v);",
+        "execve(a, v, e);",
+        "execle(a, b, 0, e);",
+    ],
     "file access from the kernel": [
-        "FILE* f = fopen(n, m);", "freopen(n, m, f);", "fdopen(3, m);", "FILE* t = tmpfile();", "remove(n);",
-        "rename(a, b);", "unlink(n);", "int fd = open(n, 0);", "openat(d, n, 0);", "creat(n, 0600);"],
+        "FILE* f = fopen(n, m);",
+        "freopen(n, m, f);",
+        "fdopen(3, m);",
+        "FILE* t = tmpfile();",
+        "remove(n);",
+        "rename(a, b);",
+        "unlink(n);",
+        "int fd = open(n, 0);",
+        "openat(d, n, 0);",
+        "creat(n, 0600);",
+    ],
     "ending the process (return a KS_ERR_* code instead)": [
-        "exit(1);", "_exit(1);", "_Exit(1);", "quick_exit(1);", "abort();", "atexit(f);", "at_quick_exit(f);"],
+        "exit(1);",
+        "_exit(1);",
+        "_Exit(1);",
+        "quick_exit(1);",
+        "abort();",
+        "atexit(f);",
+        "at_quick_exit(f);",
+    ],
     "reading or changing the environment": [
-        "getenv(n);", "secure_getenv(n);", "setenv(n, v, 1);", "putenv(s);", "unsetenv(n);"],
+        "getenv(n);",
+        "secure_getenv(n);",
+        "setenv(n, v, 1);",
+        "putenv(s);",
+        "unsetenv(n);",
+    ],
     "code that runs when the library is loaded": [
-        "__attribute__((constructor)) static void f() {}", "__attribute__ (( destructor )) static void g() {}"],
+        "__attribute__((constructor)) static void f() {}",
+        "__attribute__ (( destructor )) static void g() {}",
+    ],
     "process-level system calls": [
-        "syscall(39);", "signal(11, h);", "sigaction(11, &a, 0);", "raise(9);", "kill(0, 9);",
-        "ptrace(0, 0, 0, 0);", "void* m = mmap(0, n, 3, 34, -1, 0);", "mprotect(p, n, 7);", "dup(1);",
-        "dup2(1, 2);", "setrlimit(3, &l);", "prctl(4, 0);"],
+        "syscall(39);",
+        "signal(11, h);",
+        "sigaction(11, &a, 0);",
+        "raise(9);",
+        "kill(0, 9);",
+        "ptrace(0, 0, 0, 0);",
+        "void* m = mmap(0, n, 3, 34, -1, 0);",
+        "mprotect(p, n, 7);",
+        "dup(1);",
+        "dup2(1, 2);",
+        "setrlimit(3, &l);",
+        "prctl(4, 0);",
+    ],
     "changing, resetting or creating device contexts": [
-        "cudaDeviceReset();", "cudaSetDevice(1);", "cuCtxCreate(&c, 0, d);", "cuCtxDestroy(c);",
-        "cuCtxSetCurrent(c);", "cuCtxPushCurrent_v2(c);"],
+        "cudaDeviceReset();",
+        "cudaSetDevice(1);",
+        "cuCtxCreate(&c, 0, d);",
+        "cuCtxDestroy(c);",
+        "cuCtxSetCurrent(c);",
+        "cuCtxPushCurrent_v2(c);",
+    ],
     # searched with the strings kept
     "a system call in inline host assembly": [
-        'asm volatile("syscall");', 'asm volatile("int $0x80");', 'asm volatile("int 0x80");',
-        'asm volatile("sysenter");'],
+        'asm volatile("syscall");',
+        'asm volatile("int $0x80");',
+        'asm volatile("int 0x80");',
+        'asm volatile("sysenter");',
+    ],
     "embedding a prebuilt binary": ['asm(".incbin \\"blob.bin\\"");'],
     "reaching into the process or system": [
-        'const char* p = "/proc/self/maps";', 'const char* p = "/dev/shm/x";', 'const char* e = "LD_PRELOAD";'],
+        'const char* p = "/proc/self/maps";',
+        'const char* p = "/dev/shm/x";',
+        'const char* e = "LD_PRELOAD";',
+    ],
 }
 
 # honest lines close to a forbidden one: a word boundary, a name that only contains the word
 NEAR_MISSES = [
-    "int mycublas = 1;", "float kcudnn_like = 0;", "int thrust_n = 2;", "int cub = 3;", "int wmma_tiles = 4;",
-    "bool dlopen_ok = false;", "int stream_count = 1;", "int threads = 128;", "int my_clone = 1;",
-    "int system_ok = 1;", "int reopen_count = 0;", "bool is_open(int);", "int exit_code = 0;",
-    "float getenv_value = 0;", "int raised = 0;", "int mmap_size = 0;", "int Pyramid = 1;",
-"int sysenter_count = 0;", "int incbin = 0;", "int proc = 0;",
-    "__attribute__((noinline)) static void f() {}", "int kill_count = 0;",
+    "int mycublas = 1;",
+    "float kcudnn_like = 0;",
+    "int thrust_n = 2;",
+    "int cub = 3;",
+    "int wmma_tiles = 4;",
+    "bool dlopen_ok = false;",
+    "int stream_count = 1;",
+    "int threads = 128;",
+    "int my_clone = 1;",
+    "int system_ok = 1;",
+    "int reopen_count = 0;",
+    "bool is_open(int);",
+    "int exit_code = 0;",
+    "float getenv_value = 0;",
+    "int raised = 0;",
+    "int mmap_size = 0;",
+    "int Pyramid = 1;",
+    "int sysenter_count = 0;",
+    "int incbin = 0;",
+    "int proc = 0;",
+    "__attribute__((noinline)) static void f() {}",
+    "int kill_count = 0;",
 ]
 
 _ALL_PATTERNS = rules.FORBIDDEN_CODE + rules.FORBIDDEN_TEXT
@@ -210,15 +308,23 @@ def drop_each_alternative(pattern: str):
         edges = [start - 1, *bars, end]
         for k in range(len(bars) + 1):
             if k == 0:
-                yield pattern[:start] + pattern[bars[0] + 1:]
+                yield pattern[:start] + pattern[bars[0] + 1 :]
             else:
-                yield pattern[:edges[k]] + pattern[edges[k + 1]:]
+                yield pattern[: edges[k]] + pattern[edges[k + 1] :]
 
 
 def test_the_alternative_dropper_finds_every_alternative():
-    assert sorted(drop_each_alternative(r"\b(ab|c)d|e(?:f|g|h)")) == sorted([
-        r"\b(c)d|e(?:f|g|h)", r"\b(ab)d|e(?:f|g|h)", r"\b(ab|c)d|e(?:g|h)", r"\b(ab|c)d|e(?:f|h)",
-        r"\b(ab|c)d|e(?:f|g)", r"e(?:f|g|h)", r"\b(ab|c)d"])
+    assert sorted(drop_each_alternative(r"\b(ab|c)d|e(?:f|g|h)")) == sorted(
+        [
+            r"\b(c)d|e(?:f|g|h)",
+            r"\b(ab)d|e(?:f|g|h)",
+            r"\b(ab|c)d|e(?:g|h)",
+            r"\b(ab|c)d|e(?:f|h)",
+            r"\b(ab|c)d|e(?:f|g)",
+            r"e(?:f|g|h)",
+            r"\b(ab|c)d",
+        ]
+    )
 
 
 @pytest.mark.parametrize("table", ["FORBIDDEN_CODE", "FORBIDDEN_TEXT"])
@@ -227,7 +333,7 @@ def test_no_alternative_of_a_forbidden_pattern_can_be_dropped_unnoticed(table, m
     unnoticed = []
     for idx, (pattern, what) in enumerate(patterns):
         for dropped in drop_each_alternative(pattern):
-            monkeypatch.setattr(rules, table, patterns[:idx] + ((dropped, what),) + patterns[idx + 1:])
+            monkeypatch.setattr(rules, table, patterns[:idx] + ((dropped, what),) + patterns[idx + 1 :])
             if all(what in found(line + "\n") for line in FLAGGED[what]):
                 unnoticed.append(dropped)
         monkeypatch.setattr(rules, table, patterns)
@@ -236,11 +342,15 @@ def test_no_alternative_of_a_forbidden_pattern_can_be_dropped_unnoticed(table, m
 
 # ---- where a violation is, and what the source around it does ----------------------------------------
 
-@pytest.mark.parametrize("line,what", [
-    ('const char* p = "/proc/self/maps";', "reaching into"),
-    ('asm volatile("syscall");', "system call"),
-    ("void* h = dlopen(0, 0);", "loading a library"),
-])
+
+@pytest.mark.parametrize(
+    "line,what",
+    [
+        ('const char* p = "/proc/self/maps";', "reaching into"),
+        ('asm volatile("syscall");', "system call"),
+        ("void* h = dlopen(0, 0);", "loading a library"),
+    ],
+)
 @pytest.mark.parametrize("position", ["first", "middle", "last"])
 def test_a_violation_is_found_on_any_line(line, what, position):
     before = {"first": "", "middle": "int a = 1;\nint b = 2;\n", "last": "int a = 1;\nint b = 2;\nint c = 3;\n"}
@@ -254,8 +364,7 @@ def test_a_violation_is_found_on_any_line(line, what, position):
 def test_violations_come_sorted_by_line_with_their_text():
     src = HEAD + "k<<<1, 2>>>(p);\nint fd = open(n, 0);\n#include <thread>\nexit(1);\n"
     v = rules.check_source(src)
-    assert [(x.line, x.rule.split(" ")[0]) for x in v] == [
-        (3, "a"), (4, "file"), (5, "include"), (6, "ending")]
+    assert [(x.line, x.rule.split(" ")[0]) for x in v] == [(3, "a"), (4, "file"), (5, "include"), (6, "ending")]
     assert str(v[1]) == "line 4: file access from the kernel: int fd = open(n, 0);"
 
 
@@ -276,32 +385,38 @@ def test_every_allowed_header_may_be_included(header):
     assert rules.check_source(f"  #  include<{header}>  \n") == []
 
 
-@pytest.mark.parametrize("line,rule", [
-    ("#include <cuda_runtime.hpp>", "include <cuda_runtime.hpp> is not"),
-    ("#include <cuda/barrier>", "include <cuda/barrier> is not"),
-    ('#include "cuda_runtime.h"', "local include"),
-    ("#include <stdio.h", "not a plain <header>"),
-    ("#include stdio.h", "not a plain <header>"),
-    ("#include_next <stdio.h>", "not a plain <header>"),
-    ("%:include <stdio.h> x", "not a plain <header>"),
-])
+@pytest.mark.parametrize(
+    "line,rule",
+    [
+        ("#include <cuda_runtime.hpp>", "include <cuda_runtime.hpp> is not"),
+        ("#include <cuda/barrier>", "include <cuda/barrier> is not"),
+        ('#include "cuda_runtime.h"', "local include"),
+        ("#include <stdio.h", "not a plain <header>"),
+        ("#include stdio.h", "not a plain <header>"),
+        ("#include_next <stdio.h>", "not a plain <header>"),
+        ("%:include <stdio.h> x", "not a plain <header>"),
+    ],
+)
 def test_includes_that_just_fail(line, rule):
     v = rules.check_source("int a;\n" + line + "\nint b;\n")
     assert [(x.line, rule in x.rule) for x in v] == [(2, True)]
 
 
-@pytest.mark.parametrize("config,ok", [
-    ("grid, block, smem, stream", True),
-    ("dim3(a, b, c), dim3(32, 4), f(x, y), s[i]", True),
-    ("g, b, smem_for(T{1, 2}), streams[idx(0, 1)]", True),
-    ("g,\n b,\n 0,\n s", True),
-    ("grid, block, smem", False),
-    ("dim3(a, b, c), dim3(32, 4), f(x, y)", False),
-    ("g, b", False),
-    ("g", False),
-    ("", False),
-    ("  ", False),
-])
+@pytest.mark.parametrize(
+    "config,ok",
+    [
+        ("grid, block, smem, stream", True),
+        ("dim3(a, b, c), dim3(32, 4), f(x, y), s[i]", True),
+        ("g, b, smem_for(T{1, 2}), streams[idx(0, 1)]", True),
+        ("g,\n b,\n 0,\n s", True),
+        ("grid, block, smem", False),
+        ("dim3(a, b, c), dim3(32, 4), f(x, y)", False),
+        ("g, b", False),
+        ("g", False),
+        ("", False),
+        ("  ", False),
+    ],
+)
 def test_a_launch_needs_four_arguments(config, ok):
     v = rules.check_source("int a;\nk<<<" + config + ">>>(p);\nint b;\n")
     assert v == [] if ok else [(x.line, x.rule.startswith("a kernel launch without")) for x in v] == [(2, True)]
@@ -314,31 +429,38 @@ def test_the_line_of_a_launch_is_where_it_starts():
 
 # ---- comments and literals -----------------------------------------------------------------------
 
-@pytest.mark.parametrize("src", [
-    "/* dlopen(0, 0); never closed\nexit(1);\n",
-    "int a; // exit(1);\n",
-    "// a\n// b exit(1)\n",
-    'const char* s = "a \\" exit(1) \\" b";\n',
-    "char q = '\\''; const char* s = \"exit(1)\";\n",
-    "char h = '\\x41'; char o = '\\101'; const char* s = \"exit(1)\";\n",
-    'const char* r = R"(exit(1) " dlopen(x))";\n',
-    'const char* r = R"xy(exit(1) )" dlopen(x))xy";\n',
-    'const char* r = R"(line one\nexit(1)\n)";\n',
-])
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        "/* dlopen(0, 0); never closed\nexit(1);\n",
+        "int a; // exit(1);\n",
+        "// a\n// b exit(1)\n",
+        'const char* s = "a \\" exit(1) \\" b";\n',
+        "char q = '\\''; const char* s = \"exit(1)\";\n",
+        "char h = '\\x41'; char o = '\\101'; const char* s = \"exit(1)\";\n",
+        'const char* r = R"(exit(1) " dlopen(x))";\n',
+        'const char* r = R"xy(exit(1) )" dlopen(x))xy";\n',
+        'const char* r = R"(line one\nexit(1)\n)";\n',
+    ],
+)
 def test_code_inside_comments_and_literals_is_not_code(src):
     assert found(src) == []
 
 
-@pytest.mark.parametrize("src", [
-    '/* a */ exit(1);\n',
-    "/* a\n b */ exit(1);\n",
-    "int n = 1'000; exit(1);\n",
-    'const char* s = "a"; exit(1);\n',
-    'const char* s = "unterminated\nexit(1);\n',
-    "char c = 'x'; exit(1);\n",
-    'const char* r = R"(x)"; exit(1);\n',
-    'const char* r = R"ab(x)ab"; exit(1);\n',
-])
+@pytest.mark.parametrize(
+    "src",
+    [
+        "/* a */ exit(1);\n",
+        "/* a\n b */ exit(1);\n",
+        "int n = 1'000; exit(1);\n",
+        'const char* s = "a"; exit(1);\n',
+        'const char* s = "unterminated\nexit(1);\n',
+        "char c = 'x'; exit(1);\n",
+        'const char* r = R"(x)"; exit(1);\n',
+        'const char* r = R"ab(x)ab"; exit(1);\n',
+    ],
+)
 def test_code_after_comments_and_literals_is_code(src):
     assert "ending the process (return a KS_ERR_* code instead)" in found(src)
 
@@ -358,8 +480,10 @@ def test_enforce_text_passes_clean_code_and_names_the_path(tmp_path):
     with pytest.raises(rules.DependencyRuleError) as e:
         rules.enforce_text(HEAD + "exit(1);\n", "bad.cu")
     assert e.value.path == "bad.cu" and [v.line for v in e.value.violations] == [3]
-    assert str(e.value) == ("bad.cu breaks the dependency-free rule (CUDA runtime/driver API and inline PTX only, "
-                            "one file):\n  line 3: ending the process (return a KS_ERR_* code instead): exit(1);")
+    assert str(e.value) == (
+        "bad.cu breaks the dependency-free rule (CUDA runtime/driver API and inline PTX only, "
+        "one file):\n  line 3: ending the process (return a KS_ERR_* code instead): exit(1);"
+    )
     p = tmp_path / "ok.cu"
     p.write_text(HEAD + "int x;\n")
     rules.enforce(p)

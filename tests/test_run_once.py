@@ -1,4 +1,5 @@
 """`run_once --time`: the timing of one scenario beside what-if variants (GPU), and its arguments (CPU)."""
+
 from pathlib import Path
 
 import pytest
@@ -32,14 +33,29 @@ def test_an_unknown_scenario_is_refused(capsys):
 @pytest.mark.gpu
 @pytest.mark.nvcc
 def test_time_beside_itself_gives_two_rows_near_one(capsys):
-    assert run_once.main([str(REF), "d64-h32kv32-s1024", "--arch", "sm80", "--check", "--time",
-                          "--beside", str(REF), "--baseline", "sdpa-flash"]) == 0
+    assert (
+        run_once.main(
+            [
+                str(REF),
+                "d64-h32kv32-s1024",
+                "--arch",
+                "sm80",
+                "--check",
+                "--time",
+                "--beside",
+                str(REF),
+                "--baseline",
+                "sdpa-flash",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "d64-h32kv32-s1024: ok" in out
-    rows = [line.split() for line in out.splitlines() if line.startswith(str(REF))]   # REF, then REF'
+    rows = [line.split() for line in out.splitlines() if line.startswith(str(REF))]  # REF, then REF'
     assert len(rows) == 2
     assert "checked:" in " ".join(rows[0]) and "not checked" in " ".join(rows[1])
-    assert 0.8 < float(rows[1][-1]) < 1.25      # the same kernel, timed interleaved
+    assert 0.8 < float(rows[1][-1]) < 1.25  # the same kernel, timed interleaved
     base = [line.split() for line in out.splitlines() if line.startswith("baseline sdpa-flash")]
     assert len(base) == 1 and float(base[0][-1]) > 0
 

@@ -1,4 +1,5 @@
 """--sanitize: reading compute-sanitizer's verdict (CPU), and the run itself (GPU)."""
+
 import pytest
 
 from kernelseek_suite import config
@@ -38,8 +39,8 @@ def test_verdicts():
     assert not S.verdict("racecheck", ["x"], S.ERROR_EXITCODE, RACECHECK, 1.0).ok
     crashed = S.verdict("memcheck", ["x"], 1, MEMCHECK_CLEAN, 1.0)
     assert not crashed.ok and "exit code 1" in crashed.summary
-    assert not S.verdict("memcheck", ["x"], 0, "", 1.0).ok          # no summary: no verdict
-    assert not S.verdict("memcheck", ["x"], None, "", 1.0).ok        # timed out
+    assert not S.verdict("memcheck", ["x"], 0, "", 1.0).ok  # no summary: no verdict
+    assert not S.verdict("memcheck", ["x"], None, "", 1.0).ok  # timed out
 
 
 def test_a_failed_sanitizer_run_fails_eval():
@@ -71,6 +72,7 @@ def test_memcheck_is_clean_on_the_reference_kernel(tmp_path):
     from pathlib import Path
 
     from kernelseek_suite.build import build
+
     built = build(Path(__file__).resolve().parent.parent / "kernels" / "reference" / "attn_fwd_ref.cu", "sm90")
     runs = S.run_sanitizer(built.library, {"memcheck": config.SANITIZE_SUBSET["memcheck"][:2]}, 1, log_dir=tmp_path)
     assert runs[0].ok, runs[0]

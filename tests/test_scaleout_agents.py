@@ -2,6 +2,7 @@
 against the scripted chat-completions server on loopback: the same runs, traces and table as a serial
 compare, a worker killed in the middle of a run (only that run is taken up again, from its trace), an
 interrupted comparison resumed, and the checks a GPU task makes of the cluster's workers."""
+
 from __future__ import annotations
 
 import csv
@@ -34,7 +35,7 @@ from kernelseek_suite.scaleout.gpus import MixedGPUs, WorkerGPU  # noqa: E402
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
 DASK = ["--executor", "dask", "--scheduler", "local:2"]
-TARGET = ("kernelseek", 2)        # the run whose worker is killed, while its third model call waits
+TARGET = ("kernelseek", 2)  # the run whose worker is killed, while its third model call waits
 
 
 def _arm(body) -> str:
@@ -70,6 +71,7 @@ def capture_client(monkeypatch):
         with real(spec) as client:
             got["client"] = client
             yield client
+
     monkeypatch.setattr(cluster_mod, "open_client", opening)
     yield got
 
@@ -87,6 +89,7 @@ def kill_target_worker(got: dict, script: HoldTarget) -> threading.Thread:
                 os.kill(pid, signal.SIGKILL)
                 break
         script.release.set()
+
     t = threading.Thread(target=watch, daemon=True)
     t.start()
     return t
@@ -99,14 +102,30 @@ def _compare(args):
 def outcomes(out) -> dict:
     """What each run did and ended with: everything in runs.jsonl that does not depend on the
     machine's timing (the speed-ups, and so the best, are measured on the CPU)."""
-    keep = ("arm", "seed", "task", "model", "baseline", "steps", "evals", "wrong", "questions",
-            "questions_by_category", "tool_calls", "prompt_tokens", "completion_tokens", "total_tokens",
-            "exit_reason", "question_steps")
+    keep = (
+        "arm",
+        "seed",
+        "task",
+        "model",
+        "baseline",
+        "steps",
+        "evals",
+        "wrong",
+        "questions",
+        "questions_by_category",
+        "tool_calls",
+        "prompt_tokens",
+        "completion_tokens",
+        "total_tokens",
+        "exit_reason",
+        "question_steps",
+    )
     got = {}
     for r in read_runs(out / "runs.jsonl"):
         d = r.to_dict()
         got[(r.arm, r.seed)] = {k: d[k] for k in keep} | {
-            "points": [(p["index"], p["step"], p["status"], p["correct"], p["candidate_sha256"]) for p in d["points"]]}
+            "points": [(p["index"], p["step"], p["status"], p["correct"], p["candidate_sha256"]) for p in d["points"]]
+        }
     return got
 
 
@@ -139,8 +158,9 @@ def test_compare_on_a_cluster_equals_a_serial_compare_and_survives_a_killed_work
     for q, p in zip(asked, (serial, spread)):
         assert q.pop("out_dir") == str(p) and q["model"].pop("base_url").startswith("http://127.0.0.1:")
     assert asked[0] == asked[1]
-    assert sorted(t.name for t in (spread / "traces").glob("*.jsonl")) == \
-        sorted(t.name for t in (serial / "traces").glob("*.jsonl"))
+    assert sorted(t.name for t in (spread / "traces").glob("*.jsonl")) == sorted(
+        t.name for t in (serial / "traces").glob("*.jsonl")
+    )
     runs = {(x.arm, x.seed): x for x in read_runs(spread / "runs.jsonl")}
     assert all(x.trace.startswith(str(spread / "traces")) for x in runs.values())
 
@@ -160,13 +180,13 @@ def test_compare_on_a_cluster_equals_a_serial_compare_and_survives_a_killed_work
     trace = spread / "traces" / "toolrich-seed1.jsonl"
     lines = trace.read_text().splitlines(keepends=True)
     steps = [i for i, l in enumerate(lines) if json.loads(l)["type"] == "step"]
-    trace.write_text("".join(lines[:steps[1] + 1]))
+    trace.write_text("".join(lines[: steps[1] + 1]))
     with ScriptedChatServer([respond] * 100) as srv:
         r = _compare([*ARGS, *DASK, "--base-url", srv.url, "--out", str(spread)])
         calls = [(_arm(q["body"]), q["body"].get("seed")) for q in srv.requests]
     assert r.exit_code == 0, r.output
     assert r.output.count("already finished, kept") == 3 and "toolrich seed 1: resumed: exit limit" in r.output
-    assert calls == [("toolrich", 1)] * 3                       # steps 3, 4 and 5, nothing else
+    assert calls == [("toolrich", 1)] * 3  # steps 3, 4 and 5, nothing else
     assert outcomes(spread) == outcomes(serial)
 
 
@@ -177,33 +197,61 @@ def test_a_run_whose_workers_keep_dying_is_reported_and_resumed_by_the_next_comp
     import dask
 
     out = tmp_path / "cmp"
-    args = [*ARGS, "--seeds", "1", "--out", str(out)]           # the last --seeds counts
+    args = [*ARGS, "--seeds", "1", "--out", str(out)]  # the last --seeds counts
     script = HoldTarget(("kernelseek", 1))
-    with ScriptedChatServer([script] * 100) as srv, capture_client(monkeypatch) as got, \
-            dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+    with (
+        ScriptedChatServer([script] * 100) as srv,
+        capture_client(monkeypatch) as got,
+        dask.config.set({"distributed.scheduler.allowed-failures": 0}),
+    ):
         watcher = kill_target_worker(got, script)
         r = _compare([*args, *DASK, "--base-url", srv.url])
         watcher.join(5)
     assert got.get("killed") in got.get("workers", ())
-    assert r.exit_code == 1 and "lost their workers too often" in r.output and "kernelseek seed 1 (KilledWorker" in r.output
+    assert (
+        r.exit_code == 1
+        and "lost their workers too often" in r.output
+        and "kernelseek seed 1 (KilledWorker" in r.output
+    )
     assert "toolrich seed 1: new: exit limit" in r.output and not (out / "compare.md").exists()
     with ScriptedChatServer([respond] * 100) as srv:
         r = _compare([*args, "--base-url", srv.url])
     assert r.exit_code == 0, r.output
-    assert "kernelseek seed 1: resumed: exit limit" in r.output and "toolrich seed 1: already finished, kept" in r.output
-    assert {(x.arm, x.seed, x.steps, x.evals) for x in read_runs(out / "runs.jsonl")} == \
-        {("kernelseek", 1, 5, 3), ("toolrich", 1, 5, 3)}
+    assert (
+        "kernelseek seed 1: resumed: exit limit" in r.output and "toolrich seed 1: already finished, kept" in r.output
+    )
+    assert {(x.arm, x.seed, x.steps, x.evals) for x in read_runs(out / "runs.jsonl")} == {
+        ("kernelseek", 1, 5, 3),
+        ("toolrich", 1, 5, 3),
+    }
 
 
 def test_a_gpu_task_needs_one_class_of_suitable_gpus_on_every_worker(tmp_path):
     """Without GPUs (these CPU workers) the command says so and exits 3; workers of two GPU classes,
     or workers that share one GPU, are refused before anything is written (the arms would not run on
     equal terms)."""
-    r = _compare(["compare", "--task", "fa-fwd-sm90", "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
-                  *DASK, "--out", str(tmp_path / "a")])
+    r = _compare(
+        [
+            "compare",
+            "--task",
+            "fa-fwd-sm90",
+            "--model",
+            "m",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            *DASK,
+            "--out",
+            str(tmp_path / "a"),
+        ]
+    )
     assert r.exit_code == 3 and "see no GPU" in r.output
-    req = CompareRequest(arms=["kernelseek", "toolrich"], task="fa-fwd-sm90", model={"name": "m", "base_url": "u"},
-                         seeds=[1], out_dir=str(tmp_path / "b"))
+    req = CompareRequest(
+        arms=["kernelseek", "toolrich"],
+        task="fa-fwd-sm90",
+        model={"name": "m", "base_url": "u"},
+        seeds=[1],
+        out_dir=str(tmp_path / "b"),
+    )
     with pytest.raises(MixedGPUs):
         run_compare_distributed(req, ScaleOut(cluster=ClusterSpec("local", workers=2)), probe=mixed_probe)
     with pytest.raises(ClusterError, match="share GPU GPU-fake-0"):
@@ -222,8 +270,15 @@ def test_a_run_on_a_worker_evaluates_on_that_workers_gpu(tmp_path, monkeypatch):
         return respond(body)
 
     with ScriptedChatServer([answer] * 10) as srv:
-        req = CompareRequest(arms=["kernelseek"], task="cpu-attn", model={"name": "m", "base_url": srv.url},
-                             seeds=[1], limits={"max_steps": 2}, task_options={"budget_ms": 2}, out_dir=str(tmp_path))
+        req = CompareRequest(
+            arms=["kernelseek"],
+            task="cpu-attn",
+            model={"name": "m", "base_url": srv.url},
+            seeds=[1],
+            limits={"max_steps": 2},
+            task_options={"budget_ms": 2},
+            out_dir=str(tmp_path),
+        )
         (spec,) = plan(req)
         rec = run_on_worker(spec, probe=lambda: WorkerGPU("node-a", 3, "GPU-fake-3", "NVIDIA H200", (9, 0)))
     assert seen == ["3", "3"] and os.environ.get(GPU_ENV) is None
@@ -243,6 +298,7 @@ def test_eval_uses_the_gpu_its_variable_names(tmp_path, monkeypatch):
     def run_bench(req, **kw):
         taken.append(req.gpu_index)
         return {"scenarios_total": 1, "scenarios_correct": 1, "extended_total": 0, "extended_correct": 0}
+
     monkeypatch.setattr(evaluate_mod, "run_bench", run_bench)
     kernel = tmp_path / "k.cu"
     kernel.write_text("// a kernel\n")
@@ -261,17 +317,26 @@ def test_a_second_attempt_at_a_run_waits_for_the_first_to_let_go_of_its_trace(tm
     import fcntl
 
     with ScriptedChatServer([respond] * 10) as srv:
-        req = CompareRequest(arms=["kernelseek"], task="cpu-attn", model={"name": "m", "base_url": srv.url},
-                             seeds=[1], limits={"max_steps": 1}, task_options={"budget_ms": 2}, out_dir=str(tmp_path))
+        req = CompareRequest(
+            arms=["kernelseek"],
+            task="cpu-attn",
+            model={"name": "m", "base_url": srv.url},
+            seeds=[1],
+            limits={"max_steps": 1},
+            task_options={"budget_ms": 2},
+            out_dir=str(tmp_path),
+        )
         (spec,) = plan(req)
         lock = tmp_path / "traces" / "kernelseek-seed1.d" / "run.lock"
         lock.parent.mkdir(parents=True)
         got = {}
         with open(lock, "a") as held:
-            fcntl.flock(held, fcntl.LOCK_EX)                    # the first attempt, still running
+            fcntl.flock(held, fcntl.LOCK_EX)  # the first attempt, still running
             second = threading.Thread(target=lambda: got.update(run_on_worker(spec)), daemon=True)
             second.start()
             second.join(1.0)
-            assert second.is_alive() and not srv.requests and not (tmp_path / "traces" / "kernelseek-seed1.jsonl").exists()
+            assert (
+                second.is_alive() and not srv.requests and not (tmp_path / "traces" / "kernelseek-seed1.jsonl").exists()
+            )
         second.join(30)
     assert got["state"] == "new" and got["exit_reason"] == "limit" and len(srv.requests) == 1

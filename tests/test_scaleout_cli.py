@@ -1,4 +1,5 @@
 """The scale-out's command line, cluster specs, batch-job scripts and the agreement of two runs."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,9 @@ def test_scheduler_values_name_a_cluster(tmp_path):
     assert parse_scheduler("node7:8786").address == "tcp://node7:8786"
     spec = tmp_path / "slurm.yaml"
     spec.write_text("kind: slurm\njobs: 2\ngpus_per_job: 8\noptions: {queue: gpu, walltime: '04:00:00'}\n")
-    assert parse_scheduler(str(spec)) == ClusterSpec("slurm", jobs=2, gpus_per_job=8,
-                                                     options={"queue": "gpu", "walltime": "04:00:00"})
+    assert parse_scheduler(str(spec)) == ClusterSpec(
+        "slurm", jobs=2, gpus_per_job=8, options={"queue": "gpu", "walltime": "04:00:00"}
+    )
     spec.write_text("kind: slurm\ngpus: 8\n")
     with pytest.raises(ClusterError, match="unknown keys gpus"):
         parse_scheduler(str(spec))
@@ -58,16 +60,29 @@ def test_bench_on_a_cluster_without_gpus_says_so(tmp_path):
     asked for its GPU, and the sweep is refused before anything is built or written."""
     pytest.importorskip("distributed")
     out = tmp_path / "out"
-    r = CliRunner().invoke(main, ["bench", "--kernel", str(KERNEL), "--scheduler", "local:2", "--out", str(out),
-                                  "--scenarios", "d64-h32kv32-s512"])
+    r = CliRunner().invoke(
+        main,
+        [
+            "bench",
+            "--kernel",
+            str(KERNEL),
+            "--scheduler",
+            "local:2",
+            "--out",
+            str(out),
+            "--scenarios",
+            "d64-h32kv32-s512",
+        ],
+    )
     assert r.exit_code == 3, r.output
     assert "workers see no GPU" in r.output
     assert not (out / "bench.jsonl").exists()
 
 
 def _row(sid: str, ratio: float, gpu: dict | None) -> ScenarioResult:
-    return ScenarioResult(sid, "d64-h32kv32", 1, 512, 512, False, False, 1e9, status="ok", ratio={"fa3": ratio},
-                          gpu=gpu)
+    return ScenarioResult(
+        sid, "d64-h32kv32", 1, 512, 512, False, False, 1e9, status="ok", ratio={"fa3": ratio}, gpu=gpu
+    )
 
 
 def test_agreement_of_two_runs_per_gpu(tmp_path):
@@ -82,8 +97,10 @@ def test_agreement_of_two_runs_per_gpu(tmp_path):
             append_jsonl(run / "bench.jsonl", _row(f"s{i}", 1.25 * q, {"uuid": uuid, "host": "n1", "index": i}))
             i += 1
     append_jsonl(run / "bench.jsonl", _row("only-in-run", 2.0, {"uuid": "GPU-a"}))
-    for folder, (t0, t1) in ((ref, ("2026-01-01T00:00:00+00:00", "2026-01-01T00:40:00+00:00")),
-                             (run, ("2026-01-01T01:00:00+00:00", "2026-01-01T01:10:00+00:00"))):
+    for folder, (t0, t1) in (
+        (ref, ("2026-01-01T00:00:00+00:00", "2026-01-01T00:40:00+00:00")),
+        (run, ("2026-01-01T01:00:00+00:00", "2026-01-01T01:10:00+00:00")),
+    ):
         (folder / "provenance.json").write_text(json.dumps({"date": t0, "date_end": t1}))
     ag = ratio_agreement(ref, run)
     assert ag.baseline == "fa3" and ag.scenarios == 4
@@ -105,10 +122,13 @@ def test_the_single_gpu_path_needs_no_dask():
     """Without --executor nothing of Dask is imported: the command line, bench and its request."""
     import subprocess
     import sys
-    code = ("import sys; import kernelseek_suite.cli, kernelseek_suite.bench; "
-            "from kernelseek_suite.bench import BenchRequest; BenchRequest(kernel='k.cu'); "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed', 'dask_jobqueue', "
-            "'dask_cuda') or m.startswith('kernelseek_suite.scaleout.')))")
+
+    code = (
+        "import sys; import kernelseek_suite.cli, kernelseek_suite.bench; "
+        "from kernelseek_suite.bench import BenchRequest; BenchRequest(kernel='k.cu'); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed', 'dask_jobqueue', "
+        "'dask_cuda') or m.startswith('kernelseek_suite.scaleout.')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -119,8 +139,13 @@ def test_reproduce_on_a_cluster_runs_natively(monkeypatch):
 
     seen = {}
     monkeypatch.setattr("kernelseek_suite.gpu.require_gpu", lambda arch, index=0, gpus=None: None)
-    monkeypatch.setattr(pipeline, "run_native", lambda req, notify, on_row=None, on_start=None:
-                        seen.setdefault("req", req) and pipeline.Outcome(req.arch, "measured", 0))
+    monkeypatch.setattr(
+        pipeline,
+        "run_native",
+        lambda req, notify, on_row=None, on_start=None: (
+            seen.setdefault("req", req) and pipeline.Outcome(req.arch, "measured", 0)
+        ),
+    )
     so = ScaleOut(ClusterSpec("address", address="tcp://head:8786"))
     out = pipeline.reproduce(pipeline.ReproduceRequest(arch="sm90", runtime="auto", scaleout=so))
     assert out.exit_code == 0 and seen["req"].scaleout is so
@@ -130,6 +155,7 @@ def test_reproduce_on_a_cluster_runs_natively(monkeypatch):
 
 def test_the_public_names_of_the_scaleout_resolve():
     import kernelseek_suite.scaleout as so
+
     for name in so.__all__:
         assert getattr(so, name) is not None
     assert {"run_items", "WorkItem", "run_bench_distributed", "run_agent_items", "ClusterSpec"} <= set(so.__all__)

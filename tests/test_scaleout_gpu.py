@@ -1,6 +1,7 @@
 """The real shard runner on this host's GPUs through dask-cuda (needs a GPU, nvcc and the dask-cuda
 extra). Its CPU-side counterparts are in test_scaleout_bench.py (the sharding, retries and merge with
 the GPU parts stood in) and test_scaleout_cli.py (a cluster of workers without GPUs is refused)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -23,8 +24,9 @@ def test_sharded_bench_on_this_hosts_gpus_matches_one_gpu(tmp_path):
     from kernelseek_suite.scaleout.cluster import ClusterSpec
 
     common = dict(kernel=KERNEL, arch="sm80", baselines=["sdpa-flash"], scenario_filter=PATTERN, seed=11)
-    sharded = run_bench_distributed(BenchRequest(out_dir=tmp_path / "sharded", **common),
-                                    scaleout=ScaleOut(ClusterSpec("local-cuda"), chunk=1))
+    sharded = run_bench_distributed(
+        BenchRequest(out_dir=tmp_path / "sharded", **common), scaleout=ScaleOut(ClusterSpec("local-cuda"), chunk=1)
+    )
     single = run_bench(BenchRequest(out_dir=tmp_path / "single", **common))
     rows, ref = read_jsonl(tmp_path / "sharded" / "bench.jsonl"), read_jsonl(tmp_path / "single" / "bench.jsonl")
     assert sorted(r.scenario for r in rows) == sorted(r.scenario for r in ref)

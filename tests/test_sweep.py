@@ -1,6 +1,7 @@
 """The isolation logic of the sweep, on the CPU: a stand-in worker (fake_worker.py, speaking the real
 protocol) crashes, dies of SIGSEGV, hangs, hits a CUDA error, eats memory or forges results on
 chosen scenarios; each is recorded with its status and reason and the sweep goes on."""
+
 import json
 import os
 import signal
@@ -17,8 +18,9 @@ from kernelseek_suite.harness.sweep import SweepSpec, run_sweep
 from kernelseek_suite.results import read_jsonl
 
 FAKE = Path(__file__).parent / "fake_worker.py"
-FAST = HarnessConfig(sweep=SweepConfig(scenario_timeout_s=3.0, worker_start_timeout_s=20.0, poll_s=0.05,
-                                       memory_limit_gb=0.25))
+FAST = HarnessConfig(
+    sweep=SweepConfig(scenario_timeout_s=3.0, worker_start_timeout_s=20.0, poll_s=0.05, memory_limit_gb=0.25)
+)
 SCN = sc.select(sc.grid(), "d128-h16kv4-*")[:6]
 
 
@@ -26,8 +28,15 @@ def sweep(tmp_path, plan: dict, scenarios=SCN, config=FAST, **kw):
     plan_path = tmp_path / "plan.json"
     plan.setdefault("record", str(tmp_path / "record.jsonl"))
     plan_path.write_text(json.dumps(plan))
-    spec = SweepSpec(library="unused.so", scenarios=list(scenarios), baselines=[], seed=1, config=config,
-                     worker_log=tmp_path / "worker.log", worker_command=(sys.executable, str(FAKE), str(plan_path)))
+    spec = SweepSpec(
+        library="unused.so",
+        scenarios=list(scenarios),
+        baselines=[],
+        seed=1,
+        config=config,
+        worker_log=tmp_path / "worker.log",
+        worker_command=(sys.executable, str(FAKE), str(plan_path)),
+    )
     jsonl = tmp_path / "bench.jsonl"
     rows = run_sweep(spec, jsonl, **kw)
     return rows, read_jsonl(jsonl)
@@ -50,13 +59,16 @@ def test_clean_sweep_runs_every_scenario_in_one_worker(tmp_path):
     assert len(workers(tmp_path)) == 1
 
 
-@pytest.mark.parametrize("action,status,code,words", [
-    ("exit", "crash", "crash", "exited with code 7"),
-    ("segv", "crash", "crash", "SIGSEGV"),
-    ("hang", "timeout", "timeout", "a hang"),
-    ("cuda_error", "error", "cuda-error", "illegal memory access"),
-    ("memory", "crash", "memory", "over the limit"),
-])
+@pytest.mark.parametrize(
+    "action,status,code,words",
+    [
+        ("exit", "crash", "crash", "exited with code 7"),
+        ("segv", "crash", "crash", "SIGSEGV"),
+        ("hang", "timeout", "timeout", "a hang"),
+        ("cuda_error", "error", "cuda-error", "illegal memory access"),
+        ("memory", "crash", "memory", "over the limit"),
+    ],
+)
 def test_a_failing_scenario_is_recorded_and_the_sweep_goes_on(tmp_path, action, status, code, words):
     bad = SCN[2].id
     rows, saved = sweep(tmp_path, {"actions": {bad: action}})
@@ -85,7 +97,7 @@ def test_forged_results_are_ignored(tmp_path):
     got = by_id(rows)
     assert got[bad].status == "wrong" and got[bad].code == "unwritten"
     assert len(rows) == len(SCN)
-    assert "@@KS" in (tmp_path / "worker.log").read_text()   # the stdout line went to the log
+    assert "@@KS" in (tmp_path / "worker.log").read_text()  # the stdout line went to the log
 
 
 def test_a_worker_that_fails_before_any_scenario_fails_them_all_once(tmp_path):
@@ -117,6 +129,7 @@ def test_the_crash_reason_quotes_only_the_failing_workers_log(tmp_path):
 def test_annotate_sees_each_row_before_it_is_written(tmp_path):
     def annotate(row):
         row.flags.append("roofline: test")
+
     _, saved = sweep(tmp_path, {}, annotate=annotate)
     assert all(r.flags == ["roofline: test"] for r in saved)
 
@@ -128,6 +141,7 @@ def test_an_interrupted_sweep_leaves_no_worker_behind(tmp_path):
         seen.append(row)
         if len(seen) == 2:
             raise KeyboardInterrupt
+
     with pytest.raises(KeyboardInterrupt):
         sweep(tmp_path, {"delay_s": 0.05}, on_row=on_row)
     pid = workers(tmp_path)[0]["pid"]
@@ -146,23 +160,35 @@ import kernelseek_suite.cli, kernelseek_suite.bench, kernelseek_suite.evaluate
 from kernelseek_suite import scenarios as sc
 from kernelseek_suite.harness.sweep import SweepSpec, run_sweep
 spec = SweepSpec(library="x", scenarios=sc.grid()[:2], baselines=["fa3", "cudnn"], seed=1,
-                 worker_command=(sys.executable, {str(FAKE)!r}, {str(plan)!r}), worker_log=Path({str(tmp_path / 'w.log')!r}))
+                 worker_command=(sys.executable, {str(FAKE)!r}, {str(plan)!r}), worker_log=Path({str(tmp_path / "w.log")!r}))
 rows = run_sweep(spec)
 assert [r.status for r in rows] == ["ok", "ok"], rows
 print("torch" in sys.modules)
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PYTHONPATH": str(Path(__file__).parent)})
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parent)},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
 
 
 def test_the_real_worker_without_a_gpu_fails_each_scenario_once_with_its_reason(tmp_path):
     from conftest import HAS_GPU
+
     if HAS_GPU:
         pytest.skip("this machine has a GPU")
-    spec = SweepSpec(library=str(tmp_path / "missing.so"), scenarios=SCN[:3], baselines=["fa3"], seed=1,
-                     config=FAST, worker_log=tmp_path / "worker.log")
+    spec = SweepSpec(
+        library=str(tmp_path / "missing.so"),
+        scenarios=SCN[:3],
+        baselines=["fa3"],
+        seed=1,
+        config=FAST,
+        worker_log=tmp_path / "worker.log",
+    )
     rows = run_sweep(spec)
     assert [r.scenario for r in rows] == [s.id for s in SCN[:3]]
     assert all(r.status == "crash" and "CUDA" in r.reason for r in rows)
@@ -185,10 +211,12 @@ from kernelseek_suite.harness.sweep import SweepSpec, run_sweep
 import signal
 signal.signal(signal.SIGTERM, cli._terminate)
 spec = SweepSpec(library="x", scenarios=sc.grid()[:2], baselines=[], seed=1,
-                 worker_command=(sys.executable, {str(FAKE)!r}, {str(plan)!r}), worker_log=Path({str(tmp_path / 'w.log')!r}))
+                 worker_command=(sys.executable, {str(FAKE)!r}, {str(plan)!r}), worker_log=Path({str(tmp_path / "w.log")!r}))
 run_sweep(spec)
 """
-    parent = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(Path(__file__).parent)})
+    parent = subprocess.Popen(
+        [sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+    )
     deadline = time.time() + 60
     while not (record.exists() and record.read_text().strip()) and time.time() < deadline:
         time.sleep(0.1)
@@ -199,6 +227,7 @@ run_sweep(spec)
     def alive(p):
         status = Path(f"/proc/{p}/status")
         return status.exists() and "zombie" not in status.read_text().lower()
+
     deadline = time.time() + 10
     while alive(pid) and time.time() < deadline:
         time.sleep(0.1)

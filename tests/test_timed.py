@@ -1,5 +1,6 @@
 """The timed phase of a scenario (harness/timed.py) on the CPU: kernels written in Python, a
 stand-in clock, the real fresh contents, repeat calls and sampled checks."""
+
 import random
 
 import torch
@@ -21,15 +22,26 @@ def timed(launch, clock=None, baselines=None, seed=SEED, tcfg=TCFG, check_launch
     clock = clock or fakes.StandInClock()
     v, state = trial.check_scenario(SCN, SEED, check_launch or (lambda b: launch(b, 0)), lambda: None, "cpu", CFG)
     assert v.ok, v.reason
-    return time_scenario(SCN, state, launch, baselines or {}, seed, random.Random(seed), "cpu", tcfg, CFG,
-                         lambda: None, gap_ms=0.0, timer=clock)
+    return time_scenario(
+        SCN,
+        state,
+        launch,
+        baselines or {},
+        seed,
+        random.Random(seed),
+        "cpu",
+        tcfg,
+        CFG,
+        lambda: None,
+        gap_ms=0.0,
+        timer=clock,
+    )
 
 
 def test_an_honest_kernel_passes_with_its_time_and_a_repeat_ratio_of_one():
     full = fakes.honest(SCN)
     clock = fakes.StandInClock()
-    res = timed(lambda b, t: (full(b), clock.took(1.0))[0], clock,
-                {"base": lambda q, k, v: clock.took(2.0)})
+    res = timed(lambda b, t: (full(b), clock.took(1.0))[0], clock, {"base": lambda q, k, v: clock.took(2.0)})
     assert res.verdict.ok, res.verdict.reason
     k = res.stats["kernel"]
     assert (k.median_ms, k.reps, k.repeats, k.repeat_ratio) == (1.0, 10, 3, 1.0)
@@ -37,12 +49,12 @@ def test_an_honest_kernel_passes_with_its_time_and_a_repeat_ratio_of_one():
 
 
 def test_content_replay_never_hits_a_counted_call_and_is_caught_on_the_repeats():
-    for replay_ms in (0.05, 0.6):                     # as fast as a copy, and paced to look like work
+    for replay_ms in (0.05, 0.6):  # as fast as a copy, and paced to look like work
         k = fakes.ContentReplay(SCN, compute_ms=1.0, replay_ms=replay_ms)
         res = timed(k.launch, k.clock)
         assert (res.verdict.status, res.verdict.code) == ("rejected", "cached"), res.verdict.reason
         st = res.stats["kernel"]
-        assert st.median_ms == 1.0                    # every counted call computed: nothing to gain
+        assert st.median_ms == 1.0  # every counted call computed: nothing to gain
         assert st.repeat_ratio == replay_ms and "just seen" in res.verdict.reason
         # the trials' second run on the same inputs, and the 3 repeat calls: the only replays
         assert k.replays == 1 + TCFG.repeat_calls
@@ -83,18 +95,31 @@ def test_the_sampled_calls_are_drawn_over_the_whole_run(monkeypatch):
     def spy(rnd, *a):
         drawn.append(rnd)
         return real(rnd, *a)
+
     monkeypatch.setattr(timed_module, "take_sample", spy)
     kept = []
     for seed in range(30):
         drawn.clear()
         full = fakes.honest(SMALL)
         v, state = trial.check_scenario(SMALL, SEED, full, lambda: None, "cpu", CFG)
-        res = time_scenario(SMALL, state, lambda b, t: full(b), {}, seed, random.Random(seed), "cpu", TCFG, CFG,
-                            lambda: None, gap_ms=0.0, timer=fakes.StandInClock())
+        res = time_scenario(
+            SMALL,
+            state,
+            lambda b, t: full(b),
+            {},
+            seed,
+            random.Random(seed),
+            "cpu",
+            TCFG,
+            CFG,
+            lambda: None,
+            gap_ms=0.0,
+            timer=fakes.StandInClock(),
+        )
         assert res.verdict.ok
         # the first checked_calls are always offered a slot; later ones replace them at random
-        assert drawn[:TCFG.checked_calls] == list(range(TCFG.checked_calls))
-        kept.append(sorted(drawn[TCFG.checked_calls:]))
+        assert drawn[: TCFG.checked_calls] == list(range(TCFG.checked_calls))
+        kept.append(sorted(drawn[TCFG.checked_calls :]))
     late = [r for rounds in kept for r in rounds]
     assert late and max(late) == TCFG.max_reps - 1 and len({tuple(k) for k in kept}) > 10
 
@@ -109,16 +134,29 @@ def test_stale_but_finite_outputs_in_late_rounds_are_caught_by_the_sampled_check
 
         def launch(b, t, rnd=[0]):
             rnd[0] += 1
-            if rnd[0] > 3 + 2 + 6 + TCFG.repeat_calls and t in memo:   # trials, warm-up, 6 rounds
+            if rnd[0] > 3 + 2 + 6 + TCFG.repeat_calls and t in memo:  # trials, warm-up, 6 rounds
                 b.out.view.copy_(memo[t][0])
                 b.lse.view.copy_(memo[t][1])
                 return 0
             full(b)
             memo[t] = (b.out.view.clone(), b.lse.view.clone())
             return 0
+
         v, state = trial.check_scenario(SMALL, SEED, lambda b: launch(b, 0), lambda: None, "cpu", CFG)
-        res = time_scenario(SMALL, state, launch, {}, seed, random.Random(seed), "cpu", TCFG, CFG,
-                            lambda: None, gap_ms=0.0, timer=fakes.StandInClock())
+        res = time_scenario(
+            SMALL,
+            state,
+            launch,
+            {},
+            seed,
+            random.Random(seed),
+            "cpu",
+            TCFG,
+            CFG,
+            lambda: None,
+            gap_ms=0.0,
+            timer=fakes.StandInClock(),
+        )
         caught += res.verdict.code == "timed-output"
     # 3 of 10 counted calls are checked, 4 of them stale: all 3 miss them with probability 1/6
     assert caught >= 12, caught
@@ -133,6 +171,7 @@ def test_inputs_changed_during_timing_are_found_once_the_new_contents_are_undone
         if n[0] == 9:
             b.v.view(torch.int16)[0, 0, 0, 0] ^= 1
         return full(b)
+
     res = timed(launch)
     assert res.verdict.code == "inputs-modified"
 

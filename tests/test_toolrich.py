@@ -1,6 +1,7 @@
 """The tool-rich arm: complete runs on the CPU task through the loopback chat server, its tools one
 by one (profiler, disassembly, retrieval, lessons, population), and what it says where a tool cannot
 run."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,18 @@ from kernelseek_suite.cli import main
 
 FIX = Path(__file__).parent / "fixtures"
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
-TOOLS = ["shell", "view_file", "edit_file", "evaluate", "profile", "disassemble", "search_docs", "record_lesson",
-         "population", "checkout"]
+TOOLS = [
+    "shell",
+    "view_file",
+    "edit_file",
+    "evaluate",
+    "profile",
+    "disassemble",
+    "search_docs",
+    "record_lesson",
+    "population",
+    "checkout",
+]
 
 
 def _tool_results(events, name):
@@ -55,7 +66,10 @@ def test_a_toolrich_run_keeps_lineage_lessons_and_the_goal(tmp_path):
     # lineage: a seed, a mutation of it, a recombination of both
     metas = [e["meta"] for e in of_type(events, "harness_eval")]
     assert [(m["candidate_id"], m["parents"], m["generation"], m["operator"]) for m in metas] == [
-        ("c1", [], 0, "seed"), ("c2", ["c1"], 1, "mutate"), ("c3", ["c2", "c1"], 2, "recombine")]
+        ("c1", [], 0, "seed"),
+        ("c2", ["c1"], 1, "mutate"),
+        ("c3", ["c2", "c1"], 2, "recombine"),
+    ]
     pops = of_type(events, "x-population")
     assert [p["candidate_id"] for p in pops] == ["c1", "c2", "c3"] and all(p["admitted"] for p in pops)
     assert {m["id"] for m in pops[-1]["top"]} == {"c1", "c2", "c3"}
@@ -121,25 +135,32 @@ sys.stdout.write(open({capture!r}).read())
 def test_the_profiler_runs_ncu_on_run_once_and_gives_the_compact_table(tmp_path, monkeypatch, reject_metrics):
     from kernelseek_suite.agents import profiler_tools
 
-    monkeypatch.setattr(profiler_tools, "gpu_problem", lambda arch: None)     # as on a machine with an H200
+    monkeypatch.setattr(profiler_tools, "gpu_problem", lambda arch: None)  # as on a machine with an H200
     fake = tmp_path / "ncu"
     argv_log = tmp_path / "argv.jsonl"
-    fake.write_text(REPLAY_NCU.format(python=sys.executable, argv=str(argv_log), reject=reject_metrics,
-                                      capture=str(FIX / "ncu_ref_d128_s4096.csv")))
+    fake.write_text(
+        REPLAY_NCU.format(
+            python=sys.executable,
+            argv=str(argv_log),
+            reject=reject_metrics,
+            capture=str(FIX / "ncu_ref_d128_s4096.csv"),
+        )
+    )
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    events, agent = _fa_run(tmp_path, [[("profile", {})], [("profile", {"scenario": "d999-nonsense"})]],
-                            ncu=str(fake))
+    events, agent = _fa_run(tmp_path, [[("profile", {})], [("profile", {"scenario": "d999-nonsense"})]], ncu=str(fake))
     first, second = _tool_results(events, "profile")
     assert not first["is_error"] and first["data"]["scenario"] == "d128-h16kv16-s4096"
     out = first["output"]
     assert "kernel void attn_fwd_ref_kernel<128, 128>(ks_attn_params)" in out
-    assert "registers per thread                129" in out and "tensor pipe                         not reported" in out
+    assert (
+        "registers per thread                129" in out and "tensor pipe                         not reported" in out
+    )
     assert ("refused the tensor-pipe and stall metrics" in out) == reject_metrics
     calls = [json.loads(l) for l in argv_log.read_text().splitlines()]
     assert len(calls) == (2 if reject_metrics else 1)
     argv = calls[-1]
     assert argv[argv.index("--nvtx-include") + 1] == "kernel:d128-h16kv16-s4096/"
-    target = argv[argv.index("-m") - 1:]
+    target = argv[argv.index("-m") - 1 :]
     assert target[1:4] == ["-m", "kernelseek_suite.harness.run_once", target[3]]
     assert target[4:] == ["d128-h16kv16-s4096", "--arch", "sm90", "--reps", "1"]
     # ncu profiled a copy of the workspace kernel, kept with its output in the run's folder
@@ -156,9 +177,11 @@ def test_disassemble_builds_the_workspace_kernel_and_summarizes_it(tmp_path, mon
     from kernelseek_suite.build import build
 
     monkeypatch.setenv("KERNELSEEK_CACHE", str(tmp_path / "cache"))
-    steps = [[("disassemble", {"function": "<128, 128>", "listing": True})],
-             [("edit_file", {"path": "attn_fwd_ref.cu", "new_text": "int broken( {\n"})],
-             [("disassemble", {})]]
+    steps = [
+        [("disassemble", {"function": "<128, 128>", "listing": True})],
+        [("edit_file", {"path": "attn_fwd_ref.cu", "new_text": "int broken( {\n"})],
+        [("disassemble", {})],
+    ]
     events, agent = _fa_run(tmp_path, steps)
     ok, broken = _tool_results(events, "disassemble")
     assert not ok["is_error"] and len(ok["data"]["functions"]) == 1
@@ -173,8 +196,10 @@ def test_disassemble_builds_the_workspace_kernel_and_summarizes_it(tmp_path, mon
 def test_search_docs_finds_passages_in_documents_the_user_adds(tmp_path):
     docs = tmp_path / "guides"
     docs.mkdir()
-    (docs / "ptx.html").write_text("<html><style>p {color: red}</style><body><h2>Asynchronous warpgroup MMA</h2>"
-                                   "<p>wgmma.mma_async runs on a warpgroup of 128 threads.</p></body></html>")
+    (docs / "ptx.html").write_text(
+        "<html><style>p {color: red}</style><body><h2>Asynchronous warpgroup MMA</h2>"
+        "<p>wgmma.mma_async runs on a warpgroup of 128 threads.</p></body></html>"
+    )
     (docs / "notes.md").write_text("# Tiling\n\nLarger tiles reuse each loaded K block more often.\n")
     steps = [[("search_docs", {"query": "warpgroup mma_async"})], [("search_docs", {"query": "zebra giraffe"})]]
     events, _ = _fa_run(tmp_path, steps, docs=[str(docs)])
@@ -187,9 +212,24 @@ def test_search_docs_finds_passages_in_documents_the_user_adds(tmp_path):
 
 
 def test_unknown_arm_options_are_a_usage_error(tmp_path):
-    r = CliRunner().invoke(main, ["run", "--agent", "toolrich", "--task", "cpu-attn", "--model", "m", "--base-url",
-                                  "http://127.0.0.1:9/v1", "--agent-opt", "populaton_size=3", "--trace",
-                                  str(tmp_path / "t.jsonl")])
+    r = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "--agent",
+            "toolrich",
+            "--task",
+            "cpu-attn",
+            "--model",
+            "m",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--agent-opt",
+            "populaton_size=3",
+            "--trace",
+            str(tmp_path / "t.jsonl"),
+        ],
+    )
     assert r.exit_code == 4 and "unknown option(s) for the toolrich agent: populaton_size" in r.output
 
 
@@ -210,35 +250,57 @@ def test_a_resumed_toolrich_run_keeps_its_population_and_lessons(tmp_path):
     store = LessonStore(trace.with_suffix(".d") / "lessons.sqlite")
     store.add("written by a step that died", step=3)
     store.close()
-    steps = [[("population", {})], [("record_lesson", {"text": "second session", "eval_index": 1})],
-             [("edit_file", {"path": "attn.c", "new_text": FASTER_KERNEL}), ("evaluate", {})]]
+    steps = [
+        [("population", {})],
+        [("record_lesson", {"text": "second session", "eval_index": 1})],
+        [("edit_file", {"path": "attn.c", "new_text": FASTER_KERNEL}), ("evaluate", {})],
+    ]
     agent = resume_run(trace, limits={"max_steps": 5}, model=ScriptedModel(steps))
     agent.run()
     events = read_trace(trace).events
     assert "c1:" in _tool_results(events, "population")[-1]["output"]
     assert _tool_results(events, "record_lesson")[-1]["data"]["lesson"]["candidate_id"] == "c1"
     assert of_type(events, "harness_eval")[-1]["meta"]["parents"] == ["c1"]
-    texts = [r[0] for r in sqlite3.connect(trace.with_suffix(".d") / "lessons.sqlite").execute(
-        "SELECT text FROM lessons ORDER BY id")]
+    texts = [
+        r[0]
+        for r in sqlite3.connect(trace.with_suffix(".d") / "lessons.sqlite").execute(
+            "SELECT text FROM lessons ORDER BY id"
+        )
+    ]
     assert texts == ["the start is correct", "second session"]
     assert validate_trace(trace).ok
 
 
 # ---------------------------------------------------------------- the parts on their own
 
+
 def _member(i, gm, parents=(), gen=0, correct=True):
-    return Member(f"c{i}", i, f"{i:064x}", "ok" if correct else "wrong", correct, gm, gen, list(parents),
-                  "seed" if not parents else "mutate", i)
+    return Member(
+        f"c{i}",
+        i,
+        f"{i:064x}",
+        "ok" if correct else "wrong",
+        correct,
+        gm,
+        gen,
+        list(parents),
+        "seed" if not parents else "mutate",
+        i,
+    )
 
 
 def test_the_population_keeps_the_best_k_and_checks_parents():
     pop = Population(size=2)
-    for m in (_member(1, 1.0), _member(2, 1.5, ["c1"], 1), _member(3, None, ["c2"], 2, correct=False),
-              _member(4, 1.2, ["c1"], 1)):
+    for m in (
+        _member(1, 1.0),
+        _member(2, 1.5, ["c1"], 1),
+        _member(3, None, ["c2"], 2, correct=False),
+        _member(4, 1.2, ["c1"], 1),
+    ):
         pop.add(m)
     assert [m.id for m in pop.top()] == ["c2", "c4"]
     assert pop.lineage_for(["c2", "c4"]) == (["c2", "c4"], 2, "recombine")
-    assert pop.lineage_for(None) == (["c4"], 2, "mutate")     # the workspace descends from the last evaluated
+    assert pop.lineage_for(None) == (["c4"], 2, "mutate")  # the workspace descends from the last evaluated
     with pytest.raises(Exception, match="no candidate 'c9'"):
         pop.lineage_for(["c9"])
     again = Population()

@@ -1,6 +1,7 @@
 """The defences of harness/trial.py, on the CPU: each cheat of tests/adversarial/, written in Python
 (fakes.py), is judged with the status and reason code the GPU run must show, and the honest kernel
 passes."""
+
 import pytest
 import torch
 
@@ -11,13 +12,14 @@ from kernelseek_suite.scenarios import Scenario
 
 CFG = CheckConfig(red_zone_bytes=4096)
 GRID_LIKE = Scenario("grid-like", 2, 64, 64, 4, 2, 32, 32, True)
-OFF_GRID = Scenario("off-grid", 2, 45, 17, 4, 2, 32, 32, True)     # tails, seqlen_q > seqlen_k, empty rows
+OFF_GRID = Scenario("off-grid", 2, 45, 17, 4, 2, 32, 32, True)  # tails, seqlen_q > seqlen_k, empty rows
 SEED = 1234
 
 
 def judge(kernel, scn=GRID_LIKE, sync=lambda: None):
-    return trial.check_scenario(scn, SEED, kernel(scn) if callable(kernel) and not hasattr(kernel, "launch")
-                                else kernel, sync, "cpu", CFG)
+    return trial.check_scenario(
+        scn, SEED, kernel(scn) if callable(kernel) and not hasattr(kernel, "launch") else kernel, sync, "cpu", CFG
+    )
 
 
 @pytest.mark.parametrize("scn", [GRID_LIKE, OFF_GRID])
@@ -27,21 +29,24 @@ def test_the_honest_kernel_passes(scn):
     assert state is not None and v.check["max_err"] <= v.check["tol"]
 
 
-@pytest.mark.parametrize("kernel,scn,status,code", [
-    (fakes.writes_nothing, GRID_LIKE, "wrong", "unwritten"),
-    (fakes.partial_write, GRID_LIKE, "wrong", "unwritten"),
-    (fakes.no_lse, GRID_LIKE, "wrong", "unwritten"),
-    (fakes.cache_by_pointer, GRID_LIKE, "rejected", "cached"),
-    (fakes.low_precision, GRID_LIKE, "wrong", "mismatch"),
-    (fakes.cheap_uniform, GRID_LIKE, "wrong", "mismatch"),
-    (fakes.modifies_inputs, GRID_LIKE, "rejected", "inputs-modified"),
-    (fakes.copies_input, GRID_LIKE, "wrong", "mismatch"),
-    (fakes.grid_only, OFF_GRID, "wrong", "mismatch"),
-    (fakes.nan_masked_rows, OFF_GRID, "wrong", "nonfinite"),
-    (fakes.out_of_bounds, OFF_GRID, "rejected", "out-of-bounds"),
-    (fakes.unsupported, GRID_LIKE, "unsupported", "unsupported"),
-    (fakes.cuda_failure, GRID_LIKE, "error", "kernel-error"),
-])
+@pytest.mark.parametrize(
+    "kernel,scn,status,code",
+    [
+        (fakes.writes_nothing, GRID_LIKE, "wrong", "unwritten"),
+        (fakes.partial_write, GRID_LIKE, "wrong", "unwritten"),
+        (fakes.no_lse, GRID_LIKE, "wrong", "unwritten"),
+        (fakes.cache_by_pointer, GRID_LIKE, "rejected", "cached"),
+        (fakes.low_precision, GRID_LIKE, "wrong", "mismatch"),
+        (fakes.cheap_uniform, GRID_LIKE, "wrong", "mismatch"),
+        (fakes.modifies_inputs, GRID_LIKE, "rejected", "inputs-modified"),
+        (fakes.copies_input, GRID_LIKE, "wrong", "mismatch"),
+        (fakes.grid_only, OFF_GRID, "wrong", "mismatch"),
+        (fakes.nan_masked_rows, OFF_GRID, "wrong", "nonfinite"),
+        (fakes.out_of_bounds, OFF_GRID, "rejected", "out-of-bounds"),
+        (fakes.unsupported, GRID_LIKE, "unsupported", "unsupported"),
+        (fakes.cuda_failure, GRID_LIKE, "error", "kernel-error"),
+    ],
+)
 def test_each_cheat_is_caught_with_its_reason(kernel, scn, status, code):
     v, state = judge(kernel, scn)
     assert (v.status, v.code) == (status, code), v.reason
@@ -80,6 +85,7 @@ def test_the_cache_is_caught_by_new_data_in_the_same_buffers_not_before():
     def launch(b):
         calls.append(b.out.view.data_ptr())
         return inner(b)
+
     v, _ = trial.check_scenario(GRID_LIKE, SEED, launch, lambda: None, "cpu", CFG)
     assert v.code == "cached" and len(calls) == 3 and len(set(calls)) == 1
 
@@ -88,7 +94,7 @@ def test_poison_is_a_nan_no_arithmetic_makes():
     g = trial.Guarded((4, 4), torch.bfloat16, "cpu", 512)
     g.poison()
     assert torch.isnan(g.view).all() and g.count_poison(g.view) == 16
-    g.view.copy_(torch.full((4, 4), float("nan")) * 0)      # a NaN computed by arithmetic
+    g.view.copy_(torch.full((4, 4), float("nan")) * 0)  # a NaN computed by arithmetic
     assert g.count_poison(g.view) == 0
     f = trial.Guarded((3,), torch.float32, "cpu", 512)
     f.poison()
@@ -117,8 +123,9 @@ def test_timed_outputs_and_inputs_after_timing():
     assert trial.check_timed_outputs({0: 12}, [], sets, GRID_LIKE, CFG).code == "timed-output"
     good = take_sample(4, 0, b.q, b.k, b.v, exp.ref.to(torch.bfloat16), exp.ref_lse, random.Random(1))
     assert trial.check_timed_outputs({0: 0}, [good], sets, GRID_LIKE, CFG).ok
-    wrong = take_sample(4, 0, b.q, b.k, b.v, torch.zeros_like(exp.ref, dtype=torch.bfloat16), exp.ref_lse,
-                        random.Random(1))
+    wrong = take_sample(
+        4, 0, b.q, b.k, b.v, torch.zeros_like(exp.ref, dtype=torch.bfloat16), exp.ref_lse, random.Random(1)
+    )
     bad = trial.check_timed_outputs({0: 0}, [good, wrong], sets, GRID_LIKE, CFG)
     assert bad.code == "timed-output" and "timed call 4" in bad.reason
     state.bufs.v.mul_(2)
@@ -142,6 +149,7 @@ def test_a_kernel_lazy_after_its_first_calls_fails_once_timed_calls_are_checked(
         key = b.out.view.data_ptr()
         counts[key] = counts.get(key, 0) + 1
         return full(b) if counts[key] <= 3 else 0
+
     v, state = trial.check_scenario(GRID_LIKE, SEED, launch, lambda: None, "cpu", CFG)
     assert v.ok
     # a timed call, as the worker makes it: poisoned before, counted after
@@ -149,4 +157,6 @@ def test_a_kernel_lazy_after_its_first_calls_fails_once_timed_calls_are_checked(
     state.bufs.lse.poison()
     launch(state.bufs)
     bad = int((~torch.isfinite(state.bufs.out.view)).sum())
-    assert trial.check_timed_outputs({0: bad}, [], [(state.bufs, state.expected)], GRID_LIKE, CFG).code == "timed-output"
+    assert (
+        trial.check_timed_outputs({0: bad}, [], [(state.bufs, state.expected)], GRID_LIKE, CFG).code == "timed-output"
+    )

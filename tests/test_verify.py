@@ -17,14 +17,14 @@ def _fresh_ratio(s, b):
         return q * 0.80
     if s.id == NOISY:
         return q * 1.08
-    return q * 1.01      # within the tolerance
+    return q * 1.01  # within the tolerance
 
 
 def test_each_scenario_gets_a_verdict(tmp_path):
     shipped = write_results(tmp_path / "shipped")
     fresh_rows = make_rows(ratio=_fresh_ratio, wrong={"d96-h16kv16-s512"})
     for r in fresh_rows:
-        if r.scenario == NOISY:   # a measurement whose spread is larger than its change
+        if r.scenario == NOISY:  # a measurement whose spread is larger than its change
             for t in r.times_ms.values():
                 t["iqr_ms"] = 0.12 * t["median_ms"]
     fresh = write_results(tmp_path / "fresh", fresh_rows)
@@ -39,7 +39,7 @@ def test_each_scenario_gets_a_verdict(tmp_path):
     assert v.counts() == {SAME: 178, FASTER: 1, SLOWER: 1, INCONCLUSIVE: 2}
     claims = {c.claim.split(" over")[0]: c for c in v.claims}
     assert claims["correct on the timed scenarios"].verdict == "not reproduced"
-    assert claims["geomean vs fa3"].verdict == SAME      # +1% overall, within 5%
+    assert claims["geomean vs fa3"].verdict == SAME  # +1% overall, within 5%
     assert not v.reproduced
 
 

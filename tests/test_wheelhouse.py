@@ -32,7 +32,7 @@ def wheels(tmp_path):
     src = tmp_path / "wheels"
     src.mkdir()
     make_wheel(src, "tinypkg", "1.0", b"x" * 100)
-    make_wheel(src, "bigrandom", "2.0", os.urandom(9000))          # must be split
+    make_wheel(src, "bigrandom", "2.0", os.urandom(9000))  # must be split
     # stored uncompressed, as much of a wheel's compiled code effectively is: xz brings it under the limit
     make_wheel(src, "bigzeros", "3.0", os.urandom(500) + b"\0" * 60000, zipfile.ZIP_STORED)
     return src
@@ -68,7 +68,7 @@ def test_xz_repack_gets_under_the_limit_without_parts(tmp_path, wheels):
     z = {e.name: e for e in m.files}["bigzeros-3.0-py3-none-any.whl"]
     assert z.encoding == "xz" and len(z.parts) == 1 and z.parts[0].name.endswith(".whl.xz")
     r = {e.name: e for e in m.files}["bigrandom-2.0-py3-none-any.whl"]
-    assert len(r.parts) == 2           # random data does not compress: still over the limit, so split
+    assert len(r.parts) == 2  # random data does not compress: still over the limit, so split
     for p in wh.unpack(tmp_path / "house", tmp_path / "flat"):
         assert _sha(p) == _sha(wheels / p.name)
 
@@ -93,24 +93,55 @@ def test_download_from_the_lock_pack_and_install_offline(tmp_path, wheels):
     folder, the wheelhouse is packed, checked by the stdlib-only script, rebuilt and installed."""
     root = tmp_path / "repo"
     (root / "containers" / "sm90").mkdir(parents=True)
-    lock = "".join(f"{p.name.split('-')[0]}=={p.name.split('-')[1]} \\\n    --hash=sha256:{_sha(p)}\n"
-                   for p in sorted(wheels.iterdir()))
+    lock = "".join(
+        f"{p.name.split('-')[0]}=={p.name.split('-')[1]} \\\n    --hash=sha256:{_sha(p)}\n"
+        for p in sorted(wheels.iterdir())
+    )
     (root / "containers" / "sm90" / "requirements.lock").write_text(lock)
-    m = wh.build("sm90", tmp_path / "house", root, 4096, "split", skip=("bigzeros",),
-                 index_args=("--no-index", "--find-links", str(wheels)), include_suite=False)
+    m = wh.build(
+        "sm90",
+        tmp_path / "house",
+        root,
+        4096,
+        "split",
+        skip=("bigzeros",),
+        index_args=("--no-index", "--find-links", str(wheels)),
+        include_suite=False,
+    )
     names = {e.name for e in m.files}
     assert names == {"tinypkg-1.0-py3-none-any.whl", "bigrandom-2.0-py3-none-any.whl", wh.LOCK_NAME}
     # the node side: the script runs on the standard library alone (-S: no site-packages)
-    p = subprocess.run([sys.executable, "-S", str(SCRIPT), "unpack", str(tmp_path / "house"), str(tmp_path / "flat")],
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        [sys.executable, "-S", str(SCRIPT), "unpack", str(tmp_path / "house"), str(tmp_path / "flat")],
+        capture_output=True,
+        text=True,
+    )
     assert p.returncode == 0, p.stderr
     assert "3 files rebuilt and checked" in p.stdout
     target = tmp_path / "site"
-    p = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target", str(target),
-                        *map(str, sorted((tmp_path / "flat").glob("*.whl")))], capture_output=True, text=True)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-index",
+            "--no-deps",
+            "--target",
+            str(target),
+            *map(str, sorted((tmp_path / "flat").glob("*.whl"))),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert p.returncode == 0, p.stderr
-    p = subprocess.run([sys.executable, "-c", "import bigrandom, tinypkg; print(bigrandom.VERSION, tinypkg.VERSION)"],
-                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(target)})
+    p = subprocess.run(
+        [sys.executable, "-c", "import bigrandom, tinypkg; print(bigrandom.VERSION, tinypkg.VERSION)"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(target)},
+    )
     assert p.stdout.split() == ["2.0", "1.0"]
 
 
@@ -119,8 +150,9 @@ def test_a_lock_pin_with_a_wrong_hash_is_refused(tmp_path, wheels):
     (root / "containers" / "sm90").mkdir(parents=True)
     (root / "containers" / "sm90" / "requirements.lock").write_text(f"tinypkg==1.0 \\\n    --hash=sha256:{'0' * 64}\n")
     with pytest.raises(wh.WheelhouseError, match="pip download failed"):
-        wh.download("sm90", tmp_path / "raw", root, index_args=("--no-index", "--find-links", str(wheels)),
-                    include_suite=False)
+        wh.download(
+            "sm90", tmp_path / "raw", root, index_args=("--no-index", "--find-links", str(wheels)), include_suite=False
+        )
 
 
 def test_the_nodes_venv_sees_the_packages_of_the_venv_python_runs_in(tmp_path):
@@ -133,8 +165,13 @@ def test_the_nodes_venv_sees_the_packages_of_the_venv_python_runs_in(tmp_path):
     parent = tmp_path / "image-venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(parent)], check=True, env=env)
     py = str(parent / "bin" / "python")
-    purelib = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True, env=env).stdout.strip()
+    purelib = subprocess.run(
+        [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    ).stdout.strip()
     (Path(purelib) / "ks_node_marker.py").write_text("WHERE = 'the image venv'\n")
     probe = "import ks_node_marker, sys; print(ks_node_marker.__file__); print(sys.prefix)"
 

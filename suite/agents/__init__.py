@@ -15,6 +15,7 @@ protocol, plan, statistics, report, trace analysis) is the `headtohead` package,
 The `openai` client and `tenacity` come with the `agents` extra; nothing here imports them until a
 model is made.
 """
+
 import importlib
 
 _EXPORTS = {

@@ -2,6 +2,7 @@
 word, a checkpoint in the trace. Control flow goes through exceptions (exceptions.py); every limit is
 checked before each model call; the conversation is kept inside the model's context window
 (compaction.py); the run can be resumed from any checkpoint (runner.py)."""
+
 from __future__ import annotations
 
 import time
@@ -42,9 +43,9 @@ class Agent:
     def __init__(self, ctx: RunContext, model: Model, tools: ToolRegistry, supervisor: Supervisor | None = None):
         self.ctx, self.model, self.tools, self.supervisor = ctx, model, tools, supervisor
         self.messages: list[dict] = []
-        self._logged = 0          # messages already written to the trace
+        self._logged = 0  # messages already written to the trace
         self.window = ContextManager(ctx.config.context, ctx.config.model.max_output_tokens)
-        self._files: dict[str, bytes] | None = None     # the workspace's text files as the last step left them
+        self._files: dict[str, bytes] | None = None  # the workspace's text files as the last step left them
 
     def start(self, run_start: dict, system: str, task: str) -> None:
         self.messages = [{"role": "system", "content": system}, {"role": "user", "content": task}]
@@ -99,7 +100,7 @@ class Agent:
             raise Submitted(" ".join((response.content or "").split())[:500] or "stopped")
 
     def _take_delta(self) -> list[dict]:
-        delta = self.messages[self._logged:]
+        delta = self.messages[self._logged :]
         self._logged = len(self.messages)
         return delta
 
@@ -121,12 +122,16 @@ class Agent:
                     self.window.calibrate(self.messages, tools, e.requested_tokens)
                     refused = e.requested_tokens
                 if refusals > self.MAX_CONTEXT_REFUSALS:
-                    raise ModelError(f"the endpoint still refuses the request as too long for the model's context "
-                                     f"window after {refusals - 1} compaction(s): {e}", kind="context_length") from e
+                    raise ModelError(
+                        f"the endpoint still refuses the request as too long for the model's context "
+                        f"window after {refusals - 1} compaction(s): {e}",
+                        kind="context_length",
+                    ) from e
                 self.window.set_window(e.limit_tokens or int(refused * 0.9), "refusal")
                 room = self.window.room or refused
-                target = min(int(self.window.config.compact_to * room), int(0.75 * self.window.tokens(
-                    self.messages, tools)))
+                target = min(
+                    int(self.window.config.compact_to * room), int(0.75 * self.window.tokens(self.messages, tools))
+                )
                 self._compact("endpoint", tools, target, error=str(e)[:1000], refused_tokens=refused)
 
     def _call(self, tools: list[dict]) -> ModelResponse:
@@ -136,13 +141,23 @@ class Agent:
         response = self.model.query(self.messages, tools)
         self.ctx.totals.add_usage(response.usage)
         self.window.calibrate(sent, tools, int(response.usage.get("prompt_tokens") or 0))
-        self.ctx.trace.emit("llm_call", call=self.ctx.totals.steps + 1,
-                            messages_count=before, messages_sha256=sha, messages_delta=self._take_delta(),
-                            request=self.model.request_params() if hasattr(self.model, "request_params") else {},
-                            response={"content": response.content,
-                                      "tool_calls": [c.to_dict() for c in response.tool_calls],
-                                      "finish_reason": response.finish_reason, "reasoning": response.reasoning},
-                            usage=response.usage, latency_s=response.latency_s, attempts=response.attempts)
+        self.ctx.trace.emit(
+            "llm_call",
+            call=self.ctx.totals.steps + 1,
+            messages_count=before,
+            messages_sha256=sha,
+            messages_delta=self._take_delta(),
+            request=self.model.request_params() if hasattr(self.model, "request_params") else {},
+            response={
+                "content": response.content,
+                "tool_calls": [c.to_dict() for c in response.tool_calls],
+                "finish_reason": response.finish_reason,
+                "reasoning": response.reasoning,
+            },
+            usage=response.usage,
+            latency_s=response.latency_s,
+            attempts=response.attempts,
+        )
         return response
 
     def _compact(self, reason: str, tools: list[dict], target: int, **info) -> None:
@@ -154,15 +169,28 @@ class Agent:
         self.messages = result.messages
         self._logged = len(self.messages)
         self.ctx.totals.compactions += 1
-        summary = next((m["content"] for m in self.messages[2:3] if str(m.get("content") or "").startswith(
-            "[Context summary]")), None)
-        self.ctx.trace.emit("context", reason=reason, window_tokens=w.state.window_tokens,
-                            window_source=w.state.window_source, room_tokens=w.room, target_tokens=target,
-                            tokens_before=result.tokens_before, tokens_after=result.tokens_after, fits=result.fits,
-                            elided=result.elided, summary=summary, messages=self.messages,
-                            messages_count=len(self.messages),
-                            messages_sha256=self.ctx.trace.messages_sha256(self.messages), state=w.state.to_dict(),
-                            **info)
+        summary = next(
+            (m["content"] for m in self.messages[2:3] if str(m.get("content") or "").startswith("[Context summary]")),
+            None,
+        )
+        self.ctx.trace.emit(
+            "context",
+            reason=reason,
+            window_tokens=w.state.window_tokens,
+            window_source=w.state.window_source,
+            room_tokens=w.room,
+            target_tokens=target,
+            tokens_before=result.tokens_before,
+            tokens_after=result.tokens_after,
+            fits=result.fits,
+            elided=result.elided,
+            summary=summary,
+            messages=self.messages,
+            messages_count=len(self.messages),
+            messages_sha256=self.ctx.trace.messages_sha256(self.messages),
+            state=w.state.to_dict(),
+            **info,
+        )
 
     def _execute(self, call: ToolCall) -> ToolResult:
         """Runs one tool call. Every call gets a result, so the conversation stays well formed: a call
@@ -170,19 +198,32 @@ class Agent:
         calls of the step get 'not run'."""
         t0 = time.monotonic()
         if call.error:
-            result = ToolResult(f"error: this {call.name} call was not run: {call.error}. It was sent as: "
-                                f"{call.raw_arguments[:400]!r}. Call the tool again with its arguments as one JSON "
-                                "object.", is_error=True, call_error="malformed")
+            result = ToolResult(
+                f"error: this {call.name} call was not run: {call.error}. It was sent as: "
+                f"{call.raw_arguments[:400]!r}. Call the tool again with its arguments as one JSON "
+                "object.",
+                is_error=True,
+                call_error="malformed",
+            )
         elif self._wall_spent():
-            result = ToolResult("error: not run: the run's wall-time limit is reached", is_error=True,
-                                data={"not_run": "wall"})
+            result = ToolResult(
+                "error: not run: the run's wall-time limit is reached", is_error=True, data={"not_run": "wall"}
+            )
         else:
             result = self.tools.call(call.name, call.arguments, self.ctx)
         if result.call_error:
             self.ctx.totals.tool_call_errors += 1
-        self.ctx.trace.emit("tool_result", call_id=call.id, tool=call.name, arguments=call.arguments,
-                            output=result.output, is_error=result.is_error, duration_s=round(time.monotonic() - t0, 3),
-                            data=result.data, call_error=result.call_error)
+        self.ctx.trace.emit(
+            "tool_result",
+            call_id=call.id,
+            tool=call.name,
+            arguments=call.arguments,
+            output=result.output,
+            is_error=result.is_error,
+            duration_s=round(time.monotonic() - t0, 3),
+            data=result.data,
+            call_error=result.call_error,
+        )
         self.messages.append({"role": "tool", "tool_call_id": call.id, "content": result.output})
         return result
 
@@ -197,24 +238,37 @@ class Agent:
         ctx = self.ctx
         files = {rel: ctx.trace.put_file(p) for rel, p in ctx.workspace.files().items()}
         ctx.totals.wall_s = ctx.trace.elapsed()
-        ctx.trace.emit("step", messages_delta=self._take_delta(), messages_count=len(self.messages),
-                       messages_sha256=ctx.trace.messages_sha256(self.messages), totals=ctx.totals.to_dict(),
-                       best=ctx.best.to_dict() if ctx.best else None, layers=record.layer_scores,
-                       dominant_layer=record.dominant_layer, workspace=files,
-                       supervisor=self.supervisor.state() if self.supervisor else {},
-                       context={k: v for k, v in self.window.state.to_dict().items()
-                                if k not in ("summary_lines", "turn_lines")})
+        ctx.trace.emit(
+            "step",
+            messages_delta=self._take_delta(),
+            messages_count=len(self.messages),
+            messages_sha256=ctx.trace.messages_sha256(self.messages),
+            totals=ctx.totals.to_dict(),
+            best=ctx.best.to_dict() if ctx.best else None,
+            layers=record.layer_scores,
+            dominant_layer=record.dominant_layer,
+            workspace=files,
+            supervisor=self.supervisor.state() if self.supervisor else {},
+            context={k: v for k, v in self.window.state.to_dict().items() if k not in ("summary_lines", "turn_lines")},
+        )
         ctx.trace.sync()
 
     def _finish(self, stop: Terminate) -> RunResult:
         ctx = self.ctx
         ctx.totals.wall_s = ctx.trace.elapsed()
         details = {k: v for k, v in stop.details.items() if k not in ("limit",)}
-        ctx.trace.emit("exit", reason=stop.reason, message=stop.message, goal_met=ctx.goal_met,
-                       limit=stop.details.get("limit"), details=details)
+        ctx.trace.emit(
+            "exit",
+            reason=stop.reason,
+            message=stop.message,
+            goal_met=ctx.goal_met,
+            limit=stop.details.get("limit"),
+            details=details,
+        )
         best = ctx.best.to_dict() if ctx.best else None
-        ctx.trace.emit("run_end", totals=ctx.totals.to_dict(), best=best, goal_met=ctx.goal_met,
-                       exit_reason=stop.reason)
+        ctx.trace.emit(
+            "run_end", totals=ctx.totals.to_dict(), best=best, goal_met=ctx.goal_met, exit_reason=stop.reason
+        )
         ctx.trace.sync()
         for fn in ctx.finalizers:
             fn()
@@ -222,8 +276,15 @@ class Agent:
             ctx.workspace.cleanup()
         if hasattr(ctx.task, "close"):
             ctx.task.close()
-        return RunResult(stop.reason, stop.details.get("limit"), stop.message, ctx.goal_met, best,
-                         ctx.totals.to_dict(), str(ctx.trace.path))
+        return RunResult(
+            stop.reason,
+            stop.details.get("limit"),
+            stop.message,
+            ctx.goal_met,
+            best,
+            ctx.totals.to_dict(),
+            str(ctx.trace.path),
+        )
 
 
 def _step_text(record: StepRecord) -> str:

@@ -4,6 +4,7 @@ The bank is a YAML file (default `bank/questions.yaml` in the repository) valida
 `schemas/bank-v1.schema.json`; docs/question-bank.md describes it. A malformed bank raises
 BankError naming the file, the entry and the problem.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -86,23 +87,36 @@ def load_bank(path: Path | str | None = None) -> Bank:
     seen: dict[str, int] = {}
     for i, q in enumerate(data["questions"]):
         if q["id"] in seen:
-            raise BankError(f"{path}: entry questions[{i}] (id {q['id']!r}): duplicate id "
-                            f"(first used by questions[{seen[q['id']]}])")
+            raise BankError(
+                f"{path}: entry questions[{i}] (id {q['id']!r}): duplicate id "
+                f"(first used by questions[{seen[q['id']]}])"
+            )
         seen[q["id"]] = i
-    qs = tuple(Question(q["id"], " ".join(q["text"].split()), q["category"], tuple(q["triggers"]),
-                        tuple(q["layers"])) for q in data["questions"])
+    qs = tuple(
+        Question(q["id"], " ".join(q["text"].split()), q["category"], tuple(q["triggers"]), tuple(q["layers"]))
+        for q in data["questions"]
+    )
     return Bank(str(path), hashlib.sha256(raw).hexdigest(), qs)
 
 
 @dataclass
 class AskedRecord:
     """A question asked earlier in the run (what the chooser needs to avoid repeats)."""
+
     bank_id: str | None
     layers: tuple[str, ...]
 
 
-def choose(bank: Bank, trigger: str, history: list[AskedRecord], *, categories: tuple[str, ...],
-           current_layer: str | None, no_repeat_within: int, seed: int) -> Question | None:
+def choose(
+    bank: Bank,
+    trigger: str,
+    history: list[AskedRecord],
+    *,
+    categories: tuple[str, ...],
+    current_layer: str | None,
+    no_repeat_within: int,
+    seed: int,
+) -> Question | None:
     """A question for `trigger`: from the allowed categories, not among the last `no_repeat_within`
     asked (relaxed when nothing else is left), preferring layers away from the agent's current one and
     least recently asked about. Deterministic for a given seed and history."""

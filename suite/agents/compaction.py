@@ -18,6 +18,7 @@ The system prompt and the task are never touched; every tool call keeps its resu
 conversation stays well formed. The result is deterministic (no model writes the summary), so a
 resumed run rebuilds exactly the conversation the trace's `context` event holds.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,7 +30,7 @@ from .config import ContextConfig
 SUMMARY_HEAD = "[Context summary]"
 ELIDED = "[elided"
 MIN_CHARS_PER_TOKEN, MAX_CHARS_PER_TOKEN = 1.5, 6.0
-SHORT = 300          # tool outputs and arguments up to this many characters are never cut
+SHORT = 300  # tool outputs and arguments up to this many characters are never cut
 
 
 def _chars(messages: list[dict], tools: list[dict] | None = None) -> int:
@@ -39,6 +40,7 @@ def _chars(messages: list[dict], tools: list[dict] | None = None) -> int:
 @dataclass
 class Estimator:
     """Tokens of a request from its characters, calibrated on what the endpoint reports."""
+
     chars_per_token: float
 
     def tokens(self, messages: list[dict], tools: list[dict] | None = None) -> int:
@@ -52,10 +54,12 @@ class Estimator:
 
 # ---------------------------------------------------------------- the conversation as turns
 
+
 @dataclass
 class Turn:
     """One step: the assistant message, the results of its tool calls, and what the harness said after
     it (questions, refusals)."""
+
     step: int
     messages: list[dict]
 
@@ -122,6 +126,7 @@ def _cut(text: str, what: str) -> str:
 
 # ---------------------------------------------------------------- the stages
 
+
 def _file_items(turns: list[Turn]) -> list[tuple[int, str, str, dict, dict | None, bool]]:
     """Every view or write of a file, in order: (turn index, path, kind, call, result, whole)."""
     items = []
@@ -149,8 +154,10 @@ def elide_superseded(turns: list[Turn], upto: int) -> int:
             continue
         step = turns[ti].step
         if kind == "view" and not _elided(result.get("content")) and len(result.get("content") or "") > SHORT:
-            result["content"] = (f"{ELIDED}: the content of {path} as viewed at step {step}; a later version of the "
-                                 "file is further down]")
+            result["content"] = (
+                f"{ELIDED}: the content of {path} as viewed at step {step}; a later version of the "
+                "file is further down]"
+            )
             count += 1
         elif kind == "write":
             args = _args(call)
@@ -158,8 +165,10 @@ def elide_superseded(turns: list[Turn], upto: int) -> int:
             for key in ("new_text", "old_text"):
                 v = args.get(key)
                 if isinstance(v, str) and len(v) > SHORT and not _elided(v):
-                    args[key] = (f"{ELIDED}: {len(v)} characters of {path} written at step {step}; a later version "
-                                 "of the file is further down]")
+                    args[key] = (
+                        f"{ELIDED}: {len(v)} characters of {path} written at step {step}; a later version "
+                        "of the file is further down]"
+                    )
                     changed = True
             if changed:
                 _set_args(call, args)
@@ -199,6 +208,7 @@ def elide_arguments(turns: list[Turn], over, lo: int, hi: int) -> int:
 
 # ---------------------------------------------------------------- the summary of turns taken out
 
+
 def turn_line(t: Turn) -> str:
     parts = []
     for call, result in t.calls():
@@ -230,8 +240,10 @@ def turn_line(t: Turn) -> str:
 def summary_text(lines: list[str], first: int, last: int, max_chars: int) -> str:
     """The summary message: one line per step taken out; the oldest lines folded into a count when it
     grows past `max_chars` (lines about evaluations are kept longest)."""
-    head = (f"{SUMMARY_HEAD} Steps {first}-{last} of this run were taken out of the conversation to keep it inside "
-            "the model's context window. What they did:")
+    head = (
+        f"{SUMMARY_HEAD} Steps {first}-{last} of this run were taken out of the conversation to keep it inside "
+        "the model's context window. What they did:"
+    )
     body = list(lines)
     folded = 0
     while body and len(head) + sum(len(l) + 1 for l in body) > max_chars:
@@ -257,27 +269,34 @@ class CompactionResult:
 @dataclass
 class ContextState:
     """What the run knows about its window, kept across compactions and resumes."""
+
     window_tokens: int | None = None
-    window_source: str = "unknown"             # option | endpoint | refusal | unknown
+    window_source: str = "unknown"  # option | endpoint | refusal | unknown
     chars_per_token: float = 3.5
-    dropped_through_step: int = 0              # steps 1..this are in the summary, not the conversation
+    dropped_through_step: int = 0  # steps 1..this are in the summary, not the conversation
     summary_lines: list[str] = field(default_factory=list)
     # the summary line of each step still in the conversation, written while the step was whole
     turn_lines: dict[str, str] = field(default_factory=dict)
     compactions: int = 0
 
     def to_dict(self) -> dict:
-        return {"window_tokens": self.window_tokens, "window_source": self.window_source,
-                "chars_per_token": self.chars_per_token, "dropped_through_step": self.dropped_through_step,
-                "summary_lines": list(self.summary_lines), "turn_lines": dict(self.turn_lines),
-                "compactions": self.compactions}
+        return {
+            "window_tokens": self.window_tokens,
+            "window_source": self.window_source,
+            "chars_per_token": self.chars_per_token,
+            "dropped_through_step": self.dropped_through_step,
+            "summary_lines": list(self.summary_lines),
+            "turn_lines": dict(self.turn_lines),
+            "compactions": self.compactions,
+        }
 
 
 class ContextManager:
     def __init__(self, config: ContextConfig, reserve_tokens: int | None = None):
         self.config = config
-        self.state = ContextState(config.window_tokens, "option" if config.window_tokens else "unknown",
-                                  config.chars_per_token)
+        self.state = ContextState(
+            config.window_tokens, "option" if config.window_tokens else "unknown", config.chars_per_token
+        )
         self.estimator = Estimator(self.state.chars_per_token)
         self.reserve = reserve_tokens if reserve_tokens is not None else config.reserve_tokens
 
@@ -311,7 +330,7 @@ class ContextManager:
     def compact(self, messages: list[dict], tools: list[dict], target: int, first_step: int) -> CompactionResult:
         """The conversation elided down to `target` tokens or as near as it goes. `first_step`: the step
         of the first turn in `messages` (steps before it are already in the summary)."""
-        msgs = json.loads(json.dumps(messages))          # never edit the caller's messages
+        msgs = json.loads(json.dumps(messages))  # never edit the caller's messages
         before = self.tokens(msgs, tools)
         head, summary, lead, turns = split(msgs, first_step)
         elided = {"superseded_files": 0, "tool_outputs": 0, "arguments": 0, "turns_dropped": 0}
@@ -341,9 +360,9 @@ class ContextManager:
             lines.append(turn_lines.pop(str(t.step)))
             dropped_through = t.step
             elided["turns_dropped"] += 1
-        if lead and over():          # messages from before the first turn still here (a resume notice)
+        if lead and over():  # messages from before the first turn still here (a resume notice)
             lead = []
-        for lo in range(len(turns) - keep, len(turns)):       # the recent turns, the latest last
+        for lo in range(len(turns) - keep, len(turns)):  # the recent turns, the latest last
             if over() and lo >= 0:
                 elided["tool_outputs"] += elide_outputs(turns, over, lo, lo + 1)
                 elided["arguments"] += elide_arguments(turns, over, lo, lo + 1)

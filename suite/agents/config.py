@@ -1,5 +1,6 @@
 """The agents' settings in one place: a typed config per component, the prompts, and the run config
 that holds them all (recorded whole in the trace's `run_start`)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,14 +32,15 @@ The kernel to improve is `{kernel}` in the workspace. Budget: {budget}."""
 class ModelConfig:
     """The chat-completions endpoint and sampling. The API key is never part of the config: it is
     read from OPENAI_API_KEY when the client is made."""
+
     name: str = ""
-    base_url: str | None = None          # None: the client's default (api.openai.com)
-    temperature: float | None = None     # None: the endpoint's default
+    base_url: str | None = None  # None: the client's default (api.openai.com)
+    temperature: float | None = None  # None: the endpoint's default
     top_p: float | None = None
     max_output_tokens: int | None = None
-    seed: int | None = None              # sent to endpoints that accept one
-    timeout_s: float = 600.0             # one request
-    max_attempts: int = 6                # per model call, first try included
+    seed: int | None = None  # sent to endpoints that accept one
+    timeout_s: float = 600.0  # one request
+    max_attempts: int = 6  # per model call, first try included
     retry_budget_s: float | None = None  # seconds one model call may spend failing and waiting (None: no cap)
     backoff_initial_s: float = 2.0
     backoff_max_s: float = 60.0
@@ -51,61 +53,74 @@ class ModelConfig:
 class Limits:
     """Every limit is checked before each model call; the wall limit also between retries, before each
     tool call, and as the shell's deadline. None means no limit."""
-    max_steps: int | None = 200          # model calls
-    max_tokens: int | None = None        # prompt + completion tokens, all calls
-    max_cost: float | None = None        # USD, when a cost is known
-    max_wall_s: float | None = None      # wall time of the run, resumed sessions included
-    max_evals: int | None = None         # harness evaluations
+
+    max_steps: int | None = 200  # model calls
+    max_tokens: int | None = None  # prompt + completion tokens, all calls
+    max_cost: float | None = None  # USD, when a cost is known
+    max_wall_s: float | None = None  # wall time of the run, resumed sessions included
+    max_evals: int | None = None  # harness evaluations
 
 
 @dataclass
 class ContextConfig:
     """Keeping the conversation inside the model's context window (compaction.py)."""
-    window_tokens: int | None = None     # None: the endpoint's, where its model list says it; else learnt
-                                         # from the first request it refuses as too long
-    reserve_tokens: int = 4096           # left for the answer (max_output_tokens when that is set)
-    compact_at: float = 0.85             # compact when a request would fill this share of the room ...
-    compact_to: float = 0.6              # ... down to this share
-    keep_recent_turns: int = 3           # the latest steps stay whole as long as anything else can go
-    chars_per_token: float = 3.5         # the estimate until the endpoint reports a prompt's tokens
+
+    window_tokens: int | None = None  # None: the endpoint's, where its model list says it; else learnt
+    # from the first request it refuses as too long
+    reserve_tokens: int = 4096  # left for the answer (max_output_tokens when that is set)
+    compact_at: float = 0.85  # compact when a request would fill this share of the room ...
+    compact_to: float = 0.6  # ... down to this share
+    keep_recent_turns: int = 3  # the latest steps stay whole as long as anything else can go
+    chars_per_token: float = 3.5  # the estimate until the endpoint reports a prompt's tokens
 
 
 @dataclass
 class ToolsConfig:
-    shell_timeout_s: float = 300.0       # default per command; the model may ask for less or more
+    shell_timeout_s: float = 300.0  # default per command; the model may ask for less or more
     shell_max_timeout_s: float = 1800.0
-    max_output_chars: int = 12_000       # longer tool output is elided in the middle
+    max_output_chars: int = 12_000  # longer tool output is elided in the middle
     view_max_lines: int = 400
-    sandbox: str = "auto"                # auto | landlock | none (see workspace.py)
+    sandbox: str = "auto"  # auto | landlock | none (see workspace.py)
     eval_timeout_s: float = 3600.0
-    keep_workspace: bool = False         # leave the workspace folder after the run (the trace keeps its files)
+    keep_workspace: bool = False  # leave the workspace folder after the run (the trace keeps its files)
 
 
 # What a claim that the kernel is at a limit looks like (decisions.claimed_limit applies them to one
 # sentence at a time and drops a match that is denied, asked, conditional or a possibility to test).
 # A pattern may name the words that make the claim, (?P<claim>...): the match's words before them are
 # checked for a denial too ("is not memory-bound").
-_RESOURCE = (r"(?:(?:memory |dram |hbm |l2 )?bandwidth|global[- ]memory|memory|dram|hbm|l2|compute|(?:the )?hardware|"
-             r"(?:the )?gpu|tensor[- ]cores?|(?:wgmma|mma|gemm) throughput|mufu|sfu|exp\w*|latency|"
-             r"instruction (?:issue|throughput)|issue rate|flops|math throughput|launch overhead|(?:the )?roofline)")
-_BOUND_KIND = (r"(?:memory|compute|bandwidth|latency|dram|hbm|l2|math|instruction(?:[- ]issue)?|issue|mufu|sfu|"
-               r"tensor[- ]core|throughput|launch|occupancy|register)")
+_RESOURCE = (
+    r"(?:(?:memory |dram |hbm |l2 )?bandwidth|global[- ]memory|memory|dram|hbm|l2|compute|(?:the )?hardware|"
+    r"(?:the )?gpu|tensor[- ]cores?|(?:wgmma|mma|gemm) throughput|mufu|sfu|exp\w*|latency|"
+    r"instruction (?:issue|throughput)|issue rate|flops|math throughput|launch overhead|(?:the )?roofline)"
+)
+_BOUND_KIND = (
+    r"(?:memory|compute|bandwidth|latency|dram|hbm|l2|math|instruction(?:[- ]issue)?|issue|mufu|sfu|"
+    r"tensor[- ]core|throughput|launch|occupancy|register)"
+)
 _LIMIT_NOUN = r"(?:limits?|ceilings?|peak|roofline|maximum|max|speed[- ]of[- ]light|sol|wall)"
-_LIMIT_ADJ = (r"(?:(?:theoretical|hardware|practical|physical|fundamental|hard|memory|bandwidth|compute|achievable|"
-              r"attainable|tensor[- ]core|hbm|dram)\s+)*")
+_LIMIT_ADJ = (
+    r"(?:(?:theoretical|hardware|practical|physical|fundamental|hard|memory|bandwidth|compute|achievable|"
+    r"attainable|tensor[- ]core|hbm|dram)\s+)*"
+)
 DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     # at, near or against a limit: "hit the roofline", "close to peak", "within 3% of the roofline"
     r"\b(?:at|near|nearly at|close to|approaching|within \d+(?:\.\d+)?\s*%\s*of|reach(?:ed|es|ing)?|hit(?:s|ting)?|"
-    r"achiev(?:ed|es|ing)|(?:up )?against|sits? at|plateaued at)\s+(?:the\s+|its\s+|our\s+|a\s+)?" + _LIMIT_ADJ
-    + _LIMIT_NOUN + r"\b",
+    r"achiev(?:ed|es|ing)|(?:up )?against|sits? at|plateaued at)\s+(?:the\s+|its\s+|our\s+|a\s+)?"
+    + _LIMIT_ADJ
+    + _LIMIT_NOUN
+    + r"\b",
     # a high share of a peak: "at 95% of peak bandwidth" (a low share is the opposite of a claim)
-    r"\b(?:[89]\d|100)(?:\.\d+)?\s*%\s*of\s+(?:the\s+)?" + _LIMIT_ADJ + r"(?:peak|roofline|bandwidth|speed[- ]of[- ]light)",
+    r"\b(?:[89]\d|100)(?:\.\d+)?\s*%\s*of\s+(?:the\s+)?"
+    + _LIMIT_ADJ
+    + r"(?:peak|roofline|bandwidth|speed[- ]of[- ]light)",
     # "memory-bound", "compute limited", said of something ("is", "are", "seems", ...)
     r"(?:\b(?:is|are|was|were|be|been|being|becomes?|became|remains?|stays?|seems?|looks?|appears?|now|still)\b|'s\b|"
     r"'re\b)[^,;:.!?]*?(?P<claim>\b" + _BOUND_KIND + r"[- ](?:bound|limited)\b)",
     # "limited by memory bandwidth", "bottlenecked by HBM" (but not "the loop is bound by n")
     r"\b(?:bound|limited|bottlenecked|capped|throttled|gated|constrained)\s+(?:by|on)\s+(?:the\s+|our\s+|its\s+)?"
-    + _RESOURCE + r"\b",
+    + _RESOURCE
+    + r"\b",
     # "is near-optimal", "already optimal"
     r"\b(?:near|nearly|close to|essentially|basically|practically|virtually|already|about as)[- ]optimal\b|"
     r"(?:\b(?:is|are)\b|'s\b|'re\b)\s+(?:now\s+|already\s+)*optimal\b",
@@ -147,22 +162,23 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
 @dataclass
 class QuestionConfig:
     """The KernelSeek arm's decision points and how questions are chosen."""
-    bank_path: str | None = None                 # None: bank/questions.yaml of the repository
-    categories: tuple[str, ...] = ("layer-shift", "limit-rejection")   # "information" for comparison runs
-    plateau_evals: int = 4                       # evaluations without a new best
-    new_best_min_gain: float = 0.01              # a new best beats the old one by this fraction
-    repeated_failure: int = 3                    # the same failure this many times in a row
-    layer_dwell_steps: int = 8                   # consecutive steps in one layer
-    min_steps_between: int = 2                   # between questions (an early stop is always answered)
-    no_repeat_within: int = 8                    # a bank question is not asked again within this many
+
+    bank_path: str | None = None  # None: bank/questions.yaml of the repository
+    categories: tuple[str, ...] = ("layer-shift", "limit-rejection")  # "information" for comparison runs
+    plateau_evals: int = 4  # evaluations without a new best
+    new_best_min_gain: float = 0.01  # a new best beats the old one by this fraction
+    repeated_failure: int = 3  # the same failure this many times in a row
+    layer_dwell_steps: int = 8  # consecutive steps in one layer
+    min_steps_between: int = 2  # between questions (an early stop is always answered)
+    no_repeat_within: int = 8  # a bank question is not asked again within this many
     claimed_limit_patterns: tuple[str, ...] = DEFAULT_CLAIMED_LIMIT_PATTERNS
 
 
 @dataclass
 class RunConfig:
     arm: str = "kernelseek"
-    label: str | None = None                      # the arm's name in a comparison, when not the agent's
-    arm_options: dict[str, Any] = field(default_factory=dict)     # read by the arm's factory
+    label: str | None = None  # the arm's name in a comparison, when not the agent's
+    arm_options: dict[str, Any] = field(default_factory=dict)  # read by the arm's factory
     task: str = "fa-fwd-sm90"
     task_options: dict[str, Any] = field(default_factory=dict)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -170,8 +186,8 @@ class RunConfig:
     tools: ToolsConfig = field(default_factory=ToolsConfig)
     context: ContextConfig = field(default_factory=ContextConfig)
     questions: QuestionConfig = field(default_factory=QuestionConfig)
-    seed: int | None = None                       # None: a fresh one, recorded
-    human: bool = False                           # questions typed at the terminal
+    seed: int | None = None  # None: a fresh one, recorded
+    human: bool = False  # questions typed at the terminal
     system_prompt: str = SYSTEM_PROMPT
     task_prompt: str = TASK_PROMPT
 

@@ -2,6 +2,7 @@
 the trace, the totals against the limits, the evaluations and the best candidate so far.
 Every evaluation goes through RunContext.evaluate, which enforces the budget, checks the harness,
 stores the candidate and records a `harness_eval` event."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -21,12 +22,12 @@ class Totals:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
-    cost: float | None = None          # None while no call reported or priced a cost
+    cost: float | None = None  # None while no call reported or priced a cost
     evals: int = 0
     retries: int = 0
     questions: int = 0
-    tool_call_errors: int = 0          # calls the model got wrong (bad JSON, no such tool, bad arguments)
-    compactions: int = 0               # times the conversation was compacted to fit the context window
+    tool_call_errors: int = 0  # calls the model got wrong (bad JSON, no such tool, bad arguments)
+    compactions: int = 0  # times the conversation was compacted to fit the context window
     wall_s: float = 0.0
 
     def add_usage(self, usage: dict) -> None:
@@ -83,12 +84,18 @@ class RunContext:
         """Raises LimitExceeded when any limit is spent. Called before every model call."""
         lim, t = self.config.limits, self.totals
         t.wall_s = self.trace.elapsed()
-        checks = (("steps", t.steps, lim.max_steps), ("tokens", t.total_tokens, lim.max_tokens),
-                  ("cost", t.cost, lim.max_cost), ("wall", t.wall_s, lim.max_wall_s), ("evals", t.evals, lim.max_evals))
+        checks = (
+            ("steps", t.steps, lim.max_steps),
+            ("tokens", t.total_tokens, lim.max_tokens),
+            ("cost", t.cost, lim.max_cost),
+            ("wall", t.wall_s, lim.max_wall_s),
+            ("evals", t.evals, lim.max_evals),
+        )
         for name, used, limit in checks:
             if limit is not None and used is not None and used >= limit:
-                raise LimitExceeded(f"the {name} limit is reached ({_fmt(used)} of {_fmt(limit)})", limit=name,
-                                    used=used, max=limit)
+                raise LimitExceeded(
+                    f"the {name} limit is reached ({_fmt(used)} of {_fmt(limit)})", limit=name, used=used, max=limit
+                )
 
     def wall_left(self) -> float | None:
         """Seconds of wall time left (None: no wall limit); raises LimitExceeded when none is left.
@@ -98,17 +105,22 @@ class RunContext:
             return None
         used = self.totals.wall_s = self.trace.elapsed()
         if used >= lim:
-            raise LimitExceeded(f"the wall limit is reached ({_fmt(used)} of {_fmt(lim)})", limit="wall", used=used,
-                                max=lim)
+            raise LimitExceeded(
+                f"the wall limit is reached ({_fmt(used)} of {_fmt(lim)})", limit="wall", used=used, max=lim
+            )
         return lim - used
 
     def budget_left(self) -> dict:
         lim, t = self.config.limits, self.totals
         t.wall_s = self.trace.elapsed()
         left = {}
-        for name, used, limit in (("steps", t.steps, lim.max_steps), ("evals", t.evals, lim.max_evals),
-                                  ("tokens", t.total_tokens, lim.max_tokens), ("cost", t.cost or 0.0, lim.max_cost),
-                                  ("wall_s", t.wall_s, lim.max_wall_s)):
+        for name, used, limit in (
+            ("steps", t.steps, lim.max_steps),
+            ("evals", t.evals, lim.max_evals),
+            ("tokens", t.total_tokens, lim.max_tokens),
+            ("cost", t.cost or 0.0, lim.max_cost),
+            ("wall_s", t.wall_s, lim.max_wall_s),
+        ):
             if limit is not None:
                 left[name] = max(0, limit - used)
         return left
@@ -149,9 +161,20 @@ class RunContext:
         rec = EvalRecord(index, ev, sha, new_best, met, self.trace.step)
         self.evals.append(rec)
         fields = {k: v for k, v in ev.to_dict().items() if k not in ("status", "correct")}
-        self.trace.emit("harness_eval", index=index, kernel=self.workspace.relative(path), candidate_sha256=sha,
-                        candidate_blob=f"blobs/{sha}", status=ev.status, correct=ev.correct, **fields,
-                        new_best=new_best, best=self.best.to_dict() if self.best else None, goal_met=met, meta=meta)
+        self.trace.emit(
+            "harness_eval",
+            index=index,
+            kernel=self.workspace.relative(path),
+            candidate_sha256=sha,
+            candidate_blob=f"blobs/{sha}",
+            status=ev.status,
+            correct=ev.correct,
+            **fields,
+            new_best=new_best,
+            best=self.best.to_dict() if self.best else None,
+            goal_met=met,
+            meta=meta,
+        )
         return rec
 
 

@@ -1,5 +1,6 @@
 """Decision points, detected from the run itself: an attempt to stop early, a plateau, a claimed
 limit, the same failure repeated, many steps in one layer. Each comes with its evidence."""
+
 from __future__ import annotations
 
 import re
@@ -27,15 +28,24 @@ class DecisionPoint:
 # a sentence ends at . ! ? followed by a space, or at a line break ("1.5x" stays whole)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 # a clause starts after punctuation or a conjunction; denials and conditions are looked for in the clause
-_CLAUSE_BREAK = re.compile(r"[,;:()\u2013\u2014]|\s-\s|\b(?:but|so|because|since|although|though|while|whereas|"
-                           r"and|then)\b", re.IGNORECASE)
+_CLAUSE_BREAK = re.compile(
+    r"[,;:()\u2013\u2014]|\s-\s|\b(?:but|so|because|since|although|though|while|whereas|"
+    r"and|then)\b",
+    re.IGNORECASE,
+)
 # the claim is denied: "not memory-bound", "far from the roofline", "nowhere near peak", "isn't ..."
-_DENIAL = re.compile(r"\b(?:not|never|no|nothing|nowhere|neither|nor|without|hardly|far from|cannot|no longer)\b|"
-                     r"n't\b", re.IGNORECASE)
+_DENIAL = re.compile(
+    r"\b(?:not|never|no|nothing|nowhere|neither|nor|without|hardly|far from|cannot|no longer)\b|"
+    r"n't\b",
+    re.IGNORECASE,
+)
 # the claim is a condition, a possibility to test or a goal: "if", "whether", "might", "to reach"
-_NOT_ASSERTED = re.compile(r"\b(?:if|whether|when|once|until|unless|before|might|may|could|would|should|aim|aiming|"
-                           r"goal|target|want|wants|try|trying|hope|expect|need|needs|plan|see|check|test|verify|"
-                           r"confirm|determine)\b|\bto\s*$", re.IGNORECASE)
+_NOT_ASSERTED = re.compile(
+    r"\b(?:if|whether|when|once|until|unless|before|might|may|could|would|should|aim|aiming|"
+    r"goal|target|want|wants|try|trying|hope|expect|need|needs|plan|see|check|test|verify|"
+    r"confirm|determine)\b|\bto\s*$",
+    re.IGNORECASE,
+)
 
 
 def _sentences(text: str) -> list[str]:
@@ -48,8 +58,8 @@ def _asserted(sentence: str, m: re.Match) -> bool:
     if sentence.rstrip().endswith("?"):
         return False
     breaks = [b.end() for b in _CLAUSE_BREAK.finditer(sentence, 0, m.start())]
-    lead = sentence[breaks[-1] if breaks else 0:m.start()]
-    inner = sentence[m.start():m.start("claim")] if "claim" in m.re.groupindex else ""
+    lead = sentence[breaks[-1] if breaks else 0 : m.start()]
+    inner = sentence[m.start() : m.start("claim")] if "claim" in m.re.groupindex else ""
     return not (_DENIAL.search(lead + " " + inner) or _NOT_ASSERTED.search(lead) or _NOT_ASSERTED.search(inner))
 
 
@@ -59,8 +69,12 @@ def claimed_limit(text: str | None, patterns: tuple[str, ...]) -> dict | None:
     if not text:
         return None
     for sentence in _sentences(text):
-        found = [(m.start(), m, pat) for pat in patterns for m in re.finditer(pat, sentence, re.IGNORECASE)
-                 if _asserted(sentence, m)]
+        found = [
+            (m.start(), m, pat)
+            for pat in patterns
+            for m in re.finditer(pat, sentence, re.IGNORECASE)
+            if _asserted(sentence, m)
+        ]
         if found:
             _, m, pat = min(found, key=lambda f: f[0])
             return {"phrase": m.group(0), "sentence": " ".join(sentence.split())[:300], "pattern": pat}
@@ -104,8 +118,11 @@ class DecisionDetector:
         for rec in step.evals:
             ev = rec.evaluation
             s.recent_geomeans = (s.recent_geomeans + [ev.geomean if ev.correct else None])[-8:]
-            if ev.correct and ev.geomean is not None and (
-                    s.plateau_best is None or ev.geomean > s.plateau_best * (1 + cfg.new_best_min_gain)):
+            if (
+                ev.correct
+                and ev.geomean is not None
+                and (s.plateau_best is None or ev.geomean > s.plateau_best * (1 + cfg.new_best_min_gain))
+            ):
                 s.plateau_best, s.evals_since_best = ev.geomean, 0
             else:
                 s.evals_since_best += 1
@@ -117,18 +134,28 @@ class DecisionDetector:
                 last = next((l for l in reversed(result.output.splitlines()) if l.strip()), "")
                 self._failure(failure_signature("shell", last), found)
         if s.evals_since_best >= cfg.plateau_evals:
-            found.append(DecisionPoint("plateau", {"evals_without_new_best": s.evals_since_best,
-                                                   "best_geomean": s.plateau_best,
-                                                   "recent_geomeans": list(s.recent_geomeans),
-                                                   "min_gain": cfg.new_best_min_gain}))
+            found.append(
+                DecisionPoint(
+                    "plateau",
+                    {
+                        "evals_without_new_best": s.evals_since_best,
+                        "best_geomean": s.plateau_best,
+                        "recent_geomeans": list(s.recent_geomeans),
+                        "min_gain": cfg.new_best_min_gain,
+                    },
+                )
+            )
         if step.dominant_layer:
             if step.dominant_layer == s.dwell_layer:
                 s.dwell_steps += 1
             else:
                 s.dwell_layer, s.dwell_steps, s.dwell_from = step.dominant_layer, 1, step.step
             if s.dwell_steps >= cfg.layer_dwell_steps:
-                found.append(DecisionPoint("layer-dwell", {"layer": s.dwell_layer, "steps": s.dwell_steps,
-                                                           "from_step": s.dwell_from}))
+                found.append(
+                    DecisionPoint(
+                        "layer-dwell", {"layer": s.dwell_layer, "steps": s.dwell_steps, "from_step": s.dwell_from}
+                    )
+                )
         return sorted(found, key=lambda d: PRIORITY.index(d.trigger))
 
     def _failure(self, sig: str, found: list[DecisionPoint]) -> None:

@@ -1,10 +1,12 @@
 """Control flow of the agent loop. A Terminate ends the run with an `exit` event that carries its
 reason; everything else a step can meet is turned into a message to the model."""
+
 from __future__ import annotations
 
 
 class Terminate(Exception):
     """Ends the run. `reason` is the trace's exit reason."""
+
     reason = "error"
 
     def __init__(self, message: str = "", **details):
@@ -15,26 +17,31 @@ class Terminate(Exception):
 
 class Submitted(Terminate):
     """The agent stopped and the stop was accepted."""
+
     reason = "submitted"
 
 
 class LimitExceeded(Terminate):
     """A limit of the run is spent (details: limit, used, max)."""
+
     reason = "limit"
 
 
 class ModelError(Terminate):
     """The endpoint failed and retries did not help, or the failure cannot be retried."""
+
     reason = "model_error"
 
 
 class Interrupted(Terminate):
     """Ctrl-C or SIGTERM: the run stops where it is and can be resumed."""
+
     reason = "interrupted"
 
 
 class HarnessTampered(Terminate):
     """Files the evaluator depends on changed during the run."""
+
     reason = "harness_tampered"
 
 
@@ -42,8 +49,14 @@ class RetryableModelFault(Exception):
     """A fault of one model request that is worth retrying (kind: rate_limit, server_error, timeout,
     connection)."""
 
-    def __init__(self, kind: str, message: str, status_code: int | None = None,
-                 retry_after_s: float | None = None, usage: dict | None = None):
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        status_code: int | None = None,
+        retry_after_s: float | None = None,
+        usage: dict | None = None,
+    ):
         super().__init__(message)
         self.kind = kind
         self.status_code = status_code
@@ -55,8 +68,13 @@ class ContextTooLong(Exception):
     """The endpoint refused a request as longer than the model's context window. `limit_tokens` and
     `requested_tokens` are read from its message when it says them (None otherwise)."""
 
-    def __init__(self, message: str, limit_tokens: int | None = None, requested_tokens: int | None = None,
-                 status_code: int | None = None):
+    def __init__(
+        self,
+        message: str,
+        limit_tokens: int | None = None,
+        requested_tokens: int | None = None,
+        status_code: int | None = None,
+    ):
         super().__init__(message)
         self.limit_tokens = limit_tokens
         self.requested_tokens = requested_tokens

@@ -12,6 +12,7 @@ credentials; every value of a secret-looking variable is redacted from the trace
 shell tool's Landlock rules, in a process group of its own that is killed when it is stopped; the
 harness guard still checks the evaluator's files before each evaluation.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,13 +39,21 @@ from .workspace import SECRET_NAME
 ADAPTERS = {
     "codex": ("{cmd} --skip-git-repo-check {prompt}", "{cmd} --skip-git-repo-check resume --last {prompt}"),
     "claude": ("{cmd} {prompt}", "{cmd} --continue {prompt}"),
-    "aider": ("{cmd} --yes-always --message {prompt} {kernel}",
-              "{cmd} --yes-always --restore-chat-history --message {prompt} {kernel}"),
+    "aider": (
+        "{cmd} --yes-always --message {prompt} {kernel}",
+        "{cmd} --yes-always --restore-chat-history --message {prompt} {kernel}",
+    ),
     "generic": ("{cmd} {prompt}", "{cmd} {prompt}"),
 }
 
-OPTIONS = {"command": None, "adapter": None, "start": None, "resume": None, "invocation_timeout_s": None,
-           "output_chars": 4000}
+OPTIONS = {
+    "command": None,
+    "adapter": None,
+    "start": None,
+    "resume": None,
+    "invocation_timeout_s": None,
+    "output_chars": 4000,
+}
 
 PROMPT_ADDENDUM = """
 
@@ -87,9 +96,9 @@ def env_secrets() -> tuple[str, ...]:
 @dataclass
 class Invocation:
     exit_code: int | None
-    stopped: str                  # exited | timeout | wall | interrupted
+    stopped: str  # exited | timeout | wall | interrupted
     duration_s: float
-    log: Path                     # stdout and stderr, interleaved
+    log: Path  # stdout and stderr, interleaved
     argv: list[str]
 
 
@@ -121,8 +130,10 @@ class ExternalAgent:
     # the same surface as Agent for the runner
     def start(self, run_start: dict, system: str, task: str) -> None:
         kernel = self.ctx.task.kernel
-        self.messages = [{"role": "system", "content": f"(the agent command's own: {self.command})"},
-                         {"role": "user", "content": task + PROMPT_ADDENDUM.format(kernel=kernel)}]
+        self.messages = [
+            {"role": "system", "content": f"(the agent command's own: {self.command})"},
+            {"role": "user", "content": task + PROMPT_ADDENDUM.format(kernel=kernel)},
+        ]
         self.ctx.trace.emit("run_start", **run_start)
 
     def restore(self, messages: list[dict], context: dict) -> None:
@@ -151,12 +162,23 @@ class ExternalAgent:
         before, texts_before = self._files(), layers.diffable_files(ctx.workspace.files())
         inv = self._invoke(mode, prompt, step)
         ctx.totals.steps += 1
-        tail = inv.log.read_bytes()[-int(self.opts["output_chars"]):].decode("utf-8", "replace")
+        tail = inv.log.read_bytes()[-int(self.opts["output_chars"]) :].decode("utf-8", "replace")
         after = self._files()
         changed = sorted(rel for rel in set(before) | set(after) if before.get(rel) != after.get(rel))
-        ctx.trace.emit("invocation", session=step, mode=mode, adapter=self.adapter, argv=inv.argv, prompt=prompt,
-                       exit_code=inv.exit_code, stopped=inv.stopped, duration_s=round(inv.duration_s, 3),
-                       output=tail, output_blob=ctx.trace.put_file(inv.log), changed=changed)
+        ctx.trace.emit(
+            "invocation",
+            session=step,
+            mode=mode,
+            adapter=self.adapter,
+            argv=inv.argv,
+            prompt=prompt,
+            exit_code=inv.exit_code,
+            stopped=inv.stopped,
+            duration_s=round(inv.duration_s, 3),
+            output=tail,
+            output_blob=ctx.trace.put_file(inv.log),
+            changed=changed,
+        )
         self.messages.append({"role": "assistant", "content": tail or "(no output)"})
         if inv.stopped == "interrupted":
             raise KeyboardInterrupt
@@ -164,7 +186,7 @@ class ExternalAgent:
         note = None
         try:
             ctx.evaluate(meta={"session": step, "stopped": inv.stopped})
-        except ToolError as e:                    # no kernel file, or no evaluations left
+        except ToolError as e:  # no kernel file, or no evaluations left
             note = str(e)
         record = StepRecord(step, ModelResponse(tail, [], "stop", {}, 0.0), evals=ctx.evals[n:])
         record.layer_scores = layers.step_scores(texts_before, layers.diffable_files(ctx.workspace.files()), tail)
@@ -182,13 +204,18 @@ class ExternalAgent:
 
     def _next_message(self, record: StepRecord, inv: Invocation, note: str | None) -> str:
         ctx = self.ctx
-        how = {"exited": "You stopped", "timeout": "You were stopped at the time limit of one session",
-               "wall": "You were stopped at the run's wall-time limit"}.get(inv.stopped, "You stopped")
+        how = {
+            "exited": "You stopped",
+            "timeout": "You were stopped at the time limit of one session",
+            "wall": "You were stopped at the run's wall-time limit",
+        }.get(inv.stopped, "You stopped")
         parts = [f"{how}. The harness evaluated `{ctx.task.kernel}`:"]
         parts.append(evaluation_text(record.evals[-1], ctx) if record.evals else f"(no evaluation: {note})")
         best = f"{ctx.best.geomean:.3f}x" if ctx.best else "no correct evaluation yet"
-        parts.append(f"The run is not over: the goal ({ctx.task.goal.text()}) is not met yet (best so far: {best}) "
-                     "and budget remains.")
+        parts.append(
+            f"The run is not over: the goal ({ctx.task.goal.text()}) is not met yet (best so far: {best}) "
+            "and budget remains."
+        )
         asked = self.supervisor.after_session(ctx, record)
         parts.append(asked or "Continue.")
         return "\n".join(parts)
@@ -206,8 +233,15 @@ class ExternalAgent:
         t0 = time.monotonic()
         stopped, code = "exited", None
         with open(log, "wb") as out:
-            proc = subprocess.Popen(argv, cwd=ctx.workspace.root, env=dict(os.environ), stdin=subprocess.DEVNULL,
-                                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            proc = subprocess.Popen(
+                argv,
+                cwd=ctx.workspace.root,
+                env=dict(os.environ),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
             try:
                 while True:
                     try:
@@ -239,23 +273,38 @@ class ExternalAgent:
         ctx = self.ctx
         files = {rel: ctx.trace.put_file(p) for rel, p in ctx.workspace.files().items()}
         ctx.totals.wall_s = ctx.trace.elapsed()
-        delta = self.messages[self._logged:]
+        delta = self.messages[self._logged :]
         self._logged = len(self.messages)
-        ctx.trace.emit("step", messages_delta=delta, messages_count=len(self.messages),
-                       messages_sha256=ctx.trace.messages_sha256(self.messages), totals=ctx.totals.to_dict(),
-                       best=ctx.best.to_dict() if ctx.best else None, layers=record.layer_scores,
-                       dominant_layer=record.dominant_layer, workspace=files, supervisor=self.supervisor.state())
+        ctx.trace.emit(
+            "step",
+            messages_delta=delta,
+            messages_count=len(self.messages),
+            messages_sha256=ctx.trace.messages_sha256(self.messages),
+            totals=ctx.totals.to_dict(),
+            best=ctx.best.to_dict() if ctx.best else None,
+            layers=record.layer_scores,
+            dominant_layer=record.dominant_layer,
+            workspace=files,
+            supervisor=self.supervisor.state(),
+        )
         ctx.trace.sync()
 
     def _finish(self, stop: Terminate) -> RunResult:
         ctx = self.ctx
         ctx.totals.wall_s = ctx.trace.elapsed()
         details = {k: v for k, v in stop.details.items() if k != "limit"}
-        ctx.trace.emit("exit", reason=stop.reason, message=stop.message, goal_met=ctx.goal_met,
-                       limit=stop.details.get("limit"), details=details)
+        ctx.trace.emit(
+            "exit",
+            reason=stop.reason,
+            message=stop.message,
+            goal_met=ctx.goal_met,
+            limit=stop.details.get("limit"),
+            details=details,
+        )
         best = ctx.best.to_dict() if ctx.best else None
-        ctx.trace.emit("run_end", totals=ctx.totals.to_dict(), best=best, goal_met=ctx.goal_met,
-                       exit_reason=stop.reason)
+        ctx.trace.emit(
+            "run_end", totals=ctx.totals.to_dict(), best=best, goal_met=ctx.goal_met, exit_reason=stop.reason
+        )
         ctx.trace.sync()
         for fn in ctx.finalizers:
             fn()
@@ -263,5 +312,12 @@ class ExternalAgent:
             ctx.workspace.cleanup()
         if hasattr(ctx.task, "close"):
             ctx.task.close()
-        return RunResult(stop.reason, stop.details.get("limit"), stop.message, ctx.goal_met, best,
-                         ctx.totals.to_dict(), str(ctx.trace.path))
+        return RunResult(
+            stop.reason,
+            stop.details.get("limit"),
+            stop.message,
+            ctx.goal_met,
+            best,
+            ctx.totals.to_dict(),
+            str(ctx.trace.path),
+        )

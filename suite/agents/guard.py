@@ -1,5 +1,6 @@
 """Detects changes to the files the evaluator depends on (the suite's code, the task's harness, the
 question bank) between the start of a run and each evaluation."""
+
 from __future__ import annotations
 
 import hashlib

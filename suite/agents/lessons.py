@@ -2,6 +2,7 @@
 (`record_lesson`); the lessons most relevant to what it is doing now are put back into its prompt
 later (the arm's supervisor). Kept in SQLite in the run's folder (`<trace>.d/lessons.sqlite`), so a
 resumed run has them, and ranked with BM25 (retrieval.py)."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -46,8 +47,10 @@ class Lesson:
         about = ""
         if self.eval_index is not None:
             gm = "" if self.geomean is None else f" {self.geomean:.3f}x"
-            about = f" (evaluation {self.eval_index}{', ' + self.candidate_id if self.candidate_id else ''}: " \
-                    f"{self.status}{gm})"
+            about = (
+                f" (evaluation {self.eval_index}{', ' + self.candidate_id if self.candidate_id else ''}: "
+                f"{self.status}{gm})"
+            )
         return f"L{self.id}{about}: {self.text}"
 
 
@@ -62,11 +65,20 @@ class LessonStore:
     def close(self) -> None:
         self.db.close()
 
-    def add(self, text: str, step: int, eval_index: int | None = None, candidate_id: str | None = None,
-            status: str | None = None, geomean: float | None = None) -> Lesson:
-        cur = self.db.execute("INSERT INTO lessons (step, eval_index, candidate_id, status, geomean, text, created) "
-                              "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                              (step, eval_index, candidate_id, status, geomean, text, now_utc()))
+    def add(
+        self,
+        text: str,
+        step: int,
+        eval_index: int | None = None,
+        candidate_id: str | None = None,
+        status: str | None = None,
+        geomean: float | None = None,
+    ) -> Lesson:
+        cur = self.db.execute(
+            "INSERT INTO lessons (step, eval_index, candidate_id, status, geomean, text, created) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (step, eval_index, candidate_id, status, geomean, text, now_utc()),
+        )
         self.db.commit()
         return self.get(cur.lastrowid)
 
@@ -106,15 +118,30 @@ def record_tool(store: LessonStore, population) -> Tool:
         member = population.by_eval(index) if index is not None else population.latest()
         if index is not None and member is None:
             latest = population.latest()
-            raise ToolError(f"there is no evaluation {index}" + (f"; the latest is {latest.eval_index}" if latest else ""))
-        lesson = store.add(text, ctx.trace.step, *((member.eval_index, member.id, member.status, member.geomean)
-                                                    if member else ()))
+            raise ToolError(
+                f"there is no evaluation {index}" + (f"; the latest is {latest.eval_index}" if latest else "")
+            )
+        lesson = store.add(
+            text, ctx.trace.step, *((member.eval_index, member.id, member.status, member.geomean) if member else ())
+        )
         return ToolResult(f"recorded {lesson.line()}", data={"lesson": lesson.to_dict()})
 
-    return Tool("record_lesson", "Record one lesson learned from an evaluation (what was changed, what happened, "
-                "why): it is kept for the rest of the run and brought back when it is relevant.",
-                {"type": "object", "properties": {
-                    "text": {"type": "string", "minLength": 1, "maxLength": MAX_CHARS},
-                    "eval_index": {"type": "integer", "minimum": 1,
-                                   "description": "the evaluation it is about (default: the latest)"}},
-                 "required": ["text"], "additionalProperties": False}, run)
+    return Tool(
+        "record_lesson",
+        "Record one lesson learned from an evaluation (what was changed, what happened, "
+        "why): it is kept for the rest of the run and brought back when it is relevant.",
+        {
+            "type": "object",
+            "properties": {
+                "text": {"type": "string", "minLength": 1, "maxLength": MAX_CHARS},
+                "eval_index": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "the evaluation it is about (default: the latest)",
+                },
+            },
+            "required": ["text"],
+            "additionalProperties": False,
+        },
+        run,
+    )

@@ -1,5 +1,6 @@
 """The terminal view of a run (CLI only): the step, the best result so far and the budget left,
 refreshed from the trace's events, with questions and evaluations printed as they happen."""
+
 from __future__ import annotations
 
 from rich.console import Console
@@ -40,8 +41,9 @@ class LiveView:
         t = Table.grid(padding=(0, 2))
         t.add_row("step", self._of(s["step"], lim.max_steps), "evaluations", self._of(s["evals"], lim.max_evals))
         wall_lim = None if lim.max_wall_s is None else lim.max_wall_s / 60
-        t.add_row("tokens", self._of(s["tokens"], lim.max_tokens), "wall (min)",
-                  self._of(s["wall"] / 60, wall_lim, "{:.1f}"))
+        t.add_row(
+            "tokens", self._of(s["tokens"], lim.max_tokens), "wall (min)", self._of(s["wall"] / 60, wall_lim, "{:.1f}")
+        )
         cost = "-" if s["cost"] is None else f"${s['cost']:.4f}"
         best = "-" if not s["best"] else f"{s['best']['geomean']:.3f}x (evaluation {s['best']['eval_index']})"
         t.add_row("cost", cost + (f" / ${lim.max_cost:g}" if lim.max_cost is not None else ""), "best so far", best)
@@ -66,11 +68,15 @@ class LiveView:
         elif t == "harness_eval":
             s["evals"], s["best"] = ev["index"], ev["best"]
             gm = "-" if ev["geomean"] is None else f"{ev['geomean']:.3f}x"
-            self.console.print(f"evaluation {ev['index']}: {ev['status']}, {ev['scenarios_correct']}/"
-                               f"{ev['scenarios_total']} correct, geomean {gm}{'  new best' if ev['new_best'] else ''}")
+            self.console.print(
+                f"evaluation {ev['index']}: {ev['status']}, {ev['scenarios_correct']}/"
+                f"{ev['scenarios_total']} correct, geomean {gm}{'  new best' if ev['new_best'] else ''}"
+            )
         elif t == "question":
-            self.console.print(f"[bold]question[/] ({ev['trigger']}, {ev['source']}"
-                               f"{' ' + ev['bank_id'] if ev['bank_id'] else ''}): {ev['text']}")
+            self.console.print(
+                f"[bold]question[/] ({ev['trigger']}, {ev['source']}"
+                f"{' ' + ev['bank_id'] if ev['bank_id'] else ''}): {ev['text']}"
+            )
         elif t == "retry":
             s["last"] = f"retry {ev['attempt']}: {ev['kind']}"
         elif t == "context":

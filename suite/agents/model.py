@@ -9,6 +9,7 @@ not a fault of the endpoint: it comes back as a ToolCall with `error` set, for t
 A request longer than the model's context window raises ContextTooLong (the loop compacts and asks
 again). Not retried: other 4xx (a bad key, an unknown model, a request the server refuses).
 """
+
 from __future__ import annotations
 
 import json
@@ -21,7 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 from .config import ModelConfig
 from .exceptions import ContextTooLong, ModelError, RetryableModelFault
 
-openai = None   # imported when the first client is made (it is slow to import, and optional)
+openai = None  # imported when the first client is made (it is slow to import, and optional)
 
 
 def _import_client():
@@ -40,7 +41,7 @@ class ToolCall:
     name: str
     arguments: dict
     raw_arguments: str
-    error: str | None = None       # the call cannot be carried out as sent (it goes back to the model)
+    error: str | None = None  # the call cannot be carried out as sent (it goes back to the model)
 
     def to_dict(self) -> dict:
         d = {"id": self.id, "name": self.name, "arguments": self.arguments}
@@ -69,9 +70,10 @@ class ModelResponse:
         """The assistant message as it goes back into the conversation."""
         msg: dict = {"role": "assistant", "content": self.content}
         if self.tool_calls:
-            msg["tool_calls"] = [{"id": c.id, "type": "function",
-                                  "function": {"name": c.name, "arguments": c.wire_arguments()}}
-                                 for c in self.tool_calls]
+            msg["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.wire_arguments()}}
+                for c in self.tool_calls
+            ]
         return msg
 
 
@@ -96,11 +98,18 @@ def _retry_after(exc) -> float | None:
 
 _CONTEXT_ERROR = re.compile(
     r"context[_ ]length|context (window|size)|maximum context|prompt is too long|too many (input )?tokens|"
-    r"request too large|exceeds? the (available )?context|input is too long", re.IGNORECASE)
-_LIMIT_NUMBER = (re.compile(r"maximum context length is (\d+)", re.I), re.compile(r"(\d+) maximum", re.I),
-                 re.compile(r"context (?:window|size|length) (?:is |of )?(\d+)", re.I))
-_REQUESTED_NUMBER = (re.compile(r"(?:requested|resulted in|has|have) (\d+)( input)? tokens", re.I),
-                     re.compile(r"(\d+) tokens >", re.I))
+    r"request too large|exceeds? the (available )?context|input is too long",
+    re.IGNORECASE,
+)
+_LIMIT_NUMBER = (
+    re.compile(r"maximum context length is (\d+)", re.I),
+    re.compile(r"(\d+) maximum", re.I),
+    re.compile(r"context (?:window|size|length) (?:is |of )?(\d+)", re.I),
+)
+_REQUESTED_NUMBER = (
+    re.compile(r"(?:requested|resulted in|has|have) (\d+)( input)? tokens", re.I),
+    re.compile(r"(\d+) tokens >", re.I),
+)
 
 
 def _first_int(patterns, text: str) -> int | None:
@@ -117,8 +126,9 @@ def context_error(status_code: int | None, message: str, code: str | None = None
         return None
     if code != "context_length_exceeded" and not _CONTEXT_ERROR.search(message) and status_code != 413:
         return None
-    return ContextTooLong(message[:1000], _first_int(_LIMIT_NUMBER, message), _first_int(_REQUESTED_NUMBER, message),
-                          status_code)
+    return ContextTooLong(
+        message[:1000], _first_int(_LIMIT_NUMBER, message), _first_int(_REQUESTED_NUMBER, message), status_code
+    )
 
 
 # the fields endpoints use for a model's context window in their model list
@@ -135,8 +145,13 @@ def window_from_model_info(info: dict) -> int | None:
 
 
 class OpenAIChatModel:
-    def __init__(self, config: ModelConfig, api_key: str | None, on_retry: Callable[[dict], None] | None = None,
-                 time_left: Callable[[], float | None] | None = None):
+    def __init__(
+        self,
+        config: ModelConfig,
+        api_key: str | None,
+        on_retry: Callable[[dict], None] | None = None,
+        time_left: Callable[[], float | None] | None = None,
+    ):
         _import_client()
         if not config.name:
             raise ValueError("no model name given")
@@ -144,21 +159,33 @@ class OpenAIChatModel:
         self.on_retry = on_retry
         # seconds the run has left (None: no limit); raises LimitExceeded when none is left
         self.time_left = time_left or (lambda: None)
-        self.client = openai.OpenAI(api_key=api_key or "not-needed", base_url=config.base_url, max_retries=0,
-                                    timeout=config.timeout_s)
+        self.client = openai.OpenAI(
+            api_key=api_key or "not-needed", base_url=config.base_url, max_retries=0, timeout=config.timeout_s
+        )
         self.calls = 0
 
     def describe(self) -> dict:
         c = self.config
-        return {"name": c.name, "base_url": public_url(c.base_url) or "https://api.openai.com/v1",
-                "sampling": {"temperature": c.temperature, "top_p": c.top_p, "max_output_tokens": c.max_output_tokens,
-                             "seed": c.seed}}
+        return {
+            "name": c.name,
+            "base_url": public_url(c.base_url) or "https://api.openai.com/v1",
+            "sampling": {
+                "temperature": c.temperature,
+                "top_p": c.top_p,
+                "max_output_tokens": c.max_output_tokens,
+                "seed": c.seed,
+            },
+        }
 
     def request_params(self) -> dict:
         c = self.config
         params = {"model": c.name}
-        for key, value in (("temperature", c.temperature), ("top_p", c.top_p), ("seed", c.seed),
-                           ("max_tokens", c.max_output_tokens)):
+        for key, value in (
+            ("temperature", c.temperature),
+            ("top_p", c.top_p),
+            ("seed", c.seed),
+            ("max_tokens", c.max_output_tokens),
+        ):
             if value is not None:
                 params[key] = value
         return params
@@ -172,46 +199,70 @@ class OpenAIChatModel:
                 info = m.model_dump() if hasattr(m, "model_dump") else dict(m)
                 if info.get("id") == self.config.name:
                     return window_from_model_info(info)
-        except Exception:   # an endpoint without a model list, or one that refuses it: not known
+        except Exception:  # an endpoint without a model list, or one that refuses it: not known
             return None
         return None
 
     # ---- one call, with retries ----
     def query(self, messages: list[dict], tools: list[dict]) -> ModelResponse:
-        from tenacity import (RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, stop_after_delay,
-                              wait_exponential, wait_random)
+        from tenacity import (
+            RetryCallState,
+            Retrying,
+            retry_if_exception_type,
+            stop_after_attempt,
+            stop_after_delay,
+            wait_exponential,
+            wait_random,
+        )
 
         c = self.config
-        base_wait = wait_exponential(multiplier=c.backoff_initial_s, max=c.backoff_max_s) + \
-            wait_random(0, c.backoff_initial_s / 2)
+        base_wait = wait_exponential(multiplier=c.backoff_initial_s, max=c.backoff_max_s) + wait_random(
+            0, c.backoff_initial_s / 2
+        )
 
         def wait(state: "RetryCallState") -> float:
             exc = state.outcome.exception()
             hint = getattr(exc, "retry_after_s", None) or 0.0
             w = min(max(base_wait(state), hint), c.backoff_max_s)
-            left = self.time_left()            # raises LimitExceeded when the run's wall time is spent
+            left = self.time_left()  # raises LimitExceeded when the run's wall time is spent
             return w if left is None else max(0.0, min(w, left))
 
         def before_sleep(state: "RetryCallState") -> None:
             exc = state.outcome.exception()
             if self.on_retry:
-                self.on_retry({"attempt": state.attempt_number, "kind": exc.kind, "error": str(exc)[:500],
-                               "status_code": exc.status_code, "wait_s": round(state.next_action.sleep, 3),
-                               "usage": exc.usage})
+                self.on_retry(
+                    {
+                        "attempt": state.attempt_number,
+                        "kind": exc.kind,
+                        "error": str(exc)[:500],
+                        "status_code": exc.status_code,
+                        "wait_s": round(state.next_action.sleep, 3),
+                        "usage": exc.usage,
+                    }
+                )
 
         stop = stop_after_attempt(c.max_attempts)
         if c.retry_budget_s is not None:
             stop = stop | stop_after_delay(c.retry_budget_s)
-        retrying = Retrying(retry=retry_if_exception_type(RetryableModelFault), stop=stop,
-                            wait=wait, before_sleep=before_sleep, reraise=True)
+        retrying = Retrying(
+            retry=retry_if_exception_type(RetryableModelFault),
+            stop=stop,
+            wait=wait,
+            before_sleep=before_sleep,
+            reraise=True,
+        )
         t0 = time.monotonic()
         try:
             response = retrying(self._once, messages, tools)
         except RetryableModelFault as e:
             n = retrying.statistics.get("attempt_number", c.max_attempts)
             budget = f" within the retry budget of {c.retry_budget_s:g}s" if n < c.max_attempts else ""
-            raise ModelError(f"the model endpoint failed {n} times{budget}; last: {e.kind}: {e}",
-                             kind=e.kind, status_code=e.status_code, attempts=n) from e
+            raise ModelError(
+                f"the model endpoint failed {n} times{budget}; last: {e.kind}: {e}",
+                kind=e.kind,
+                status_code=e.status_code,
+                attempts=n,
+            ) from e
         response.attempts = retrying.statistics.get("attempt_number", 1)
         response.latency_s = round(time.monotonic() - t0, 3)
         self.calls += 1
@@ -237,8 +288,11 @@ class OpenAIChatModel:
             too_long = context_error(e.status_code, str(e), getattr(e, "code", None))
             if too_long:
                 raise too_long from e
-            raise ModelError(f"the model endpoint refused the request ({e.status_code}): {e}",
-                             kind="refused", status_code=e.status_code) from e
+            raise ModelError(
+                f"the model endpoint refused the request ({e.status_code}): {e}",
+                kind="refused",
+                status_code=e.status_code,
+            ) from e
         except openai.APIResponseValidationError as e:
             raise RetryableModelFault("server_error", f"unreadable response: {e}") from e
         return self._parse(raw)
@@ -246,17 +300,21 @@ class OpenAIChatModel:
     def _parse(self, raw) -> ModelResponse:
         data = raw.model_dump() if hasattr(raw, "model_dump") else dict(raw)
         usage = data.get("usage") or {}
-        usage = {"prompt_tokens": int(usage.get("prompt_tokens") or 0),
-                 "completion_tokens": int(usage.get("completion_tokens") or 0),
-                 "total_tokens": int(usage.get("total_tokens") or 0), "cost": self._cost(usage)}
+        usage = {
+            "prompt_tokens": int(usage.get("prompt_tokens") or 0),
+            "completion_tokens": int(usage.get("completion_tokens") or 0),
+            "total_tokens": int(usage.get("total_tokens") or 0),
+            "cost": self._cost(usage),
+        }
         choices = data.get("choices") or []
         if not choices or not isinstance(choices[0].get("message"), dict):
             raise RetryableModelFault("server_error", "the response has no message", usage=usage)
         msg, finish = choices[0]["message"], choices[0].get("finish_reason")
         calls = [parse_tool_call(tc, f"call_{self.calls}_{i}") for i, tc in enumerate(msg.get("tool_calls") or [])]
         reasoning = msg.get("reasoning_content") or msg.get("reasoning")
-        return ModelResponse(msg.get("content"), calls, finish, usage, 0.0,
-                             reasoning=reasoning if isinstance(reasoning, str) else None)
+        return ModelResponse(
+            msg.get("content"), calls, finish, usage, 0.0, reasoning=reasoning if isinstance(reasoning, str) else None
+        )
 
     def _cost(self, usage: dict) -> float | None:
         if isinstance(usage.get("cost"), (int, float)):
@@ -264,8 +322,10 @@ class OpenAIChatModel:
         c = self.config
         if c.price_input_per_mtok is None and c.price_output_per_mtok is None:
             return None
-        return ((usage.get("prompt_tokens") or 0) * (c.price_input_per_mtok or 0.0)
-                + (usage.get("completion_tokens") or 0) * (c.price_output_per_mtok or 0.0)) / 1e6
+        return (
+            (usage.get("prompt_tokens") or 0) * (c.price_input_per_mtok or 0.0)
+            + (usage.get("completion_tokens") or 0) * (c.price_output_per_mtok or 0.0)
+        ) / 1e6
 
 
 def parse_tool_call(tc: dict, default_id: str) -> ToolCall:

@@ -3,6 +3,7 @@ its parents and a generation; the best k correct ones form the population. The m
 out into the workspace, mutates it or recombines it with others, and evaluates the child. The
 lineage goes into the trace with each evaluation (`harness_eval.meta`) and an `x-population` event
 after it."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -22,7 +23,7 @@ class Member:
     geomean: float | None
     generation: int
     parents: list[str]
-    operator: str              # seed (no parent), mutate (one), recombine (several)
+    operator: str  # seed (no parent), mutate (one), recombine (several)
     step: int
     note: str | None = None
 
@@ -32,16 +33,17 @@ class Member:
     def line(self) -> str:
         gm = "-" if self.geomean is None else f"{self.geomean:.3f}x"
         origin = "seed" if not self.parents else f"{self.operator} of {'+'.join(self.parents)}"
-        return f"{self.id}: {gm} {self.status}, generation {self.generation}, {origin}" + \
-            (f" - {self.note}" if self.note else "")
+        return f"{self.id}: {gm} {self.status}, generation {self.generation}, {origin}" + (
+            f" - {self.note}" if self.note else ""
+        )
 
 
 @dataclass
 class Population:
     size: int = 4
-    members: dict[str, Member] = field(default_factory=dict)       # every evaluated candidate, by id
-    workspace_parents: list[str] = field(default_factory=list)     # what the workspace kernel descends from
-    looked_at: list[str] = field(default_factory=list)             # members checked out beside it since
+    members: dict[str, Member] = field(default_factory=dict)  # every evaluated candidate, by id
+    workspace_parents: list[str] = field(default_factory=list)  # what the workspace kernel descends from
+    looked_at: list[str] = field(default_factory=list)  # members checked out beside it since
 
     def top(self) -> list[Member]:
         ok = [m for m in self.members.values() if m.correct and m.geomean is not None]
@@ -82,8 +84,12 @@ class Population:
         return f"population (best {self.size} correct):\n" + "\n".join(f"  {m.line()}" for m in top)
 
     def state(self) -> dict:
-        return {"size": self.size, "members": [m.to_dict() for m in self.members.values()],
-                "workspace_parents": self.workspace_parents, "looked_at": self.looked_at}
+        return {
+            "size": self.size,
+            "members": [m.to_dict() for m in self.members.values()],
+            "workspace_parents": self.workspace_parents,
+            "looked_at": self.looked_at,
+        }
 
     def load_state(self, state: dict) -> None:
         self.size = state["size"]
@@ -95,8 +101,10 @@ def tools(pop: Population) -> list[Tool]:
     def show(args: dict, ctx: RunContext) -> ToolResult:
         lines = [pop.table()]
         if pop.workspace_parents or pop.looked_at:
-            lines.append(f"the workspace kernel descends from: {', '.join(pop.workspace_parents) or '-'}"
-                         + (f"; also checked out: {', '.join(pop.looked_at)}" if pop.looked_at else ""))
+            lines.append(
+                f"the workspace kernel descends from: {', '.join(pop.workspace_parents) or '-'}"
+                + (f"; also checked out: {', '.join(pop.looked_at)}" if pop.looked_at else "")
+            )
         return ToolResult("\n".join(lines), data={"top": [m.id for m in pop.top()]})
 
     def checkout(args: dict, ctx: RunContext) -> ToolResult:
@@ -119,39 +127,89 @@ def tools(pop: Population) -> list[Tool]:
         parents, gen, operator = pop.lineage_for(args.get("parents"))
         index = ctx.totals.evals + 1
         note = args.get("note")
-        meta = {"candidate_id": f"c{index}", "parents": parents, "generation": gen, "operator": operator,
-                "note": note}
+        meta = {"candidate_id": f"c{index}", "parents": parents, "generation": gen, "operator": operator, "note": note}
         rec = ctx.evaluate(meta=meta)
         ev = rec.evaluation
-        member = Member(f"c{rec.index}", rec.index, rec.candidate_sha256, ev.status, ev.correct, ev.geomean, gen,
-                        parents, operator, rec.step, note)
+        member = Member(
+            f"c{rec.index}",
+            rec.index,
+            rec.candidate_sha256,
+            ev.status,
+            ev.correct,
+            ev.geomean,
+            gen,
+            parents,
+            operator,
+            rec.step,
+            note,
+        )
         admitted = pop.add(member)
-        ctx.trace.emit("x-population", candidate_id=member.id, admitted=admitted,
-                       top=[{"id": m.id, "geomean": m.geomean, "generation": m.generation} for m in pop.top()])
-        text = [evaluation_text(rec, ctx), f"candidate {member.line()}"
-                + ("" if admitted or not ev.correct else " (not among the best; not kept in the population)"),
-                pop.table()]
-        if ev.status not in ("no_gpu", "error"):        # nothing was learned about the candidate
+        ctx.trace.emit(
+            "x-population",
+            candidate_id=member.id,
+            admitted=admitted,
+            top=[{"id": m.id, "geomean": m.geomean, "generation": m.generation} for m in pop.top()],
+        )
+        text = [
+            evaluation_text(rec, ctx),
+            f"candidate {member.line()}"
+            + ("" if admitted or not ev.correct else " (not among the best; not kept in the population)"),
+            pop.table(),
+        ]
+        if ev.status not in ("no_gpu", "error"):  # nothing was learned about the candidate
             text.append("Record what this evaluation taught you with record_lesson.")
-        return ToolResult("\n".join(text), is_error=not ev.correct,
-                          data={"eval_index": rec.index, "status": ev.status, "candidate_id": member.id,
-                                "parents": parents, "generation": gen, "admitted": admitted})
+        return ToolResult(
+            "\n".join(text),
+            is_error=not ev.correct,
+            data={
+                "eval_index": rec.index,
+                "status": ev.status,
+                "candidate_id": member.id,
+                "parents": parents,
+                "generation": gen,
+                "admitted": admitted,
+            },
+        )
 
     return [
-        Tool("population", "Show the population: the best correct candidates evaluated so far, with their speed-up, "
-             "generation and parents.", {"type": "object", "properties": {}, "additionalProperties": False}, show),
-        Tool("checkout", "Write a candidate of the population into the workspace: into the kernel file (default) to "
-             "mutate it, or into another file to recombine parts of it with the kernel.",
-             {"type": "object", "properties": {"id": {"type": "string", "pattern": "^c[0-9]+$"},
-                                               "path": {"type": "string"}},
-              "required": ["id"], "additionalProperties": False}, checkout),
-        Tool("evaluate", "Run the task's evaluator on the workspace's kernel (correctness on every scenario, then "
-             "speed against the baseline) and add it to the population as a child of its parents. Uses one "
-             "evaluation of the budget.",
-             {"type": "object", "properties": {
-                 "parents": {"type": "array", "items": {"type": "string", "pattern": "^c[0-9]+$"}, "uniqueItems": True,
-                             "description": "the candidates this one was made from (default: the one the kernel "
-                                            "descends from and any checked out beside it)"},
-                 "note": {"type": "string", "maxLength": 300, "description": "what was changed"}},
-              "additionalProperties": False}, evaluate),
+        Tool(
+            "population",
+            "Show the population: the best correct candidates evaluated so far, with their speed-up, "
+            "generation and parents.",
+            {"type": "object", "properties": {}, "additionalProperties": False},
+            show,
+        ),
+        Tool(
+            "checkout",
+            "Write a candidate of the population into the workspace: into the kernel file (default) to "
+            "mutate it, or into another file to recombine parts of it with the kernel.",
+            {
+                "type": "object",
+                "properties": {"id": {"type": "string", "pattern": "^c[0-9]+$"}, "path": {"type": "string"}},
+                "required": ["id"],
+                "additionalProperties": False,
+            },
+            checkout,
+        ),
+        Tool(
+            "evaluate",
+            "Run the task's evaluator on the workspace's kernel (correctness on every scenario, then "
+            "speed against the baseline) and add it to the population as a child of its parents. Uses one "
+            "evaluation of the budget.",
+            {
+                "type": "object",
+                "properties": {
+                    "parents": {
+                        "type": "array",
+                        "items": {"type": "string", "pattern": "^c[0-9]+$"},
+                        "uniqueItems": True,
+                        "description": "the candidates this one was made from (default: the one the kernel "
+                        "descends from and any checked out beside it)",
+                    },
+                    "note": {"type": "string", "maxLength": 300, "description": "what was changed"},
+                },
+                "additionalProperties": False,
+            },
+            evaluate,
+        ),
     ]

@@ -6,6 +6,7 @@ suite/profiling and keep the raw output in `<trace>.d/profiles/` and `<trace>.d/
 Where a tool cannot run (a task whose kernel is not CUDA, no GPU, no ncu or cuobjdump, a permission
 error) it says so to the model, with `available: false` in the trace, and returns no numbers.
 """
+
 from __future__ import annotations
 
 import glob
@@ -45,7 +46,8 @@ def find_executable(name: str, override: str | None = None) -> str | None:
         candidates += sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu"), reverse=True)
         candidates += sorted(glob.glob("/usr/local/cuda*/nsight-compute*/ncu"), reverse=True)
     try:
-        import nvidia   # namespace package of NVIDIA's wheels
+        import nvidia  # namespace package of NVIDIA's wheels
+
         for base in nvidia.__path__:
             candidates += sorted(glob.glob(f"{base}/*/bin/{name}"), reverse=True)
     except ImportError:
@@ -57,14 +59,17 @@ def cuda_arch(ctx: RunContext) -> tuple[str | None, str | None]:
     """(arch, None) for a task whose kernel is CUDA, else (None, why not)."""
     arch = getattr(ctx.task, "arch", None)
     if not ctx.task.kernel.endswith(".cu") or not arch:
-        return None, (f"task {ctx.task.name} has no CUDA kernel ({ctx.task.kernel}); this tool looks at CUDA "
-                      "kernels on an NVIDIA GPU")
+        return None, (
+            f"task {ctx.task.name} has no CUDA kernel ({ctx.task.kernel}); this tool looks at CUDA "
+            "kernels on an NVIDIA GPU"
+        )
     return arch, None
 
 
 def gpu_problem(arch: str) -> str | None:
     """Why a kernel for `arch` cannot run on this machine's GPU, or None when it can."""
     from ..gpu import NoGPUError, require_gpu
+
     try:
         require_gpu(arch)
     except NoGPUError as e:
@@ -73,21 +78,32 @@ def gpu_problem(arch: str) -> str | None:
 
 
 def unavailable(tool: str, reason: str) -> ToolResult:
-    return ToolResult(f"{tool} cannot run here: {reason}. Nothing was measured.", is_error=True,
-                      data={"available": False, "reason": reason})
+    return ToolResult(
+        f"{tool} cannot run here: {reason}. Nothing was measured.",
+        is_error=True,
+        data={"available": False, "reason": reason},
+    )
 
 
 @dataclass
 class Ran:
-    returncode: int | None          # None: killed at the timeout
+    returncode: int | None  # None: killed at the timeout
     stdout: str
     stderr: str
 
 
 def run_command(cmd: list[str], timeout_s: float, cwd: Path, env: dict | None = None) -> Ran:
     """Runs `cmd` in its own process group, killed whole at the timeout (ncu starts the target)."""
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(timeout=timeout_s)
         return Ran(proc.returncode, out, err)
@@ -122,6 +138,7 @@ def _tail(text: str, n: int = 25) -> str:
 
 # ---------------------------------------------------------------- profile
 
+
 def profile_tool(options: dict) -> Tool:
     scenario_default = options.get("profile_scenario") or DEFAULT_SCENARIO
     timeout_s = float(options.get("profile_timeout_s") or 600)
@@ -131,10 +148,12 @@ def profile_tool(options: dict) -> Tool:
         if why:
             return unavailable("profile", why)
         from ..scenarios import by_id
+
         scenario = args.get("scenario") or scenario_default
         if scenario not in by_id(arch):
-            raise ToolError(f"unknown scenario {scenario!r} (ids look like {DEFAULT_SCENARIO} or "
-                            "d64-h32kv8-s2048-causal)")
+            raise ToolError(
+                f"unknown scenario {scenario!r} (ids look like {DEFAULT_SCENARIO} or d64-h32kv8-s2048-causal)"
+            )
         exe = find_executable("ncu", options.get("ncu"))
         if not exe:
             return unavailable("profile", "Nsight Compute (ncu) is not installed or not on the PATH")
@@ -143,9 +162,19 @@ def profile_tool(options: dict) -> Tool:
             return unavailable("profile", why)
         out = _next_dir(ctx.trace.artifacts / "profiles")
         kernel = _copy_kernel(ctx, out)
-        target = [sys.executable, "-m", "kernelseek_suite.harness.run_once", str(kernel), scenario, "--arch", arch,
-                  "--reps", "1"]
+        target = [
+            sys.executable,
+            "-m",
+            "kernelseek_suite.harness.run_once",
+            str(kernel),
+            scenario,
+            "--arch",
+            arch,
+            "--reps",
+            "1",
+        ]
         from .tasks.fa_fwd import harness_env
+
         cmd = ncu_parse.ncu_command(exe, target, nvtx_range=f"kernel:{scenario}")
         ran = run_command(cmd, timeout_s, out, harness_env())
         note = ""
@@ -160,32 +189,50 @@ def profile_tool(options: dict) -> Tool:
         (out / "command.json").write_text(json.dumps(cmd))
         rel = out.relative_to(ctx.trace.artifacts)
         if ran.returncode is None:
-            return ToolResult(f"profile: ncu took longer than {timeout_s:.0f}s and was stopped; nothing measured",
-                              is_error=True, data={"available": True, "timed_out": True, "dir": str(rel)})
+            return ToolResult(
+                f"profile: ncu took longer than {timeout_s:.0f}s and was stopped; nothing measured",
+                is_error=True,
+                data={"available": True, "timed_out": True, "dir": str(rel)},
+            )
         kernels = ncu_parse.parse(ran.stdout)
         if not kernels:
             msg = _tail(ran.stderr + "\n" + ran.stdout)
-            return ToolResult(f"profile: ncu profiled no kernel on {scenario} (exit {ran.returncode}):\n{msg}",
-                              is_error=True, data={"available": True, "kernels": 0, "dir": str(rel)})
+            return ToolResult(
+                f"profile: ncu profiled no kernel on {scenario} (exit {ran.returncode}):\n{msg}",
+                is_error=True,
+                data={"available": True, "kernels": 0, "dir": str(rel)},
+            )
         summaries = sorted((ncu_parse.summarize(k) for k in kernels), key=lambda s: -(s.duration_s or 0.0))
         shown = summaries[:MAX_KERNELS_SHOWN]
         (out / "summary.json").write_text(json.dumps([s.to_dict() for s in summaries], indent=1))
-        head = (f"Nsight Compute, scenario {scenario}, one call of the kernel (clocks not locked); "
-                f"{len(kernels)} kernel launch{'es' if len(kernels) > 1 else ''} profiled"
-                + (f", the {len(shown)} longest shown" if len(shown) < len(kernels) else "") + ":")
+        head = (
+            f"Nsight Compute, scenario {scenario}, one call of the kernel (clocks not locked); "
+            f"{len(kernels)} kernel launch{'es' if len(kernels) > 1 else ''} profiled"
+            + (f", the {len(shown)} longest shown" if len(shown) < len(kernels) else "")
+            + ":"
+        )
         text = note + head + "\n\n" + "\n\n".join(ncu_parse.table(s) for s in shown)
-        return ToolResult(text, data={"available": True, "scenario": scenario, "dir": str(rel),
-                                      "kernels": [s.to_dict() for s in shown]})
+        return ToolResult(
+            text,
+            data={"available": True, "scenario": scenario, "dir": str(rel), "kernels": [s.to_dict() for s in shown]},
+        )
 
-    return Tool("profile", "Profile the workspace's kernel with Nsight Compute on one scenario (default "
-                f"{scenario_default}): SM and tensor-pipe throughput, DRAM and L2 throughput, occupancy, registers, "
-                "shared memory, spills, top warp stalls and ncu's own findings. Needs an NVIDIA GPU.",
-                {"type": "object", "properties": {
-                    "scenario": {"type": "string", "description": f"a scenario id, e.g. {DEFAULT_SCENARIO}"}},
-                 "additionalProperties": False}, run)
+    return Tool(
+        "profile",
+        "Profile the workspace's kernel with Nsight Compute on one scenario (default "
+        f"{scenario_default}): SM and tensor-pipe throughput, DRAM and L2 throughput, occupancy, registers, "
+        "shared memory, spills, top warp stalls and ncu's own findings. Needs an NVIDIA GPU.",
+        {
+            "type": "object",
+            "properties": {"scenario": {"type": "string", "description": f"a scenario id, e.g. {DEFAULT_SCENARIO}"}},
+            "additionalProperties": False,
+        },
+        run,
+    )
 
 
 # ---------------------------------------------------------------- disassemble
+
 
 def disassemble_tool(options: dict) -> Tool:
     timeout_s = float(options.get("disassemble_timeout_s") or 300)
@@ -196,51 +243,86 @@ def disassemble_tool(options: dict) -> Tool:
             return unavailable("disassemble", why)
         exe = find_executable("cuobjdump", options.get("cuobjdump"))
         if not exe:
-            return unavailable("disassemble", "cuobjdump is not installed (it comes with the CUDA toolkit, or "
-                               "pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)")
+            return unavailable(
+                "disassemble",
+                "cuobjdump is not installed (it comes with the CUDA toolkit, or "
+                "pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)",
+            )
         from ..build import BuildError, build
         from ..rules import DependencyRuleError
+
         out = _next_dir(ctx.trace.artifacts / "sass")
         kernel = _copy_kernel(ctx, out)
         try:
             built = build(kernel, arch)
         except (BuildError, DependencyRuleError) as e:
-            return ToolResult(f"disassemble: the kernel does not build:\n{elide(str(e), 4000)}", is_error=True,
-                              data={"available": True, "built": False})
+            return ToolResult(
+                f"disassemble: the kernel does not build:\n{elide(str(e), 4000)}",
+                is_error=True,
+                data={"available": True, "built": False},
+            )
         env = dict(os.environ, PATH=f"{Path(exe).parent}{os.pathsep}{os.environ.get('PATH', '')}")
         ran = run_command([exe, "--dump-sass", built.library], timeout_s, out, env)
         (out / "kernel.sass").write_text(ran.stdout)
         rel = out.relative_to(ctx.trace.artifacts)
         summaries = sass_parse.summarize(ran.stdout) if ran.returncode == 0 else []
         if not summaries:
-            return ToolResult(f"disassemble: cuobjdump gave no SASS (exit {ran.returncode}):\n"
-                              f"{_tail(ran.stderr + ran.stdout)}", is_error=True,
-                              data={"available": True, "built": True, "dir": str(rel)})
+            return ToolResult(
+                f"disassemble: cuobjdump gave no SASS (exit {ran.returncode}):\n{_tail(ran.stderr + ran.stdout)}",
+                is_error=True,
+                data={"available": True, "built": True, "dir": str(rel)},
+            )
         want = args.get("function")
         if want:
             summaries = [s for s in summaries if want in s.display_name or want in s.name]
             if not summaries:
                 raise ToolError(f"no function matches {want!r}")
-        resources = {f.name: {"registers": f.registers, "shared_bytes": f.shared_bytes,
-                              "spill_bytes": f.spill_store_bytes + f.spill_load_bytes} for f in built.functions}
+        resources = {
+            f.name: {
+                "registers": f.registers,
+                "shared_bytes": f.shared_bytes,
+                "spill_bytes": f.spill_store_bytes + f.spill_load_bytes,
+            }
+            for f in built.functions
+        }
         text = sass_parse.table(summaries, resources)
         if args.get("listing"):
             text += "\n\n" + _loop_listing(ran.stdout, summaries[0])
         (out / "summary.json").write_text(json.dumps([s.to_dict() for s in summaries], indent=1))
-        return ToolResult(text, data={"available": True, "dir": str(rel), "arch": arch,
-                                      "functions": [{"name": s.display_name, "instructions": s.instructions,
-                                                     "mix": s.mix, "registers": resources.get(s.name, {}).get(
-                                                         "registers"),
-                                                     "inner_loop": s.inner_loop.instructions if s.inner_loop
-                                                     else None} for s in summaries]})
+        return ToolResult(
+            text,
+            data={
+                "available": True,
+                "dir": str(rel),
+                "arch": arch,
+                "functions": [
+                    {
+                        "name": s.display_name,
+                        "instructions": s.instructions,
+                        "mix": s.mix,
+                        "registers": resources.get(s.name, {}).get("registers"),
+                        "inner_loop": s.inner_loop.instructions if s.inner_loop else None,
+                    }
+                    for s in summaries
+                ],
+            },
+        )
 
-    return Tool("disassemble", "Build the workspace's kernel as the evaluator does and summarize its SASS "
-                "(cuobjdump --dump-sass) per function: instruction mix (MMA, LDG/STG, TMA, LDS/STS, LDL/STL spills, "
-                "barriers, MUFU, FP32), registers, shared memory, and the inner loop's length. No GPU needed.",
-                {"type": "object", "properties": {
-                    "function": {"type": "string", "description": "only functions whose name contains this"},
-                    "listing": {"type": "boolean", "description": "also print the first function's inner loop"}},
-                 "additionalProperties": False}, run)
+    return Tool(
+        "disassemble",
+        "Build the workspace's kernel as the evaluator does and summarize its SASS "
+        "(cuobjdump --dump-sass) per function: instruction mix (MMA, LDG/STG, TMA, LDS/STS, LDL/STL spills, "
+        "barriers, MUFU, FP32), registers, shared memory, and the inner loop's length. No GPU needed.",
+        {
+            "type": "object",
+            "properties": {
+                "function": {"type": "string", "description": "only functions whose name contains this"},
+                "listing": {"type": "boolean", "description": "also print the first function's inner loop"},
+            },
+            "additionalProperties": False,
+        },
+        run,
+    )
 
 
 def _loop_listing(text: str, summary, max_lines: int = 160) -> str:
@@ -249,9 +331,13 @@ def _loop_listing(text: str, summary, max_lines: int = 160) -> str:
         return f"{sass_parse.short_name(summary.display_name)}: no loop with math"
     instrs = sass_parse.parse_functions(text)[summary.name]
     body = [i for i in instrs if loop.start <= i.address <= loop.end and i.op != "NOP"]
-    lines = [f"/*{i.address:04x}*/ {i.predicate + ' ' if i.predicate else ''}{i.opcode} {i.operands}".rstrip() for i in body]
+    lines = [
+        f"/*{i.address:04x}*/ {i.predicate + ' ' if i.predicate else ''}{i.opcode} {i.operands}".rstrip() for i in body
+    ]
     if len(lines) > max_lines:
         cut = len(lines) - max_lines
-        lines = lines[: max_lines * 2 // 3] + [f"... {cut} instructions elided ..."] + lines[-max_lines // 3:]
-    return f"inner loop of {sass_parse.short_name(summary.display_name)} ({loop.instructions} instructions):\n" + \
-        "\n".join(lines)
+        lines = lines[: max_lines * 2 // 3] + [f"... {cut} instructions elided ..."] + lines[-max_lines // 3 :]
+    return (
+        f"inner loop of {sass_parse.short_name(summary.display_name)} ({loop.instructions} instructions):\n"
+        + "\n".join(lines)
+    )

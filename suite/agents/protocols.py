@@ -9,6 +9,7 @@ another object with the same methods.
   (arms/kernelseek.py asks questions at decision points). None: the general agent.
 - Agent: runs until a Terminate (agent.py: Agent).
 """
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,5 +1,6 @@
 """Who asks the question at a decision point: the bank (chosen by trigger, not repeated too soon,
 rotating across layers) or a person at the terminal, who may take the bank's suggestion."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -13,7 +14,7 @@ from .decisions import DecisionPoint
 @dataclass
 class AskedQuestion:
     text: str
-    source: str                    # "bank" | "human"
+    source: str  # "bank" | "human"
     bank_id: str | None = None
     category: str | None = None
     layers: tuple[str, ...] = ()
@@ -32,8 +33,15 @@ class BankQuestioner:
         self.history: list[AskedRecord] = []
 
     def suggest(self, decision: DecisionPoint, current_layer: str | None) -> Question | None:
-        return choose(self.bank, decision.trigger, self.history, categories=tuple(self.config.categories),
-                      current_layer=current_layer, no_repeat_within=self.config.no_repeat_within, seed=self.seed)
+        return choose(
+            self.bank,
+            decision.trigger,
+            self.history,
+            categories=tuple(self.config.categories),
+            current_layer=current_layer,
+            no_repeat_within=self.config.no_repeat_within,
+            seed=self.seed,
+        )
 
     def ask(self, decision: DecisionPoint, current_layer: str | None) -> AskedQuestion | None:
         q = self.suggest(decision, current_layer)
@@ -53,8 +61,13 @@ class HumanQuestioner(BankQuestioner):
     """A person types the question; an empty answer takes the bank's suggestion.
     `prompt(decision, suggestion) -> str` is supplied by the front end (the library never prints)."""
 
-    def __init__(self, bank: Bank, config: QuestionConfig, seed: int,
-                 prompt: Callable[[DecisionPoint, Question | None], str | None]):
+    def __init__(
+        self,
+        bank: Bank,
+        config: QuestionConfig,
+        seed: int,
+        prompt: Callable[[DecisionPoint, Question | None], str | None],
+    ):
         super().__init__(bank, config, seed)
         self.prompt = prompt
 

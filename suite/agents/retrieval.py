@@ -5,6 +5,7 @@ a run (lessons.py).
 By default the documents are the suite's own notes and kernels (README.md, docs/, kernels/); a user
 adds others, e.g. the CUDA and PTX guides saved as text or HTML, with the arm option `docs_extra`.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -17,8 +18,22 @@ from .context import RunContext
 from .exceptions import ToolError
 from .tools import Tool, ToolResult, elide
 
-TEXT_SUFFIXES = {".md", ".txt", ".rst", ".cu", ".cuh", ".h", ".hpp", ".c", ".cc", ".cpp", ".py", ".ptx", ".html",
-                 ".htm"}
+TEXT_SUFFIXES = {
+    ".md",
+    ".txt",
+    ".rst",
+    ".cu",
+    ".cuh",
+    ".h",
+    ".hpp",
+    ".c",
+    ".cc",
+    ".cpp",
+    ".py",
+    ".ptx",
+    ".html",
+    ".htm",
+}
 DEFAULT_SOURCES = ("README.md", "docs", "kernels")
 MAX_FILE_BYTES = 8 << 20
 PASSAGE_CHARS = 1500
@@ -56,7 +71,7 @@ class Bm25Index:
 
 @dataclass
 class Passage:
-    source: str            # the file, relative to the folder it was found in
+    source: str  # the file, relative to the folder it was found in
     first_line: int
     last_line: int
     text: str
@@ -150,8 +165,13 @@ class DocIndex:
         return [(self.passages[i], s) for i, s in self.index.search(query, k)]
 
     def describe(self) -> dict:
-        return {"sources": [str(s) for s in self.sources], "passages": len(self.passages),
-                "files": len({p.source for p in self.passages}), "sha256": self.sha256, "skipped": self.skipped[:20]}
+        return {
+            "sources": [str(s) for s in self.sources],
+            "passages": len(self.passages),
+            "files": len({p.source for p in self.passages}),
+            "sha256": self.sha256,
+            "skipped": self.skipped[:20],
+        }
 
 
 def default_sources() -> list[Path]:
@@ -166,18 +186,38 @@ def search_tool(index: DocIndex, max_chars: int = 1200) -> Tool:
         k = int(args.get("k") or 5)
         hits = index.search(query, k)
         if not index.passages:
-            return ToolResult("the document index is empty: no documents were found in "
-                              + ", ".join(str(s) for s in index.sources), is_error=True, data={"hits": []})
+            return ToolResult(
+                "the document index is empty: no documents were found in " + ", ".join(str(s) for s in index.sources),
+                is_error=True,
+                data={"hits": []},
+            )
         if not hits:
             return ToolResult(f"no passage matches {query!r}", data={"hits": []})
-        parts = [f"[{n}] {p.source}:{p.first_line}-{p.last_line} (score {s:.2f})\n{elide(p.text, max_chars)}"
-                 for n, (p, s) in enumerate(hits, 1)]
-        return ToolResult("\n\n".join(parts), data={"hits": [
-            {"source": p.source, "lines": [p.first_line, p.last_line], "score": round(s, 3)} for p, s in hits]})
+        parts = [
+            f"[{n}] {p.source}:{p.first_line}-{p.last_line} (score {s:.2f})\n{elide(p.text, max_chars)}"
+            for n, (p, s) in enumerate(hits, 1)
+        ]
+        return ToolResult(
+            "\n\n".join(parts),
+            data={
+                "hits": [
+                    {"source": p.source, "lines": [p.first_line, p.last_line], "score": round(s, 3)} for p, s in hits
+                ]
+            },
+        )
 
-    return Tool("search_docs", "Search the documents folder (the suite's notes and kernels, and any guides the "
-                "user added) with a keyword query; returns the best-matching passages with their file and lines.",
-                {"type": "object", "properties": {
-                    "query": {"type": "string", "minLength": 1},
-                    "k": {"type": "integer", "minimum": 1, "maximum": 10, "description": "passages (default 5)"}},
-                 "required": ["query"], "additionalProperties": False}, run)
+    return Tool(
+        "search_docs",
+        "Search the documents folder (the suite's notes and kernels, and any guides the "
+        "user added) with a keyword query; returns the best-matching passages with their file and lines.",
+        {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "minLength": 1},
+                "k": {"type": "integer", "minimum": 1, "maximum": 10, "description": "passages (default 5)"},
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+        run,
+    )

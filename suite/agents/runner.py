@@ -1,5 +1,6 @@
 """Putting a run together: task, workspace, trace, guard, arm, model, agent; and taking one up again
 from its trace."""
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -38,9 +39,10 @@ def api_key_from_env() -> str | None:
 
 
 def _versions() -> dict:
-    return {name: package_version(name) for name in
-            ("kernelseek-suite", "openai", "tenacity", "jsonschema", "landlock", "pyyaml", "rich", "click")} | {
-        "python": platform.python_version()}
+    return {
+        name: package_version(name)
+        for name in ("kernelseek-suite", "openai", "tenacity", "jsonschema", "landlock", "pyyaml", "rich", "click")
+    } | {"python": platform.python_version()}
 
 
 def _hardware() -> dict:
@@ -60,17 +62,24 @@ def _secrets(config: RunConfig, api_key: str | None) -> tuple[str, ...]:
     found = (api_key,) if api_key else ()
     if config.arm == "agent-cmd":
         from .external import env_secrets
+
         found += env_secrets()
     return found
 
 
 def _model(config: RunConfig, ctx: RunContext, api_key: str | None, model=None):
-    return model or OpenAIChatModel(config.model, api_key, on_retry=lambda info: record_retry(ctx, info),
-                                    time_left=ctx.wall_left)
+    return model or OpenAIChatModel(
+        config.model, api_key, on_retry=lambda info: record_retry(ctx, info), time_left=ctx.wall_left
+    )
 
 
-def new_run(config: RunConfig, trace_path: Path | None = None, api_key: str | None = None,
-            ask_human: Callable | None = None, model=None) -> Agent:
+def new_run(
+    config: RunConfig,
+    trace_path: Path | None = None,
+    api_key: str | None = None,
+    ask_human: Callable | None = None,
+    model=None,
+) -> Agent:
     """A fresh run, ready for Agent.run(). `model` replaces the OpenAI client (any Model)."""
     if config.seed is None:
         config.seed = secrets.randbits(31)
@@ -85,7 +94,7 @@ def new_run(config: RunConfig, trace_path: Path | None = None, api_key: str | No
     trace = TraceWriter(trace_path, secrets=_secrets(config, api_key))
     ctx = RunContext(config, task, ws, trace, _guard(task, config), ask_human=ask_human)
     parts = build_arm(config.arm, ctx)
-    if parts.driver:       # an arm with its own loop (an agent command): no model client here
+    if parts.driver:  # an arm with its own loop (an agent command): no model client here
         agent = parts.driver(ctx)
         described = {"name": config.model.name or "(the agent command's own)", "base_url": None, "sampling": {}}
         window = {"window_tokens": None, "window_source": "unknown", "room_tokens": None}
@@ -95,26 +104,45 @@ def new_run(config: RunConfig, trace_path: Path | None = None, api_key: str | No
         if config.context.window_tokens is None and hasattr(mdl, "context_window"):
             agent.window.set_window(mdl.context_window(), "endpoint")
         described = mdl.describe()
-        window = {"window_tokens": agent.window.state.window_tokens,
-                  "window_source": agent.window.state.window_source, "room_tokens": agent.window.room}
+        window = {
+            "window_tokens": agent.window.state.window_tokens,
+            "window_source": agent.window.state.window_source,
+            "room_tokens": agent.window.room,
+        }
     system = config.system_prompt
-    task_text = config.task_prompt.format(description=task.description(), goal=task.goal.text(), kernel=task.kernel,
-                                          budget=ctx.budget_text())
+    task_text = config.task_prompt.format(
+        description=task.description(), goal=task.goal.text(), kernel=task.kernel, budget=ctx.budget_text()
+    )
     files = {rel: trace.put_file(p) for rel, p in ws.files().items()}
     run_start = {
-        "schema_version": TRACE_SCHEMA_VERSION, "run_id": run_id, "arm": config.arm, "task": task.to_dict(),
-        "model": described, "config": config.to_dict(),
+        "schema_version": TRACE_SCHEMA_VERSION,
+        "run_id": run_id,
+        "arm": config.arm,
+        "task": task.to_dict(),
+        "model": described,
+        "config": config.to_dict(),
         "suite": {"version": __version__, "git_sha": git_sha()},
-        "prompts": {"system_sha256": sha256_bytes(system.encode()), "task_sha256": sha256_bytes(task_text.encode()),
-                    "tools_sha256": tools_digest(parts.tools)},
-        "hardware": _hardware(), "versions": _versions(), "seed": config.seed, "sandbox": ws.describe(),
-        "tools": parts.tools.names(), "workspace": files, "guard": ctx.guard.describe(), "context": window,
-        **parts.info}
+        "prompts": {
+            "system_sha256": sha256_bytes(system.encode()),
+            "task_sha256": sha256_bytes(task_text.encode()),
+            "tools_sha256": tools_digest(parts.tools),
+        },
+        "hardware": _hardware(),
+        "versions": _versions(),
+        "seed": config.seed,
+        "sandbox": ws.describe(),
+        "tools": parts.tools.names(),
+        "workspace": files,
+        "guard": ctx.guard.describe(),
+        "context": window,
+        **parts.info,
+    }
     agent.start(run_start, system, task_text)
     return agent
 
 
 # ---------------------------------------------------------------- resume
+
 
 @dataclass
 class ResumeState:
@@ -123,14 +151,14 @@ class ResumeState:
     totals: Totals
     best: Best | None
     goal_met: bool
-    files: dict[str, str]            # workspace: relative path -> blob sha256
+    files: dict[str, str]  # workspace: relative path -> blob sha256
     supervisor: dict
     from_step: int
     next_seq: int
     elapsed_s: float
     session: int
-    discarded: int                   # events after the last checkpoint (a step cut short)
-    context: dict                    # the context window's state (compaction.ContextState)
+    discarded: int  # events after the last checkpoint (a step cut short)
+    context: dict  # the context window's state (compaction.ContextState)
 
 
 def load_resume_state(trace_path: Path) -> ResumeState:
@@ -140,8 +168,10 @@ def load_resume_state(trace_path: Path) -> ResumeState:
         raise RunSetupError(f"{trace_path}: not a trace (no run_start)")
     start = events[0]
     if start.get("schema_version") != TRACE_SCHEMA_VERSION:
-        raise RunSetupError(f"{trace_path}: trace schema {start.get('schema_version')} cannot be resumed by this "
-                            f"version (it writes schema {TRACE_SCHEMA_VERSION}); start a new run")
+        raise RunSetupError(
+            f"{trace_path}: trace schema {start.get('schema_version')} cannot be resumed by this "
+            f"version (it writes schema {TRACE_SCHEMA_VERSION}); start a new run"
+        )
     last_step = max((i for i, e in enumerate(events) if e["type"] == "step"), default=None)
     upto = events[: last_step + 1] if last_step is not None else events[:1]
     messages: list[dict] = []
@@ -149,7 +179,7 @@ def load_resume_state(trace_path: Path) -> ResumeState:
     for e in upto:
         if e["type"] in ("llm_call", "step"):
             messages.extend(e["messages_delta"])
-        if e["type"] == "context":        # a compaction: the conversation from here on is the one it holds
+        if e["type"] == "context":  # a compaction: the conversation from here on is the one it holds
             messages = list(e["messages"])
             context = dict(e["state"])
         elif e["type"] == "step" and e.get("context"):
@@ -170,7 +200,7 @@ def load_resume_state(trace_path: Path) -> ResumeState:
         opening = next(e for e in events if e["type"] in ("llm_call", "context"))
         messages = (opening["messages_delta"] if opening["type"] == "llm_call" else opening["messages"])[:2]
     # what was spent after the last checkpoint still counts against the budget
-    tail = events[(last_step + 1) if last_step is not None else 1:]
+    tail = events[(last_step + 1) if last_step is not None else 1 :]
     for e in tail:
         if e["type"] == "llm_call":
             totals.add_usage(e["usage"])
@@ -189,20 +219,37 @@ def load_resume_state(trace_path: Path) -> ResumeState:
     for e in tail:
         if e["type"] == "context" and e["state"].get("window_source") == "refusal":
             context.update(window_tokens=e["state"]["window_tokens"], window_source="refusal")
-    return ResumeState(config, messages, totals, best, goal_met, files, supervisor,
-                       events[last_step]["step"] if last_step is not None else 0, events[-1]["seq"] + 1,
-                       float(events[-1]["elapsed_s"]), session,
-                       len(events) - (last_step + 1 if last_step is not None else 1), context)
+    return ResumeState(
+        config,
+        messages,
+        totals,
+        best,
+        goal_met,
+        files,
+        supervisor,
+        events[last_step]["step"] if last_step is not None else 0,
+        events[-1]["seq"] + 1,
+        float(events[-1]["elapsed_s"]),
+        session,
+        len(events) - (last_step + 1 if last_step is not None else 1),
+        context,
+    )
 
 
-def resume_run(trace_path: Path, api_key: str | None = None, limits: dict | None = None, model_overrides: dict | None = None,
-               ask_human: Callable | None = None, model=None) -> Agent:
+def resume_run(
+    trace_path: Path,
+    api_key: str | None = None,
+    limits: dict | None = None,
+    model_overrides: dict | None = None,
+    ask_human: Callable | None = None,
+    model=None,
+) -> Agent:
     """Takes a run up again from its last checkpoint, appending to the same trace. `limits` and
     `model_overrides` replace recorded settings (e.g. a larger budget, another base URL)."""
     trace_path = Path(trace_path)
     st = load_resume_state(trace_path)
     config = st.config
-    config.human = ask_human is not None      # whoever resumes decides who asks
+    config.human = ask_human is not None  # whoever resumes decides who asks
     for k, v in (limits or {}).items():
         setattr(config.limits, k, v)
     for k, v in (model_overrides or {}).items():
@@ -211,14 +258,24 @@ def resume_run(trace_path: Path, api_key: str | None = None, limits: dict | None
     ws = Workspace.create(sandbox=config.tools.sandbox)
     data = trace_path.read_bytes()
     cut = not data.endswith(b"\n")
-    if cut:   # a line cut off when the writer died: drop it so the trace stays valid JSONL
+    if cut:  # a line cut off when the writer died: drop it so the trace stays valid JSONL
         with open(trace_path, "r+b") as f:
             f.truncate(data.rfind(b"\n") + 1)
-    trace = TraceWriter(trace_path, secrets=_secrets(config, api_key), seq_start=st.next_seq,
-                        elapsed_offset=st.elapsed_s)
+    trace = TraceWriter(
+        trace_path, secrets=_secrets(config, api_key), seq_start=st.next_seq, elapsed_offset=st.elapsed_s
+    )
     ws.restore_files({rel: trace.blob_path(sha) for rel, sha in st.files.items()})
-    ctx = RunContext(config, task, ws, trace, _guard(task, config), totals=st.totals, best=st.best,
-                     goal_met=st.goal_met, ask_human=ask_human)
+    ctx = RunContext(
+        config,
+        task,
+        ws,
+        trace,
+        _guard(task, config),
+        totals=st.totals,
+        best=st.best,
+        goal_met=st.goal_met,
+        ask_human=ask_human,
+    )
     parts = build_arm(config.arm, ctx)
     if parts.supervisor:
         parts.supervisor.load_state(st.supervisor)
@@ -227,7 +284,14 @@ def resume_run(trace_path: Path, api_key: str | None = None, limits: dict | None
     else:
         agent = Agent(ctx, _model(config, ctx, api_key, model), parts.tools, parts.supervisor)
     trace.step = st.from_step
-    trace.emit("resume", from_step=st.from_step, session=st.session, limits=json.loads(json.dumps(
-        config.limits.__dict__)), discarded_events=st.discarded, dropped_partial_line=cut, sandbox=ws.describe())
+    trace.emit(
+        "resume",
+        from_step=st.from_step,
+        session=st.session,
+        limits=json.loads(json.dumps(config.limits.__dict__)),
+        discarded_events=st.discarded,
+        dropped_partial_line=cut,
+        sandbox=ws.describe(),
+    )
     agent.restore(st.messages, st.context)
     return agent

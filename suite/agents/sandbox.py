@@ -9,6 +9,7 @@ Where Landlock is missing (another OS, an old kernel, a container that blocks it
 package not installed) the shell runs unrestricted; the evaluator's file guard (guard.py) still
 detects any change to the harness before an evaluation.
 """
+
 from __future__ import annotations
 
 import functools

@@ -7,6 +7,7 @@ outside the workspace), make a harmless edit, evaluate.
 Passes (exit 0) when the evaluation is correct on every scenario and reports a geomean against the
 baseline; exit 1 otherwise, 3 when the task needs a GPU this machine lacks.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,11 +37,14 @@ class ScriptedModel:
 
     def query(self, messages: list[dict], tools: list[dict]) -> ModelResponse:
         import json
+
         self.calls += 1
         if not self.steps:
             return ModelResponse("self-check finished", [], "stop", _NO_USAGE, 0.0)
-        calls = [ToolCall(f"sc_{self.calls}_{i}", name, args, json.dumps(args))
-                 for i, (name, args) in enumerate(self.steps.pop(0))]
+        calls = [
+            ToolCall(f"sc_{self.calls}_{i}", name, args, json.dumps(args))
+            for i, (name, args) in enumerate(self.steps.pop(0))
+        ]
         return ModelResponse(None, calls, "tool_calls", _NO_USAGE, 0.0)
 
 
@@ -50,9 +54,21 @@ _NO_USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, "cos
 def script_for(kernel: str, outside: Path) -> list[list[tuple[str, dict]]]:
     return [
         [("view_file", {"path": kernel, "start_line": 1, "end_line": 20})],
-        [("shell", {"command": "pwd; ls -la; (nvcc --version || true) | tail -1; (nvidia-smi -L || true)",
-                    "timeout_s": 60})],
-        [("shell", {"command": f"echo probe > {outside} && echo WROTE-OUTSIDE || echo write-refused", "timeout_s": 30})],
+        [
+            (
+                "shell",
+                {
+                    "command": "pwd; ls -la; (nvcc --version || true) | tail -1; (nvidia-smi -L || true)",
+                    "timeout_s": 60,
+                },
+            )
+        ],
+        [
+            (
+                "shell",
+                {"command": f"echo probe > {outside} && echo WROTE-OUTSIDE || echo write-refused", "timeout_s": 30},
+            )
+        ],
         [("edit_file", {"path": "selfcheck-note.txt", "new_text": "the self-check wrote this file\n"})],
         [("evaluate", {})],
     ]
@@ -89,9 +105,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     ev = evals[-1]
     gm = ev["geomean"]
-    print(f"evaluation: status {ev['status']}, correct {ev['scenarios_correct']}/{ev['scenarios_total']}, extended "
-          f"{ev.get('extended_correct')}/{ev.get('extended_total')}, geomean vs {ev['baseline']}: "
-          f"{'-' if gm is None else f'{gm:.4f}x'} (slowest {ev.get('min_ratio')} at {ev.get('min_ratio_scenario')})")
+    print(
+        f"evaluation: status {ev['status']}, correct {ev['scenarios_correct']}/{ev['scenarios_total']}, extended "
+        f"{ev.get('extended_correct')}/{ev.get('extended_total')}, geomean vs {ev['baseline']}: "
+        f"{'-' if gm is None else f'{gm:.4f}x'} (slowest {ev.get('min_ratio')} at {ev.get('min_ratio_scenario')})"
+    )
     if ev["status"] == "no_gpu":
         print(f"SELFCHECK SKIPPED: {ev.get('error')}")
         return 3

@@ -6,6 +6,7 @@ script instead of a model, and prints what the model would read: the compact tab
 Exit 0 when both tools gave their tables, 1 when one of them could not run or failed (its reason is
 printed), 4 on bad arguments.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,8 +21,9 @@ from .trace import read_trace
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kernelseek_suite.agents.toolrich_check",
-                                 description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m kernelseek_suite.agents.toolrich_check", description=__doc__.split("\n")[0]
+    )
     ap.add_argument("--task", default="fa-fwd-sm90")
     ap.add_argument("--kernel", default=None, help="the kernel (default: the task's own starting kernel)")
     ap.add_argument("--scenario", default=None, help="the scenario to profile (default: the arm's)")

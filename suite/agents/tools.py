@@ -2,6 +2,7 @@
 schema for its arguments and a function (arguments, RunContext) -> ToolResult. The general agent has
 exactly four: shell, view_file, edit_file, evaluate; another arm adds its own with
 `registry.add(Tool(...))`."""
+
 from __future__ import annotations
 
 import difflib
@@ -20,7 +21,7 @@ from .exceptions import Terminate, ToolError
 class ToolResult:
     output: str
     is_error: bool = False
-    data: dict | None = None       # structured facts for the trace (not shown to the model)
+    data: dict | None = None  # structured facts for the trace (not shown to the model)
     call_error: str | None = None  # the model got the call wrong: malformed, unknown_tool, bad_arguments
 
 
@@ -32,8 +33,10 @@ class Tool:
     run: Callable[[dict, RunContext], ToolResult]
 
     def schema(self) -> dict:
-        return {"type": "function", "function": {"name": self.name, "description": self.description,
-                                                 "parameters": self.parameters}}
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
 
 
 class ToolRegistry:
@@ -64,12 +67,16 @@ class ToolRegistry:
         """Runs a tool; every failure except a Terminate becomes an error result for the model."""
         tool = self._tools.get(name)
         if tool is None:
-            return ToolResult(f"error: there is no tool named {name!r}; the tools are: {', '.join(self._tools)}",
-                              is_error=True, call_error="unknown_tool")
+            return ToolResult(
+                f"error: there is no tool named {name!r}; the tools are: {', '.join(self._tools)}",
+                is_error=True,
+                call_error="unknown_tool",
+            )
         problems = [e.message for e in Draft202012Validator(tool.parameters).iter_errors(arguments)]
         if problems:
-            return ToolResult(f"error: bad arguments for {name}: {'; '.join(problems)}", is_error=True,
-                              call_error="bad_arguments")
+            return ToolResult(
+                f"error: bad arguments for {name}: {'; '.join(problems)}", is_error=True, call_error="bad_arguments"
+            )
         try:
             return tool.run(arguments, ctx)
         except (Terminate, KeyboardInterrupt):
@@ -77,8 +84,11 @@ class ToolRegistry:
         except ToolError as e:
             return ToolResult(f"error: {e}", is_error=True)
         except Exception as e:  # a tool's own failure must not end the run
-            return ToolResult(f"error: {name} failed: {type(e).__name__}: {e}", is_error=True,
-                              data={"traceback": traceback.format_exc()[-4000:]})
+            return ToolResult(
+                f"error: {name} failed: {type(e).__name__}: {e}",
+                is_error=True,
+                data={"traceback": traceback.format_exc()[-4000:]},
+            )
 
 
 def elide(text: str, limit: int) -> str:
@@ -92,10 +102,11 @@ def elide(text: str, limit: int) -> str:
 
 # ---------------------------------------------------------------- the general agent's tools
 
+
 def _shell(args: dict, ctx: RunContext) -> ToolResult:
     cfg = ctx.config.tools
     timeout = min(float(args.get("timeout_s") or cfg.shell_timeout_s), cfg.shell_max_timeout_s)
-    left = ctx.wall_left()                    # the run's deadline is the command's too
+    left = ctx.wall_left()  # the run's deadline is the command's too
     at_deadline = left is not None and left < timeout
     if at_deadline:
         timeout = max(left, 0.1)
@@ -103,11 +114,21 @@ def _shell(args: dict, ctx: RunContext) -> ToolResult:
     out = elide(r.output, cfg.max_output_chars)
     if r.timed_out:
         why = "the run's wall-time limit was reached" if at_deadline else f"it timed out after {timeout:.0f}s"
-        return ToolResult(f"killed: {why}; output so far:\n{out}", is_error=True,
-                          data={"exit_code": None, "timed_out": True, "duration_s": round(r.duration_s, 3),
-                                "wall_limit": at_deadline})
-    return ToolResult(f"exit code {r.exit_code}\n{out}", is_error=r.exit_code != 0,
-                      data={"exit_code": r.exit_code, "timed_out": False, "duration_s": round(r.duration_s, 3)})
+        return ToolResult(
+            f"killed: {why}; output so far:\n{out}",
+            is_error=True,
+            data={
+                "exit_code": None,
+                "timed_out": True,
+                "duration_s": round(r.duration_s, 3),
+                "wall_limit": at_deadline,
+            },
+        )
+    return ToolResult(
+        f"exit code {r.exit_code}\n{out}",
+        is_error=r.exit_code != 0,
+        data={"exit_code": r.exit_code, "timed_out": False, "duration_s": round(r.duration_s, 3)},
+    )
 
 
 def _view(args: dict, ctx: RunContext) -> ToolResult:
@@ -130,10 +151,16 @@ def _edit(args: dict, ctx: RunContext) -> ToolResult:
             raise ToolError(f"{rel}: no such file (to create one, call edit_file without old_text)")
         count = before.count(old)
         if count != 1:
-            raise ToolError(f"{rel}: old_text " + ("was not found" if count == 0 else
-                            f"appears {count} times; include more surrounding text so it is unique"))
+            raise ToolError(
+                f"{rel}: old_text "
+                + (
+                    "was not found"
+                    if count == 0
+                    else f"appears {count} times; include more surrounding text so it is unique"
+                )
+            )
         after = before.replace(old, new, 1)
-        line = before[:before.index(old)].count("\n") + 1
+        line = before[: before.index(old)].count("\n") + 1
         what = f"replaced 1 occurrence at line {line}"
     else:
         if path.is_dir():
@@ -144,14 +171,18 @@ def _edit(args: dict, ctx: RunContext) -> ToolResult:
     path.write_text(after, encoding="utf-8")
     diff = difflib.unified_diff((before or "").splitlines(), after.splitlines(), lineterm="", n=0)
     added = [l[1:] for l in diff if l.startswith("+") and not l.startswith("+++")]
-    return ToolResult(f"{rel}: {what}", data={"path": rel, "added": "\n".join(added)[:20000],
-                                              "lines_added": len(added)})
+    return ToolResult(
+        f"{rel}: {what}", data={"path": rel, "added": "\n".join(added)[:20000], "lines_added": len(added)}
+    )
 
 
 def _evaluate(args: dict, ctx: RunContext) -> ToolResult:
     rec = ctx.evaluate()
-    return ToolResult(evaluation_text(rec, ctx), is_error=not rec.evaluation.correct,
-                      data={"eval_index": rec.index, "status": rec.evaluation.status})
+    return ToolResult(
+        evaluation_text(rec, ctx),
+        is_error=not rec.evaluation.correct,
+        data={"eval_index": rec.index, "status": rec.evaluation.status},
+    )
 
 
 def evaluation_text(rec, ctx: RunContext) -> str:
@@ -161,34 +192,69 @@ def evaluation_text(rec, ctx: RunContext) -> str:
     goal = ctx.task.goal
     lines.append(f"goal ({goal.text()}): {'met' if rec.goal_met else 'not met'}")
     if ctx.best:
-        lines.append(f"best so far: {ctx.best.geomean:.3f}x (evaluation {ctx.best.eval_index})"
-                     + (" - this one" if rec.new_best else ""))
+        lines.append(
+            f"best so far: {ctx.best.geomean:.3f}x (evaluation {ctx.best.eval_index})"
+            + (" - this one" if rec.new_best else "")
+        )
     lim = ctx.config.limits.max_evals
     if lim is not None:
         lines.append(f"evaluations left: {max(0, lim - ctx.totals.evals)}")
     return "\n".join(lines)
 
 
-SHELL = Tool("shell", "Run a bash command in the workspace (the current directory). Returns the exit code and "
-             "the combined stdout/stderr; long output is cut in the middle.",
-             {"type": "object", "properties": {
-                 "command": {"type": "string", "minLength": 1},
-                 "timeout_s": {"type": "number", "exclusiveMinimum": 0,
-                               "description": "seconds before the command is killed"}},
-              "required": ["command"], "additionalProperties": False}, _shell)
-VIEW_FILE = Tool("view_file", "Show a file of the workspace with line numbers (optionally a range of lines).",
-                 {"type": "object", "properties": {
-                     "path": {"type": "string"}, "start_line": {"type": "integer", "minimum": 1},
-                     "end_line": {"type": "integer", "minimum": 1}},
-                  "required": ["path"], "additionalProperties": False}, _view)
-EDIT_FILE = Tool("edit_file", "Edit a file of the workspace: with old_text, replace that exact text (it must occur "
-                 "exactly once) by new_text; without old_text, write new_text as the whole file.",
-                 {"type": "object", "properties": {
-                     "path": {"type": "string"}, "new_text": {"type": "string"}, "old_text": {"type": "string"}},
-                  "required": ["path", "new_text"], "additionalProperties": False}, _edit)
-EVALUATE = Tool("evaluate", "Run the task's evaluator on the workspace's kernel: correctness on every scenario, "
-                "then speed against the baseline. Uses one evaluation of the budget.",
-                {"type": "object", "properties": {}, "additionalProperties": False}, _evaluate)
+SHELL = Tool(
+    "shell",
+    "Run a bash command in the workspace (the current directory). Returns the exit code and "
+    "the combined stdout/stderr; long output is cut in the middle.",
+    {
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "minLength": 1},
+            "timeout_s": {
+                "type": "number",
+                "exclusiveMinimum": 0,
+                "description": "seconds before the command is killed",
+            },
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    },
+    _shell,
+)
+VIEW_FILE = Tool(
+    "view_file",
+    "Show a file of the workspace with line numbers (optionally a range of lines).",
+    {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string"},
+            "start_line": {"type": "integer", "minimum": 1},
+            "end_line": {"type": "integer", "minimum": 1},
+        },
+        "required": ["path"],
+        "additionalProperties": False,
+    },
+    _view,
+)
+EDIT_FILE = Tool(
+    "edit_file",
+    "Edit a file of the workspace: with old_text, replace that exact text (it must occur "
+    "exactly once) by new_text; without old_text, write new_text as the whole file.",
+    {
+        "type": "object",
+        "properties": {"path": {"type": "string"}, "new_text": {"type": "string"}, "old_text": {"type": "string"}},
+        "required": ["path", "new_text"],
+        "additionalProperties": False,
+    },
+    _edit,
+)
+EVALUATE = Tool(
+    "evaluate",
+    "Run the task's evaluator on the workspace's kernel: correctness on every scenario, "
+    "then speed against the baseline. Uses one evaluation of the budget.",
+    {"type": "object", "properties": {}, "additionalProperties": False},
+    _evaluate,
+)
 
 
 def base_tools() -> ToolRegistry:
@@ -197,4 +263,5 @@ def base_tools() -> ToolRegistry:
 
 def tools_digest(registry: ToolRegistry) -> str:
     from .trace import sha256_bytes
+
     return sha256_bytes(json.dumps(registry.schemas(), sort_keys=True).encode())

@@ -5,6 +5,7 @@ described in docs/trace-schema.md. Big
 artifacts live beside the trace in `<trace>.d/`: `blobs/<sha256>` (candidate kernels and workspace
 files, content-addressed) and `evals/<n>/` (the evaluator's own outputs).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -53,7 +54,7 @@ class TraceWriter:
         self._file = open(self.path, "a", encoding="utf-8")
         self.listeners: list[Callable[[dict], None]] = []
         self.step = 0
-        self._stored: dict[tuple, str] = {}      # (path, size, mtime_ns, inode) -> sha256 of files stored
+        self._stored: dict[tuple, str] = {}  # (path, size, mtime_ns, inode) -> sha256 of files stored
 
     def elapsed(self) -> float:
         return time.monotonic() - self._t0
@@ -71,8 +72,14 @@ class TraceWriter:
         return sha256_json(json.loads(self._redact_line(json.dumps(messages))))
 
     def emit(self, type_: str, **fields) -> dict:
-        event = {"type": type_, "seq": self._seq, "time": now_utc(), "elapsed_s": round(self.elapsed(), 3),
-                 "step": self.step, **fields}
+        event = {
+            "type": type_,
+            "seq": self._seq,
+            "time": now_utc(),
+            "elapsed_s": round(self.elapsed(), 3),
+            "step": self.step,
+            **fields,
+        }
         line = self._redact_line(json.dumps(event, default=_jsonable))
         self._file.write(line + "\n")
         self._file.flush()
@@ -134,6 +141,7 @@ class TraceWriter:
 
 def secrets_token() -> str:
     import secrets
+
     return secrets.token_hex(6)
 
 
@@ -172,11 +180,12 @@ def _jsonable(o):
 
 # ---------------------------------------------------------------- reading and validating
 
+
 @dataclass
 class TraceFile:
     events: list[dict]
-    problems: list[str] = field(default_factory=list)   # lines that are not JSON objects
-    cut_short: bool = False                               # the last line was cut off mid-write
+    problems: list[str] = field(default_factory=list)  # lines that are not JSON objects
+    cut_short: bool = False  # the last line was cut off mid-write
 
 
 def read_trace(path: Path) -> TraceFile:
@@ -275,6 +284,7 @@ def question_category(ev: dict) -> str:
 
 # ---------------------------------------------------------------- a readable timeline
 
+
 def _fmt_num(x, fmt="{:.3f}x") -> str:
     return "-" if x is None else fmt.format(x)
 
@@ -295,16 +305,22 @@ def timeline_lines(events: list[dict]) -> list[str]:
         t, head = ev.get("type"), f"[{ev.get('elapsed_s', 0):8.1f}s] step {ev.get('step', 0):>3}  "
         if t == "run_start":
             task = ev.get("task", {})
-            lines.append(f"run {ev.get('run_id')}: arm {ev.get('arm')}, task {task.get('name')} "
-                         f"({task.get('kernel')}), model {ev.get('model', {}).get('name')}, seed {ev.get('seed')}, "
-                         f"sandbox {ev.get('sandbox', {}).get('sandbox')}")
+            lines.append(
+                f"run {ev.get('run_id')}: arm {ev.get('arm')}, task {task.get('name')} "
+                f"({task.get('kernel')}), model {ev.get('model', {}).get('name')}, seed {ev.get('seed')}, "
+                f"sandbox {ev.get('sandbox', {}).get('sandbox')}"
+            )
             lines.append(f"  goal: {task.get('goal', {}).get('text', task.get('goal'))}")
         elif t == "llm_call":
             u, r = ev.get("usage", {}), ev.get("response", {})
-            calls = ", ".join(f"{c['name']}({_args_short(c.get('arguments', {}), 50)})" for c in r.get("tool_calls", []))
+            calls = ", ".join(
+                f"{c['name']}({_args_short(c.get('arguments', {}), 50)})" for c in r.get("tool_calls", [])
+            )
             text = " ".join((r.get("content") or "").split())
-            lines.append(head + f"model  {u.get('prompt_tokens')}+{u.get('completion_tokens')} tok "
-                         f"{ev.get('latency_s', 0):.1f}s  " + (f"-> {calls}" if calls else f"says: {text[:100]}"))
+            lines.append(
+                head + f"model  {u.get('prompt_tokens')}+{u.get('completion_tokens')} tok "
+                f"{ev.get('latency_s', 0):.1f}s  " + (f"-> {calls}" if calls else f"says: {text[:100]}")
+            )
             if calls and text:
                 lines.append(" " * len(head) + f"       says: {text[:100]}")
         elif t == "tool_result":
@@ -312,44 +328,57 @@ def timeline_lines(events: list[dict]) -> list[str]:
             lines.append(head + f"tool   {ev.get('tool')}{' ERROR' if ev.get('is_error') else ''}: {first[:100]}")
         elif t == "harness_eval":
             best = ev.get("best") or {}
-            lines.append(head + f"eval   #{ev.get('index')} {ev.get('status')} "
-                         f"{ev.get('scenarios_correct')}/{ev.get('scenarios_total')} correct, geomean "
-                         f"{_fmt_num(ev.get('geomean'))} vs {ev.get('baseline')}"
-                         f"{'  NEW BEST' if ev.get('new_best') else ''}  (best {_fmt_num(best.get('geomean'))})"
-                         f"{'  goal met' if ev.get('goal_met') else ''}")
+            lines.append(
+                head + f"eval   #{ev.get('index')} {ev.get('status')} "
+                f"{ev.get('scenarios_correct')}/{ev.get('scenarios_total')} correct, geomean "
+                f"{_fmt_num(ev.get('geomean'))} vs {ev.get('baseline')}"
+                f"{'  NEW BEST' if ev.get('new_best') else ''}  (best {_fmt_num(best.get('geomean'))})"
+                f"{'  goal met' if ev.get('goal_met') else ''}"
+            )
         elif t == "decision":
             lines.append(head + f"decision point {ev.get('trigger')} (not asked: {ev.get('reason', '')})")
         elif t == "question":
             src = ev.get("source") + (f" {ev.get('bank_id')}" if ev.get("bank_id") else "")
-            lines.append(head + f"QUESTION [{ev.get('trigger')}; {src}; {ev.get('category') or 'typed'}]: "
-                         f"{ev.get('text')}")
+            lines.append(
+                head + f"QUESTION [{ev.get('trigger')}; {src}; {ev.get('category') or 'typed'}]: {ev.get('text')}"
+            )
         elif t == "retry":
-            lines.append(head + f"retry  attempt {ev.get('attempt')} {ev.get('kind')}"
-                         f"{' ' + str(ev.get('status_code')) if ev.get('status_code') else ''}, wait "
-                         f"{ev.get('wait_s', 0):.1f}s: {ev.get('error', '')[:80]}")
+            lines.append(
+                head + f"retry  attempt {ev.get('attempt')} {ev.get('kind')}"
+                f"{' ' + str(ev.get('status_code')) if ev.get('status_code') else ''}, wait "
+                f"{ev.get('wait_s', 0):.1f}s: {ev.get('error', '')[:80]}"
+            )
         elif t == "resume":
             lines.append(head + f"RESUMED (session {ev.get('session')}) from step {ev.get('from_step')}")
         elif t == "context":
             el = ev.get("elided") or {}
-            lines.append(head + f"context compacted ({ev.get('reason')}): {ev.get('tokens_before')} -> "
-                         f"{ev.get('tokens_after')} tokens, window {ev.get('window_tokens')} "
-                         f"({ev.get('window_source')}); elided " + ", ".join(f"{k} {v}" for k, v in el.items() if v))
+            lines.append(
+                head + f"context compacted ({ev.get('reason')}): {ev.get('tokens_before')} -> "
+                f"{ev.get('tokens_after')} tokens, window {ev.get('window_tokens')} "
+                f"({ev.get('window_source')}); elided " + ", ".join(f"{k} {v}" for k, v in el.items() if v)
+            )
         elif t == "invocation":
             first = next((l for l in (ev.get("output") or "").splitlines() if l.strip()), "")
-            lines.append(head + f"agent  session {ev.get('session')} ({ev.get('mode')}): {ev.get('stopped')}"
-                         f"{'' if ev.get('exit_code') is None else ', exit ' + str(ev.get('exit_code'))} after "
-                         f"{ev.get('duration_s', 0):.0f}s: {first[:100]}")
+            lines.append(
+                head + f"agent  session {ev.get('session')} ({ev.get('mode')}): {ev.get('stopped')}"
+                f"{'' if ev.get('exit_code') is None else ', exit ' + str(ev.get('exit_code'))} after "
+                f"{ev.get('duration_s', 0):.0f}s: {first[:100]}"
+            )
         elif t == "exit":
-            lines.append(head + f"exit: {ev.get('reason')}"
-                         f"{' (' + ev['limit'] + ')' if ev.get('limit') else ''}: {ev.get('message', '')[:120]}")
+            lines.append(
+                head + f"exit: {ev.get('reason')}"
+                f"{' (' + ev['limit'] + ')' if ev.get('limit') else ''}: {ev.get('message', '')[:120]}"
+            )
         elif t == "run_end":
             tot, best = ev.get("totals", {}), ev.get("best") or {}
             cost = tot.get("cost")
-            lines.append(f"end: {tot.get('steps')} steps, {tot.get('total_tokens')} tokens, cost "
-                         f"{'-' if cost is None else f'${cost:.4f}'}, {tot.get('wall_s', 0):.1f}s, "
-                         f"{tot.get('evals')} evaluations, {tot.get('retries')} retries, "
-                         f"{tot.get('questions', 0)} questions; best {_fmt_num(best.get('geomean'))}; goal "
-                         f"{'met' if ev.get('goal_met') else 'not met'}")
+            lines.append(
+                f"end: {tot.get('steps')} steps, {tot.get('total_tokens')} tokens, cost "
+                f"{'-' if cost is None else f'${cost:.4f}'}, {tot.get('wall_s', 0):.1f}s, "
+                f"{tot.get('evals')} evaluations, {tot.get('retries')} retries, "
+                f"{tot.get('questions', 0)} questions; best {_fmt_num(best.get('geomean'))}; goal "
+                f"{'met' if ev.get('goal_met') else 'not met'}"
+            )
         elif isinstance(t, str) and t.startswith("x-"):
             lines.append(head + f"{t}")
     return lines

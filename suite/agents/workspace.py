@@ -12,6 +12,7 @@ Containment, and its limits:
   changed). Landlock does not restrict reading, network access or signals to other processes of the
   same user; it is a guard against accidents and shortcuts, not a security boundary for hostile code.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,23 +29,41 @@ from . import sandbox as _sandbox
 from .exceptions import ToolError
 
 # environment variables the shell keeps (anything that looks like a secret is dropped regardless)
-ENV_KEEP = ("PATH", "LANG", "LANGUAGE", "USER", "LOGNAME", "SHELL", "TZ", "CUDA_HOME", "CUDA_PATH",
-            "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CC", "CXX", "NVCC_APPEND_FLAGS", "PYTHONPATH")
+ENV_KEEP = (
+    "PATH",
+    "LANG",
+    "LANGUAGE",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TZ",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "CUDA_VISIBLE_DEVICES",
+    "LD_LIBRARY_PATH",
+    "CC",
+    "CXX",
+    "NVCC_APPEND_FLAGS",
+    "PYTHONPATH",
+)
 ENV_KEEP_PREFIXES = ("LC_", "NVIDIA_")
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
 
 
 @dataclass
 class ShellResult:
-    exit_code: int | None        # None: killed at the timeout
-    output: str                  # stdout and stderr, interleaved
+    exit_code: int | None  # None: killed at the timeout
+    output: str  # stdout and stderr, interleaved
     timed_out: bool
     duration_s: float
 
 
 def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if (k in ENV_KEEP or k.startswith(ENV_KEEP_PREFIXES)) and not SECRET_NAME.search(k)}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if (k in ENV_KEEP or k.startswith(ENV_KEEP_PREFIXES)) and not SECRET_NAME.search(k)
+    }
     env.update(extra or {})
     env["TERM"] = "dumb"
     return env
@@ -96,14 +115,26 @@ class Workspace:
         argv = ["bash", "--noprofile", "--norc", "-c", command]
         if self.sandboxed:
             argv = _sandbox.wrap(argv, [self.root, self.scratch])
-        env = scrubbed_env({"HOME": str(self.scratch / "home"), "TMPDIR": str(self.scratch / "tmp"),
-                            "XDG_CACHE_HOME": str(self.scratch / "home" / ".cache")})
+        env = scrubbed_env(
+            {
+                "HOME": str(self.scratch / "home"),
+                "TMPDIR": str(self.scratch / "tmp"),
+                "XDG_CACHE_HOME": str(self.scratch / "home" / ".cache"),
+            }
+        )
         t0 = time.monotonic()
         # output goes to an unnamed file, not a pipe: a background job that keeps it open must not make
         # the command look unfinished; the job is killed with the process group right after
         with tempfile.TemporaryFile() as sink:
-            proc = subprocess.Popen(argv, cwd=self.root, env=env, stdin=subprocess.DEVNULL, stdout=sink,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+            proc = subprocess.Popen(
+                argv,
+                cwd=self.root,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
             timed_out = False
             try:
                 proc.wait(timeout=timeout_s)
@@ -114,8 +145,9 @@ class Workspace:
                 proc.wait()
             sink.seek(0)
             out = sink.read()
-        return ShellResult(None if timed_out else proc.returncode, out.decode("utf-8", "replace"), timed_out,
-                           time.monotonic() - t0)
+        return ShellResult(
+            None if timed_out else proc.returncode, out.decode("utf-8", "replace"), timed_out, time.monotonic() - t0
+        )
 
     # ---- snapshots (for resuming a run) ----
     def files(self) -> dict[str, Path]:

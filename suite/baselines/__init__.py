@@ -3,6 +3,7 @@
 An adapter's `prepare(scenario)` returns a callable `(q, k, v) -> out` for tensors laid out
 (batch, seqlen, heads, headdim), or raises `Unsupported`; `available()` says whether it can run here
 and, if not, how to install it. A missing baseline is reported in its column, never a crash."""
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -21,8 +22,8 @@ class Baseline:
     name: str
     description: str
     install_hint: str
-    probe: Callable[[], object]                              # import what is needed, raise if absent
-    prepare_fn: Callable[[object, Scenario], Callable]       # (module, scenario) -> fn(q, k, v)
+    probe: Callable[[], object]  # import what is needed, raise if absent
+    prepare_fn: Callable[[object, Scenario], Callable]  # (module, scenario) -> fn(q, k, v)
     packages: tuple[str, ...] = ()
 
     _module: object = None

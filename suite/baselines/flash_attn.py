@@ -1,4 +1,5 @@
 """FlashAttention-3 (Hopper) and FlashAttention-4 (CuTe DSL) adapters."""
+
 from __future__ import annotations
 
 import importlib
@@ -25,6 +26,7 @@ def _prepare_fa3(mod, scn):
 
     def fn(q, k, v):
         return _first(mod.flash_attn_func(q, k, v, softmax_scale=scn.softmax_scale, causal=scn.causal))
+
     return fn
 
 
@@ -35,12 +37,27 @@ def _probe_fa4():
 def _prepare_fa4(mod, scn):
     def fn(q, k, v):
         return _first(mod.flash_attn_func(q, k, v, softmax_scale=scn.softmax_scale, causal=scn.causal))
+
     return fn
 
 
-register(Baseline("fa3", "FlashAttention-3 forward (hopper/), flash_attn_interface or the fa3-fwd wheel",
-                  "pip install fa3-fwd==0.0.3 (or build flash-attention/hopper)", _probe_fa3, _prepare_fa3,
-                  packages=("fa3-fwd", "flash_attn_3", "flash-attn-3")))
-register(Baseline("fa4", "FlashAttention-4 (flash_attn.cute, CuTe DSL)",
-                  "pip install flash-attn-4==4.0.0b36", _probe_fa4, _prepare_fa4,
-                  packages=("flash-attn-4",)))
+register(
+    Baseline(
+        "fa3",
+        "FlashAttention-3 forward (hopper/), flash_attn_interface or the fa3-fwd wheel",
+        "pip install fa3-fwd==0.0.3 (or build flash-attention/hopper)",
+        _probe_fa3,
+        _prepare_fa3,
+        packages=("fa3-fwd", "flash_attn_3", "flash-attn-3"),
+    )
+)
+register(
+    Baseline(
+        "fa4",
+        "FlashAttention-4 (flash_attn.cute, CuTe DSL)",
+        "pip install flash-attn-4==4.0.0b36",
+        _probe_fa4,
+        _prepare_fa4,
+        packages=("flash-attn-4",),
+    )
+)

@@ -1,4 +1,5 @@
 """torch scaled_dot_product_attention with a pinned backend: cuDNN and the flash (FA2) backend."""
+
 from __future__ import annotations
 
 from . import Baseline, Unsupported, register
@@ -25,15 +26,38 @@ def _make(backend_name: str):
 
         def fn(q, k, v):
             with sdpa_kernel(backend):
-                o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                                   is_causal=scn.causal, scale=scn.softmax_scale,
-                                                   enable_gqa=gqa)
+                o = F.scaled_dot_product_attention(
+                    q.transpose(1, 2),
+                    k.transpose(1, 2),
+                    v.transpose(1, 2),
+                    is_causal=scn.causal,
+                    scale=scn.softmax_scale,
+                    enable_gqa=gqa,
+                )
             return o.transpose(1, 2)
+
         return fn
+
     return prepare
 
 
-register(Baseline("cudnn", "torch SDPA, cuDNN backend", "a CUDA build of torch with cuDNN 9 (pip install torch)",
-                  _probe, _make("CUDNN_ATTENTION"), packages=("torch",)))
-register(Baseline("sdpa-flash", "torch SDPA, flash backend (FA2)", "a CUDA build of torch (pip install torch)",
-                  _probe, _make("FLASH_ATTENTION"), packages=("torch",)))
+register(
+    Baseline(
+        "cudnn",
+        "torch SDPA, cuDNN backend",
+        "a CUDA build of torch with cuDNN 9 (pip install torch)",
+        _probe,
+        _make("CUDNN_ATTENTION"),
+        packages=("torch",),
+    )
+)
+register(
+    Baseline(
+        "sdpa-flash",
+        "torch SDPA, flash backend (FA2)",
+        "a CUDA build of torch (pip install torch)",
+        _probe,
+        _make("FLASH_ATTENTION"),
+        packages=("torch",),
+    )
+)

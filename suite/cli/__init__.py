@@ -12,6 +12,7 @@ nothing else imports click.
 
 The exit codes are those of `kernelseek_suite.exitcodes`.
 """
+
 from __future__ import annotations
 
 from . import agents, compare, evaluator, reproduce, scaleout, traces

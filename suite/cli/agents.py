@@ -1,4 +1,5 @@
 """`kernelseek-suite run`: one agent run, a thin layer over the agents library."""
+
 from __future__ import annotations
 
 import signal
@@ -12,11 +13,21 @@ from .common import console, fail, key_values, task_options
 
 
 @click.command("run")
-@click.option("--agent", "arm", default="kernelseek", show_default=True,
-              help="the arm: kernelseek, general, toolrich or agent-cmd")
-@click.option("--agent-cmd", "agent_cmd", default=None, metavar="COMMAND",
-              help="an existing coding-agent command line run in the harness (the agent-cmd arm), e.g. "
-                   "\"codex exec --sandbox workspace-write\" or \"claude -p --permission-mode acceptEdits\"")
+@click.option(
+    "--agent",
+    "arm",
+    default="kernelseek",
+    show_default=True,
+    help="the arm: kernelseek, general, toolrich or agent-cmd",
+)
+@click.option(
+    "--agent-cmd",
+    "agent_cmd",
+    default=None,
+    metavar="COMMAND",
+    help="an existing coding-agent command line run in the harness (the agent-cmd arm), e.g. "
+    '"codex exec --sandbox workspace-write" or "claude -p --permission-mode acceptEdits"',
+)
 @click.option("--task", default="fa-fwd-sm90", show_default=True, help="fa-fwd-sm90 or cpu-attn")
 @click.option("--model", "model_name", default=None, help="the model name the endpoint knows")
 @click.option("--base-url", default=None, help="an OpenAI-compatible endpoint, e.g. http://localhost:8000/v1")
@@ -27,18 +38,36 @@ from .common import console, fail, key_values, task_options
 @click.option("--max-cost", type=float, default=None, help="USD, when the endpoint reports or --price gives a cost")
 @click.option("--price", nargs=2, type=float, default=None, metavar="IN OUT", help="USD per million tokens")
 @click.option("--human", is_flag=True, help="a person at the terminal types the questions")
-@click.option("--trace", "trace_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="where the trace goes (default runs/<run id>/trace.jsonl)")
-@click.option("--resume", "resume_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="continue the run recorded in this trace")
-@click.option("--kernel", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="the starting kernel (default: the task's own)")
+@click.option(
+    "--trace",
+    "trace_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="where the trace goes (default runs/<run id>/trace.jsonl)",
+)
+@click.option(
+    "--resume",
+    "resume_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="continue the run recorded in this trace",
+)
+@click.option(
+    "--kernel",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="the starting kernel (default: the task's own)",
+)
 @click.option("--goal", type=float, default=None, help="the geomean speed-up the goal asks for")
 @click.option("--task-opt", "task_opts", multiple=True, metavar="KEY=VALUE", help="a task option (repeatable)")
 @click.option("--agent-opt", "agent_opts", multiple=True, metavar="KEY=VALUE", help="an arm option (repeatable)")
 @click.option("--temperature", type=float, default=None)
-@click.option("--context-tokens", type=click.IntRange(min=1000), default=None,
-              help="the model's context window (default: the endpoint's, where it says it)")
+@click.option(
+    "--context-tokens",
+    type=click.IntRange(min=1000),
+    default=None,
+    help="the model's context window (default: the endpoint's, where it says it)",
+)
 @click.option("--max-attempts", type=click.IntRange(min=1), default=None, help="tries per model call (default 6)")
 @click.option("--retry-budget", type=float, default=None, help="seconds one model call may spend on retries")
 @click.option("--categories", default=None, help="question categories, comma-separated (kernelseek, agent-cmd)")
@@ -46,14 +75,51 @@ from .common import console, fail, key_values, task_options
 @click.option("--repeats", type=click.IntRange(min=1), default=None, help="the same failure N times")
 @click.option("--spacing", type=click.IntRange(min=0), default=None, help="steps between questions")
 @click.option("--seed", type=int, default=None)
-@click.option("--bank", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="the question bank (default bank/questions.yaml)")
-@click.option("--sandbox", type=click.Choice(["auto", "landlock", "none"]), default=None,
-              help="write protection for the shell tool (default auto)")
+@click.option(
+    "--bank",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="the question bank (default bank/questions.yaml)",
+)
+@click.option(
+    "--sandbox",
+    type=click.Choice(["auto", "landlock", "none"]),
+    default=None,
+    help="write protection for the shell tool (default auto)",
+)
 @click.option("--no-live", is_flag=True, help="no live view, only the events")
-def run_cmd(arm, agent_cmd, task, model_name, base_url, max_steps, max_evals, max_wall, max_tokens, max_cost, price,
-            human, trace_path, resume_path, kernel, goal, task_opts, agent_opts, temperature, context_tokens,
-            max_attempts, retry_budget, categories, plateau, repeats, spacing, seed, bank, sandbox, no_live):
+def run_cmd(
+    arm,
+    agent_cmd,
+    task,
+    model_name,
+    base_url,
+    max_steps,
+    max_evals,
+    max_wall,
+    max_tokens,
+    max_cost,
+    price,
+    human,
+    trace_path,
+    resume_path,
+    kernel,
+    goal,
+    task_opts,
+    agent_opts,
+    temperature,
+    context_tokens,
+    max_attempts,
+    retry_budget,
+    categories,
+    plateau,
+    repeats,
+    spacing,
+    seed,
+    bank,
+    sandbox,
+    no_live,
+):
     """Run an agent on a task against an OpenAI-compatible endpoint (API key from OPENAI_API_KEY), or an
     existing coding-agent command in the harness (--agent-cmd)."""
     from .compare import question_options
@@ -63,9 +129,17 @@ def run_cmd(arm, agent_cmd, task, model_name, base_url, max_steps, max_evals, ma
     from ..agents.runner import RunSetupError, api_key_from_env, new_run, resume_run
 
     api_key = api_key_from_env()
-    limits = {k: v for k, v in (("max_steps", max_steps), ("max_evals", max_evals), ("max_tokens", max_tokens),
-                                ("max_cost", max_cost),
-                                ("max_wall_s", None if max_wall is None else max_wall * 60)) if v is not None}
+    limits = {
+        k: v
+        for k, v in (
+            ("max_steps", max_steps),
+            ("max_evals", max_evals),
+            ("max_tokens", max_tokens),
+            ("max_cost", max_cost),
+            ("max_wall_s", None if max_wall is None else max_wall * 60),
+        )
+        if v is not None
+    }
     view: LiveView | None = None
 
     def ask_human(decision, suggestion):
@@ -74,33 +148,49 @@ def run_cmd(arm, agent_cmd, task, model_name, base_url, max_steps, max_evals, ma
             console.print(f"\n[bold]decision point: {decision.trigger}[/]  {decision.evidence}")
             if suggestion:
                 console.print(f"bank suggests ({suggestion.category}, {suggestion.id}): {suggestion.text}")
-            return click.prompt("your question (Enter takes the suggestion)", default="", show_default=False,
-                                err=True)
+            return click.prompt("your question (Enter takes the suggestion)", default="", show_default=False, err=True)
         finally:
             view.unpause()
 
     try:
         if resume_path:
-            overrides = {k: v for k, v in (("base_url", base_url), ("name", model_name), ("max_attempts", max_attempts),
-                                           ("retry_budget_s", retry_budget)) if v}
+            overrides = {
+                k: v
+                for k, v in (
+                    ("base_url", base_url),
+                    ("name", model_name),
+                    ("max_attempts", max_attempts),
+                    ("retry_budget_s", retry_budget),
+                )
+                if v
+            }
             if price:
                 overrides.update(price_input_per_mtok=price[0], price_output_per_mtok=price[1])
-            agent = resume_run(resume_path, api_key, limits=limits, model_overrides=overrides,
-                               ask_human=ask_human if human else None)
+            agent = resume_run(
+                resume_path, api_key, limits=limits, model_overrides=overrides, ask_human=ask_human if human else None
+            )
         else:
-            arm_opts = {**key_values(agent_opts, "--agent-opt"),
-                        **question_options(categories, plateau, repeats, spacing)}
+            arm_opts = {
+                **key_values(agent_opts, "--agent-opt"),
+                **question_options(categories, plateau, repeats, spacing),
+            }
             if agent_cmd:
                 if arm not in ("kernelseek", "agent-cmd"):
                     raise RunSetupError(f"--agent-cmd runs the agent-cmd arm, not {arm}")
                 arm, arm_opts["command"] = "agent-cmd", agent_cmd
-            if arm != "agent-cmd":      # an agent command brings its own model and credentials
+            if arm != "agent-cmd":  # an agent command brings its own model and credentials
                 if not model_name:
                     raise RunSetupError("--model is required (or --resume a trace)")
                 if not api_key and not base_url:
                     raise RunSetupError("set OPENAI_API_KEY, or give --base-url for an endpoint that needs no key")
-            cfg = RunConfig(arm=arm, arm_options=arm_opts, task=task,
-                            task_options=task_options(kernel, goal, task_opts), seed=seed, human=human)
+            cfg = RunConfig(
+                arm=arm,
+                arm_options=arm_opts,
+                task=task,
+                task_options=task_options(kernel, goal, task_opts),
+                seed=seed,
+                human=human,
+            )
             cfg.model.name, cfg.model.base_url, cfg.model.temperature = model_name, base_url, temperature
             cfg.context.window_tokens = context_tokens
             if max_attempts is not None:
@@ -124,24 +214,33 @@ def run_cmd(arm, agent_cmd, task, model_name, base_url, max_steps, max_evals, ma
     ctx.trace.listeners.append(view.on_event)
     if not view.enabled:
         ctx.trace.listeners.append(lambda ev: _plain(console, ev))
-    def on_term(signum, frame):     # a polite kill ends the run like Ctrl-C: traced, resumable
+
+    def on_term(signum, frame):  # a polite kill ends the run like Ctrl-C: traced, resumable
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)
     with view:
         result = agent.run()
-    console.print(f"exit: {result.exit_reason}" + (f" ({result.limit})" if result.limit else "") + f": {result.message}")
+    console.print(
+        f"exit: {result.exit_reason}" + (f" ({result.limit})" if result.limit else "") + f": {result.message}"
+    )
     best = result.best
-    console.print(f"best: {best['geomean']:.3f}x (evaluation {best['eval_index']}, blob {best['candidate_sha256'][:12]})"
-                  if best else "best: no correct evaluation")
+    console.print(
+        f"best: {best['geomean']:.3f}x (evaluation {best['eval_index']}, blob {best['candidate_sha256'][:12]})"
+        if best
+        else "best: no correct evaluation"
+    )
     t = result.totals
-    console.print(f"{t['steps']} steps, {t['evals']} evaluations, {t['total_tokens']} tokens, "
-                  f"{t['wall_s']:.0f}s; goal {'met' if result.goal_met else 'not met'}; trace {result.trace_path}")
+    console.print(
+        f"{t['steps']} steps, {t['evals']} evaluations, {t['total_tokens']} tokens, "
+        f"{t['wall_s']:.0f}s; goal {'met' if result.goal_met else 'not met'}; trace {result.trace_path}"
+    )
     sys.exit(OK if result.goal_met else FAIL)
 
 
 def _plain(console, ev: dict) -> None:
     from ..agents.trace import timeline_lines
+
     if ev["type"] in ("llm_call", "harness_eval", "question", "retry", "exit", "resume", "context", "invocation"):
         for line in timeline_lines([ev]):
             console.print(line, markup=False, highlight=False)

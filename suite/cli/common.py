@@ -1,6 +1,7 @@
 """What the commands share: the `kernelseek-suite` group itself (usage errors exit 4, a closed pipe
 exits 0 quietly), the console, `--arch`, the progress bar, the GPU check and the way errors end a
 command."""
+
 from __future__ import annotations
 
 import os
@@ -22,6 +23,7 @@ def fail(message: str, code: int, as_json: dict | None = None) -> NoReturn:
     """End the command: `error: message` on stderr (and `as_json` on stdout for --json callers)."""
     if as_json is not None:
         import json
+
         click.echo(json.dumps(as_json))
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
@@ -33,7 +35,7 @@ def _quiet_pipe() -> None:
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):   # no real file descriptor (a test runner's buffer)
+    except (OSError, ValueError):  # no real file descriptor (a test runner's buffer)
         pass
 
 
@@ -75,13 +77,24 @@ def _terminate(signum, frame):
 
 
 def arch_option(f):
-    return click.option("--arch", type=click.Choice(sorted(config.ARCHES)), default="sm90", show_default=True,
-                        help="target architecture")(f)
+    return click.option(
+        "--arch",
+        type=click.Choice(sorted(config.ARCHES)),
+        default="sm90",
+        show_default=True,
+        help="target architecture",
+    )(f)
 
 
 def progress() -> Progress:
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), TextColumn("{task.fields[last]}"), console=console)
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[last]}"),
+        console=console,
+    )
 
 
 def run_with_progress(fn: Callable[..., Any], label: str) -> Any:
@@ -95,6 +108,7 @@ def run_with_progress(fn: Callable[..., Any], label: str) -> Any:
         def on_row(row):
             r = "/".join(f"{b} {v:.2f}x" for b, v in row.ratio.items())
             prog.update(task, advance=1, last=f"{row.scenario}: {row.status} {r}")
+
         return fn(on_row=on_row, on_start=on_start)
 
 
@@ -105,6 +119,7 @@ def say(msg: str) -> None:
 
 def key_values(items, hint) -> dict:
     import yaml
+
     opts = {}
     for item in items:
         if "=" not in item:
@@ -112,7 +127,7 @@ def key_values(items, hint) -> dict:
         k, v = item.split("=", 1)
         try:
             value = yaml.safe_load(v)
-        except yaml.YAMLError:      # not YAML (a template such as "{cmd} resume {prompt}"): the text itself
+        except yaml.YAMLError:  # not YAML (a template such as "{cmd} resume {prompt}"): the text itself
             value = v
         opts[k.strip().replace("-", "_")] = value
     return opts

@@ -1,5 +1,6 @@
 """`kernelseek-suite compare`: the arms head-to-head, a thin layer over the headtohead package
 (and scaleout/agent_runs.py with --executor dask)."""
+
 from __future__ import annotations
 
 import sys
@@ -22,9 +23,26 @@ To see what a comparison would take first: --plan. To rebuild the table and plot
 already have: --from-traces DIR."""
 
 # options a protocol fixes: given beside --protocol they are an error (edit a copy of the protocol)
-FIXED_BY_PROTOCOL = ("arms", "task", "seeds", "max_steps", "max_evals", "max_wall", "max_tokens", "max_cost",
-                     "temperature", "kernel", "goal", "task_opts", "agent_opts", "categories", "plateau", "repeats",
-                     "spacing", "sandbox")
+FIXED_BY_PROTOCOL = (
+    "arms",
+    "task",
+    "seeds",
+    "max_steps",
+    "max_evals",
+    "max_wall",
+    "max_tokens",
+    "max_cost",
+    "temperature",
+    "kernel",
+    "goal",
+    "task_opts",
+    "agent_opts",
+    "categories",
+    "plateau",
+    "repeats",
+    "spacing",
+    "sandbox",
+)
 
 
 def _arms(spec: str) -> tuple[list[str], dict[str, str]]:
@@ -65,12 +83,14 @@ def _with_questions(labels, agents, arm_opts: dict, questions: dict) -> dict:
     """The question settings given to every arm that takes them (an arm's own options win); none taking
     them is an error."""
     from ..agents.arms import arm_options
+
     if not questions:
         return arm_opts
+
     def takes(label: str) -> bool:
         try:
             return set(questions) <= set(arm_options(agents[label]))
-        except KeyError:         # an unknown agent: _check_arms says so
+        except KeyError:  # an unknown agent: _check_arms says so
             return False
 
     takers = [label for label in labels if takes(label)]
@@ -83,13 +103,18 @@ def _check_arms(labels, agents, arm_opts) -> None:
     """Every arm and option checked before anything runs."""
     from ..agents.arms import ArmOptionError, arm_names, check_options
     from ..agents.arms.kernelseek import question_settings
+
     known = arm_names()
     bad = [agents[label] for label in labels if agents[label] not in known]
     if bad or len(set(labels)) != len(labels) or not labels:
-        raise click.BadParameter(f"arms are {', '.join(known)} (or LABEL=AGENT), each label once", param_hint="--agents")
+        raise click.BadParameter(
+            f"arms are {', '.join(known)} (or LABEL=AGENT), each label once", param_hint="--agents"
+        )
     for label in arm_opts:
         if label not in agents:
-            raise click.BadParameter(f"{label!r} is not one of the arms ({', '.join(labels)})", param_hint="--agent-opt")
+            raise click.BadParameter(
+                f"{label!r} is not one of the arms ({', '.join(labels)})", param_hint="--agent-opt"
+            )
     try:
         for label in labels:
             check_options(agents[label], arm_opts.get(label, {}))
@@ -107,20 +132,35 @@ def _render(traces: list[Path], out_dir: Path, remeasure_runs: bool, final_bench
     new = {}
     if remeasure_runs:
         say(f"re-measuring the candidates of {len(traces)} trace(s) on this machine ...")
-        rows = remeasure(traces, out_dir, on_result=lambda r: say(
-            f"  {Path(r.trace).name} evaluation {r.eval_index}: recorded {r.recorded_status} "
-            f"{'-' if r.recorded_geomean is None else f'{r.recorded_geomean:.3f}x'}, now {r.status} "
-            f"{'-' if r.geomean is None else f'{r.geomean:.3f}x'}"))
+        rows = remeasure(
+            traces,
+            out_dir,
+            on_result=lambda r: say(
+                f"  {Path(r.trace).name} evaluation {r.eval_index}: recorded {r.recorded_status} "
+                f"{'-' if r.recorded_geomean is None else f'{r.recorded_geomean:.3f}x'}, now {r.status} "
+                f"{'-' if r.geomean is None else f'{r.geomean:.3f}x'}"
+            ),
+        )
         new = remeasured_by_trace(rows)
         if any(r.status == "no_gpu" for r in rows):
-            say("warning: some candidates could not be measured here (no suitable GPU); they count as "
-                "not correct in the re-measured table")
+            say(
+                "warning: some candidates could not be measured here (no suitable GPU); they count as "
+                "not correct in the re-measured table"
+            )
         note = (note + " " if note else "") + f"Speed-ups re-measured on this machine ({out_dir / 'remeasure.jsonl'})."
     if final_bench and final_bench.get("enabled"):
         say(f"benching each run's best kernel on its task's full grid ({len(traces)} run(s)) ...")
-        bench_all(traces, out_dir, final_bench.get("timeout_s", 3600), new, on_result=lambda r: say(
-            f"  {Path(r.trace).name}: {r.status} " + (f"{r.geomean:.3f}x" if r.geomean is not None else "")
-            + (f" ({r.note})" if r.note else "")))
+        bench_all(
+            traces,
+            out_dir,
+            final_bench.get("timeout_s", 3600),
+            new,
+            on_result=lambda r: say(
+                f"  {Path(r.trace).name}: {r.status} "
+                + (f"{r.geomean:.3f}x" if r.geomean is not None else "")
+                + (f" ({r.note})" if r.note else "")
+            ),
+        )
     finals = read_rows(out_dir / FINAL_FILE)
     runs = [stats_from_trace(t, new.get(str(t)), finals.get(str(t))) for t in traces]
     outs = render(runs, out_dir, note)
@@ -140,14 +180,19 @@ def _from_protocol(path, given: dict, model_name, base_url, price, context_token
         fail(str(e), USAGE)
     fixed = [k for k in FIXED_BY_PROTOCOL if given.get(k) not in (None, (), False)]
     if fixed:
-        fail(f"the protocol {proto.path} fixes {', '.join('--' + k.replace('_', '-') for k in fixed)}; edit a "
-             "copy of it instead", USAGE)
+        fail(
+            f"the protocol {proto.path} fixes {', '.join('--' + k.replace('_', '-') for k in fixed)}; edit a "
+            "copy of it instead",
+            USAGE,
+        )
     model = proto.model()
     for key, value in (("name", model_name), ("base_url", base_url)):
         if value is not None:
             if model.get(key) not in (None, value):
-                fail(f"the protocol {proto.path} fixes the model's {key} ({model[key]}); edit a copy of it instead",
-                     USAGE)
+                fail(
+                    f"the protocol {proto.path} fixes the model's {key} ({model[key]}); edit a copy of it instead",
+                    USAGE,
+                )
             model[key] = value
     if price:
         model.update(price_input_per_mtok=price[0], price_output_per_mtok=price[1])
@@ -167,26 +212,46 @@ def _from_protocol(path, given: dict, model_name, base_url, price, context_token
     fb = proto.final_bench()
     if final_bench is not None:
         fb["enabled"] = final_bench
-    req = CompareRequest(arms=labels, task=proto.data["task"]["name"], model=model, seeds=proto.seeds(),
-                         limits=proto.limits(), task_options=proto.task_options(), arm_options=arm_opts,
-                         tools={"sandbox": proto.data["sandbox"]} if proto.data.get("sandbox") else {},
-                         out_dir=str(out_dir), agents=agents,
-                         context={"window_tokens": window} if window else {}, final_bench=fb,
-                         protocol={"name": proto.name, "path": proto.path, "sha256": proto.sha256})
+    req = CompareRequest(
+        arms=labels,
+        task=proto.data["task"]["name"],
+        model=model,
+        seeds=proto.seeds(),
+        limits=proto.limits(),
+        task_options=proto.task_options(),
+        arm_options=arm_opts,
+        tools={"sandbox": proto.data["sandbox"]} if proto.data.get("sandbox") else {},
+        out_dir=str(out_dir),
+        agents=agents,
+        context={"window_tokens": window} if window else {},
+        final_bench=fb,
+        protocol={"name": proto.name, "path": proto.path, "sha256": proto.sha256},
+    )
     return req, proto
 
 
 def _print_plan(req, proto) -> None:
     from ..headtohead.estimate import PlanInputs, make_plan
+
     plan = (proto.data.get("plan") or {}) if proto else {}
     price = None
     if req.model.get("price_input_per_mtok") is not None:
         price = (req.model["price_input_per_mtok"], req.model.get("price_output_per_mtok") or 0.0)
-    inputs = PlanInputs(proto.name if proto else "command line", {label: req.agent(label) for label in req.arms},
-                        req.seeds, req.task, req.limits, plan.get("eval_seconds") or [],
-                        plan.get("final_bench_seconds"), bool(req.final_bench.get("enabled")), plan.get("gpu"),
-                        req.context.get("window_tokens"), req.model.get("max_output_tokens"), price,
-                        req.model.get("name"))
+    inputs = PlanInputs(
+        proto.name if proto else "command line",
+        {label: req.agent(label) for label in req.arms},
+        req.seeds,
+        req.task,
+        req.limits,
+        plan.get("eval_seconds") or [],
+        plan.get("final_bench_seconds"),
+        bool(req.final_bench.get("enabled")),
+        plan.get("gpu"),
+        req.context.get("window_tokens"),
+        req.model.get("max_output_tokens"),
+        price,
+        req.model.get("name"),
+    )
     title = f"{inputs.name}" + (f" ({proto.path}, sha256 {proto.sha256[:12]})" if proto else "")
     click.echo(make_plan(inputs).text(title))
     if proto:
@@ -197,12 +262,25 @@ def _print_plan(req, proto) -> None:
 
 
 @click.command("compare")
-@click.option("--protocol", "protocol_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="a protocol file that fixes the comparison (protocols/paper.yaml, protocols/smoke.yaml)")
-@click.option("--plan", "plan_only", is_flag=True,
-              help="print the runs, evaluations, GPU-hours, tokens and cost expected, and exit (no model is called)")
-@click.option("--agents", "arms", default=None, help="comma-separated arms, LABEL=AGENT to name one "
-              "[default: kernelseek,toolrich]")
+@click.option(
+    "--protocol",
+    "protocol_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="a protocol file that fixes the comparison (protocols/paper.yaml, protocols/smoke.yaml)",
+)
+@click.option(
+    "--plan",
+    "plan_only",
+    is_flag=True,
+    help="print the runs, evaluations, GPU-hours, tokens and cost expected, and exit (no model is called)",
+)
+@click.option(
+    "--agents",
+    "arms",
+    default=None,
+    help="comma-separated arms, LABEL=AGENT to name one [default: kernelseek,toolrich]",
+)
 @click.option("--task", default=None, help="[default: fa-fwd-sm90]")
 @click.option("--model", "model_name", default=None, help="the model name the endpoint knows")
 @click.option("--base-url", default=None, help="an OpenAI-compatible endpoint")
@@ -214,8 +292,12 @@ def _print_plan(req, proto) -> None:
 @click.option("--max-cost", type=float, default=None, help="USD per run")
 @click.option("--price", nargs=2, type=float, default=None, metavar="IN OUT", help="USD per million tokens")
 @click.option("--temperature", type=float, default=None)
-@click.option("--context-tokens", type=click.IntRange(min=1000), default=None,
-              help="the model's context window (default: the endpoint's, where it says it)")
+@click.option(
+    "--context-tokens",
+    type=click.IntRange(min=1000),
+    default=None,
+    help="the model's context window (default: the endpoint's, where it says it)",
+)
 @click.option("--max-attempts", type=click.IntRange(min=1), default=None, help="tries per model call (default 6)")
 @click.option("--retry-budget", type=float, default=None, help="seconds one model call may spend on retries")
 @click.option("--kernel", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
@@ -227,18 +309,61 @@ def _print_plan(req, proto) -> None:
 @click.option("--repeats", type=click.IntRange(min=1), default=None, help="the same failure N times")
 @click.option("--spacing", type=click.IntRange(min=0), default=None, help="steps between questions")
 @click.option("--sandbox", type=click.Choice(["auto", "landlock", "none"]), default=None)
-@click.option("--final-bench/--no-final-bench", "final_bench", default=None,
-              help="bench each run's best kernel on the task's full grid at the end [default: on]")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("results/compare"),
-              show_default=True)
-@click.option("--from-traces", "from_traces", type=click.Path(exists=True, path_type=Path), default=None,
-              help="regenerate the table and plot from the traces in DIR, without a model")
+@click.option(
+    "--final-bench/--no-final-bench",
+    "final_bench",
+    default=None,
+    help="bench each run's best kernel on the task's full grid at the end [default: on]",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("results/compare"),
+    show_default=True,
+)
+@click.option(
+    "--from-traces",
+    "from_traces",
+    type=click.Path(exists=True, path_type=Path),
+    default=None,
+    help="regenerate the table and plot from the traces in DIR, without a model",
+)
 @click.option("--remeasure", is_flag=True, help="re-evaluate every recorded candidate on this machine first")
 @executor_options
-def compare_cmd(protocol_path, plan_only, arms, task, model_name, base_url, seeds, max_steps, max_evals, max_wall,
-                max_tokens, max_cost, price, temperature, context_tokens, max_attempts, retry_budget, kernel, goal,
-                task_opts, agent_opts, categories, plateau, repeats, spacing, sandbox, final_bench, out_dir,
-                from_traces, remeasure, scaleout):
+def compare_cmd(
+    protocol_path,
+    plan_only,
+    arms,
+    task,
+    model_name,
+    base_url,
+    seeds,
+    max_steps,
+    max_evals,
+    max_wall,
+    max_tokens,
+    max_cost,
+    price,
+    temperature,
+    context_tokens,
+    max_attempts,
+    retry_budget,
+    kernel,
+    goal,
+    task_opts,
+    agent_opts,
+    categories,
+    plateau,
+    repeats,
+    spacing,
+    sandbox,
+    final_bench,
+    out_dir,
+    from_traces,
+    remeasure,
+    scaleout,
+):
     """Run the arms head-to-head on one task, model and budget; table, interval and plot in --out.
     With --protocol the comparison is the protocol's; --plan prints what it takes and calls no model.
     With --executor dask the runs (arm x seed) are spread over the cluster's GPUs, one per GPU at a
@@ -253,34 +378,68 @@ def compare_cmd(protocol_path, plan_only, arms, task, model_name, base_url, seed
             fail(f"no traces under {from_traces}", USAGE)
         _render(traces, out_dir, remeasure, {"enabled": bool(final_bench), "timeout_s": 3600.0})
         return
-    given = dict(arms=arms, task=task, seeds=seeds, max_steps=max_steps, max_evals=max_evals, max_wall=max_wall,
-                 max_tokens=max_tokens, max_cost=max_cost, temperature=temperature, kernel=kernel, goal=goal,
-                 task_opts=task_opts, agent_opts=agent_opts, categories=categories, plateau=plateau,
-                 repeats=repeats, spacing=spacing, sandbox=sandbox)
+    given = dict(
+        arms=arms,
+        task=task,
+        seeds=seeds,
+        max_steps=max_steps,
+        max_evals=max_evals,
+        max_wall=max_wall,
+        max_tokens=max_tokens,
+        max_cost=max_cost,
+        temperature=temperature,
+        kernel=kernel,
+        goal=goal,
+        task_opts=task_opts,
+        agent_opts=agent_opts,
+        categories=categories,
+        plateau=plateau,
+        repeats=repeats,
+        spacing=spacing,
+        sandbox=sandbox,
+    )
     proto = None
     if protocol_path:
-        req, proto = _from_protocol(protocol_path, given, model_name, base_url, price, context_tokens, out_dir,
-                                    final_bench)
+        req, proto = _from_protocol(
+            protocol_path, given, model_name, base_url, price, context_tokens, out_dir, final_bench
+        )
     else:
         try:
             labels, agents = _arms(arms or "kernelseek,toolrich")
-            arm_opts = _with_questions(labels, agents, _arm_options(agent_opts),
-                                       question_options(categories, plateau, repeats, spacing))
+            arm_opts = _with_questions(
+                labels, agents, _arm_options(agent_opts), question_options(categories, plateau, repeats, spacing)
+            )
             _check_arms(labels, agents, arm_opts)
         except click.BadParameter as e:
             fail(e.format_message(), USAGE)
         model = {"name": model_name, "base_url": base_url, "temperature": temperature}
         if price:
             model.update(price_input_per_mtok=price[0], price_output_per_mtok=price[1])
-        limits = {k: v for k, v in (("max_steps", max_steps), ("max_evals", max_evals), ("max_tokens", max_tokens),
-                                    ("max_cost", max_cost),
-                                    ("max_wall_s", None if max_wall is None else max_wall * 60)) if v is not None}
-        req = CompareRequest(arms=labels, task=task or "fa-fwd-sm90", model=model,
-                             seeds=list(range(1, (seeds or 1) + 1)), limits=limits,
-                             task_options=task_options(kernel, goal, task_opts), arm_options=arm_opts,
-                             tools={"sandbox": sandbox} if sandbox else {}, out_dir=str(out_dir), agents=agents,
-                             context={"window_tokens": context_tokens} if context_tokens else {},
-                             final_bench={"enabled": final_bench is not False, "timeout_s": 3600.0})
+        limits = {
+            k: v
+            for k, v in (
+                ("max_steps", max_steps),
+                ("max_evals", max_evals),
+                ("max_tokens", max_tokens),
+                ("max_cost", max_cost),
+                ("max_wall_s", None if max_wall is None else max_wall * 60),
+            )
+            if v is not None
+        }
+        req = CompareRequest(
+            arms=labels,
+            task=task or "fa-fwd-sm90",
+            model=model,
+            seeds=list(range(1, (seeds or 1) + 1)),
+            limits=limits,
+            task_options=task_options(kernel, goal, task_opts),
+            arm_options=arm_opts,
+            tools={"sandbox": sandbox} if sandbox else {},
+            out_dir=str(out_dir),
+            agents=agents,
+            context={"window_tokens": context_tokens} if context_tokens else {},
+            final_bench={"enabled": final_bench is not False, "timeout_s": 3600.0},
+        )
     for key, value in (("max_attempts", max_attempts), ("retry_budget_s", retry_budget)):
         if value is not None:
             req.model[key] = value
@@ -293,21 +452,35 @@ def compare_cmd(protocol_path, plan_only, arms, task, model_name, base_url, seed
         if not traces:
             click.echo(NO_ENDPOINT.format(traces=out_dir / "traces", task=req.task), err=True)
             sys.exit(USAGE)
-        say(f"no model endpoint configured (OPENAI_API_KEY or --base-url): regenerating from the "
-            f"{len(traces)} trace(s) under {out_dir / 'traces'}")
+        say(
+            f"no model endpoint configured (OPENAI_API_KEY or --base-url): regenerating from the "
+            f"{len(traces)} trace(s) under {out_dir / 'traces'}"
+        )
         _render(traces, out_dir, remeasure, None)
         return
     if needs_model and not req.model.get("name"):
-        fail("--model is required to run the arms" + (" (the protocol leaves the model open)" if proto else
-                                                      " (or use --from-traces)"), USAGE)
+        fail(
+            "--model is required to run the arms"
+            + (" (the protocol leaves the model open)" if proto else " (or use --from-traces)"),
+            USAGE,
+        )
 
     def on_run(spec, rec):
-        what = "already finished, kept" if not rec["ran"] else (
-            f"{rec['state']}: exit {rec['exit_reason']}, best "
-            + (f"{rec['best']['geomean']:.3f}x" if rec.get("best") else "-"))
+        what = (
+            "already finished, kept"
+            if not rec["ran"]
+            else (
+                f"{rec['state']}: exit {rec['exit_reason']}, best "
+                + (f"{rec['best']['geomean']:.3f}x" if rec.get("best") else "-")
+            )
+        )
         gpu = rec.get("gpu")
-        where = "" if not gpu else f" on {gpu['worker'] or gpu['host']}" + (
-            f" (GPU {gpu['index']}, {gpu['host']})" if gpu["index"] is not None else "")
+        where = (
+            ""
+            if not gpu
+            else f" on {gpu['worker'] or gpu['host']}"
+            + (f" (GPU {gpu['index']}, {gpu['host']})" if gpu["index"] is not None else "")
+        )
         say(f"{spec.arm} seed {spec.seed}: {what}{where} ({spec.trace_path})")
 
     run, no_gpu, lost = run_compare, (), ()
@@ -316,10 +489,13 @@ def compare_cmd(protocol_path, plan_only, arms, task, model_name, base_url, seed
 
         from ..gpu import NoGPUError
         from ..scaleout.agent_runs import RunsLost, run_compare_distributed
+
         run, no_gpu, lost = partial(run_compare_distributed, scaleout=scaleout), NoGPUError, RunsLost
     if proto:
-        say(f"protocol {proto.name} ({proto.path}, sha256 {proto.sha256[:12]}): {len(req.arms)} arms x "
-            f"{len(req.seeds)} seeds")
+        say(
+            f"protocol {proto.name} ({proto.path}, sha256 {proto.sha256[:12]}): {len(req.arms)} arms x "
+            f"{len(req.seeds)} seeds"
+        )
     try:
         records = run(req, on_run=on_run)
     except no_gpu as e:

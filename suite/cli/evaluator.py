@@ -1,4 +1,5 @@
 """The evaluator's commands: `scenarios`, `build`, `bench`, `eval`, `env` and `report`."""
+
 from __future__ import annotations
 
 import functools
@@ -31,10 +32,22 @@ def scenarios_cmd(arch, extended, pattern, as_json):
         for s in rows:
             click.echo(json.dumps({**s.to_dict(), "flops": s.flops}))
         return
-    table = [[s.id, s.batch, s.seqlen_q, s.seqlen_k, f"{s.heads_q}/{s.heads_kv}", f"{s.d_qk}/{s.d_v}",
-              "yes" if s.causal else "no", f"{s.flops / 1e12:.3f}"] for s in rows]
-    click.echo(tabulate(table, headers=["id", "batch", "seqlen_q", "seqlen_k", "heads q/kv", "d qk/v",
-                                        "causal", "TFLOP"]))
+    table = [
+        [
+            s.id,
+            s.batch,
+            s.seqlen_q,
+            s.seqlen_k,
+            f"{s.heads_q}/{s.heads_kv}",
+            f"{s.d_qk}/{s.d_v}",
+            "yes" if s.causal else "no",
+            f"{s.flops / 1e12:.3f}",
+        ]
+        for s in rows
+    ]
+    click.echo(
+        tabulate(table, headers=["id", "batch", "seqlen_q", "seqlen_k", "heads q/kv", "d qk/v", "causal", "TFLOP"])
+    )
     click.echo(f"\n{len(rows)} scenarios ({arch}{', extended set' if extended else ''})")
 
 
@@ -57,8 +70,7 @@ def build_cmd(kernel, arch, force, as_json):
         return
     click.echo(f"built {kernel} for {arch} with nvcc {r.nvcc_version}{' (cached)' if r.cached else ''}")
     click.echo(f"library: {r.library}")
-    click.echo(tabulate(resource_table(r), headers=["function", "registers", "static smem B", "stack B",
-                                                    "spill B"]))
+    click.echo(tabulate(resource_table(r), headers=["function", "registers", "static smem B", "stack B", "spill B"]))
     for w in r.warnings:
         click.echo(f"warning: {w}")
 
@@ -73,13 +85,18 @@ def gpu_or_exit(arch: str, gpu_index: int = 0, as_json: bool = False) -> None:
 
 
 def _sanitize_option(f):
-    return click.option("--sanitize", is_flag=True,
-                        help="also run compute-sanitizer (memcheck, racecheck, initcheck) on a small subset")(f)
+    return click.option(
+        "--sanitize", is_flag=True, help="also run compute-sanitizer (memcheck, racecheck, initcheck) on a small subset"
+    )(f)
 
 
 def _previous_option(f):
-    return click.option("--previous", type=click.Path(exists=True, path_type=Path), default=None,
-                        help="a previous run's folder: a ratio that jumps past it is flagged")(f)
+    return click.option(
+        "--previous",
+        type=click.Path(exists=True, path_type=Path),
+        default=None,
+        help="a previous run's folder: a ratio that jumps past it is flagged",
+    )(f)
 
 
 @click.command("bench")
@@ -96,8 +113,21 @@ def _previous_option(f):
 @_sanitize_option
 @_previous_option
 @scaleout_options
-def bench_cmd(arch, kernel, baselines, pattern, extended, extended_only, out_dir, resume, seed, gpu_index,
-              sanitize, previous, scaleout):
+def bench_cmd(
+    arch,
+    kernel,
+    baselines,
+    pattern,
+    extended,
+    extended_only,
+    out_dir,
+    resume,
+    seed,
+    gpu_index,
+    sanitize,
+    previous,
+    scaleout,
+):
     """Run KERNEL over the scenario grid beside the baselines; write results with provenance. With
     --executor dask the scenarios are sharded over a cluster's GPUs."""
     from ..bench import BenchRequest, ResumeMismatch, run_bench
@@ -107,24 +137,37 @@ def bench_cmd(arch, kernel, baselines, pattern, extended, extended_only, out_dir
     from ..report import summary_lines
     from ..rules import DependencyRuleError
 
-    if scaleout is None:     # on a cluster, the workers' GPUs are checked instead
+    if scaleout is None:  # on a cluster, the workers' GPUs are checked instead
         gpu_or_exit(arch, gpu_index)
     baselines = list(baselines) or [config.ARCHES[arch]["baseline"]]
     from .. import baselines as bl
+
     for b in baselines:
         try:
             bl.get(b)
         except KeyError as e:
             fail(e.args[0], USAGE)
     out_dir = out_dir or Path("results") / arch / kernel.stem
-    req = BenchRequest(kernel=kernel, arch=arch, baselines=baselines, scenario_filter=pattern,
-                       extended=extended or extended_only, grid=not extended_only, out_dir=out_dir,
-                       resume=resume, seed=seed, gpu_index=gpu_index, sanitize=sanitize, previous=previous)
+    req = BenchRequest(
+        kernel=kernel,
+        arch=arch,
+        baselines=baselines,
+        scenario_filter=pattern,
+        extended=extended or extended_only,
+        grid=not extended_only,
+        out_dir=out_dir,
+        resume=resume,
+        seed=seed,
+        gpu_index=gpu_index,
+        sanitize=sanitize,
+        previous=previous,
+    )
     run: Callable[..., dict] = run_bench
     usage_errors: tuple[type[Exception], ...] = (ResumeMismatch, ValueError)
-    if scaleout is not None:     # the Dask path is chosen here, above bench.py (which knows one GPU)
+    if scaleout is not None:  # the Dask path is chosen here, above bench.py (which knows one GPU)
         from ..scaleout.bench import run_bench_distributed
         from ..scaleout.cluster import ClusterError
+
         run, usage_errors = functools.partial(run_bench_distributed, scaleout=scaleout), (*usage_errors, ClusterError)
     try:
         summary = run_with_progress(lambda **kw: run(req, **kw), f"bench {kernel.name}")
@@ -135,7 +178,7 @@ def bench_cmd(arch, kernel, baselines, pattern, extended, extended_only, out_dir
     except usage_errors as e:
         fail(str(e), USAGE)
     ok = True
-    for name, one in (summary.get("per_class") or {"": summary}).items():   # per_class: one per GPU class
+    for name, one in (summary.get("per_class") or {"": summary}).items():  # per_class: one per GPU class
         for line in ([f"GPU class {name}:"] if name else []) + summary_lines(one):
             click.echo(line)
         ok = ok and passed(one)
@@ -150,8 +193,16 @@ def bench_cmd(arch, kernel, baselines, pattern, extended, extended_only, out_dir
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 @click.option("--no-extended", is_flag=True, help="skip the extended correctness set")
 @click.option("--json", "as_json", is_flag=True, help="print summary.json on stdout")
-@click.option("--gpu", "gpu_index", type=int, default=0, show_default=True, envvar=GPU_ENV, show_envvar=True,
-              help="the GPU (NVML index)")
+@click.option(
+    "--gpu",
+    "gpu_index",
+    type=int,
+    default=0,
+    show_default=True,
+    envvar=GPU_ENV,
+    show_envvar=True,
+    help="the GPU (NVML index)",
+)
 @_sanitize_option
 @_previous_option
 def eval_cmd(kernel, arch, baseline, out_dir, no_extended, as_json, gpu_index, sanitize, previous):
@@ -169,7 +220,8 @@ def eval_cmd(kernel, arch, baseline, out_dir, no_extended, as_json, gpu_index, s
             summary = evaluate(kernel, arch, baseline, out_dir, **opts)
         else:
             summary = run_with_progress(
-                lambda **kw: evaluate(kernel, arch, baseline, out_dir, **opts, **kw), f"eval {kernel.name}")
+                lambda **kw: evaluate(kernel, arch, baseline, out_dir, **opts, **kw), f"eval {kernel.name}"
+            )
     except (BuildError, DependencyRuleError) as e:
         fail(f"build failed: {e}", BUILD, {"status": "build_failed", "error": str(e)} if as_json else None)
     if as_json:
@@ -178,6 +230,7 @@ def eval_cmd(kernel, arch, baseline, out_dir, no_extended, as_json, gpu_index, s
         for line in summary_lines(summary):
             click.echo(line)
         from ..results import read_jsonl
+
         bad = [r for r in read_jsonl(Path(summary["out_dir"]) / "bench.jsonl") if not r.correct]
         for r in bad[:10]:
             click.echo(f"  {r.status}{f' ({r.code})' if r.code else ''}: {r.scenario}: {r.reason[:200]}")
@@ -194,9 +247,12 @@ def env_cmd(as_json):
 
     prov = host_provenance()
     from .. import baselines as bl
-    prov["baselines"] = {name: {"status": b.available()[1], "version": b.version()}
-                         for name, b in bl.REGISTRY.items()} if prov.get("gpu_name") else \
-        {name: {"status": "not checked (no GPU)", "version": b.version()} for name, b in bl.REGISTRY.items()}
+
+    prov["baselines"] = (
+        {name: {"status": b.available()[1], "version": b.version()} for name, b in bl.REGISTRY.items()}
+        if prov.get("gpu_name")
+        else {name: {"status": "not checked (no GPU)", "version": b.version()} for name, b in bl.REGISTRY.items()}
+    )
     if as_json:
         click.echo(json.dumps(prov, indent=1))
         return

@@ -1,5 +1,6 @@
 """The reproduction's commands: `reproduce`, `doctor`, `wheelhouse`, `render`, `verify` and
 `container` (pin, lock, check). A thin layer over suite/reproduce and suite/reports."""
+
 from __future__ import annotations
 
 import json
@@ -19,18 +20,31 @@ ARCH = click.Choice(sorted(config.REPRODUCE))
 
 @click.command("reproduce")
 @click.option("--arch", type=ARCH, default="sm90", show_default=True)
-@click.option("--runtime", type=click.Choice(["auto", "docker", "native"]), default="auto", show_default=True,
-              help="auto: the container where Docker can give it a GPU, else natively")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="default: results/<arch>; without the GPU, build/reproduce/<arch>")
+@click.option(
+    "--runtime",
+    type=click.Choice(["auto", "docker", "native"]),
+    default="auto",
+    show_default=True,
+    help="auto: the container where Docker can give it a GPU, else natively",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="default: results/<arch>; without the GPU, build/reproduce/<arch>",
+)
 @click.option("--gpu", "gpu_index", type=int, default=0, show_default=True)
 @click.option("--seed", type=int, default=None)
 @click.option("--scenarios", "pattern", default=None, help="a glob filter, for a quick partial sweep")
 @click.option("--no-extended", is_flag=True, help="skip the extended correctness set")
 @click.option("--rebuild-image", is_flag=True, help="build the image even if this checkout's exists")
 @click.option("--resume", is_flag=True, help="continue an interrupted run in --out (measured rows are kept)")
-@click.option("--root", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
-              help="the checkout (default: the one the suite runs from)")
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="the checkout (default: the one the suite runs from)",
+)
 @scaleout_options
 def reproduce_cmd(arch, runtime, out, gpu_index, seed, pattern, no_extended, rebuild_image, resume, root, scaleout):
     """Regenerate results/<arch>/ end to end: GEMM ceiling, the 182 scenarios and the extended set
@@ -42,16 +56,29 @@ def reproduce_cmd(arch, runtime, out, gpu_index, seed, pattern, no_extended, reb
     from ..reproduce.pipeline import ReproduceRequest, reproduce
 
     if scaleout is not None and (runtime == "docker" or scaleout.per_class_reports):
-        fail("reproduce on a Dask cluster runs natively, on one GPU class (no --runtime docker, no "
-             "--per-class-reports)", USAGE)
-    req = ReproduceRequest(arch=arch, runtime=runtime, root=(root or config.REPO_ROOT).resolve(), out=out,
-                           gpu_index=gpu_index, seed=seed, scenario_filter=pattern, extended=not no_extended,
-                           rebuild_image=rebuild_image, resume=resume, scaleout=scaleout)
+        fail(
+            "reproduce on a Dask cluster runs natively, on one GPU class (no --runtime docker, no --per-class-reports)",
+            USAGE,
+        )
+    req = ReproduceRequest(
+        arch=arch,
+        runtime=runtime,
+        root=(root or config.REPO_ROOT).resolve(),
+        out=out,
+        gpu_index=gpu_index,
+        seed=seed,
+        scenario_filter=pattern,
+        extended=not no_extended,
+        rebuild_image=rebuild_image,
+        resume=resume,
+        scaleout=scaleout,
+    )
     outcome = run_with_progress(lambda **kw: reproduce(req, say, **kw), f"reproduce {arch}")
     for m in outcome.messages:
         click.echo(m)
     if outcome.summary:
         from ..report import summary_lines
+
         for line in summary_lines(outcome.summary):
             click.echo(line)
     what = {"partial": "partial run, nothing measured (no suitable GPU)"}.get(outcome.status, outcome.status)
@@ -73,9 +100,13 @@ def doctor_cmd(arch, runtime, gpu_index, as_json):
     if as_json:
         click.echo(json.dumps(rep.to_dict(), indent=1))
     else:
-        rows = [["ok" if f.ok else ("note" if f.note_only else f"FAIL {f.code}"), f.check, f.detail,
-                 "" if f.ok else f.fix] for f in rep.findings]
-        click.echo(tabulate(rows, headers=["", "check", "state", "fix"], tablefmt="simple", maxcolwidths=[None, None, 60, 70]))
+        rows = [
+            ["ok" if f.ok else ("note" if f.note_only else f"FAIL {f.code}"), f.check, f.detail, "" if f.ok else f.fix]
+            for f in rep.findings
+        ]
+        click.echo(
+            tabulate(rows, headers=["", "check", "state", "fix"], tablefmt="simple", maxcolwidths=[None, None, 60, 70])
+        )
         click.echo(f"doctor {arch} ({runtime}): exit {rep.exit_code}")
     sys.exit(rep.exit_code)
 
@@ -93,14 +124,15 @@ def wheelhouse_cmd(dest, arch, max_mb, strategy, skip, no_suite):
     from ..reproduce.wheelhouse import WheelhouseError, build
 
     try:
-        m = build(arch, dest, config.REPO_ROOT, int(max_mb * 1e6), strategy, tuple(skip),
-                  include_suite=not no_suite)
+        m = build(arch, dest, config.REPO_ROOT, int(max_mb * 1e6), strategy, tuple(skip), include_suite=not no_suite)
     except WheelhouseError as e:
         fail(str(e), FAIL)
     parts = sum(len(e.parts) for e in m.files)
     total = sum(e.size for e in m.files)
-    click.echo(f"{len(m.files)} files ({total / 1e9:.2f} GB) stored as {parts} parts of at most {max_mb:g} MB "
-               f"in {dest}; manifest: {dest / 'manifest.json'}")
+    click.echo(
+        f"{len(m.files)} files ({total / 1e9:.2f} GB) stored as {parts} parts of at most {max_mb:g} MB "
+        f"in {dest}; manifest: {dest / 'manifest.json'}"
+    )
 
 
 @click.command("render")
@@ -120,8 +152,13 @@ def render_cmd(results, out):
 
 @click.command("verify")
 @click.argument("shipped", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--against", "fresh", type=click.Path(exists=True, file_okay=False, path_type=Path), required=True,
-              help="the fresh run: a results/<arch> folder or a bench output folder")
+@click.option(
+    "--against",
+    "fresh",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    required=True,
+    help="the fresh run: a results/<arch> folder or a bench output folder",
+)
 @click.option("--baseline", default=None, help="default: the architecture's (fa3 on sm90, fa4 on sm100)")
 @click.option("--tolerance", type=float, default=config.VERIFY_TOLERANCE, show_default=True)
 @click.option("--all", "show_all", is_flag=True, help="list every scenario, not only those that changed")
@@ -135,8 +172,11 @@ def verify_cmd(shipped, fresh, baseline, tolerance, show_all):
         v = compare(shipped, fresh, baseline, tolerance)
     except NoResults as e:
         fail(str(e), USAGE)
-    rows = [[s.scenario, _r(s.shipped), _r(s.fresh), f"{s.change:+.1%}" if s.change is not None else "",
-             s.verdict, s.why] for s in v.scenarios if show_all or s.verdict != SAME]
+    rows = [
+        [s.scenario, _r(s.shipped), _r(s.fresh), f"{s.change:+.1%}" if s.change is not None else "", s.verdict, s.why]
+        for s in v.scenarios
+        if show_all or s.verdict != SAME
+    ]
     click.echo(f"ratio vs {v.baseline} (baseline time / kernel time), tolerance {v.tolerance:.0%}")
     if rows:
         click.echo(tabulate(rows, headers=["scenario", "shipped", "fresh", "change", "verdict", "why"]))
@@ -166,6 +206,7 @@ def pin_cmd(arches):
     def resolve(ref: str) -> str:
         try:
             from ..reproduce.containers import client
+
             return client().images.get_registry_data(ref).id
         except Exception:  # no engine here: ask the registry directly
             return resolve_digest(ref)

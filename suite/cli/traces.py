@@ -1,4 +1,5 @@
 """`kernelseek-suite traces ...`: validate, show and analyze agent run traces."""
+
 from __future__ import annotations
 
 import sys
@@ -50,10 +51,21 @@ def traces_show(file):
 
 @traces_group.command("analyze")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
-@click.option("--gain", "threshold", type=float, default=10.0, show_default=True,
-              help="a large gain: a new best at least this many percent above the previous best")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("results/analysis"),
-              show_default=True)
+@click.option(
+    "--gain",
+    "threshold",
+    type=float,
+    default=10.0,
+    show_default=True,
+    help="a large gain: a new best at least this many percent above the previous best",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("results/analysis"),
+    show_default=True,
+)
 def traces_analyze(files, threshold, out_dir):
     """Questions, tool calls, evaluations and gain attribution for FILES (traces, or folders of them)."""
     from ..headtohead.analysis import analyze, markdown, write

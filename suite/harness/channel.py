@@ -9,6 +9,7 @@ The parent drops every line that does not verify. The worker's stdout and stderr
 Worker side: `job, chan = WorkerChannel.open(sys.argv)` (the channel's fd is the last argument),
 then `chan.emit(kind, **payload)`.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -46,14 +47,14 @@ class ParentChannel:
         return json.dumps({"key": self.key.hex(), "job": job}).encode()
 
     def after_spawn(self) -> None:
-        os.close(self.write_fd)   # the worker holds the only write end: EOF when it exits
+        os.close(self.write_fd)  # the worker holds the only write end: EOF when it exits
 
     def verify(self, line: str) -> Message | None:
         at = line.rfind(MARK)
         if at < 0:
             self.rejected += 1
             return None
-        rest = line[at + len(MARK):].rstrip("\n")
+        rest = line[at + len(MARK) :].rstrip("\n")
         mac, _, body = rest.partition(" ")
         if not body or not hmac.compare_digest(mac, _sign(self.key, body)):
             self.rejected += 1

@@ -8,6 +8,7 @@ would spare those reservations on recent kernels but has not been verified with 
 not relied on either. Device memory needs no limit of ours: a kernel that allocates too much makes
 its own scenario fail, and the driver frees it when the worker exits.
 """
+
 from __future__ import annotations
 
 import os
@@ -45,8 +46,7 @@ def protected_paths(repo_root: Path, results_dir: Path | None = None) -> list[Pa
     from .. import config
 
     suite_dir = Path(__file__).resolve().parent.parent
-    paths = [suite_dir, repo_root / "kernels" / "reference", results_dir or (repo_root / "results"),
-             config.cache_dir()]
+    paths = [suite_dir, repo_root / "kernels" / "reference", results_dir or (repo_root / "results"), config.cache_dir()]
     return [p for p in paths if p.exists()]
 
 

@@ -21,6 +21,7 @@ known in advance, and nothing the kernel can see tells which are kept); `take_sa
 inputs and output of one random (batch, q head) of such a call, and `check_sample` judges it against
 the fp32 reference of exactly those inputs with the pass rule. Device-agnostic: tested on the CPU.
 """
+
 from __future__ import annotations
 
 import random
@@ -31,7 +32,7 @@ from ..scenarios import Scenario
 from .check import CheckResult, check_output
 from .reference import reference_pair
 
-SIGN_BIT = -32768     # 0x8000 as an int16: the sign bit of a bf16
+SIGN_BIT = -32768  # 0x8000 as an int16: the sign bit of a bf16
 
 
 class FreshContent:
@@ -67,7 +68,7 @@ class FreshContent:
         masks applied so far)."""
         out = []
         for mask in self.masks:
-            flips = (mask[:self.used] != 0).sum(dim=0) % 2
+            flips = (mask[: self.used] != 0).sum(dim=0) % 2
             out.append((flips * SIGN_BIT).to(mask.dtype))
         return out
 
@@ -99,6 +100,7 @@ class Reservoir:
 @dataclass
 class Sample:
     """One (batch, q head) of a timed call: its inputs and what the kernel wrote."""
+
     round: int
     input_set: int
     batch: int
@@ -115,8 +117,17 @@ def take_sample(call_round: int, input_set: int, q, k, v, out, lse, rng: random.
     b = rng.randrange(q.shape[0])
     h = rng.randrange(q.shape[2])
     hk = h // (q.shape[2] // k.shape[2])
-    return Sample(call_round, input_set, b, h, q[b:b + 1, :, h:h + 1].clone(), k[b:b + 1, :, hk:hk + 1].clone(),
-                  v[b:b + 1, :, hk:hk + 1].clone(), out[b:b + 1, :, h:h + 1].clone(), lse[b:b + 1, h:h + 1].clone())
+    return Sample(
+        call_round,
+        input_set,
+        b,
+        h,
+        q[b : b + 1, :, h : h + 1].clone(),
+        k[b : b + 1, :, hk : hk + 1].clone(),
+        v[b : b + 1, :, hk : hk + 1].clone(),
+        out[b : b + 1, :, h : h + 1].clone(),
+        lse[b : b + 1, h : h + 1].clone(),
+    )
 
 
 def check_sample(s: Sample, scn: Scenario, cfg: CheckConfig) -> CheckResult:

@@ -1,6 +1,7 @@
 """Fresh random inputs for a scenario, drawn from a per-run seed (recorded in the results), and the
 exact transform that turns one input set into another whose reference is known without computing
 it again."""
+
 from __future__ import annotations
 
 import hashlib

@@ -2,13 +2,13 @@
 
 `upcast=True` gives the fp32 reference; `upcast=False` gives the low-precision reference computed
 with bf16 operands (bf16 scores and bf16 P), whose error sets the tolerance of the pass rule."""
+
 from __future__ import annotations
 
 import math
 
 
-def attention_reference(q, k, v, causal: bool, softmax_scale: float, upcast: bool = True,
-                        chunk_bytes: int = 1 << 30):
+def attention_reference(q, k, v, causal: bool, softmax_scale: float, upcast: bool = True, chunk_bytes: int = 1 << 30):
     """q (b, sq, hq, dqk), k (b, sk, hk, dqk), v (b, sk, hk, dv) -> out (b, sq, hq, dv) fp32 (or
     bf16 when not upcast) and lse (b, hq, sq) fp32. Causal mask aligned bottom-right; rows with
     nothing to attend give 0 and lse -inf."""
@@ -21,10 +21,10 @@ def attention_reference(q, k, v, causal: bool, softmax_scale: float, upcast: boo
     out = torch.empty(b, sq, hq, dv, device=q.device, dtype=out_dtype)
     lse = torch.empty(b, hq, sq, device=q.device, dtype=torch.float32)
     rows = max(1, min(sq, chunk_bytes // max(1, hq * sk * 4)))
-    diag = sk - sq                      # row r sees keys 0 .. r + diag (bottom-right alignment)
+    diag = sk - sq  # row r sees keys 0 .. r + diag (bottom-right alignment)
     for bi in range(b):
-        kb = k[bi].permute(1, 0, 2)            # (hk, sk, dqk)
-        vb = v[bi].permute(1, 0, 2)            # (hk, sk, dv)
+        kb = k[bi].permute(1, 0, 2)  # (hk, sk, dqk)
+        vb = v[bi].permute(1, 0, 2)  # (hk, sk, dv)
         if upcast:
             kb, vb = kb.float(), vb.float()
         for r0 in range(0, sq, rows):
@@ -32,7 +32,7 @@ def attention_reference(q, k, v, causal: bool, softmax_scale: float, upcast: boo
             n = r1 - r0
             # causal: only the keys that some row of the chunk sees (the last row sees the most)
             kend = max(0, min(sk, r1 + diag)) if causal else sk
-            if kend == 0:                       # no row of the chunk sees any key
+            if kend == 0:  # no row of the chunk sees any key
                 out[bi, r0:r1] = 0
                 lse[bi, :, r0:r1] = float("-inf")
                 continue
@@ -41,26 +41,31 @@ def attention_reference(q, k, v, causal: bool, softmax_scale: float, upcast: boo
             qc = qc.reshape(hk, group * n, dqk)
             kc, vc = kb[:, :kend], vb[:, :kend]
             # the scale is applied to the fp32 accumulator (cuBLAS epilogue), not in a pass of its own
-            s = torch.baddbmm(torch.empty(1, 1, 1, device=q.device, dtype=qc.dtype), qc, kc.transpose(1, 2),
-                              beta=0, alpha=softmax_scale)
-            s = s.float() if s.dtype != torch.float32 else s                  # (hk, group*n, kend)
+            s = torch.baddbmm(
+                torch.empty(1, 1, 1, device=q.device, dtype=qc.dtype),
+                qc,
+                kc.transpose(1, 2),
+                beta=0,
+                alpha=softmax_scale,
+            )
+            s = s.float() if s.dtype != torch.float32 else s  # (hk, group*n, kend)
             s = s.view(hk, group, n, kend)
-            if causal:                          # keys before `full` are seen by every row of the chunk
+            if causal:  # keys before `full` are seen by every row of the chunk
                 full = max(0, min(kend, r0 + diag + 1))
                 if full < kend:
                     row_idx = torch.arange(r0, r1, device=q.device).view(n, 1)
                     cols = torch.arange(full, kend, device=q.device).view(1, kend - full)
                     s[..., full:].masked_fill_((cols > row_idx + diag).view(1, 1, n, kend - full), float("-inf"))
             # few passes over the (rows x keys) scores, in place: they dominate the check's time
-            m = s.amax(dim=-1, keepdim=True)                                   # -inf on rows that see nothing
+            m = s.amax(dim=-1, keepdim=True)  # -inf on rows that see nothing
             m = torch.where(torch.isneginf(m), torch.zeros_like(m), m)
-            p = s.sub_(m).exp_()                                               # 0 on rows that see nothing
+            p = s.sub_(m).exp_()  # 0 on rows that see nothing
             l = p.sum(dim=-1, keepdim=True)
-            lse_c = (m + torch.log(l)).squeeze(-1)                              # -inf where l = 0
+            lse_c = (m + torch.log(l)).squeeze(-1)  # -inf where l = 0
             inv = torch.where(l > 0, 1.0 / l, torch.zeros_like(l))
-            if upcast:                          # normalize the output: one pass over (rows x dv)
+            if upcast:  # normalize the output: one pass over (rows x dv)
                 o = torch.matmul(p.reshape(hk, group * n, kend), vc).view(hk, group, n, dv).mul_(inv)
-            else:                               # bf16 P is the normalized probabilities, as before
+            else:  # bf16 P is the normalized probabilities, as before
                 o = torch.matmul(p.mul_(inv).to(q.dtype).reshape(hk, group * n, kend), vc).view(hk, group, n, dv)
             out[bi, r0:r1] = o.reshape(hq, n, dv).permute(1, 0, 2).to(out_dtype)
             lse[bi, :, r0:r1] = lse_c.reshape(hq, n)

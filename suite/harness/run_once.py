@@ -10,6 +10,7 @@ its time as a share of KERNEL's. The `--beside` kernels are what-if variants (a 
 taken out, to see where the time goes): their outputs are NOT checked, so their times say nothing
 about a correct kernel.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,14 +26,25 @@ def main(argv=None) -> int:
     ap.add_argument("--check", action="store_true", help="also check the output against the reference")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--time", action="store_true", help="time the kernel (and the --beside kernels)")
-    ap.add_argument("--beside", action="append", default=[], metavar="OTHER.cu",
-                    help="with --time: also time this kernel, interleaved (its output is not checked)")
-    ap.add_argument("--baseline", action="append", default=[], metavar="NAME",
-                    help="with --time: also time this baseline (fa3, fa4, cudnn, sdpa-flash), interleaved")
+    ap.add_argument(
+        "--beside",
+        action="append",
+        default=[],
+        metavar="OTHER.cu",
+        help="with --time: also time this kernel, interleaved (its output is not checked)",
+    )
+    ap.add_argument(
+        "--baseline",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --time: also time this baseline (fa3, fa4, cudnn, sdpa-flash), interleaved",
+    )
     args = ap.parse_args(argv)
     if (args.beside or args.baseline) and not args.time:
         ap.error("--beside and --baseline need --time")
     from ..baselines import REGISTRY
+
     unknown = [b for b in args.baseline if b not in REGISTRY]
     if unknown:
         ap.error(f"unknown baseline {', '.join(unknown)}; known: {', '.join(sorted(REGISTRY))}")
@@ -52,8 +64,7 @@ def main(argv=None) -> int:
         return 4
     lib = KernelLibrary(build(args.kernel, args.arch).library)
     q, k, v = make_inputs(scn, args.seed)
-    out = torch.full((scn.batch, scn.seqlen_q, scn.heads_q, scn.d_v), float("nan"), device="cuda",
-                     dtype=torch.bfloat16)
+    out = torch.full((scn.batch, scn.seqlen_q, scn.heads_q, scn.d_v), float("nan"), device="cuda", dtype=torch.bfloat16)
     lse = torch.full((scn.batch, scn.heads_q, scn.seqlen_q), float("nan"), device="cuda")
     params = make_params(q, k, v, out, lse, scn.causal, scn.softmax_scale)
     stream = torch.cuda.current_stream().cuda_stream
@@ -78,8 +89,9 @@ def main(argv=None) -> int:
             name = other
             while name in [e[0] for e in entries]:  # the same file twice: the timing's own spread
                 name += "'"
-            entries.append((name, _kernel_call(KernelLibrary(build(other, args.arch).library), params, stream),
-                            "not checked"))
+            entries.append(
+                (name, _kernel_call(KernelLibrary(build(other, args.arch).library), params, stream), "not checked")
+            )
         for b in args.baseline:
             call, why = _baseline_call(b, scn, (q, k, v))
             if call is None:
@@ -123,18 +135,39 @@ def time_side_by_side(entries: list, scn) -> list[str]:
             rc = call()
             if isinstance(rc, int) and rc != 0:
                 failed[name] = rc
+
         return run
 
     stats = time_interleaved({n: timed(n, c) for n, c, _ in entries}, cfg, L2Flusher(cfg.l2_flush_bytes))
     names = [n for n, _, _ in entries]
     base = stats[names[0]].median_ms
-    rows = [[n, "returned %d" % failed[n] if n in failed else label,
-             round(stats[n].median_ms, 4), round(stats[n].iqr_ms, 4), stats[n].reps,
-             round(scn.flops / (stats[n].median_ms * 1e-3) / 1e12, 1), round(stats[n].median_ms / base, 3)]
-            for n, _, label in entries]
-    return [f"{scn.id}: median of each call, timed interleaved (L2 flushed before each call)",
-            tabulate(rows, headers=["kernel", "output", "median ms", "IQR ms", "reps", "TFLOP/s",
-                                    f"time / {names[0].rsplit('/', 1)[-1]}"])]
+    rows = [
+        [
+            n,
+            "returned %d" % failed[n] if n in failed else label,
+            round(stats[n].median_ms, 4),
+            round(stats[n].iqr_ms, 4),
+            stats[n].reps,
+            round(scn.flops / (stats[n].median_ms * 1e-3) / 1e12, 1),
+            round(stats[n].median_ms / base, 3),
+        ]
+        for n, _, label in entries
+    ]
+    return [
+        f"{scn.id}: median of each call, timed interleaved (L2 flushed before each call)",
+        tabulate(
+            rows,
+            headers=[
+                "kernel",
+                "output",
+                "median ms",
+                "IQR ms",
+                "reps",
+                "TFLOP/s",
+                f"time / {names[0].rsplit('/', 1)[-1]}",
+            ],
+        ),
+    ]
 
 
 if __name__ == "__main__":

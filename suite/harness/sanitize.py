@@ -7,6 +7,7 @@ its own allocation and an access past its end is seen by memcheck (inside the ca
 pools it would land in another tensor, unseen; the sweep's guard zones catch those). The verdict is
 read from the sanitizer's own log file and exit code, never from the kernel's output.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,10 @@ TOOLS = ("memcheck", "racecheck", "initcheck")
 
 _SUMMARY_RE = re.compile(r"ERROR SUMMARY:\s*(\d+)\s+errors?")
 _RACE_RE = re.compile(r"RACECHECK SUMMARY:\s*(\d+)\s+hazards? displayed\s*\((\d+)\s+errors?,\s*(\d+)\s+warnings?\)")
-_FINDING_RE = re.compile(r"Invalid|Uninitialized|[Rr]ace|[Hh]azard|out of bounds|Misaligned|Error:|error:|"
-                         r"Program hit|Unspecified launch failure")
+_FINDING_RE = re.compile(
+    r"Invalid|Uninitialized|[Rr]ace|[Hh]azard|out of bounds|Misaligned|Error:|error:|"
+    r"Program hit|Unspecified launch failure"
+)
 
 
 @dataclass
@@ -87,8 +90,14 @@ def verdict(tool: str, scenarios: list[str], returncode: int | None, log_text: s
     return SanitizerRun(tool, scenarios, ok, errors, summary, findings, returncode, wall_s)
 
 
-def run_sanitizer(library: str, scenario_ids: dict[str, tuple[str, ...]], seed: int, gpu_uuid: str | None = None,
-                  timeout_s: float = 900.0, log_dir: Path | None = None) -> list[SanitizerRun]:
+def run_sanitizer(
+    library: str,
+    scenario_ids: dict[str, tuple[str, ...]],
+    seed: int,
+    gpu_uuid: str | None = None,
+    timeout_s: float = 900.0,
+    log_dir: Path | None = None,
+) -> list[SanitizerRun]:
     """One compute-sanitizer run per tool, each over its scenarios."""
     from .. import scenarios as sc
 
@@ -100,8 +109,15 @@ def run_sanitizer(library: str, scenario_ids: dict[str, tuple[str, ...]], seed: 
     for tool, ids in scenario_ids.items():
         ids = list(ids)
         if tool_path is None:
-            runs.append(SanitizerRun(tool, ids, False, None, "compute-sanitizer not found (it ships with the CUDA "
-                                                             "toolkit; put it on the PATH)"))
+            runs.append(
+                SanitizerRun(
+                    tool,
+                    ids,
+                    False,
+                    None,
+                    "compute-sanitizer not found (it ships with the CUDA toolkit; put it on the PATH)",
+                )
+            )
             continue
         job = {"library": library, "seed": seed, "scenarios": [catalog[i].to_dict() for i in ids]}
         job_path = log_dir / f"{tool}.job.json"
@@ -112,9 +128,21 @@ def run_sanitizer(library: str, scenario_ids: dict[str, tuple[str, ...]], seed: 
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
         if gpu_uuid:
             env["CUDA_VISIBLE_DEVICES"] = gpu_uuid
-        cmd = [tool_path, "--tool", tool, "--error-exitcode", str(ERROR_EXITCODE), "--print-limit", "20",
-               "--log-file", str(log_path), sys.executable, "-m", "kernelseek_suite.harness.sanitize_worker",
-               str(job_path)]
+        cmd = [
+            tool_path,
+            "--tool",
+            tool,
+            "--error-exitcode",
+            str(ERROR_EXITCODE),
+            "--print-limit",
+            "20",
+            "--log-file",
+            str(log_path),
+            sys.executable,
+            "-m",
+            "kernelseek_suite.harness.sanitize_worker",
+            str(job_path),
+        ]
         t0 = time.time()
         with open(log_dir / f"{tool}.out", "w") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)

@@ -3,6 +3,7 @@ the host and copied to the GPU, so the kernel's are the only GPU kernels launche
 
 Run as `python -m kernelseek_suite.harness.sanitize_worker JOB.json`.
 """
+
 from __future__ import annotations
 
 import json

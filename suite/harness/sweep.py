@@ -5,6 +5,7 @@ worker. Rows are appended to JSONL as they come, so nothing measured is lost; a 
 The parent never creates a CUDA context (it does not even import torch), so no kernel can poison
 it. Results come back over the worker's private, signed channel (channel.py), never its stdout.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,7 +39,7 @@ class SweepSpec:
     config: HarnessConfig = field(default_factory=HarnessConfig)
     gpu_index: int = 0
     worker_log: Path | None = None
-    gpu_uuid: str | None = None               # pins the worker to this GPU (CUDA_VISIBLE_DEVICES)
+    gpu_uuid: str | None = None  # pins the worker to this GPU (CUDA_VISIBLE_DEVICES)
     # the command that starts a worker; the channel's fd is appended. Tests put a stand-in here.
     worker_command: tuple[str, ...] | None = None
 
@@ -93,7 +94,7 @@ def _start_worker(spec: SweepSpec, todo: list[Scenario], log) -> tuple[subproces
         "scenarios": [{"scenario": s.to_dict(), "time": spec.timed(s)} for s in todo],
     }
     env = dict(os.environ)
-    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"   # the order NVML (and --gpu) uses
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # the order NVML (and --gpu) uses
     if spec.gpu_uuid:
         env["CUDA_VISIBLE_DEVICES"] = spec.gpu_uuid
     else:
@@ -101,15 +102,22 @@ def _start_worker(spec: SweepSpec, todo: list[Scenario], log) -> tuple[subproces
     env["PYTHONUNBUFFERED"] = "1"
     chan = ParentChannel()
     cmd = [*(spec.worker_command or WORKER_COMMAND), str(chan.write_fd)]
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=log, stderr=log, env=env,
-                            pass_fds=(chan.write_fd,), start_new_session=True,
-                            preexec_fn=_die_with_parent)
+    proc = subprocess.Popen(
+        cmd,
+        stdin=subprocess.PIPE,
+        stdout=log,
+        stderr=log,
+        env=env,
+        pass_fds=(chan.write_fd,),
+        start_new_session=True,
+        preexec_fn=_die_with_parent,
+    )
     chan.after_spawn()
     try:
         proc.stdin.write(chan.handshake(job))
         proc.stdin.close()
     except (BrokenPipeError, OSError):
-        pass   # it died at once; the event loop sees it exit
+        pass  # it died at once; the event loop sees it exit
     return proc, chan
 
 
@@ -139,10 +147,13 @@ def _exit_failure(rc: int | None, log_path: Path, offset: int) -> _Failure:
     return _Failure(STATUS_CRASH, code, f"{why}: {tail}" if tail else why)
 
 
-def run_sweep(spec: SweepSpec, jsonl: Path | None = None,
-              on_row: Callable[[ScenarioResult], None] | None = None,
-              on_hello: Callable[[dict], None] | None = None,
-              annotate: Callable[[ScenarioResult], None] | None = None) -> list[ScenarioResult]:
+def run_sweep(
+    spec: SweepSpec,
+    jsonl: Path | None = None,
+    on_row: Callable[[ScenarioResult], None] | None = None,
+    on_hello: Callable[[dict], None] | None = None,
+    annotate: Callable[[ScenarioResult], None] | None = None,
+) -> list[ScenarioResult]:
     """Run every scenario of the spec; returns the rows in the order they finished. `annotate` sees
     each row before it is written (the plausibility alarms)."""
     rows: list[ScenarioResult] = []
@@ -184,14 +195,18 @@ def run_sweep(spec: SweepSpec, jsonl: Path | None = None,
                 except queue.Empty:
                     rss = rss_bytes(proc.pid)
                     if rss is not None and rss > limit:
-                        failure = _Failure(STATUS_CRASH, "memory",
-                                           f"worker used {rss / (1 << 30):.1f} GiB of host memory, over the limit "
-                                           f"of {sweep_cfg.memory_limit_gb:g} GiB; worker killed")
+                        failure = _Failure(
+                            STATUS_CRASH,
+                            "memory",
+                            f"worker used {rss / (1 << 30):.1f} GiB of host memory, over the limit "
+                            f"of {sweep_cfg.memory_limit_gb:g} GiB; worker killed",
+                        )
                         _kill(proc)
                         break
                     if time.monotonic() > deadline:
-                        failure = _Failure(STATUS_TIMEOUT, "timeout",
-                                           f"no answer within {timeout:.0f} s (a hang); worker killed")
+                        failure = _Failure(
+                            STATUS_TIMEOUT, "timeout", f"no answer within {timeout:.0f} s (a hang); worker killed"
+                        )
                         _kill(proc)
                         break
                     continue
@@ -212,15 +227,16 @@ def run_sweep(spec: SweepSpec, jsonl: Path | None = None,
                 elif ev.kind == "result":
                     row = ScenarioResult.from_dict(ev.payload["row"])
                     if current is None or row.scenario != current.id or row.scenario in done_ids:
-                        continue   # only the scenario the worker said it started, once
+                        continue  # only the scenario the worker said it started, once
                     done_ids.add(row.scenario)
                     record(row)
                     current = None
                 elif ev.kind == "done":
                     finished = True
                 elif ev.kind == "fatal":
-                    failure = _Failure(STATUS_CRASH, ev.payload.get("code") or "crash",
-                                       f"worker failed: {ev.payload.get('error')}")
+                    failure = _Failure(
+                        STATUS_CRASH, ev.payload.get("code") or "crash", f"worker failed: {ev.payload.get('error')}"
+                    )
         finally:
             if proc.poll() is None:
                 _kill(proc)
@@ -245,6 +261,18 @@ def run_sweep(spec: SweepSpec, jsonl: Path | None = None,
 
 
 def _failed_row(s: Scenario, seed: int, failure: _Failure, wall: float = 0.0) -> ScenarioResult:
-    return ScenarioResult(s.id, s.head_config, s.batch, s.seqlen_q, s.seqlen_k, s.causal, s.extended, s.flops,
-                          status=failure.status, reason=failure.reason, code=failure.code, seed=seed,
-                          wall_s=round(wall, 3))
+    return ScenarioResult(
+        s.id,
+        s.head_config,
+        s.batch,
+        s.seqlen_q,
+        s.seqlen_k,
+        s.causal,
+        s.extended,
+        s.flops,
+        status=failure.status,
+        reason=failure.reason,
+        code=failure.code,
+        seed=seed,
+        wall_s=round(wall, 3),
+    )

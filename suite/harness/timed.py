@@ -14,6 +14,7 @@ In order, the first failure being the verdict:
 Device-agnostic: the launch, the baselines, the timer, the flush and `sync` are passed in; the worker
 runs it on the GPU, the tests on the CPU with kernels written in Python and a stand-in timer.
 """
+
 from __future__ import annotations
 
 import random
@@ -26,30 +27,40 @@ from ..scenarios import Scenario
 from . import trial
 from .fresh import FreshContent, Reservoir, take_sample
 from .inputs import scenario_seed
-from .timing import (COUNTED, REPEAT, Call, Timed, Timer, TimingStats, late_work, replayed,
-                     time_interleaved)
+from .timing import COUNTED, REPEAT, Call, Timed, Timer, TimingStats, late_work, replayed, time_interleaved
 
 
 @dataclass
 class TimedOutcome:
     stats: dict[str, TimingStats]
     verdict: trial.Verdict
-    recheck: dict | None = None          # the re-check's CheckResult, when it ran
+    recheck: dict | None = None  # the re-check's CheckResult, when it ran
 
 
-def time_scenario(scn: Scenario, state: trial.ScenarioState, launch: Callable[[trial.Buffers, int], int],
-                  baselines: dict[str, Callable], seed: int, rng: random.Random, device,
-                  timing_cfg: TimingConfig, check_cfg: CheckConfig, sync: Callable[[], None],
-                  flush: Callable[[], None] | None = None, gap_ms: float | None = None,
-                  timer: Timer | None = None) -> TimedOutcome:
+def time_scenario(
+    scn: Scenario,
+    state: trial.ScenarioState,
+    launch: Callable[[trial.Buffers, int], int],
+    baselines: dict[str, Callable],
+    seed: int,
+    rng: random.Random,
+    device,
+    timing_cfg: TimingConfig,
+    check_cfg: CheckConfig,
+    sync: Callable[[], None],
+    flush: Callable[[], None] | None = None,
+    gap_ms: float | None = None,
+    timer: Timer | None = None,
+) -> TimedOutcome:
     """`launch(bufs, input_set)` runs the kernel once on the buffers; `baselines` maps a name to a
     callable on (q, k, v). The first input set is the one the trials left in `state`; the others are
     drawn from the scenario's seed."""
-    sets = [state.bufs] + [trial.new_buffers(scn, scenario_seed(seed, scn.id, t), device, check_cfg)
-                           for t in range(1, timing_cfg.input_sets)]
-    fresh = [FreshContent((b.q, b.k, b.v), timing_cfg.warmup + timing_cfg.max_reps, rng.getrandbits(63))
-             for b in sets]
-    bad = [0 for _ in sets]                # device scalars on a GPU: read once, after timing
+    sets = [state.bufs] + [
+        trial.new_buffers(scn, scenario_seed(seed, scn.id, t), device, check_cfg)
+        for t in range(1, timing_cfg.input_sets)
+    ]
+    fresh = [FreshContent((b.q, b.k, b.v), timing_cfg.warmup + timing_cfg.max_reps, rng.getrandbits(63)) for b in sets]
+    bad = [0 for _ in sets]  # device scalars on a GPU: read once, after timing
     reservoir = Reservoir(timing_cfg.checked_calls, rng)
     samples: list = [None] * timing_cfg.checked_calls
 
@@ -69,28 +80,40 @@ def time_scenario(scn: Scenario, state: trial.ScenarioState, launch: Callable[[t
 
     fns: dict = {"kernel": Timed(lambda t: launch(sets[t], t), before, after, repeats=True)}
     for name, fn in baselines.items():
-        fns[name] = (lambda f: (lambda t: f(sets[t].q, sets[t].k, sets[t].v)))(fn)
+        fns[name] = (lambda f: lambda t: f(sets[t].q, sets[t].k, sets[t].v))(fn)
     stats = time_interleaved(fns, timing_cfg, flush, gap_ms=gap_ms, rng=rng, timer=timer)
     for f in fresh:
         f.restore()
 
     kst = stats["kernel"]
     if late_work(kst, timing_cfg):
-        return TimedOutcome(stats, trial.Verdict(
-            STATUS_REJECTED, "late-work",
-            f"each call left {kst.late_ms:.3f} ms of work running after its stream was done (the call itself: "
-            f"{kst.median_ms:.3f} ms): work on another stream or a host thread"))
+        return TimedOutcome(
+            stats,
+            trial.Verdict(
+                STATUS_REJECTED,
+                "late-work",
+                f"each call left {kst.late_ms:.3f} ms of work running after its stream was done (the call itself: "
+                f"{kst.median_ms:.3f} ms): work on another stream or a host thread",
+            ),
+        )
     if replayed(kst, timing_cfg):
-        return TimedOutcome(stats, trial.Verdict(
-            STATUS_REJECTED, "cached",
-            f"calls on inputs the kernel had just seen took {kst.repeat_ratio:.2f}x the time of calls on new inputs "
-            f"(median of {kst.repeats}; below {timing_cfg.repeat_faster:g}x is not noise): a result kept by input "
-            "contents and replayed"))
+        return TimedOutcome(
+            stats,
+            trial.Verdict(
+                STATUS_REJECTED,
+                "cached",
+                f"calls on inputs the kernel had just seen took {kst.repeat_ratio:.2f}x the time of calls on new inputs "
+                f"(median of {kst.repeats}; below {timing_cfg.repeat_faster:g}x is not noise): a result kept by input "
+                "contents and replayed",
+            ),
+        )
     bad_counts = {t: int(n) for t, n in enumerate(bad)}
-    expected = [state.expected] + [trial.expected_for(scn, scenario_seed(seed, scn.id, t), device)
-                                   for t in range(1, len(sets))]
-    v = trial.check_timed_outputs(bad_counts, [s for s in samples if s is not None], list(zip(sets, expected)),
-                                  scn, check_cfg)
+    expected = [state.expected] + [
+        trial.expected_for(scn, scenario_seed(seed, scn.id, t), device) for t in range(1, len(sets))
+    ]
+    v = trial.check_timed_outputs(
+        bad_counts, [s for s in samples if s is not None], list(zip(sets, expected)), scn, check_cfg
+    )
     if not v.ok:
         return TimedOutcome(stats, v)
     v = trial.recheck(lambda b: launch(b, len(sets) - 1), sets[-1], expected[-1], sync, check_cfg)

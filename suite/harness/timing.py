@@ -15,6 +15,7 @@ implementation timed with `repeats=True` is also timed, in a few random rounds, 
 after its counted call without new contents (a `REPEAT`): its own time on inputs it has just seen.
 Those calls are not counted; `repeat_ratio` is the median of repeat / counted call of the same round,
 and `replayed` says when it is too low to be noise: a result kept by input contents and replayed."""
+
 from __future__ import annotations
 
 import random
@@ -24,17 +25,18 @@ from typing import Callable, Protocol
 
 from ..config import TimingConfig
 
-WARMUP = "warmup"      # not timed
-COUNTED = "counted"    # timed, and counted in the statistics
-REPEAT = "repeat"      # timed, not counted: the same inputs as the counted call just before it
+WARMUP = "warmup"  # not timed
+COUNTED = "counted"  # timed, and counted in the statistics
+REPEAT = "repeat"  # timed, not counted: the same inputs as the counted call just before it
 
 
 @dataclass(frozen=True)
 class Call:
     """One call of the timing loop, as the hooks see it."""
+
     input_set: int
-    round: int          # -1 in warm-up
-    kind: str           # WARMUP, COUNTED or REPEAT
+    round: int  # -1 in warm-up
+    kind: str  # WARMUP, COUNTED or REPEAT
 
 
 @dataclass
@@ -44,9 +46,9 @@ class TimingStats:
     max_ms: float
     iqr_ms: float
     reps: int
-    late_ms: float = 0.0        # median work after the stream was done, beyond the calibrated gap
-    repeats: int = 0            # repeat calls timed (not counted in the statistics above)
-    repeat_ratio: float | None = None   # median of repeat time / counted time of the same round
+    late_ms: float = 0.0  # median work after the stream was done, beyond the calibrated gap
+    repeats: int = 0  # repeat calls timed (not counted in the statistics above)
+    repeat_ratio: float | None = None  # median of repeat time / counted time of the same round
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -55,27 +57,36 @@ class TimingStats:
 @dataclass
 class Timed:
     """What time_interleaved calls: `call(input_set)`, and hooks around it that are not timed."""
+
     call: Callable[[int], object]
     before: Callable[[Call], None] | None = None
     after: Callable[[Call], None] | None = None
-    repeats: bool = False       # also time repeat calls (see the module docstring)
+    repeats: bool = False  # also time repeat calls (see the module docstring)
 
 
 class Timer(Protocol):
     """Times one call; `read` gives (ms, idle gap ms) once `sync` has run after the round."""
+
     def run(self, fn: Callable[[], object]) -> object: ...
     def sync(self) -> None: ...
     def read(self, token) -> tuple[float, float]: ...
 
 
-def summarize(samples: list[float], late: list[float] | None = None,
-              repeat_ratios: list[float] | None = None) -> TimingStats:
+def summarize(
+    samples: list[float], late: list[float] | None = None, repeat_ratios: list[float] | None = None
+) -> TimingStats:
     s = sorted(samples)
     q = statistics.quantiles(s, n=4) if len(s) >= 2 else [s[0]] * 3
-    return TimingStats(statistics.median(s), s[0], s[-1], q[2] - q[0], len(s),
-                       statistics.median(late) if late else 0.0,
-                       len(repeat_ratios or []),
-                       statistics.median(repeat_ratios) if repeat_ratios else None)
+    return TimingStats(
+        statistics.median(s),
+        s[0],
+        s[-1],
+        q[2] - q[0],
+        len(s),
+        statistics.median(late) if late else 0.0,
+        len(repeat_ratios or []),
+        statistics.median(repeat_ratios) if repeat_ratios else None,
+    )
 
 
 def late_work(stats: TimingStats, cfg: TimingConfig) -> bool:
@@ -143,9 +154,14 @@ def idle_gap_ms(reps: int = 21, timer: Timer | None = None) -> float:
     return statistics.median(gaps)
 
 
-def time_interleaved(fns: dict[str, Callable[[int], object] | Timed], cfg: TimingConfig,
-                     flush: Callable[[], None] | None = None, gap_ms: float | None = None,
-                     rng: random.Random | None = None, timer: Timer | None = None) -> dict[str, TimingStats]:
+def time_interleaved(
+    fns: dict[str, Callable[[int], object] | Timed],
+    cfg: TimingConfig,
+    flush: Callable[[], None] | None = None,
+    gap_ms: float | None = None,
+    rng: random.Random | None = None,
+    timer: Timer | None = None,
+) -> dict[str, TimingStats]:
     """Time each fn(input_set) per call. Rounds go over all fns, the order reversed every other
     round; stops at max_reps or when the budget of every fn is spent (after min_reps). A `Timed`
     with `repeats` gets a repeat call after its counted call in `repeat_rounds` (chosen with `rng`)."""

@@ -17,6 +17,7 @@ agree), and a third with new data in the same buffers (inputs.NewData): a result
 or shape is caught there. Device-agnostic: `launch` and `sync` are passed in, so the logic is tested
 on the CPU with kernels written in Python.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -30,9 +31,9 @@ from .check import check_output
 from .inputs import NewData, make_inputs
 from .reference import reference_pair
 
-POISON_BF16 = 0x7FC1          # a quiet NaN with a payload that arithmetic does not produce
+POISON_BF16 = 0x7FC1  # a quiet NaN with a payload that arithmetic does not produce
 POISON_F32 = 0x7FC00001
-CANARY_BF16 = 0x7FB5          # the pattern in the guard zones
+CANARY_BF16 = 0x7FB5  # the pattern in the guard zones
 CANARY_F32 = 0x7FB5A5A5
 
 
@@ -43,26 +44,29 @@ class Guarded:
         import torch
 
         self.int_dtype, self.poison_bits, self.canary = (
-            (torch.int16, POISON_BF16, CANARY_BF16) if dtype == torch.bfloat16 else
-            (torch.int32, POISON_F32, CANARY_F32))
+            (torch.int16, POISON_BF16, CANARY_BF16)
+            if dtype == torch.bfloat16
+            else (torch.int32, POISON_F32, CANARY_F32)
+        )
         elem = torch.empty(0, dtype=dtype).element_size()
-        self.zone = max(256, zone_bytes) // elem      # a multiple of 256 bytes keeps the view aligned
+        self.zone = max(256, zone_bytes) // elem  # a multiple of 256 bytes keeps the view aligned
         self.n = 1
         for d in shape:
             self.n *= d
         self.full = torch.empty(self.n + 2 * self.zone, dtype=dtype, device=device)
         ints = self.full.view(self.int_dtype)
-        ints[:self.zone].fill_(self.canary)
-        ints[self.zone + self.n:].fill_(self.canary)
-        self.view = self.full[self.zone:self.zone + self.n].view(*shape)
+        ints[: self.zone].fill_(self.canary)
+        ints[self.zone + self.n :].fill_(self.canary)
+        self.view = self.full[self.zone : self.zone + self.n].view(*shape)
 
     def poison(self) -> None:
         self.view.view(self.int_dtype).fill_(self.poison_bits)
 
     def zones_intact(self) -> bool:
         ints = self.full.view(self.int_dtype)
-        return bool((ints[:self.zone] == self.canary).all()) and \
-            bool((ints[self.zone + self.n:] == self.canary).all())
+        return bool((ints[: self.zone] == self.canary).all()) and bool(
+            (ints[self.zone + self.n :] == self.canary).all()
+        )
 
     def count_nonfinite(self):
         """NaN/Inf elements in the view (the poison included), as a tensor: no synchronize."""
@@ -86,6 +90,7 @@ class Buffers:
 @dataclass
 class Expected:
     """The inputs a launch should have seen and its reference."""
+
     q: object
     k: object
     v: object
@@ -101,9 +106,9 @@ class Expected:
 @dataclass
 class RunResult:
     rc: int
-    out: object        # the output as the harness's stream saw it right after the call
+    out: object  # the output as the harness's stream saw it right after the call
     lse: object
-    late: bool         # it changed after that: work left running elsewhere
+    late: bool  # it changed after that: work left running elsewhere
 
 
 @dataclass
@@ -152,8 +157,8 @@ def run_once(launch: Launch, bufs: Buffers, sync: Callable[[], None]) -> RunResu
     bufs.out.poison()
     bufs.lse.poison()
     rc = launch(bufs)
-    out, lse = bufs.out.view.clone(), bufs.lse.view.clone()   # on the harness's stream, right after
-    sync()                                                    # the whole device
+    out, lse = bufs.out.view.clone(), bufs.lse.view.clone()  # on the harness's stream, right after
+    sync()  # the whole device
     late = not (bits_equal(out, bufs.out.view) and bits_equal(lse, bufs.lse.view))
     return RunResult(rc, out, lse, late)
 
@@ -169,25 +174,39 @@ def judge(run: RunResult, bufs: Buffers, exp: Expected, cfg: CheckConfig, label:
     if run.rc == KS_ERR_UNSUPPORTED:
         return bad(STATUS_UNSUPPORTED, "unsupported", "the kernel returned KS_ERR_UNSUPPORTED")
     if run.rc != KS_OK:
-        return bad(STATUS_ERROR, "kernel-error",
-                   f"the kernel returned {run.rc} ({ERROR_NAMES.get(run.rc, 'unknown code')})")
+        return bad(
+            STATUS_ERROR, "kernel-error", f"the kernel returned {run.rc} ({ERROR_NAMES.get(run.rc, 'unknown code')})"
+        )
     if run.late:
-        return bad(STATUS_REJECTED, "late-work",
-                   "the output changed after the harness's stream was done: the kernel left work running "
-                   "elsewhere (another stream or a host thread) instead of on the stream passed in")
+        return bad(
+            STATUS_REJECTED,
+            "late-work",
+            "the output changed after the harness's stream was done: the kernel left work running "
+            "elsewhere (another stream or a host thread) instead of on the stream passed in",
+        )
     for name, g in (("output", bufs.out), ("LSE", bufs.lse)):
         if not g.zones_intact():
-            return bad(STATUS_REJECTED, "out-of-bounds", f"writes landed outside the {name} buffer "
-                                                         "(in the guard zone around it)")
-    changed = [n for n, now, want in (("q", bufs.q, exp.q), ("k", bufs.k, exp.k), ("v", bufs.v, exp.v))
-               if not bits_equal(now, want)]
+            return bad(
+                STATUS_REJECTED,
+                "out-of-bounds",
+                f"writes landed outside the {name} buffer (in the guard zone around it)",
+            )
+    changed = [
+        n
+        for n, now, want in (("q", bufs.q, exp.q), ("k", bufs.k, exp.k), ("v", bufs.v, exp.v))
+        if not bits_equal(now, want)
+    ]
     if changed:
         return bad(STATUS_REJECTED, "inputs-modified", f"the kernel changed its inputs ({', '.join(changed)})")
     for name, g, t in (("output", bufs.out, run.out), ("LSE", bufs.lse, run.lse)):
         n = g.count_poison(t)
         if n:
-            return bad(STATUS_WRONG, "unwritten", f"{n} of {t.numel()} {name} elements were not written "
-                                                  "(they still hold the poison set before the launch)")
+            return bad(
+                STATUS_WRONG,
+                "unwritten",
+                f"{n} of {t.numel()} {name} elements were not written "
+                "(they still hold the poison set before the launch)",
+            )
     chk = check_output(run.out, exp.ref, exp.lowp, run.lse, exp.ref_lse, cfg)
     if not chk.ok:
         v = bad(STATUS_WRONG, chk.code or "mismatch", chk.reason)
@@ -199,12 +218,14 @@ def judge(run: RunResult, bufs: Buffers, exp: Expected, cfg: CheckConfig, label:
 @dataclass
 class ScenarioState:
     """What the timing phase reuses: the buffers (holding the new-data inputs) and their reference."""
+
     bufs: Buffers
     expected: Expected
 
 
-def check_scenario(scn: Scenario, seed: int, launch: Launch, sync: Callable[[], None], device,
-                   cfg: CheckConfig) -> tuple[Verdict, ScenarioState | None]:
+def check_scenario(
+    scn: Scenario, seed: int, launch: Launch, sync: Callable[[], None], device, cfg: CheckConfig
+) -> tuple[Verdict, ScenarioState | None]:
     import torch
 
     bufs = new_buffers(scn, seed, device, cfg)
@@ -222,11 +243,15 @@ def check_scenario(scn: Scenario, seed: int, launch: Launch, sync: Callable[[], 
         return v2, None
     diff = float((first.out.float() - second.out.float()).abs().max().item()) if first.out.numel() else 0.0
     if diff > verdict.check["tol"]:
-        return Verdict(STATUS_WRONG, "repeat-differs",
-                       f"two runs on the same inputs differ by {diff:.3g} (tolerance {verdict.check['tol']:.3g})"), None
+        return Verdict(
+            STATUS_WRONG,
+            "repeat-differs",
+            f"two runs on the same inputs differ by {diff:.3g} (tolerance {verdict.check['tol']:.3g})",
+        ), None
     if not bits_equal(first.out, second.out):
-        verdict.flags.append(f"nondeterministic: two runs on the same inputs differ by up to {diff:.3g} "
-                             "(within the tolerance)")
+        verdict.flags.append(
+            f"nondeterministic: two runs on the same inputs differ by up to {diff:.3g} (within the tolerance)"
+        )
 
     nd = NewData(scn)
     exp_b = exp.new_data(nd)
@@ -235,19 +260,22 @@ def check_scenario(scn: Scenario, seed: int, launch: Launch, sync: Callable[[], 
         bufs.k.copy_(exp_b.k)
         bufs.v.copy_(exp_b.v)
     third = run_once(launch, bufs, sync)
-    if third.rc == KS_OK and not third.late and bits_equal(third.out, first.out) \
-            and not bits_equal(exp_b.ref, exp.ref):
-        return Verdict(STATUS_REJECTED, "cached",
-                       "new inputs in the same buffers gave exactly the previous call's output "
-                       "(a result cached by pointer or shape)"), None
+    if third.rc == KS_OK and not third.late and bits_equal(third.out, first.out) and not bits_equal(exp_b.ref, exp.ref):
+        return Verdict(
+            STATUS_REJECTED,
+            "cached",
+            "new inputs in the same buffers gave exactly the previous call's output "
+            "(a result cached by pointer or shape)",
+        ), None
     v3 = judge(third, bufs, exp_b, cfg, "new inputs in the same buffers")
     if not v3.ok:
         return v3, None
     return verdict, ScenarioState(bufs, exp_b)
 
 
-def check_timed_outputs(bad_counts: dict[int, int], samples: list, sets: list[tuple[Buffers, Expected]],
-                        scn: Scenario, cfg: CheckConfig) -> Verdict:
+def check_timed_outputs(
+    bad_counts: dict[int, int], samples: list, sets: list[tuple[Buffers, Expected]], scn: Scenario, cfg: CheckConfig
+) -> Verdict:
     """After timing (the inputs restored to their contents before it, fresh.py): every timed launch
     was poisoned first and its output counted for non-finite elements (`bad_counts` per input set);
     a random sample of timed calls (fresh.Sample: one (batch, head) each) is checked against the
@@ -256,22 +284,34 @@ def check_timed_outputs(bad_counts: dict[int, int], samples: list, sets: list[tu
 
     for t, n in sorted(bad_counts.items()):
         if n:
-            return Verdict(STATUS_REJECTED, "timed-output",
-                           f"outputs written during timing (input set {t}) held {n} unwritten or "
-                           "non-finite elements: the kernel does less work when it is timed")
+            return Verdict(
+                STATUS_REJECTED,
+                "timed-output",
+                f"outputs written during timing (input set {t}) held {n} unwritten or "
+                "non-finite elements: the kernel does less work when it is timed",
+            )
     for t, (bufs, exp) in enumerate(sets):
-        changed = [n for n, now, want in (("q", bufs.q, exp.q), ("k", bufs.k, exp.k), ("v", bufs.v, exp.v))
-                   if not bits_equal(now, want)]
+        changed = [
+            n
+            for n, now, want in (("q", bufs.q, exp.q), ("k", bufs.k, exp.k), ("v", bufs.v, exp.v))
+            if not bits_equal(now, want)
+        ]
         if changed:
-            return Verdict(STATUS_REJECTED, "inputs-modified",
-                           f"the kernel changed its inputs during timing ({', '.join(changed)})")
+            return Verdict(
+                STATUS_REJECTED,
+                "inputs-modified",
+                f"the kernel changed its inputs during timing ({', '.join(changed)})",
+            )
     for s in samples:
         chk = check_sample(s, scn, cfg)
         if not chk.ok:
-            return Verdict(STATUS_REJECTED, "timed-output",
-                           f"the output of timed call {s.round} (input set {s.input_set}; batch {s.batch}, "
-                           f"head {s.head} checked) fails the check against the reference of its inputs: "
-                           f"{chk.reason}")
+            return Verdict(
+                STATUS_REJECTED,
+                "timed-output",
+                f"the output of timed call {s.round} (input set {s.input_set}; batch {s.batch}, "
+                f"head {s.head} checked) fails the check against the reference of its inputs: "
+                f"{chk.reason}",
+            )
     return Verdict()
 
 

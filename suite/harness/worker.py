@@ -10,6 +10,7 @@ memory is detected by the parent.
 
 Run as `python -m kernelseek_suite.harness.worker CHANNEL_FD`, with the job on stdin.
 """
+
 from __future__ import annotations
 
 import random
@@ -22,8 +23,13 @@ from .channel import WorkerChannel
 
 def _is_cuda_error(e: BaseException) -> bool:
     text = f"{type(e).__name__}: {e}"
-    return "CUDA error" in text or "AcceleratorError" in text or "cudaError" in text or \
-        "CUBLAS_STATUS" in text or "illegal memory access" in text
+    return (
+        "CUDA error" in text
+        or "AcceleratorError" in text
+        or "cudaError" in text
+        or "CUBLAS_STATUS" in text
+        or "illegal memory access" in text
+    )
 
 
 class _Range:
@@ -34,16 +40,18 @@ class _Range:
 
     def __enter__(self):
         import torch
+
         torch.cuda.nvtx.range_push(self.name)
 
     def __exit__(self, *a):
         import torch
+
         torch.cuda.nvtx.range_pop()
 
 
 def measure_gemm_tflops(n: int = 8192, reps: int = 10) -> float:
     """The bf16 GEMM throughput of this GPU (torch/cuBLAS, random data): the roofline of the
-    plausibility alarm."""
+    `implausible` status."""
     import torch
 
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
@@ -59,7 +67,7 @@ def measure_gemm_tflops(n: int = 8192, reps: int = 10) -> float:
         end.synchronize()
         best = min(best, start.elapsed_time(end))
     del a, b
-    return round(2.0 * n ** 3 / (best * 1e-3) / 1e12, 1)
+    return round(2.0 * n**3 / (best * 1e-3) / 1e12, 1)
 
 
 def baseline_column(name: str, scn, inputs: tuple, expected, check_cfg, sync):
@@ -104,7 +112,7 @@ def run_job(job: dict, chan: WorkerChannel) -> int:
     timing_cfg = TimingConfig(**job.get("timing", {}))
     plaus_cfg = PlausibilityConfig(**job.get("plausibility", {}))
     dev = torch.device("cuda")
-    stream = torch.cuda.Stream(device=dev)      # non-blocking: see the module docstring
+    stream = torch.cuda.Stream(device=dev)  # non-blocking: see the module docstring
     torch.cuda.set_stream(stream)
     props = torch.cuda.get_device_properties(dev)
     try:
@@ -117,10 +125,17 @@ def run_job(job: dict, chan: WorkerChannel) -> int:
     except Exception as e:  # the alarm is then off, and says so in provenance
         sys.stderr.write(f"GEMM ceiling not measured: {e}\n")
         gemm = None
-    chan.emit("hello", device=props.name, sms=props.multi_processor_count, torch=torch.__version__,
-              cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version(), gemm_tflops=gemm,
-              baselines={b: bl.get(b).available()[1] for b in job["baselines"]},
-              baseline_versions={b: bl.get(b).version() for b in job["baselines"]})
+    chan.emit(
+        "hello",
+        device=props.name,
+        sms=props.multi_processor_count,
+        torch=torch.__version__,
+        cuda=torch.version.cuda,
+        cudnn=torch.backends.cudnn.version(),
+        gemm_tflops=gemm,
+        baselines={b: bl.get(b).available()[1] for b in job["baselines"]},
+        baseline_versions={b: bl.get(b).version() for b in job["baselines"]},
+    )
     flush = L2Flusher(timing_cfg.l2_flush_bytes)
     gap = idle_gap_ms()
     seed = int(job["seed"])
@@ -151,14 +166,16 @@ def run_job(job: dict, chan: WorkerChannel) -> int:
 
             def launch_set(bufs: trial.Buffers, t: int) -> int:
                 if t not in params:
-                    params[t] = make_params(bufs.q, bufs.k, bufs.v, bufs.out.view, bufs.lse.view, scn.causal,
-                                            scn.softmax_scale)
+                    params[t] = make_params(
+                        bufs.q, bufs.k, bufs.v, bufs.out.view, bufs.lse.view, scn.causal, scn.softmax_scale
+                    )
                 return lib.forward(params[t], stream.cuda_stream)
 
             fns = {}
             for b in job["baselines"]:
-                fn, row.baselines[b] = baseline_column(b, scn, (state.bufs.q, state.bufs.k, state.bufs.v),
-                                                       state.expected, check_cfg, sync)
+                fn, row.baselines[b] = baseline_column(
+                    b, scn, (state.bufs.q, state.bufs.k, state.bufs.v), state.expected, check_cfg, sync
+                )
                 if fn is not None:
                     fns[b] = fn
             res = time_scenario(scn, state, launch_set, fns, seed, rng, dev, timing_cfg, check_cfg, sync, flush, gap)
@@ -169,7 +186,7 @@ def run_job(job: dict, chan: WorkerChannel) -> int:
         for b in job["baselines"]:
             if b in stats:
                 row.ratio[b] = round(stats[b].median_ms / stats["kernel"].median_ms, 4)
-        if res.verdict.code == "late-work":     # its time is reported with the late work counted
+        if res.verdict.code == "late-work":  # its time is reported with the late work counted
             kst = stats["kernel"]
             row.tflops["kernel"] = round(scn.flops / ((kst.median_ms + kst.late_ms) * 1e-3) / 1e12, 2)
             row.ratio = {}
@@ -180,8 +197,18 @@ def run_job(job: dict, chan: WorkerChannel) -> int:
         scn = Scenario(**item["scenario"])
         chan.emit("start", scenario=scn.id)
         t0 = time.time()
-        row = ScenarioResult(scn.id, scn.head_config, scn.batch, scn.seqlen_q, scn.seqlen_k, scn.causal,
-                             scn.extended, scn.flops, status=STATUS_OK, seed=seed)
+        row = ScenarioResult(
+            scn.id,
+            scn.head_config,
+            scn.batch,
+            scn.seqlen_q,
+            scn.seqlen_k,
+            scn.causal,
+            scn.extended,
+            scn.flops,
+            status=STATUS_OK,
+            seed=seed,
+        )
         try:
             run_scenario(scn, bool(item.get("time", True)), row)
         except Exception as e:

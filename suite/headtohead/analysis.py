@@ -8,6 +8,7 @@ system that the agent's next edits touched (edit_file's added lines and shell co
 question and the gain, scored by layers.py), beside the layer it had worked in before the question. control.py says what the same gains would
 credit by chance (question times shuffled) and at the rate of the arms that ask no questions.
 """
+
 from __future__ import annotations
 
 import csv
@@ -24,8 +25,13 @@ from .runstats import EvalPoint, arm_label
 
 DEFAULT_THRESHOLD = 0.10
 CATEGORIES = ("layer-shift", "limit-rejection", "information", "human", "none")
-CATEGORY_COLORS = {"layer-shift": "#2ca02c", "limit-rejection": "#d62728", "information": "#9467bd",
-                   "human": "#8c564b", "uncategorized": "#7f7f7f"}
+CATEGORY_COLORS = {
+    "layer-shift": "#2ca02c",
+    "limit-rejection": "#d62728",
+    "information": "#9467bd",
+    "human": "#8c564b",
+    "uncategorized": "#7f7f7f",
+}
 
 
 @dataclass
@@ -38,14 +44,14 @@ class Gain:
     before: float
     after: float
     gain_pct: float
-    category: str                   # of the question it followed, or "none"
+    category: str  # of the question it followed, or "none"
     question_step: int | None = None
     question_trigger: str | None = None
     question_id: str | None = None
     question_text: str | None = None
     layer_before: str | None = None
     layer_after: str | None = None
-    prev_best_step: int = 0         # the step of the best this gain beats
+    prev_best_step: int = 0  # the step of the best this gain beats
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -64,7 +70,7 @@ class RunAnalysis:
     wrong: int
     gains: list[Gain]
     points: list[EvalPoint] = field(default_factory=list)
-    questions: list[tuple[int, str]] = field(default_factory=list)      # (step, category)
+    questions: list[tuple[int, str]] = field(default_factory=list)  # (step, category)
 
 
 @dataclass
@@ -90,8 +96,7 @@ class Analysis:
         gains = [g for g in self.gains if arm is None or g.arm == arm]
         cats = list(CATEGORIES) + sorted({g.category for g in gains} - set(CATEGORIES))
         total = len(gains)
-        return {c: (n, n / total if total else 0.0) for c in cats
-                for n in [sum(g.category == c for g in gains)]}
+        return {c: (n, n / total if total else 0.0) for c in cats for n in [sum(g.category == c for g in gains)]}
 
 
 def _layer(texts: dict[int, list[str]], step_layers: dict[int, dict], lo: int, hi: int) -> str | None:
@@ -135,26 +140,46 @@ def analyze_events(events: list[dict], trace: str, threshold: float = DEFAULT_TH
             human += ev.get("source") == "human"
             questions.append(ev)
         elif t == "harness_eval":
-            p = EvalPoint(ev["index"], ev["step"], ev["status"], ev["correct"], ev.get("geomean"),
-                          ev["candidate_sha256"])
+            p = EvalPoint(
+                ev["index"], ev["step"], ev["status"], ev["correct"], ev.get("geomean"), ev["candidate_sha256"]
+            )
             points.append(p)
             if not (p.correct and p.geomean is not None):
                 continue
             if best is not None and p.geomean >= best * (1 + threshold):
-                gains.append(_attribute(ev, p, best, best_step, best_seq, questions, texts, step_layers, trace,
-                                        start))
+                gains.append(_attribute(ev, p, best, best_step, best_seq, questions, texts, step_layers, trace, start))
             if best is None or p.geomean > best:
                 best, best_step, best_seq = p.geomean, p.step, ev["seq"]
-    return RunAnalysis(trace, start.get("run_id", ""), arm_label(start), steps, human, by_cat,
-                       dict(sorted(calls.items())), len(points),
-                       sum(1 for p in points if not p.correct and p.status not in ("no_gpu", "error")), gains, points,
-                       [(q["step"], question_category(q)) for q in questions])
+    return RunAnalysis(
+        trace,
+        start.get("run_id", ""),
+        arm_label(start),
+        steps,
+        human,
+        by_cat,
+        dict(sorted(calls.items())),
+        len(points),
+        sum(1 for p in points if not p.correct and p.status not in ("no_gpu", "error")),
+        gains,
+        points,
+        [(q["step"], question_category(q)) for q in questions],
+    )
 
 
 def _attribute(ev, p, before, best_step, best_seq, questions, texts, step_layers, trace, start) -> Gain:
     q = next((q for q in reversed(questions) if best_seq < q["seq"] < ev["seq"]), None)
-    g = Gain(trace, start.get("run_id", ""), arm_label(start), p.index, p.step, before, p.geomean,
-             round((p.geomean / before - 1) * 100, 2), "none", prev_best_step=best_step)
+    g = Gain(
+        trace,
+        start.get("run_id", ""),
+        arm_label(start),
+        p.index,
+        p.step,
+        before,
+        p.geomean,
+        round((p.geomean / before - 1) * 100, 2),
+        "none",
+        prev_best_step=best_step,
+    )
     if q is None:
         g.layer_after = _layer(texts, step_layers, best_step, p.step)
         return g
@@ -177,25 +202,51 @@ def analyze(paths: list[Path], threshold: float = DEFAULT_THRESHOLD, shuffles: i
 
 # ---------------------------------------------------------------- tables
 
+
 def _counts(d: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(d.items(), key=lambda kv: (-kv[1], kv[0]))) or "-"
 
 
 def run_table(a: Analysis) -> str:
-    rows = [[r.run_id, r.arm, r.human_messages, _counts({k: v for k, v in r.questions_by_category.items()
-                                                          if k != "human"}),
-             _counts(r.tool_calls), r.evaluations, r.wrong, len(r.gains)] for r in a.runs]
-    return tabulate(rows, ["run", "arm", "human messages", "bank questions", "tool calls", "evaluations", "wrong",
-                           "large gains"], tablefmt="github")
+    rows = [
+        [
+            r.run_id,
+            r.arm,
+            r.human_messages,
+            _counts({k: v for k, v in r.questions_by_category.items() if k != "human"}),
+            _counts(r.tool_calls),
+            r.evaluations,
+            r.wrong,
+            len(r.gains),
+        ]
+        for r in a.runs
+    ]
+    return tabulate(
+        rows,
+        ["run", "arm", "human messages", "bank questions", "tool calls", "evaluations", "wrong", "large gains"],
+        tablefmt="github",
+    )
 
 
 def gains_table(a: Analysis) -> str:
-    rows = [[g.run_id, g.eval_index, g.step, f"{g.before:.3f}x -> {g.after:.3f}x", f"+{g.gain_pct:.1f} %",
-             g.category, "-" if g.question_step is None else f"step {g.question_step} {g.question_trigger or ''}"
-             + (f" {g.question_id}" if g.question_id else ""),
-             f"{g.layer_before or '-'} -> {g.layer_after or '-'}"] for g in a.gains]
-    return tabulate(rows, ["run", "eval", "step", "speed-up", "gain", "after question", "question", "layers"],
-                    tablefmt="github")
+    rows = [
+        [
+            g.run_id,
+            g.eval_index,
+            g.step,
+            f"{g.before:.3f}x -> {g.after:.3f}x",
+            f"+{g.gain_pct:.1f} %",
+            g.category,
+            "-"
+            if g.question_step is None
+            else f"step {g.question_step} {g.question_trigger or ''}" + (f" {g.question_id}" if g.question_id else ""),
+            f"{g.layer_before or '-'} -> {g.layer_after or '-'}",
+        ]
+        for g in a.gains
+    ]
+    return tabulate(
+        rows, ["run", "eval", "step", "speed-up", "gain", "after question", "question", "layers"], tablefmt="github"
+    )
 
 
 def shares_table(a: Analysis) -> str:
@@ -204,42 +255,88 @@ def shares_table(a: Analysis) -> str:
     per = {arm: a.shares(arm) for arm in arms}
     rows = []
     for cat, (n, share) in every.items():
-        rows.append([cat, n, f"{share * 100:.0f} %"] + [f"{per[arm][cat][0]} ({per[arm][cat][1] * 100:.0f} %)"
-                                                        for arm in arms])
-    rows.append(["all large gains", len(a.gains), ""] + [str(len([g for g in a.gains if g.arm == arm])) for arm in arms])
+        rows.append(
+            [cat, n, f"{share * 100:.0f} %"] + [f"{per[arm][cat][0]} ({per[arm][cat][1] * 100:.0f} %)" for arm in arms]
+        )
+    rows.append(
+        ["all large gains", len(a.gains), ""] + [str(len([g for g in a.gains if g.arm == arm])) for arm in arms]
+    )
     return tabulate(rows, ["followed", "large gains", "share"] + arms, tablefmt="github")
 
 
 def rates_table(a: Analysis) -> str:
-    rows = [[x.arm, x.runs, x.steps, x.evaluations, x.gains, "-" if x.per_eval is None else f"{x.per_eval * 10:.2f}",
-             "-" if not x.steps else f"{x.gains / x.steps * 100:.1f}"] for x in a.control.rates]
-    return tabulate(rows, ["arm", "runs", "steps", "evaluations", "large gains", "per 10 evaluations",
-                           "per 100 steps"], tablefmt="github")
+    rows = [
+        [
+            x.arm,
+            x.runs,
+            x.steps,
+            x.evaluations,
+            x.gains,
+            "-" if x.per_eval is None else f"{x.per_eval * 10:.2f}",
+            "-" if not x.steps else f"{x.gains / x.steps * 100:.1f}",
+        ]
+        for x in a.control.rates
+    ]
+    return tabulate(
+        rows,
+        ["arm", "runs", "steps", "evaluations", "large gains", "per 10 evaluations", "per 100 steps"],
+        tablefmt="github",
+    )
 
 
 def control_table(a: Analysis) -> str:
-    rows = [[c.arm, c.category, c.questions, c.credited, f"{c.chance_mean:.2f} [{c.chance_low:g}-{c.chance_high:g}]",
-             f"{c.p:.3f}", c.evals_after, "-" if c.at_other_rate is None else f"{c.at_other_rate:.2f}"]
-            for c in a.control.categories]
-    return tabulate(rows, ["arm", "category", "questions", "credited", "by chance: mean [95 %]", "p",
-                           "evaluations after", "at the other arms' rate"], tablefmt="github")
+    rows = [
+        [
+            c.arm,
+            c.category,
+            c.questions,
+            c.credited,
+            f"{c.chance_mean:.2f} [{c.chance_low:g}-{c.chance_high:g}]",
+            f"{c.p:.3f}",
+            c.evals_after,
+            "-" if c.at_other_rate is None else f"{c.at_other_rate:.2f}",
+        ]
+        for c in a.control.categories
+    ]
+    return tabulate(
+        rows,
+        [
+            "arm",
+            "category",
+            "questions",
+            "credited",
+            "by chance: mean [95 %]",
+            "p",
+            "evaluations after",
+            "at the other arms' rate",
+        ],
+        tablefmt="github",
+    )
 
 
 def markdown(a: Analysis) -> str:
     ctl = a.control
     lines = [
-        "# Trace analysis", "",
+        "# Trace analysis",
+        "",
         f"Large gain: a new best at least {a.threshold * 100:g} % above the run's previous best. Each is "
         "attributed to the nearest question asked after the previous best (none: `none`); the layers are those "
-        "of the agent's edits and commands before the question and between the question and the gain.", "",
-        "## Share of large gains by the question they followed", "", shares_table(a), "",
-        "## Against chance and against the other arms", "",
+        "of the agent's edits and commands before the question and between the question and the gain.",
+        "",
+        "## Share of large gains by the question they followed",
+        "",
+        shares_table(a),
+        "",
+        "## Against chance and against the other arms",
+        "",
         f"`credited`: large gains attributed to the category. `by chance`: the same gains with each run's "
         f"question times shuffled among its steps ({ctl.shuffles} shuffles, fixed seed): the mean credit and its "
         "95 % range; `p`: the share of shuffles crediting at least as many. `at the other arms' rate`: the large "
         "gains the evaluations after the category's questions would give at the rate of the arms without "
         "questions. A category whose credit is no more than chance and the other arms' rate give is credited "
-        "for its timing, not its effect.", ""]
+        "for its timing, not its effect.",
+        "",
+    ]
     lines += [control_table(a) if ctl.categories else "(no arm asked questions)", "", rates_table(a), ""]
     lines += ["## Runs", "", run_table(a), "", "## Large gains", "", gains_table(a) if a.gains else "(none)", ""]
     return "\n".join(lines)
@@ -256,8 +353,10 @@ def write_gains_csv(a: Analysis, path: Path) -> None:
 
 # ---------------------------------------------------------------- timeline plots
 
+
 def timeline(r: RunAnalysis, gains: list[Gain], png: Path) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -281,12 +380,24 @@ def timeline(r: RunAnalysis, gains: list[Gain], png: Path) -> None:
         ax.plot(bad, [0] * len(bad), "x", color="#d62728", markersize=6, label="wrong or failed candidate")
     seen = set()
     for step, cat in r.questions:
-        ax.axvline(step, color=CATEGORY_COLORS.get(cat, "#7f7f7f"), linewidth=1, alpha=0.8,
-                   label=f"question: {cat}" if cat not in seen else None)
+        ax.axvline(
+            step,
+            color=CATEGORY_COLORS.get(cat, "#7f7f7f"),
+            linewidth=1,
+            alpha=0.8,
+            label=f"question: {cat}" if cat not in seen else None,
+        )
         seen.add(cat)
     if gains:
-        ax.plot([g.step for g in gains], [g.after for g in gains], "*", color="gold", markeredgecolor="black",
-                markersize=14, label="large gain")
+        ax.plot(
+            [g.step for g in gains],
+            [g.after for g in gains],
+            "*",
+            color="gold",
+            markeredgecolor="black",
+            markersize=14,
+            label="large gain",
+        )
     ax.set_xlabel("step (model call)")
     ax.set_ylabel("speed-up vs the baseline")
     ax.set_title(f"{r.run_id} ({r.arm})")

@@ -7,6 +7,7 @@ to another process or machine; `run_compare` runs the specs one after another on
 `kernelseek_suite.scaleout.agent_runs.run_compare_distributed` one per GPU of a Dask cluster.
 A spec whose trace already ended is not run again; one that was cut off is resumed.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,19 +28,19 @@ DEFAULT_OUT = Path("results") / "compare"
 
 @dataclass
 class CompareRequest:
-    arms: list[str]                           # the arms' labels, in order
+    arms: list[str]  # the arms' labels, in order
     task: str
-    model: dict                               # ModelConfig fields (name, base_url, temperature ...)
+    model: dict  # ModelConfig fields (name, base_url, temperature ...)
     seeds: list[int]
-    limits: dict = field(default_factory=dict)          # Limits fields
+    limits: dict = field(default_factory=dict)  # Limits fields
     task_options: dict = field(default_factory=dict)
-    arm_options: dict[str, dict] = field(default_factory=dict)   # label -> its options
-    tools: dict = field(default_factory=dict)            # ToolsConfig fields
+    arm_options: dict[str, dict] = field(default_factory=dict)  # label -> its options
+    tools: dict = field(default_factory=dict)  # ToolsConfig fields
     out_dir: str = str(DEFAULT_OUT)
     agents: dict[str, str] = field(default_factory=dict)  # label -> agent, where they differ
-    context: dict = field(default_factory=dict)          # ContextConfig fields
+    context: dict = field(default_factory=dict)  # ContextConfig fields
     final_bench: dict = field(default_factory=lambda: {"enabled": True, "timeout_s": 3600.0})
-    protocol: dict | None = None                         # {name, path, sha256} of the protocol file
+    protocol: dict | None = None  # {name, path, sha256} of the protocol file
 
     def agent(self, label: str) -> str:
         return self.agents.get(label, label)
@@ -49,7 +50,7 @@ class CompareRequest:
 class RunSpec:
     arm: str
     seed: int
-    config: dict                # RunConfig.to_dict()
+    config: dict  # RunConfig.to_dict()
     trace_path: str
 
     @property
@@ -66,15 +67,24 @@ def plan(req: CompareRequest) -> list[RunSpec]:
         order = req.arms if n % 2 == 0 else list(reversed(req.arms))
         for arm in order:
             agent = req.agent(arm)
-            cfg = RunConfig(arm=agent, label=arm if arm != agent else None,
-                            arm_options=dict(req.arm_options.get(arm, {})), task=req.task,
-                            task_options=dict(req.task_options), seed=seed)
-            for part, values in ((cfg.model, req.model), (cfg.limits, req.limits), (cfg.tools, req.tools),
-                                 (cfg.context, req.context)):
+            cfg = RunConfig(
+                arm=agent,
+                label=arm if arm != agent else None,
+                arm_options=dict(req.arm_options.get(arm, {})),
+                task=req.task,
+                task_options=dict(req.task_options),
+                seed=seed,
+            )
+            for part, values in (
+                (cfg.model, req.model),
+                (cfg.limits, req.limits),
+                (cfg.tools, req.tools),
+                (cfg.context, req.context),
+            ):
                 for k, v in values.items():
                     setattr(part, k, v)
             if cfg.model.seed is None:
-                cfg.model.seed = seed          # sent to endpoints that take one
+                cfg.model.seed = seed  # sent to endpoints that take one
             trace = Path(req.out_dir) / "traces" / f"{arm}-seed{seed}.jsonl"
             specs.append(RunSpec(arm, seed, cfg.to_dict(), str(trace)))
     return specs
@@ -104,21 +114,28 @@ def run_spec(spec: RunSpec, api_key: str | None = None, model=None) -> dict:
 
     key = api_key if api_key is not None else os.environ.get(API_KEY_ENV) or None
     if spec.config.get("arm") == "agent-cmd":
-        key = None              # an agent command brings its own credentials; none is sent anywhere
+        key = None  # an agent command brings its own credentials; none is sent anywhere
     path = Path(spec.trace_path)
     state = trace_state(path)
     if state == "finished":
         return {"arm": spec.arm, "seed": spec.seed, "trace": str(path), "ran": False, "state": state}
-    if state == "unfinished":      # with this request's endpoint, which may have moved since
+    if state == "unfinished":  # with this request's endpoint, which may have moved since
         agent = resume_run(path, key, model=model, model_overrides={"base_url": spec.config["model"]["base_url"]})
     else:
         if path.exists():
-            path.unlink()          # a run_start and nothing to take up: start over
+            path.unlink()  # a run_start and nothing to take up: start over
         agent = new_run(RunConfig.from_dict(spec.config), path, key, model=model)
     result = agent.run()
-    return {"arm": spec.arm, "seed": spec.seed, "trace": str(path), "ran": True, "state": "resumed" if state ==
-            "unfinished" else "new", "exit_reason": result.exit_reason, "goal_met": result.goal_met,
-            "best": result.best}
+    return {
+        "arm": spec.arm,
+        "seed": spec.seed,
+        "trace": str(path),
+        "ran": True,
+        "state": "resumed" if state == "unfinished" else "new",
+        "exit_reason": result.exit_reason,
+        "goal_met": result.goal_met,
+        "best": result.best,
+    }
 
 
 def prepare(req: CompareRequest) -> list[RunSpec]:
@@ -129,8 +146,11 @@ def prepare(req: CompareRequest) -> list[RunSpec]:
     return plan(req)
 
 
-def run_compare(req: CompareRequest, on_run: Callable[[RunSpec, dict], None] | None = None,
-                runner: Callable[[RunSpec], dict] = run_spec) -> list[dict]:
+def run_compare(
+    req: CompareRequest,
+    on_run: Callable[[RunSpec, dict], None] | None = None,
+    runner: Callable[[RunSpec], dict] = run_spec,
+) -> list[dict]:
     """Every spec, one after another, on this machine."""
     records = []
     for spec in prepare(req):
@@ -149,6 +169,7 @@ def _public(d: dict) -> dict:
 
 # ---------------------------------------------------------------- re-measuring
 
+
 @dataclass
 class Remeasurement:
     trace: str
@@ -163,8 +184,12 @@ class Remeasurement:
     error: str | None
 
 
-def remeasure(traces: list[Path], out_dir: Path, timeout_s: float | None = None,
-              on_result: Callable[[Remeasurement], None] | None = None) -> list[Remeasurement]:
+def remeasure(
+    traces: list[Path],
+    out_dir: Path,
+    timeout_s: float | None = None,
+    on_result: Callable[[Remeasurement], None] | None = None,
+) -> list[Remeasurement]:
     """Evaluates every candidate recorded in `traces` again, with each run's own task and options, on
     this machine; each distinct candidate of a run once. Rows go to `<out_dir>/remeasure.jsonl`."""
     from ..agents.tasks import make_task
@@ -190,14 +215,33 @@ def remeasure(traces: list[Path], out_dir: Path, timeout_s: float | None = None,
                         kernel = run_dir / Path(task.kernel).name
                         shutil.copyfile(blob, kernel)
                         res = task.evaluate(kernel, run_dir / "eval", timeout_s or cfg.tools.eval_timeout_s)
-                        done[sha] = Remeasurement(str(path), start["run_id"], ev["index"], sha, ev["status"],
-                                                  ev.get("geomean"), res.status, res.correct, res.geomean, res.error)
+                        done[sha] = Remeasurement(
+                            str(path),
+                            start["run_id"],
+                            ev["index"],
+                            sha,
+                            ev["status"],
+                            ev.get("geomean"),
+                            res.status,
+                            res.correct,
+                            res.geomean,
+                            res.error,
+                        )
                         if on_result:
                             on_result(done[sha])
                     row = done[sha]
-                    rows.append(row if row.eval_index == ev["index"] else
-                                Remeasurement(**{**asdict(row), "eval_index": ev["index"], "recorded_status":
-                                                 ev["status"], "recorded_geomean": ev.get("geomean")}))
+                    rows.append(
+                        row
+                        if row.eval_index == ev["index"]
+                        else Remeasurement(
+                            **{
+                                **asdict(row),
+                                "eval_index": ev["index"],
+                                "recorded_status": ev["status"],
+                                "recorded_geomean": ev.get("geomean"),
+                            }
+                        )
+                    )
             finally:
                 if hasattr(task, "close"):
                     task.close()
@@ -235,6 +279,9 @@ def remeasured_by_trace(rows: list[Remeasurement]) -> dict[str, dict[str, dict]]
     """trace -> candidate sha256 -> the new numbers (the form runstats takes)."""
     out: dict[str, dict[str, dict]] = {}
     for r in rows:
-        out.setdefault(r.trace, {})[r.candidate_sha256] = {"status": r.status, "correct": r.correct,
-                                                           "geomean": r.geomean}
+        out.setdefault(r.trace, {})[r.candidate_sha256] = {
+            "status": r.status,
+            "correct": r.correct,
+            "geomean": r.geomean,
+        }
     return out

@@ -13,6 +13,7 @@ baselines say what to expect without an effect:
 The rule is analysis.py's: a gain is credited to the nearest question asked after the previous best
 (questions come after the evaluations of their step, so a question at step q counts for a gain at
 step g whose previous best was at step b when b <= q < g)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -29,7 +30,7 @@ def credited(gains: list[tuple[int, int]], questions: list[tuple[int, str]]) -> 
     out = []
     for b, g in gains:
         cat = "none"
-        for q, c in questions:            # the last qualifying question in order is the nearest
+        for q, c in questions:  # the last qualifying question in order is the nearest
             if b <= q < g:
                 cat = c
         out.append(cat)
@@ -41,13 +42,13 @@ class CategoryControl:
     arm: str
     category: str
     questions: int
-    credited: int                 # large gains credited to the category, as observed
-    chance_mean: float            # ... on average with the question times shuffled
-    chance_low: float             # 2.5th and 97.5th percentiles over the shuffles
+    credited: int  # large gains credited to the category, as observed
+    chance_mean: float  # ... on average with the question times shuffled
+    chance_low: float  # 2.5th and 97.5th percentiles over the shuffles
     chance_high: float
-    p: float                      # share of shuffles crediting at least as many
-    evals_after: int              # evaluations in the windows after its questions
-    at_other_rate: float | None   # gains those evaluations give at the other arms' rate
+    p: float  # share of shuffles crediting at least as many
+    evals_after: int  # evaluations in the windows after its questions
+    at_other_rate: float | None  # gains those evaluations give at the other arms' rate
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -92,9 +93,16 @@ def _windows(points_steps: list[int], questions: list[tuple[int, str]], steps: i
 def control(runs, shuffles: int = SHUFFLES, seed: int = 0) -> Control:
     """`runs`: analysis.RunAnalysis objects (their arm, steps, points, questions and gains)."""
     arms = sorted({r.arm for r in runs})
-    rates = [ArmRate(a, sum(r.arm == a for r in runs), sum(r.steps for r in runs if r.arm == a),
-                     sum(r.evaluations for r in runs if r.arm == a), sum(len(r.gains) for r in runs if r.arm == a))
-             for a in arms]
+    rates = [
+        ArmRate(
+            a,
+            sum(r.arm == a for r in runs),
+            sum(r.steps for r in runs if r.arm == a),
+            sum(r.evaluations for r in runs if r.arm == a),
+            sum(len(r.gains) for r in runs if r.arm == a),
+        )
+        for a in arms
+    ]
     asking = {r.arm for r in runs if r.questions}
     out: list[CategoryControl] = []
     for arm in arms:
@@ -125,14 +133,24 @@ def control(runs, shuffles: int = SHUFFLES, seed: int = 0) -> Control:
             k, n_steps = len(cats_r), max(r.steps, max(s for s, _ in r.questions))
             for i in range(shuffles):
                 at = np.sort(rng.choice(np.arange(1, n_steps + 1), size=min(k, n_steps), replace=False))
-                order = rng.permutation(k)[:len(at)]
+                order = rng.permutation(k)[: len(at)]
                 for c in credited(sites, [(int(s), cats_r[j]) for s, j in zip(at, order)]):
                     if c in draws:
                         draws[c][i] += 1
         for c in cats:
             d = draws[c]
-            out.append(CategoryControl(
-                arm, c, asked[c], observed[c], float(d.mean()), float(np.percentile(d, 2.5)),
-                float(np.percentile(d, 97.5)), float((d >= observed[c]).mean()), after[c],
-                None if other_rate is None else other_rate * after[c]))
+            out.append(
+                CategoryControl(
+                    arm,
+                    c,
+                    asked[c],
+                    observed[c],
+                    float(d.mean()),
+                    float(np.percentile(d, 2.5)),
+                    float(np.percentile(d, 97.5)),
+                    float((d >= observed[c]).mean()),
+                    after[c],
+                    None if other_rate is None else other_rate * after[c],
+                )
+            )
     return Control(shuffles, rates, out)

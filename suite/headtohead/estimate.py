@@ -6,6 +6,7 @@ protocol's `plan` section says where each was measured); what cannot be known in
 so rather than guessed. The arms hold the model to the goal while budget remains, so a run that does
 not meet its goal spends its budget: the budget is the expected use, not a loose bound.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -16,23 +17,23 @@ from tabulate import tabulate
 @dataclass
 class PlanInputs:
     name: str
-    arms: dict[str, str]                       # label -> agent
+    arms: dict[str, str]  # label -> agent
     seeds: list[int]
     task: str
-    limits: dict                               # Limits fields
-    eval_seconds: list[dict] = field(default_factory=list)      # [{seconds, what, measured}]
-    final_bench_seconds: dict | None = None    # {seconds, what, measured}
+    limits: dict  # Limits fields
+    eval_seconds: list[dict] = field(default_factory=list)  # [{seconds, what, measured}]
+    final_bench_seconds: dict | None = None  # {seconds, what, measured}
     final_bench: bool = True
-    gpu: str | None = None                     # what an evaluation occupies; None: a CPU task
-    context_tokens: int | None = None          # the model's window (None: not known)
+    gpu: str | None = None  # what an evaluation occupies; None: a CPU task
+    context_tokens: int | None = None  # the model's window (None: not known)
     max_output_tokens: int | None = None
-    price: tuple[float, float] | None = None   # USD per million input and output tokens
+    price: tuple[float, float] | None = None  # USD per million input and output tokens
     model: str | None = None
 
 
 @dataclass
 class Plan:
-    rows: list[tuple[str, str, str]]           # (what, how much, from what)
+    rows: list[tuple[str, str, str]]  # (what, how much, from what)
     notes: list[str]
 
     def table(self) -> str:
@@ -56,8 +57,13 @@ def make_plan(p: PlanInputs) -> Plan:
     cmd_arms = [label for label, agent in p.arms.items() if agent == "agent-cmd"]
     rows.append(("runs", f"{runs}", f"{len(p.arms)} arms ({', '.join(p.arms)}) x {len(p.seeds)} seeds"))
     steps, evals = lim.get("max_steps"), lim.get("max_evals")
-    rows.append(("steps per run", f"{steps}" if steps else "no limit", "budget: max_steps (model calls; sessions "
-                 "for an agent command)"))
+    rows.append(
+        (
+            "steps per run",
+            f"{steps}" if steps else "no limit",
+            "budget: max_steps (model calls; sessions for an agent command)",
+        )
+    )
     if evals:
         rows.append(("evaluations", f"{runs * evals} ({evals} per run)", "budget: max_evals"))
     else:
@@ -83,14 +89,25 @@ def make_plan(p: PlanInputs) -> Plan:
         fb = p.final_bench_seconds
         if fb:
             final_time = runs * fb["seconds"]
-            rows.append((f"final full-grid bench ({device})", _h(final_time),
-                         f"{runs} runs' best kernels x {fb['seconds']:g} s (measured)"))
+            rows.append(
+                (
+                    f"final full-grid bench ({device})",
+                    _h(final_time),
+                    f"{runs} runs' best kernels x {fb['seconds']:g} s (measured)",
+                )
+            )
         else:
             rows.append((f"final full-grid bench ({device})", "not measured", "no measured bench time in the protocol"))
     if eval_time and p.gpu:
-        rows.append(("GPU-hours", f"{(eval_time[0] + final_time) / 3600:.1f} to {(eval_time[1] + final_time) / 3600:.1f}"
-                     if eval_time[0] != eval_time[1] else f"{(eval_time[1] + final_time) / 3600:.1f}",
-                     "evaluations and the final bench on one GPU; model calls and the agent's own commands add to it"))
+        rows.append(
+            (
+                "GPU-hours",
+                f"{(eval_time[0] + final_time) / 3600:.1f} to {(eval_time[1] + final_time) / 3600:.1f}"
+                if eval_time[0] != eval_time[1]
+                else f"{(eval_time[1] + final_time) / 3600:.1f}",
+                "evaluations and the final bench on one GPU; model calls and the agent's own commands add to it",
+            )
+        )
     # tokens and cost
     llm_arms = len(p.arms) - len(cmd_arms)
     llm_runs = llm_arms * len(p.seeds)
@@ -103,9 +120,11 @@ def make_plan(p: PlanInputs) -> Plan:
         prompt = steps * p.context_tokens
         completion = steps * (out_tok or 0)
         per_run_tokens = (prompt + completion, (prompt, completion))
-        how = (f"{steps} steps x a context window of {p.context_tokens:,} tokens"
-               + (f" + {out_tok:,} output tokens" if out_tok else " (output tokens not bounded: set max_output_tokens)")
-               + "; compaction keeps a full conversation between 60 and 85 % of the window")
+        how = (
+            f"{steps} steps x a context window of {p.context_tokens:,} tokens"
+            + (f" + {out_tok:,} output tokens" if out_tok else " (output tokens not bounded: set max_output_tokens)")
+            + "; compaction keeps a full conversation between 60 and 85 % of the window"
+        )
     else:
         how = "give --context-tokens (the model's window) or a max_tokens budget for a bound"
     if per_run_tokens and llm_runs:
@@ -122,13 +141,19 @@ def make_plan(p: PlanInputs) -> Plan:
             rows.append(("cost", f"at most ${cost:,.2f}", f"at ${pin:g} in / ${pout:g} out per million tokens"))
         else:
             cost = llm_runs * per_run_tokens[0] * max(pin, pout) / 1e6
-            rows.append(("cost", f"at most ${cost:,.2f}", f"every token at the dearer price, ${max(pin, pout):g} per "
-                                                          "million"))
+            rows.append(
+                ("cost", f"at most ${cost:,.2f}", f"every token at the dearer price, ${max(pin, pout):g} per million")
+            )
     else:
         rows.append(("cost", "not estimated", "give --price IN OUT (USD per million tokens), or a max_cost budget"))
     if lim.get("max_wall_s"):
-        rows.append(("wall time", f"at most {_h(runs * lim['max_wall_s'])} one run at a time",
-                     f"budget: max_wall {lim['max_wall_s'] / 60:g} min per run; --executor dask runs one per GPU"))
+        rows.append(
+            (
+                "wall time",
+                f"at most {_h(runs * lim['max_wall_s'])} one run at a time",
+                f"budget: max_wall {lim['max_wall_s'] / 60:g} min per run; --executor dask runs one per GPU",
+            )
+        )
     else:
         rows.append(("wall time", "no limit", "set max_wall_min"))
     if cmd_arms:

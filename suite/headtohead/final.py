@@ -6,6 +6,7 @@ table's last word is the full grid: `kernelseek-suite bench --kernel BEST --base
 says how to run it where there is one), and for `cpu-attn`, whose evaluator already times all six of
 its shapes, a fresh evaluation with ten times the agents' timing budget. Rows go to
 `<out>/final.jsonl` and into the table (`full grid` column)."""
+
 from __future__ import annotations
 
 import json
@@ -35,7 +36,7 @@ class FinalBench:
     seed: int | None
     candidate_sha256: str | None
     eval_index: int | None
-    status: str                   # ok | wrong | build_failed | crash | timeout | no_gpu | skipped | error
+    status: str  # ok | wrong | build_failed | crash | timeout | no_gpu | skipped | error
     geomean: float | None
     scenarios_correct: int | None
     scenarios_total: int | None
@@ -61,14 +62,28 @@ class GridResult:
 
 def _fa_fwd(task, kernel: Path, out_dir: Path, timeout_s: float) -> GridResult:
     from ..gpu import NoGPUError, default_gpu_index, require_gpu
+
     try:
         require_gpu(task.arch, default_gpu_index())
     except NoGPUError as e:
-        return GridResult("no_gpu", baseline=task.baseline,
-                          note=f"skipped: {e}. Bench the best kernels where there is one: kernelseek-suite compare "
-                               "--from-traces DIR --final-bench")
-    cmd = [*task.eval_prefix, "bench", "--arch", task.arch, "--kernel", str(kernel), "--baseline", task.baseline,
-           "--out", str(out_dir)]
+        return GridResult(
+            "no_gpu",
+            baseline=task.baseline,
+            note=f"skipped: {e}. Bench the best kernels where there is one: kernelseek-suite compare "
+            "--from-traces DIR --final-bench",
+        )
+    cmd = [
+        *task.eval_prefix,
+        "bench",
+        "--arch",
+        task.arch,
+        "--kernel",
+        str(kernel),
+        "--baseline",
+        task.baseline,
+        "--out",
+        str(out_dir),
+    ]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
@@ -81,9 +96,14 @@ def _fa_fwd(task, kernel: Path, out_dir: Path, timeout_s: float) -> GridResult:
     if p.returncode not in (0, 1) or not summary.exists():
         return GridResult("error", baseline=task.baseline, note=f"bench exited {p.returncode}: {p.stderr[-500:]}")
     s = json.loads(summary.read_text())
-    return GridResult("ok" if p.returncode == 0 else "wrong", (s.get("geomean") or {}).get(task.baseline),
-                      s.get("scenarios_correct"), s.get("scenarios_total"), task.baseline,
-                      "" if p.returncode == 0 else "not correct on every scenario of the grid")
+    return GridResult(
+        "ok" if p.returncode == 0 else "wrong",
+        (s.get("geomean") or {}).get(task.baseline),
+        s.get("scenarios_correct"),
+        s.get("scenarios_total"),
+        task.baseline,
+        "" if p.returncode == 0 else "not correct on every scenario of the grid",
+    )
 
 
 def _cpu_attn(task, kernel: Path, out_dir: Path, timeout_s: float) -> GridResult:
@@ -93,8 +113,14 @@ def _cpu_attn(task, kernel: Path, out_dir: Path, timeout_s: float) -> GridResult
         ev = fresh.evaluate(kernel, out_dir, timeout_s)
     finally:
         fresh.close()
-    return GridResult(ev.status, ev.geomean if ev.correct else None, ev.scenarios_correct, ev.scenarios_total,
-                      ev.baseline, f"all {ev.scenarios_total} shapes, {opts['budget_ms']:g} ms timing budget")
+    return GridResult(
+        ev.status,
+        ev.geomean if ev.correct else None,
+        ev.scenarios_correct,
+        ev.scenarios_total,
+        ev.baseline,
+        f"all {ev.scenarios_total} shapes, {opts['budget_ms']:g} ms timing budget",
+    )
 
 
 # task name -> (task, kernel, out_dir, timeout_s) -> GridResult
@@ -107,19 +133,35 @@ def bench_best(trace: Path, out_dir: Path, timeout_s: float = 3600.0, remeasured
     events = read_trace(trace).events
     start = events[0]
     stats = stats_from_events(events, str(trace), remeasured)
-    row = dict(trace=str(trace), run_id=stats.run_id, label=stats.arm, seed=stats.seed, candidate_sha256=None,
-               eval_index=stats.best_eval, baseline=stats.baseline, scenarios_correct=None, scenarios_total=None,
-               geomean=None, out_dir=None, measured_at=now_utc())
+    row = dict(
+        trace=str(trace),
+        run_id=stats.run_id,
+        label=stats.arm,
+        seed=stats.seed,
+        candidate_sha256=None,
+        eval_index=stats.best_eval,
+        baseline=stats.baseline,
+        scenarios_correct=None,
+        scenarios_total=None,
+        geomean=None,
+        out_dir=None,
+        measured_at=now_utc(),
+    )
     if stats.best_eval is None:
-        return FinalBench(**row, status="skipped", note="no correct candidate in this run",
-                          wall_s=round(time.monotonic() - t0, 3))
+        return FinalBench(
+            **row, status="skipped", note="no correct candidate in this run", wall_s=round(time.monotonic() - t0, 3)
+        )
     sha = next(p.candidate_sha256 for p in stats.points if p.index == stats.best_eval)
     row["candidate_sha256"] = sha
     cfg = RunConfig.from_dict(start["config"])
     grid = FULL_GRID.get(cfg.task)
     if grid is None:
-        return FinalBench(**row, status="skipped", note=f"no full grid known for task {cfg.task}",
-                          wall_s=round(time.monotonic() - t0, 3))
+        return FinalBench(
+            **row,
+            status="skipped",
+            note=f"no full grid known for task {cfg.task}",
+            wall_s=round(time.monotonic() - t0, 3),
+        )
     work = Path(tempfile.mkdtemp(prefix="ks-final-"))
     try:
         task = make_task(cfg.task, **portable_options(cfg.task_options, start, trace, work))
@@ -136,13 +178,23 @@ def bench_best(trace: Path, out_dir: Path, timeout_s: float = 3600.0, remeasured
                 task.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    row.update(baseline=res.baseline or stats.baseline, scenarios_correct=res.scenarios_correct,
-               scenarios_total=res.scenarios_total, geomean=res.geomean, out_dir=str(run_dir))
+    row.update(
+        baseline=res.baseline or stats.baseline,
+        scenarios_correct=res.scenarios_correct,
+        scenarios_total=res.scenarios_total,
+        geomean=res.geomean,
+        out_dir=str(run_dir),
+    )
     return FinalBench(**row, status=res.status, note=res.note, wall_s=round(time.monotonic() - t0, 3))
 
 
-def bench_all(traces: list[Path], out_dir: Path, timeout_s: float = 3600.0, remeasured: dict | None = None,
-              on_result: Callable[[FinalBench], None] | None = None) -> list[FinalBench]:
+def bench_all(
+    traces: list[Path],
+    out_dir: Path,
+    timeout_s: float = 3600.0,
+    remeasured: dict | None = None,
+    on_result: Callable[[FinalBench], None] | None = None,
+) -> list[FinalBench]:
     rows = []
     for t in traces:
         r = bench_best(t, out_dir, timeout_s, (remeasured or {}).get(str(t)))

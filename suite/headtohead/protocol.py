@@ -3,6 +3,7 @@ sampling, endpoint, seeds, budgets, the task and its goal, the arms and their op
 settings, the final full-grid bench) and the measured times its plan is made from, with what the
 setup being reproduced discloses and what was chosen here. Validated against
 `schemas/protocol-v1.schema.json`; `protocols/paper.yaml` and `protocols/smoke.yaml` are shipped."""
+
 from __future__ import annotations
 
 import hashlib
@@ -19,8 +20,12 @@ from .. import config as suite_config
 PROTOCOL_VERSION = 1
 PROTOCOLS_DIR = suite_config.REPO_ROOT / "protocols"
 # protocol question settings -> the arm option they set (arms that take it)
-QUESTION_KEYS = {"categories": "categories", "plateau": "plateau_evals", "repeats": "repeated_failure",
-                 "spacing": "min_steps_between"}
+QUESTION_KEYS = {
+    "categories": "categories",
+    "plateau": "plateau_evals",
+    "repeats": "repeated_failure",
+    "spacing": "min_steps_between",
+}
 
 
 class ProtocolError(ValueError):
@@ -43,8 +48,10 @@ class Protocol:
 
     def arms(self) -> dict[str, dict]:
         """label -> {agent, options}."""
-        return {label: {"agent": a["agent"], "options": dict(a.get("options") or {})}
-                for label, a in self.data["arms"].items()}
+        return {
+            label: {"agent": a["agent"], "options": dict(a.get("options") or {})}
+            for label, a in self.data["arms"].items()
+        }
 
     def limits(self) -> dict:
         b = self.data.get("budget") or {}
@@ -87,9 +94,13 @@ def protocol_schema() -> dict:
 
 def load_protocol(path: Path | str) -> Protocol:
     path = Path(path)
-    if not path.exists() and not path.is_absolute() and (PROTOCOLS_DIR / path.name).exists() \
-            and path.parent.name == "protocols":
-        path = PROTOCOLS_DIR / path.name         # `protocols/x.yaml` from outside the repository
+    if (
+        not path.exists()
+        and not path.is_absolute()
+        and (PROTOCOLS_DIR / path.name).exists()
+        and path.parent.name == "protocols"
+    ):
+        path = PROTOCOLS_DIR / path.name  # `protocols/x.yaml` from outside the repository
     try:
         raw = path.read_bytes()
     except OSError as e:

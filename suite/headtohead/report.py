@@ -3,6 +3,7 @@ RunStats per run), a table per run and per arm with each arm's median and spread
 interval of the difference between arms (stats.py; `compare.md` with tabulate, `compare.csv`,
 `stats.json`), and the best-so-far speed-up against the step for every run with the questions
 marked (`best_so_far.png` and `.svg`, matplotlib)."""
+
 from __future__ import annotations
 
 import csv
@@ -39,12 +40,41 @@ def _calls(calls: dict[str, int]) -> str:
 
 
 def run_rows(runs: list[RunStats]) -> tuple[list[str], list[list]]:
-    head = ["arm", "seed", "best vs baseline", "steps to best", "evals to best", "evals", "wrong", "questions",
-            "tool calls", "tokens", "cost $", "wall min", "exit", "full grid"]
-    rows = [[r.arm, r.seed, _num(r.best, "{:.3f}x"), _num(r.steps_to_best, "{}"), _num(r.evals_to_best, "{}"),
-             r.evals, r.wrong, r.questions, _calls(r.tool_calls), r.total_tokens, _num(r.cost, "{:.4f}"),
-             f"{r.wall_s / 60:.1f}", r.exit_reason or "-", _final(r)]
-            for r in sorted(runs, key=lambda r: (r.arm, r.seed or 0))]
+    head = [
+        "arm",
+        "seed",
+        "best vs baseline",
+        "steps to best",
+        "evals to best",
+        "evals",
+        "wrong",
+        "questions",
+        "tool calls",
+        "tokens",
+        "cost $",
+        "wall min",
+        "exit",
+        "full grid",
+    ]
+    rows = [
+        [
+            r.arm,
+            r.seed,
+            _num(r.best, "{:.3f}x"),
+            _num(r.steps_to_best, "{}"),
+            _num(r.evals_to_best, "{}"),
+            r.evals,
+            r.wrong,
+            r.questions,
+            _calls(r.tool_calls),
+            r.total_tokens,
+            _num(r.cost, "{:.4f}"),
+            f"{r.wall_s / 60:.1f}",
+            r.exit_reason or "-",
+            _final(r),
+        ]
+        for r in sorted(runs, key=lambda r: (r.arm, r.seed or 0))
+    ]
     return head, rows
 
 
@@ -71,28 +101,81 @@ def arm_order(runs: list[RunStats]) -> list[str]:
 
 
 def arm_rows(runs: list[RunStats]) -> tuple[list[str], list[list]]:
-    head = ["arm", "runs", "median best", "IQR", "range", "median full grid", "full grid IQR", "mean steps to best",
-            "mean evals to best", "wrong", "tokens", "cost $", "mean wall min", "goal met"]
+    head = [
+        "arm",
+        "runs",
+        "median best",
+        "IQR",
+        "range",
+        "median full grid",
+        "full grid IQR",
+        "mean steps to best",
+        "mean evals to best",
+        "wrong",
+        "tokens",
+        "cost $",
+        "mean wall min",
+        "goal met",
+    ]
     rows = []
     for arm in arm_order(runs):
         rs = [r for r in runs if r.arm == arm]
         costs = [r.cost for r in rs if r.cost is not None]
         med, iqr, rng = _spread(r.best for r in rs)
         fmed, fiqr, _ = _spread(r.final_geomean for r in rs)
-        rows.append([arm, len(rs), med, iqr, rng, fmed, fiqr, _num(_mean(r.steps_to_best for r in rs), "{:.1f}"),
-                     _num(_mean(r.evals_to_best for r in rs), "{:.1f}"), sum(r.wrong for r in rs),
-                     sum(r.total_tokens for r in rs), _num(sum(costs) if costs else None, "{:.4f}"),
-                     f"{statistics.fmean(r.wall_s for r in rs) / 60:.1f}", f"{sum(r.goal_met for r in rs)}/{len(rs)}"])
+        rows.append(
+            [
+                arm,
+                len(rs),
+                med,
+                iqr,
+                rng,
+                fmed,
+                fiqr,
+                _num(_mean(r.steps_to_best for r in rs), "{:.1f}"),
+                _num(_mean(r.evals_to_best for r in rs), "{:.1f}"),
+                sum(r.wrong for r in rs),
+                sum(r.total_tokens for r in rs),
+                _num(sum(costs) if costs else None, "{:.4f}"),
+                f"{statistics.fmean(r.wall_s for r in rs) / 60:.1f}",
+                f"{sum(r.goal_met for r in rs)}/{len(rs)}",
+            ]
+        )
     return head, rows
 
 
 def write_csv(runs: list[RunStats], path: Path) -> None:
     tools = sorted({t for r in runs for t in r.tool_calls})
     cats = sorted({c for r in runs for c in r.questions_by_category})
-    fields = ["arm", "seed", "run_id", "task", "model", "baseline", "best", "best_eval", "steps_to_best",
-              "evals_to_best", "steps", "evals", "wrong", "questions", *[f"questions_{c}" for c in cats],
-              *[f"calls_{t}" for t in tools], "prompt_tokens", "completion_tokens", "total_tokens", "cost", "wall_s",
-              "exit_reason", "goal_met", "remeasured", "final_geomean", "final_status", "trace"]
+    fields = [
+        "arm",
+        "seed",
+        "run_id",
+        "task",
+        "model",
+        "baseline",
+        "best",
+        "best_eval",
+        "steps_to_best",
+        "evals_to_best",
+        "steps",
+        "evals",
+        "wrong",
+        "questions",
+        *[f"questions_{c}" for c in cats],
+        *[f"calls_{t}" for t in tools],
+        "prompt_tokens",
+        "completion_tokens",
+        "total_tokens",
+        "cost",
+        "wall_s",
+        "exit_reason",
+        "goal_met",
+        "remeasured",
+        "final_geomean",
+        "final_status",
+        "trace",
+    ]
     with open(path, "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
@@ -125,9 +208,17 @@ def interval_rows(runs: list[RunStats]) -> tuple[list[str], list[list]]:
     for metric, items in intervals(runs).items():
         name = {"best": "best over the timed scenarios", "full_grid": "best kernel on the full grid"}[metric]
         for iv in items:
-            rows.append([name, f"{iv.b} - {iv.a}", _num(iv.difference, "{:+.3f}"),
-                         "-" if iv.low is None else f"[{iv.low:+.3f}, {iv.high:+.3f}]", iv.paired,
-                         f"{iv.n_a}+{iv.n_b}", iv.note or ""])
+            rows.append(
+                [
+                    name,
+                    f"{iv.b} - {iv.a}",
+                    _num(iv.difference, "{:+.3f}"),
+                    "-" if iv.low is None else f"[{iv.low:+.3f}, {iv.high:+.3f}]",
+                    iv.paired,
+                    f"{iv.n_a}+{iv.n_b}",
+                    iv.note or "",
+                ]
+            )
     return head, rows
 
 
@@ -135,30 +226,52 @@ def markdown(runs: list[RunStats], note: str = "") -> str:
     tasks = sorted({r.task for r in runs})
     models = sorted({r.model for r in runs})
     baselines = sorted({r.baseline for r in runs if r.baseline})
-    lines = ["# Head-to-head", "",
-             f"Task {', '.join(tasks)}; model {', '.join(models)}; speed-up is baseline time / candidate time "
-             f"(geometric mean over the timed scenarios) against {', '.join(baselines) or 'the baseline'}."]
+    lines = [
+        "# Head-to-head",
+        "",
+        f"Task {', '.join(tasks)}; model {', '.join(models)}; speed-up is baseline time / candidate time "
+        f"(geometric mean over the timed scenarios) against {', '.join(baselines) or 'the baseline'}.",
+    ]
     if note:
         lines += ["", note]
     h, rows = arm_rows(runs)
-    lines += ["", "## Per arm", "", tabulate(rows, h, tablefmt="github", disable_numparse=True), "",
-              "`median best`: the median over the arm's runs of each run's best speed-up; `IQR`: its 25th-75th "
-              "percentiles; `range`: lowest-highest; `full grid`: each run's best kernel benched on the task's full "
-              "grid at the end."]
+    lines += [
+        "",
+        "## Per arm",
+        "",
+        tabulate(rows, h, tablefmt="github", disable_numparse=True),
+        "",
+        "`median best`: the median over the arm's runs of each run's best speed-up; `IQR`: its 25th-75th "
+        "percentiles; `range`: lowest-highest; `full grid`: each run's best kernel benched on the task's full "
+        "grid at the end.",
+    ]
     h, rows = interval_rows(runs)
     if rows:
-        lines += ["", "## Difference between the arms", "", tabulate(rows, h, tablefmt="github", disable_numparse=True),
-                  "", "Percentile bootstrap (10,000 resamples of the seeds, fixed seed): each resample draws the seeds "
-                  "with replacement and takes the difference of the two arms' medians over them."]
+        lines += [
+            "",
+            "## Difference between the arms",
+            "",
+            tabulate(rows, h, tablefmt="github", disable_numparse=True),
+            "",
+            "Percentile bootstrap (10,000 resamples of the seeds, fixed seed): each resample draws the seeds "
+            "with replacement and takes the difference of the two arms' medians over them.",
+        ]
     h, rows = run_rows(runs)
-    lines += ["", "## Per run", "", tabulate(rows, h, tablefmt="github", disable_numparse=True), "",
-              "`wrong`: evaluated candidates judged incorrect (wrong results, crashes, time-outs, build failures). "
-              "`steps to best`: the step whose evaluation gave the run's best."]
+    lines += [
+        "",
+        "## Per run",
+        "",
+        tabulate(rows, h, tablefmt="github", disable_numparse=True),
+        "",
+        "`wrong`: evaluated candidates judged incorrect (wrong results, crashes, time-outs, build failures). "
+        "`steps to best`: the step whose evaluation gave the run's best.",
+    ]
     return "\n".join(lines) + "\n"
 
 
 def plot(runs: list[RunStats], png: Path, svg: Path, title: str = "") -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -172,7 +285,7 @@ def plot(runs: list[RunStats], png: Path, svg: Path, title: str = "") -> None:
         ls = styles[seeds.index(r.seed) % len(styles)] if r.seed in seeds else "-"
         if curve:
             xs, ys = zip(*curve)
-            line, = ax.step(xs, ys, where="post", color=color, linestyle=ls, label=f"{r.arm} seed {r.seed}")
+            (line,) = ax.step(xs, ys, where="post", color=color, linestyle=ls, label=f"{r.arm} seed {r.seed}")
             color = line.get_color()
         for step, cat in r.question_steps:
             y = next((b for s, b in reversed(curve) if s <= step), None)
@@ -180,8 +293,16 @@ def plot(runs: list[RunStats], png: Path, svg: Path, title: str = "") -> None:
                 continue
             label = f"question: {cat}" if cat not in labelled_cats else None
             labelled_cats.add(cat)
-            ax.plot([step], [y], marker=CATEGORY_MARKERS.get(cat, "x"), color=color, markersize=7, linestyle="none",
-                    markeredgecolor="black", label=label)
+            ax.plot(
+                [step],
+                [y],
+                marker=CATEGORY_MARKERS.get(cat, "x"),
+                color=color,
+                markersize=7,
+                linestyle="none",
+                markeredgecolor="black",
+                label=label,
+            )
     ax.set_xlabel("step (model call)")
     ax.set_ylabel("best speed-up so far vs the baseline")
     ax.axhline(1.0, color="grey", linewidth=0.8, linestyle=":")
@@ -198,19 +319,35 @@ def plot(runs: list[RunStats], png: Path, svg: Path, title: str = "") -> None:
 def render(runs: list[RunStats], out_dir: Path, note: str = "") -> CompareOutputs:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    outs = CompareOutputs(out_dir / "runs.jsonl", out_dir / "compare.md", out_dir / "compare.csv",
-                          out_dir / "best_so_far.png", out_dir / "best_so_far.svg", out_dir / "stats.json")
+    outs = CompareOutputs(
+        out_dir / "runs.jsonl",
+        out_dir / "compare.md",
+        out_dir / "compare.csv",
+        out_dir / "best_so_far.png",
+        out_dir / "best_so_far.svg",
+        out_dir / "stats.json",
+    )
     with open(outs.runs_jsonl, "w", encoding="utf-8") as f:
         for r in runs:
             f.write(json.dumps(r.to_dict()) + "\n")
-    runs = read_runs(outs.runs_jsonl)        # tables and plots come from the file, as a reader would
+    runs = read_runs(outs.runs_jsonl)  # tables and plots come from the file, as a reader would
     outs.markdown.write_text(markdown(runs, note), encoding="utf-8")
     write_csv(runs, outs.csv)
-    outs.stats.write_text(json.dumps({
-        "arms": {arm: {"best": spread([r.best for r in runs if r.arm == arm]).to_dict(),
-                       "full_grid": spread([r.final_geomean for r in runs if r.arm == arm]).to_dict()}
-                 for arm in arm_order(runs)},
-        "intervals": {k: [iv.to_dict() for iv in v] for k, v in intervals(runs).items()}}, indent=1))
+    outs.stats.write_text(
+        json.dumps(
+            {
+                "arms": {
+                    arm: {
+                        "best": spread([r.best for r in runs if r.arm == arm]).to_dict(),
+                        "full_grid": spread([r.final_geomean for r in runs if r.arm == arm]).to_dict(),
+                    }
+                    for arm in arm_order(runs)
+                },
+                "intervals": {k: [iv.to_dict() for iv in v] for k, v in intervals(runs).items()},
+            },
+            indent=1,
+        )
+    )
     tasks = ", ".join(sorted({r.task for r in runs}))
     plot(runs, outs.png, outs.svg, title=f"Best-so-far speed-up against step ({tasks})")
     return outs

@@ -1,6 +1,7 @@
 """What a run achieved and spent, read back from its trace: the numbers the head-to-head table and
 plot are made of. The best is recomputed from the evaluations (so that re-measured speed-ups can
 replace the recorded ones), never taken on trust from the trace's own `best` field."""
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,8 @@ class RunStats:
     baseline: str | None
     steps: int
     evals: int
-    wrong: int                      # candidates judged incorrect (wrong, crash, timeout, build_failed)
-    best: float | None              # best correct speed-up vs the baseline
+    wrong: int  # candidates judged incorrect (wrong, crash, timeout, build_failed)
+    best: float | None  # best correct speed-up vs the baseline
     best_eval: int | None
     steps_to_best: int | None
     evals_to_best: int | None
@@ -51,12 +52,12 @@ class RunStats:
     exit_reason: str | None
     goal_met: bool
     remeasured: bool = False
-    agent: str = ""                 # the agent the arm runs (arm is its label in the comparison)
-    final_geomean: float | None = None      # the best kernel on the task's full grid (final.py)
+    agent: str = ""  # the agent the arm runs (arm is its label in the comparison)
+    final_geomean: float | None = None  # the best kernel on the task's full grid (final.py)
     final_status: str | None = None
     final_note: str = ""
     points: list[EvalPoint] = field(default_factory=list)
-    question_steps: list[tuple[int, str]] = field(default_factory=list)     # (step, category)
+    question_steps: list[tuple[int, str]] = field(default_factory=list)  # (step, category)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -105,8 +106,9 @@ def arm_label(start: dict) -> str:
     return (start.get("config") or {}).get("label") or start.get("arm", "")
 
 
-def stats_from_events(events: list[dict], trace: str, remeasured: dict[str, dict] | None = None,
-                      final: dict | None = None) -> RunStats:
+def stats_from_events(
+    events: list[dict], trace: str, remeasured: dict[str, dict] | None = None, final: dict | None = None
+) -> RunStats:
     """`remeasured` maps candidate sha256 -> {status, correct, geomean} measured again; `final` is the
     run's row of final.jsonl (its best kernel on the full grid)."""
     start = events[0]
@@ -116,8 +118,9 @@ def stats_from_events(events: list[dict], trace: str, remeasured: dict[str, dict
     for ev in events:
         t = ev["type"]
         if t == "harness_eval":
-            p = EvalPoint(ev["index"], ev["step"], ev["status"], ev["correct"], ev.get("geomean"),
-                          ev["candidate_sha256"])
+            p = EvalPoint(
+                ev["index"], ev["step"], ev["status"], ev["correct"], ev.get("geomean"), ev["candidate_sha256"]
+            )
             new = (remeasured or {}).get(p.candidate_sha256)
             if new is not None:
                 p.status, p.correct, p.geomean, p.remeasured = new["status"], new["correct"], new["geomean"], True
@@ -138,20 +141,36 @@ def stats_from_events(events: list[dict], trace: str, remeasured: dict[str, dict
             best = p
     exit_ev = next((e for e in reversed(events) if e["type"] == "exit"), None)
     return RunStats(
-        trace=str(trace), run_id=start.get("run_id", ""), arm=arm_label(start), agent=start.get("arm", ""),
+        trace=str(trace),
+        run_id=start.get("run_id", ""),
+        arm=arm_label(start),
+        agent=start.get("arm", ""),
         task=task.get("name", ""),
-        model=(start.get("model") or {}).get("name", ""), seed=start.get("seed"),
-        baseline=(task.get("goal") or {}).get("baseline"), steps=int(totals.get("steps", 0)), evals=len(points),
+        model=(start.get("model") or {}).get("name", ""),
+        seed=start.get("seed"),
+        baseline=(task.get("goal") or {}).get("baseline"),
+        steps=int(totals.get("steps", 0)),
+        evals=len(points),
         wrong=sum(1 for p in points if not p.correct and p.status not in NOT_JUDGED),
-        best=best.geomean if best else None, best_eval=best.index if best else None,
-        steps_to_best=best.step if best else None, evals_to_best=best.index if best else None,
-        questions=sum(by_cat.values()), questions_by_category=by_cat, tool_calls=dict(sorted(calls.items())),
-        prompt_tokens=int(totals.get("prompt_tokens", 0)), completion_tokens=int(totals.get("completion_tokens", 0)),
-        total_tokens=int(totals.get("total_tokens", 0)), cost=totals.get("cost"),
-        wall_s=float(totals.get("wall_s", 0.0)), exit_reason=exit_ev["reason"] if exit_ev else None,
+        best=best.geomean if best else None,
+        best_eval=best.index if best else None,
+        steps_to_best=best.step if best else None,
+        evals_to_best=best.index if best else None,
+        questions=sum(by_cat.values()),
+        questions_by_category=by_cat,
+        tool_calls=dict(sorted(calls.items())),
+        prompt_tokens=int(totals.get("prompt_tokens", 0)),
+        completion_tokens=int(totals.get("completion_tokens", 0)),
+        total_tokens=int(totals.get("total_tokens", 0)),
+        cost=totals.get("cost"),
+        wall_s=float(totals.get("wall_s", 0.0)),
+        exit_reason=exit_ev["reason"] if exit_ev else None,
         goal_met=_goal_met(events, end, points, (task.get("goal") or {}).get("min_geomean"), bool(remeasured)),
-        remeasured=bool(remeasured), points=points, question_steps=qsteps,
-        **_final(final, best))
+        remeasured=bool(remeasured),
+        points=points,
+        question_steps=qsteps,
+        **_final(final, best),
+    )
 
 
 def _final(final: dict | None, best: EvalPoint | None) -> dict:
@@ -160,14 +179,18 @@ def _final(final: dict | None, best: EvalPoint | None) -> dict:
     if not final:
         return {}
     match = final.get("candidate_sha256") == (best.candidate_sha256 if best else None)
-    return {"final_geomean": final.get("geomean") if match else None,
-            "final_status": final.get("status") if match else "stale", "final_note": final.get("note", "")}
+    return {
+        "final_geomean": final.get("geomean") if match else None,
+        "final_status": final.get("status") if match else "stale",
+        "final_note": final.get("note", ""),
+    }
 
 
 def _goal_met(events, end, points, min_geomean, remeasured: bool) -> bool:
-    if remeasured:     # judged again on the new numbers
-        return min_geomean is not None and any(p.correct and p.geomean is not None and p.geomean >= min_geomean
-                                               for p in points)
+    if remeasured:  # judged again on the new numbers
+        return min_geomean is not None and any(
+            p.correct and p.geomean is not None and p.geomean >= min_geomean for p in points
+        )
     if end is not None:
         return bool(end.get("goal_met"))
     return any(e.get("goal_met") for e in events if e["type"] == "harness_eval")

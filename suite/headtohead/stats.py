@@ -6,6 +6,7 @@ alternating order), so the interval resamples seeds: each resample draws the see
 replacement and takes the difference of the two arms' medians over those seeds. Runs without a
 partner of the same seed are resampled on their own (an unpaired bootstrap). A percentile interval,
 10,000 resamples, from a fixed seed: the same runs give the same interval."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -40,12 +41,13 @@ def spread(values: list[float]) -> Spread:
 @dataclass
 class Interval:
     """B's median minus A's, and its bootstrap interval (None when it cannot be had)."""
+
     a: str
     b: str
     difference: float | None
     low: float | None
     high: float | None
-    paired: int                   # seeds with a run of both arms
+    paired: int  # seeds with a run of both arms
     n_a: int
     n_b: int
     note: str = ""
@@ -54,8 +56,15 @@ class Interval:
         return asdict(self)
 
 
-def median_difference(a: dict[int, float | None], b: dict[int, float | None], name_a: str = "a", name_b: str = "b",
-                      resamples: int = RESAMPLES, confidence: float = CONFIDENCE, seed: int = 0) -> Interval:
+def median_difference(
+    a: dict[int, float | None],
+    b: dict[int, float | None],
+    name_a: str = "a",
+    name_b: str = "b",
+    resamples: int = RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = 0,
+) -> Interval:
     """`a`, `b`: seed -> the run's value (None: the run has none, e.g. no correct candidate)."""
     a = {s: v for s, v in a.items() if v is not None}
     b = {s: v for s, v in b.items() if v is not None}
@@ -66,8 +75,9 @@ def median_difference(a: dict[int, float | None], b: dict[int, float | None], na
     only_a = [a[s] for s in sorted(set(a) - set(b))]
     only_b = [b[s] for s in sorted(set(b) - set(a))]
     if len(a) < 2 or len(b) < 2:
-        return Interval(name_a, name_b, diff, None, None, len(both), len(a), len(b),
-                        "one run per arm: no interval (run more seeds)")
+        return Interval(
+            name_a, name_b, diff, None, None, len(both), len(a), len(b), "one run per arm: no interval (run more seeds)"
+        )
     rng = np.random.default_rng(seed)
     pa = np.asarray([a[s] for s in both]).reshape(1, -1)
     pb = np.asarray([b[s] for s in both]).reshape(1, -1)

@@ -6,6 +6,7 @@ the compact text the tool-rich agent reads.
 A metric that the report does not hold is None in the summary and "not reported" in the table:
 nothing is estimated or filled in. `ncu_command` builds the command line the profiler tool runs.
 """
+
 from __future__ import annotations
 
 import csv
@@ -17,16 +18,39 @@ from tabulate import tabulate
 
 # what the profiler tool collects: the sections whose numbers the summary reads, plus raw metrics
 # that no section prints in its details table (tensor pipes, stall reasons by cause)
-SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "WarpStateStats", "MemoryWorkloadAnalysis",
-            "ComputeWorkloadAnalysis")
-TENSOR_METRICS = (
-    "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",            # all tensor work
-    "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",    # wgmma (sm90)
-    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",    # mma.sync
+SECTIONS = (
+    "SpeedOfLight",
+    "Occupancy",
+    "LaunchStats",
+    "WarpStateStats",
+    "MemoryWorkloadAnalysis",
+    "ComputeWorkloadAnalysis",
 )
-STALL_REASONS = ("barrier", "branch_resolving", "dispatch_stall", "drain", "imc_miss", "lg_throttle",
-                 "long_scoreboard", "math_pipe_throttle", "membar", "mio_throttle", "misc", "no_instruction",
-                 "not_selected", "selected", "short_scoreboard", "sleeping", "tex_throttle", "wait")
+TENSOR_METRICS = (
+    "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",  # all tensor work
+    "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",  # wgmma (sm90)
+    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",  # mma.sync
+)
+STALL_REASONS = (
+    "barrier",
+    "branch_resolving",
+    "dispatch_stall",
+    "drain",
+    "imc_miss",
+    "lg_throttle",
+    "long_scoreboard",
+    "math_pipe_throttle",
+    "membar",
+    "mio_throttle",
+    "misc",
+    "no_instruction",
+    "not_selected",
+    "selected",
+    "short_scoreboard",
+    "sleeping",
+    "tex_throttle",
+    "wait",
+)
 STALL_METRIC = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
 STALL_METRICS = tuple(STALL_METRIC.format(r) for r in STALL_REASONS)
 _STALL_RE = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
@@ -34,8 +58,14 @@ _STALL_RE = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_act
 NOT_REPORTED = "not reported"
 
 
-def ncu_command(ncu: str, target: list[str], nvtx_range: str | None = None, kernel_regex: str | None = None,
-                extra_metrics: bool = True, csv_details: bool = True) -> list[str]:
+def ncu_command(
+    ncu: str,
+    target: list[str],
+    nvtx_range: str | None = None,
+    kernel_regex: str | None = None,
+    extra_metrics: bool = True,
+    csv_details: bool = True,
+) -> list[str]:
     """`ncu` on `target` (a command), with unlocked clocks, filtered to the kernels launched inside the
     push/pop NVTX range `nvtx_range` and/or whose name matches `kernel_regex`."""
     cmd = [ncu, "--clock-control", "none", "--target-processes", "all"]
@@ -54,20 +84,21 @@ def ncu_command(ncu: str, target: list[str], nvtx_range: str | None = None, kern
 
 # ---------------------------------------------------------------- the report
 
+
 @dataclass
 class Metric:
     section: str
     name: str
     unit: str
-    text: str                      # as ncu printed it
-    value: float | None            # the number in base units (bytes, seconds, hertz, %), None if not a number
+    text: str  # as ncu printed it
+    value: float | None  # the number in base units (bytes, seconds, hertz, %), None if not a number
 
 
 @dataclass
 class Finding:
     section: str
     rule: str
-    kind: str                      # OPT (an optimization opportunity), INF, WRN
+    kind: str  # OPT (an optimization opportunity), INF, WRN
     text: str
     speedup_pct: float | None = None
 
@@ -94,8 +125,7 @@ class KernelProfile:
 
 
 _SCALE = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
-_TIME = {"ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3, "msecond": 1e-3, "s": 1.0,
-         "second": 1.0}
+_TIME = {"ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3, "msecond": 1e-3, "s": 1.0, "second": 1.0}
 _PREFIXED = re.compile(r"^([KMGT]?)(byte|hz|Hz|cycle|sector|inst|warp|block|thread|register)(.*)$", re.IGNORECASE)
 
 
@@ -133,7 +163,7 @@ def _finding(section: str, rule: str, kind: str, text: str, speedup: str | None 
     m = _SPEEDUP_TEXT.match(text)
     if m:
         speedup = speedup or m.group(1)
-        text = text[m.end():]
+        text = text[m.end() :]
     try:
         sp = float(speedup) if speedup not in (None, "") else None
     except ValueError:
@@ -157,8 +187,15 @@ def parse_csv(text: str) -> list[KernelProfile]:
             k = kernels[kid] = KernelProfile(row.get("Kernel Name") or "?", row.get("Grid Size"), row.get("Block Size"))
         section, name = row.get("Section Name") or "", row.get("Metric Name") or ""
         if row.get("Rule Name"):
-            k.findings.append(_finding(section, row["Rule Name"], row.get("Rule Type") or "",
-                                       row.get("Rule Description") or "", row.get("Estimated Speedup")))
+            k.findings.append(
+                _finding(
+                    section,
+                    row["Rule Name"],
+                    row.get("Rule Type") or "",
+                    row.get("Rule Description") or "",
+                    row.get("Estimated Speedup"),
+                )
+            )
         elif name:
             _add_metric(k, section, name, row.get("Metric Unit") or "", row.get("Metric Value") or "")
     return list(kernels.values())
@@ -166,7 +203,9 @@ def parse_csv(text: str) -> list[KernelProfile]:
 
 # "  void k<128>(ks_attn_params) (64, 16, 8)x(128, 1, 1), Context 1, Stream 7, Device 0, CC 9.0"; older
 # versions print a date instead of the launch shape
-_KERNEL_LINE = re.compile(r"^  (\S.*?\))(?: \((\d+, \d+, \d+)\)x\((\d+, \d+, \d+)\))?, (?:[^,]*, )?Context \d+, Stream \d+")
+_KERNEL_LINE = re.compile(
+    r"^  (\S.*?\))(?: \((\d+, \d+, \d+)\)x\((\d+, \d+, \d+)\))?, (?:[^,]*, )?Context \d+, Stream \d+"
+)
 _SECTION_LINE = re.compile(r"^    Section: (.+?)\s*$")
 _RULE_LINE = re.compile(r"^    (OPT|INF|WRN|ERR)\s{2,}(.*)$")
 _DASHES = re.compile(r"-+")
@@ -179,7 +218,7 @@ def parse_text(text: str) -> list[KernelProfile]:
     section = ""
     spans: list[tuple[int, int]] | None = None
     in_table = False
-    rule: list | None = None                  # [kind, lines]
+    rule: list | None = None  # [kind, lines]
 
     def close_rule():
         nonlocal rule
@@ -191,8 +230,9 @@ def parse_text(text: str) -> list[KernelProfile]:
         m = _KERNEL_LINE.match(line)
         if m:
             close_rule()
-            k = KernelProfile(m.group(1), f"({m.group(2)})" if m.group(2) else None,
-                              f"({m.group(3)})" if m.group(3) else None)
+            k = KernelProfile(
+                m.group(1), f"({m.group(2)})" if m.group(2) else None, f"({m.group(3)})" if m.group(3) else None
+            )
             kernels.append(k)
             section, spans, in_table = "", None, False
             continue
@@ -221,10 +261,10 @@ def parse_text(text: str) -> list[KernelProfile]:
                 continue
             close_rule()
         if spans and len(spans) >= 2 and stripped and not stripped.startswith("Metric Name"):
-            cells = [line[a:b if i < len(spans) - 1 else None].strip() for i, (a, b) in enumerate(spans)]
+            cells = [line[a : b if i < len(spans) - 1 else None].strip() for i, (a, b) in enumerate(spans)]
             if len(cells) == 3:
                 name, unit, value = cells
-            else:                                # no unit column (older ncu, --metrics only)
+            else:  # no unit column (older ncu, --metrics only)
                 name, unit, value = cells[0], "", cells[-1]
             if name:
                 _add_metric(k, section, name, unit, value)
@@ -247,7 +287,7 @@ MEM = "Memory Workload Analysis"
 class Stall:
     reason: str
     cycles_per_issue: float
-    share: float | None            # of all cycles between two issued instructions
+    share: float | None  # of all cycles between two issued instructions
 
 
 @dataclass
@@ -280,8 +320,13 @@ class ProfileSummary:
         return asdict(self)
 
 
-_LIMITS = {"Block Limit Registers": "registers", "Block Limit Shared Mem": "shared memory",
-           "Block Limit Warps": "warps", "Block Limit SM": "blocks per SM", "Block Limit Barriers": "barriers"}
+_LIMITS = {
+    "Block Limit Registers": "registers",
+    "Block Limit Shared Mem": "shared memory",
+    "Block Limit Warps": "warps",
+    "Block Limit SM": "blocks per SM",
+    "Block Limit Barriers": "barriers",
+}
 
 
 def summarize(k: KernelProfile) -> ProfileSummary:
@@ -298,10 +343,13 @@ def summarize(k: KernelProfile) -> ProfileSummary:
     stalls.sort(key=lambda x: -x.cycles_per_issue)
     opts = sorted((f for f in k.findings if f.kind == "OPT"), key=lambda f: -(f.speedup_pct or 0.0))
     return ProfileSummary(
-        kernel=k.name, grid=k.grid, block=k.block,
+        kernel=k.name,
+        grid=k.grid,
+        block=k.block,
         duration_s=k.value("Duration", SOL),
         sm_throughput_pct=k.value(("Compute (SM) Throughput", "SM [%]"), SOL),
-        tensor_pipe_pct=tensor[1], tensor_pipe_metric=tensor[0],
+        tensor_pipe_pct=tensor[1],
+        tensor_pipe_metric=tensor[0],
         dram_throughput_pct=k.value("DRAM Throughput", SOL),
         dram_bytes_per_s=_rate(k.get("Memory Throughput", MEM)),
         l2_throughput_pct=k.value("L2 Cache Throughput", SOL),
@@ -315,7 +363,10 @@ def summarize(k: KernelProfile) -> ProfileSummary:
         smem_static_bytes=k.value("Static Shared Memory Per Block"),
         smem_driver_bytes=k.value("Driver Shared Memory Per Block"),
         spill_requests=k.value("Local Memory Spilling Requests"),
-        warp_cycles_per_issue=per_issue, stalls=stalls[:4], findings=opts[:3])
+        warp_cycles_per_issue=per_issue,
+        stalls=stalls[:4],
+        findings=opts[:3],
+    )
 
 
 def _rate(m: Metric | None) -> float | None:
@@ -327,6 +378,7 @@ def _rate(m: Metric | None) -> float | None:
 
 # ---------------------------------------------------------------- the compact table
 
+
 def _pct(x: float | None) -> str:
     return NOT_REPORTED if x is None else f"{x:.1f} %"
 
@@ -334,7 +386,7 @@ def _pct(x: float | None) -> str:
 def _bytes(x: float | None) -> str:
     if x is None:
         return NOT_REPORTED
-    return f"{x / 1000:.1f} KB" if x >= 1000 else f"{x:.0f} B"      # decimal, as ncu prints it
+    return f"{x / 1000:.1f} KB" if x >= 1000 else f"{x:.0f} B"  # decimal, as ncu prints it
 
 
 def _duration(x: float | None) -> str:
@@ -361,8 +413,9 @@ def table(s: ProfileSummary, finding_chars: int = 300) -> str:
             smem += f" (+{_bytes(s.smem_driver_bytes)} reserved by the driver)"
     tensor = _pct(s.tensor_pipe_pct) + (f" ({s.tensor_pipe_metric.split('.')[0]})" if s.tensor_pipe_metric else "")
     if s.stalls:
-        stalls = "; ".join(f"{x.reason} {x.cycles_per_issue:.2f}" + (f" ({x.share * 100:.0f} %)" if x.share else "")
-                           for x in s.stalls)
+        stalls = "; ".join(
+            f"{x.reason} {x.cycles_per_issue:.2f}" + (f" ({x.share * 100:.0f} %)" if x.share else "") for x in s.stalls
+        )
         stalls += " cycles per issued instruction"
     else:
         stalls = NOT_REPORTED
@@ -377,8 +430,10 @@ def table(s: ProfileSummary, finding_chars: int = 300) -> str:
         ("registers per thread", NOT_REPORTED if s.registers_per_thread is None else f"{s.registers_per_thread:.0f}"),
         ("shared memory per block", smem),
         ("spills (local memory requests)", NOT_REPORTED if s.spill_requests is None else f"{s.spill_requests:.0f}"),
-        ("warp cycles per issued instruction",
-         NOT_REPORTED if s.warp_cycles_per_issue is None else f"{s.warp_cycles_per_issue:.2f}"),
+        (
+            "warp cycles per issued instruction",
+            NOT_REPORTED if s.warp_cycles_per_issue is None else f"{s.warp_cycles_per_issue:.2f}",
+        ),
         ("top warp stalls", stalls),
     ]
     head = f"kernel {s.kernel}" + (f"  grid {s.grid} block {s.block}" if s.grid else "")

@@ -5,6 +5,7 @@ with its length and its own mix.
 
 The counts are static (instructions in the binary, not instructions executed).
 """
+
 from __future__ import annotations
 
 import re
@@ -16,8 +17,20 @@ from tabulate import tabulate
 
 # instruction classes, by the opcode before its first '.'
 CLASSES: dict[str, tuple[str, ...]] = {
-    "tensor": ("HGMMA", "IGMMA", "QGMMA", "BGMMA", "HMMA", "IMMA", "DMMA", "UTCHMMA", "UTCQMMA", "UTCIMMA",
-               "UTCOMMA", "UTCMMA"),
+    "tensor": (
+        "HGMMA",
+        "IGMMA",
+        "QGMMA",
+        "BGMMA",
+        "HMMA",
+        "IMMA",
+        "DMMA",
+        "UTCHMMA",
+        "UTCQMMA",
+        "UTCIMMA",
+        "UTCOMMA",
+        "UTCMMA",
+    ),
     "global_load": ("LDG",),
     "global_store": ("STG", "RED", "ATOMG"),
     "tma": ("UTMALDG", "UTMASTG", "UTMAPF", "UBLKCP", "UTMAREDG", "UBLKRED"),
@@ -43,9 +56,9 @@ _REG = re.compile(r"\bR(\d+)\b")
 @dataclass
 class Instruction:
     address: int
-    opcode: str                 # the full mnemonic with modifiers, e.g. HGMMA.64x128x16.F32.BF16
+    opcode: str  # the full mnemonic with modifiers, e.g. HGMMA.64x128x16.F32.BF16
     operands: str
-    predicate: str = ""         # e.g. @!P0
+    predicate: str = ""  # e.g. @!P0
 
     @property
     def predicated(self) -> bool:
@@ -58,8 +71,8 @@ class Instruction:
 
 @dataclass
 class Loop:
-    start: int                  # address of the branch target
-    end: int                    # address of the backward branch
+    start: int  # address of the branch target
+    end: int  # address of the backward branch
     instructions: int
     mix: dict[str, int]
 
@@ -68,20 +81,22 @@ class Loop:
         return sum(self.mix.get(c, 0) for c in MATH)
 
     def contains(self, other: "Loop") -> bool:
-        return self.start <= other.start and other.end <= self.end and (self.start, self.end) != (other.start, other.end)
+        return (
+            self.start <= other.start and other.end <= self.end and (self.start, self.end) != (other.start, other.end)
+        )
 
 
 @dataclass
 class FunctionSummary:
-    name: str                   # as cuobjdump prints it (mangled)
-    display_name: str           # demangled when c++filt is available
-    instructions: int           # NOP padding excluded
+    name: str  # as cuobjdump prints it (mangled)
+    display_name: str  # demangled when c++filt is available
+    instructions: int  # NOP padding excluded
     mix: dict[str, int]
-    opcodes: dict[str, int]     # every opcode (before its first '.'), by count
-    registers_named: int        # highest R<n> used + 1 (ptxas's report is the authority on allocation)
+    opcodes: dict[str, int]  # every opcode (before its first '.'), by count
+    registers_named: int  # highest R<n> used + 1 (ptxas's report is the authority on allocation)
     loops: int
     inner_loop: Loop | None
-    tensor_shapes: dict[str, int] = field(default_factory=dict)   # e.g. HGMMA.64x128x16.F32.BF16: 16
+    tensor_shapes: dict[str, int] = field(default_factory=dict)  # e.g. HGMMA.64x128x16.F32.BF16: 16
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -104,7 +119,7 @@ def parse_functions(text: str) -> dict[str, list[Instruction]]:
         body = m.group(2).strip()
         pred = _PRED.match(body)
         if pred:
-            body = body[pred.end():]
+            body = body[pred.end() :]
         opcode, _, operands = body.partition(" ")
         cur.append(Instruction(int(m.group(1), 16), opcode, operands.strip(), pred.group(0).strip() if pred else ""))
     return funcs
@@ -161,8 +176,9 @@ def summarize_function(name: str, instrs: list[Instruction], display_name: str |
         for r in _REG.findall(i.operands):
             regs = max(regs, int(r))
     loops = find_loops(real)
-    return FunctionSummary(name, display_name or name, len(real), _mix(real), opcodes, regs + 1, len(loops),
-                           hot_loop(loops), shapes)
+    return FunctionSummary(
+        name, display_name or name, len(real), _mix(real), opcodes, regs + 1, len(loops), hot_loop(loops), shapes
+    )
 
 
 def demangle(names: list[str]) -> dict[str, str]:
@@ -188,9 +204,19 @@ def summarize(text: str) -> list[FunctionSummary]:
 
 # ---------------------------------------------------------------- the compact table
 
-COLUMNS = (("tensor", "MMA"), ("global_load", "LDG"), ("global_store", "STG"), ("tma", "TMA"),
-           ("async_copy", "LDGSTS"), ("shared_load", "LDS/LDSM"), ("shared_store", "STS/STSM"),
-           ("local", "LDL/STL"), ("barrier", "BAR/SYNCS"), ("mufu", "MUFU"), ("fp32", "FP32"))
+COLUMNS = (
+    ("tensor", "MMA"),
+    ("global_load", "LDG"),
+    ("global_store", "STG"),
+    ("tma", "TMA"),
+    ("async_copy", "LDGSTS"),
+    ("shared_load", "LDS/LDSM"),
+    ("shared_store", "STS/STSM"),
+    ("local", "LDL/STL"),
+    ("barrier", "BAR/SYNCS"),
+    ("mufu", "MUFU"),
+    ("fp32", "FP32"),
+)
 
 
 def short_name(display: str, width: int = 48) -> str:
@@ -216,17 +242,29 @@ def table(summaries: list[FunctionSummary], resources: dict[str, dict] | None = 
     for s in summaries:
         res = resources.get(s.name, {})
         loop = s.inner_loop
-        loop_txt = "-" if loop is None else f"{loop.instructions} instrs, {loop.mix.get('tensor', 0)} MMA, " \
-                                            f"{loop.mix.get('mufu', 0)} MUFU"
+        loop_txt = (
+            "-"
+            if loop is None
+            else f"{loop.instructions} instrs, {loop.mix.get('tensor', 0)} MMA, {loop.mix.get('mufu', 0)} MUFU"
+        )
         regs = res.get("registers")
-        rows.append([short_name(s.display_name), s.instructions,
-                     regs if regs is not None else f"{s.registers_named} named",
-                     res.get("shared_bytes", "-"), res.get("spill_bytes", "-")]
-                    + [s.mix.get(cls, 0) for cls, _ in COLUMNS] + [loop_txt])
+        rows.append(
+            [
+                short_name(s.display_name),
+                s.instructions,
+                regs if regs is not None else f"{s.registers_named} named",
+                res.get("shared_bytes", "-"),
+                res.get("spill_bytes", "-"),
+            ]
+            + [s.mix.get(cls, 0) for cls, _ in COLUMNS]
+            + [loop_txt]
+        )
     out = [tabulate(rows, head, tablefmt="simple")]
     for s in summaries:
         if s.tensor_shapes:
             out.append(f"{short_name(s.display_name)}: " + ", ".join(f"{k} x{v}" for k, v in s.tensor_shapes.items()))
-    out.append("counts are static (instructions in the binary); 'inner loop' is the innermost backward branch "
-               "that holds math, with its length in instructions")
+    out.append(
+        "counts are static (instructions in the binary); 'inner loop' is the innermost backward branch "
+        "that holds math, with its length in instructions"
+    )
     return "\n".join(out)

@@ -8,6 +8,7 @@ Layout of `results/<arch>/`:
   REPORT.md, tables/, plots/   rendered by `kernelseek-suite render`
 A plain bench folder (bench.jsonl beside provenance.json) is read too.
 """
+
 from __future__ import annotations
 
 import json
@@ -77,8 +78,10 @@ def find_run_dir(root: Path) -> Path:
         return runs[0]
     if not runs:
         raise NoResults(f"no bench data in {root} (no bench.jsonl there or one level below)")
-    raise NoResults(f"{root} holds several runs ({', '.join(p.name for p in runs)}) and no {RECORD} "
-                    "that names one; pass the run folder itself")
+    raise NoResults(
+        f"{root} holds several runs ({', '.join(p.name for p in runs)}) and no {RECORD} "
+        "that names one; pass the run folder itself"
+    )
 
 
 def load(root: Path) -> ArchResults:

@@ -1,6 +1,7 @@
 """REPORT.md: provenance, the claims (correctness, geometric means), the breakdowns, the share of
 the GEMM ceiling, the plots and the per-scenario table; written beside tables/ (CSV, LaTeX) and
 plots/ (PNG). Everything is rendered from the raw data; the report is never edited by hand."""
+
 from __future__ import annotations
 
 import os
@@ -36,8 +37,7 @@ def _provenance_lines(res: ArchResults, status: str) -> list[str]:
         f"clocks at start {_clocks(p.get('clocks_start'))}, at end {_clocks(p.get('clocks_end'))}.",
         f"- **Software**: torch {p.get('torch')}, CUDA {p.get('cuda')}, cuDNN {p.get('cudnn')}, nvcc {p.get('nvcc')}; "
         + ", ".join(f"{b}: {v or 'not installed'}" for b, v in versions.items()),
-        f"- **Kernel**: `{kernel.get('path')}` (sha256 `{(kernel.get('sha256') or '')[:16]}`), "
-        f"seed {p.get('seed')}.",
+        f"- **Kernel**: `{kernel.get('path')}` (sha256 `{(kernel.get('sha256') or '')[:16]}`), seed {p.get('seed')}.",
     ]
     if rec.get("stand_in"):
         lines.append(f"- **Note**: {rec['stand_in']}")
@@ -46,20 +46,27 @@ def _provenance_lines(res: ArchResults, status: str) -> list[str]:
     runtime = rec.get("runtime")
     if runtime:
         image = rec.get("image") or p.get("container") or {}
-        where = f"container `{image.get('tag')}` (image {image.get('id', '?')[:19]}, base " \
-                f"`{image.get('base')}`)" if runtime == "docker" else "natively"
+        where = (
+            f"container `{image.get('tag')}` (image {image.get('id', '?')[:19]}, base `{image.get('base')}`)"
+            if runtime == "docker"
+            else "natively"
+        )
         resumed = rec.get("resumed") or []
         wall = _span(rec.get("date_start"), rec.get("date_end")) if resumed else rec.get("wall_s")
-        lines.append(f"- **Run**: `{rec.get('command', 'kernelseek-suite reproduce')}` {where}, "
-                     f"wall time {_duration(wall)}" + (f" from the first start to the end, resumed {len(resumed)} "
-                                                       f"time(s)" if resumed else "") +
-                     (f"; the scenarios themselves took {_duration(rec['sweep_s'])}" if rec.get("sweep_s") else "")
-                     + ".")
+        lines.append(
+            f"- **Run**: `{rec.get('command', 'kernelseek-suite reproduce')}` {where}, "
+            f"wall time {_duration(wall)}"
+            + (f" from the first start to the end, resumed {len(resumed)} time(s)" if resumed else "")
+            + (f"; the scenarios themselves took {_duration(rec['sweep_s'])}" if rec.get("sweep_s") else "")
+            + "."
+        )
     if res.ceiling_tflops:
         c = res.ceiling
-        lines.append(f"- **bf16 GEMM ceiling**: {c['tflops']:.0f} TFLOP/s ({c.get('n')}^3, torch.matmul on random "
-                     f"data, median of {c.get('reps')} runs; before the sweep {_num(c.get('before_tflops'))}, "
-                     f"after {_num(c.get('after_tflops'))}).")
+        lines.append(
+            f"- **bf16 GEMM ceiling**: {c['tflops']:.0f} TFLOP/s ({c.get('n')}^3, torch.matmul on random "
+            f"data, median of {c.get('reps')} runs; before the sweep {_num(c.get('before_tflops'))}, "
+            f"after {_num(c.get('after_tflops'))})."
+        )
     else:
         lines.append("- **bf16 GEMM ceiling**: not measured in this run.")
     return lines
@@ -93,21 +100,30 @@ def _duration(s) -> str:
 
 def _claims(res: ArchResults) -> list[str]:
     s = res.summary
-    lines = [f"- Correct on {s.get('scenarios_correct')}/{s.get('scenarios_total')} timed scenarios"
-             + (f" and {s.get('extended_correct')}/{s.get('extended_total')} of the extended set."
-                if s.get("extended_total") else "; the extended set was not run.")]
+    lines = [
+        f"- Correct on {s.get('scenarios_correct')}/{s.get('scenarios_total')} timed scenarios"
+        + (
+            f" and {s.get('extended_correct')}/{s.get('extended_total')} of the extended set."
+            if s.get("extended_total")
+            else "; the extended set was not run."
+        )
+    ]
     for b in res.baselines:
         g = (s.get("geomean") or {}).get(b)
         if g is None:
             lines.append(f"- vs {b}: no ratio measured ({_why_missing(res, b)}).")
         else:
-            lines.append(f"- vs {b}: geometric mean {g:.3f}x over {s['ratio_count'][b]} scenarios; lowest "
-                         f"{s['min_ratio'][b]:.3f}x ({s['min_ratio_scenario'][b]}).")
+            lines.append(
+                f"- vs {b}: geometric mean {g:.3f}x over {s['ratio_count'][b]} scenarios; lowest "
+                f"{s['min_ratio'][b]:.3f}x ({s['min_ratio_scenario'][b]})."
+            )
     c = res.ceiling_tflops
     fr = [r.tflops["kernel"] / c for r in res.grid_rows if c and r.correct and r.tflops.get("kernel")]
     if fr:
-        lines.append(f"- Share of the measured bf16 GEMM ceiling: geometric mean {100 * geomean(fr):.1f}%, "
-                     f"highest {100 * max(fr):.1f}%.")
+        lines.append(
+            f"- Share of the measured bf16 GEMM ceiling: geometric mean {100 * geomean(fr):.1f}%, "
+            f"highest {100 * max(fr):.1f}%."
+        )
     return lines
 
 
@@ -133,29 +149,59 @@ def render(root: Path, out: Path | None = None, status: str = MEASURED, extra: l
     title = f"# Results: {res.arch}, {res.provenance.get('gpu_name') or 'GPU'}"
     parts = [title, ""]
     if status != MEASURED:
-        parts += [f"> **{status}**: rendered from the raw data in `{_rel(res.run_dir, out)}`; nothing in "
-                  "this report was measured on this machine.", ""]
-    parts += ["Generated by `kernelseek-suite render` from the raw data beside it "
-              f"(`{_rel(res.run_dir / 'bench.jsonl', out)}`); do not edit by hand.", "",
-              "## Provenance", *_provenance_lines(res, status), "",
-              "## Claims", *_claims(res), ""]
+        parts += [
+            f"> **{status}**: rendered from the raw data in `{_rel(res.run_dir, out)}`; nothing in "
+            "this report was measured on this machine.",
+            "",
+        ]
+    parts += [
+        "Generated by `kernelseek-suite render` from the raw data beside it "
+        f"(`{_rel(res.run_dir / 'bench.jsonl', out)}`); do not edit by hand.",
+        "",
+        "## Provenance",
+        *_provenance_lines(res, status),
+        "",
+        "## Claims",
+        *_claims(res),
+        "",
+    ]
     parts += extra or []
-    parts += ["## Geometric means", "Over the correct timed scenarios of each group; ratio = baseline time / "
-              "kernel time (> 1: the kernel is faster).", "", t_geo.markdown(), ""]
+    parts += [
+        "## Geometric means",
+        "Over the correct timed scenarios of each group; ratio = baseline time / "
+        "kernel time (> 1: the kernel is faster).",
+        "",
+        t_geo.markdown(),
+        "",
+    ]
     if not plots.available():
-        parts += ["## Plots", "Not drawn: matplotlib is not installed here (`pip install 'kernelseek-suite[report]'`, "
-                  "then `kernelseek-suite render` on this folder).", ""]
+        parts += [
+            "## Plots",
+            "Not drawn: matplotlib is not installed here (`pip install 'kernelseek-suite[report]'`, "
+            "then `kernelseek-suite render` on this folder).",
+            "",
+        ]
     if figs:
         parts.append("## Plots")
         for name, p in figs.items():
             parts += [f"### {name}", f"![{name}]({_rel(p, out)})", ""]
-    parts += ["## Per scenario", "TFLOP/s at the median time; `kernel % of GEMM` is the kernel's TFLOP/s as a "
-              "share of the bf16 GEMM ceiling measured in the same run.", "", t_scen.markdown(), ""]
+    parts += [
+        "## Per scenario",
+        "TFLOP/s at the median time; `kernel % of GEMM` is the kernel's TFLOP/s as a "
+        "share of the bf16 GEMM ceiling measured in the same run.",
+        "",
+        t_scen.markdown(),
+        "",
+    ]
     if t_ext.rows:
         parts += ["## Extended correctness set", t_ext.markdown(), ""]
-    parts += ["## Files", "- raw data: " + ", ".join(f"`{_rel(res.run_dir / f, out)}`" for f in
-                                                     ("bench.jsonl", "provenance.json", "summary.json")),
-              "- tables: " + ", ".join(f"`{_rel(p, out)}`" for p in written), ""]
+    parts += [
+        "## Files",
+        "- raw data: "
+        + ", ".join(f"`{_rel(res.run_dir / f, out)}`" for f in ("bench.jsonl", "provenance.json", "summary.json")),
+        "- tables: " + ", ".join(f"`{_rel(p, out)}`" for p in written),
+        "",
+    ]
     report = out / "REPORT.md"
     report.write_text("\n".join(parts))
     return Rendered(report, written, list(figs.values()), status)

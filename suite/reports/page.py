@@ -4,6 +4,7 @@ library and the page's data all inlined, so the file opens from disk with no ser
 The vendored files (`assets/vendor/`, listed in `assets/vendor/MANIFEST.json` with their package,
 version, licence and sha256) are copied unchanged from their npm packages; each page carries their
 licence texts in a comment beside them."""
+
 from __future__ import annotations
 
 import hashlib
@@ -39,8 +40,10 @@ def vendor_script(file: str) -> str:
     text = _asset_text(f"assets/vendor/{file}")
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     if digest != entry["sha256"]:
-        raise AssetError(f"assets/vendor/{file}: sha256 {digest[:16]}... is not the manifest's "
-                         f"{entry['sha256'][:16]}... ({entry['package']} {entry['version']})")
+        raise AssetError(
+            f"assets/vendor/{file}: sha256 {digest[:16]}... is not the manifest's "
+            f"{entry['sha256'][:16]}... ({entry['package']} {entry['version']})"
+        )
     return text
 
 
@@ -61,21 +64,35 @@ def _inline_script(text: str) -> str:
 
 @lru_cache(1)
 def environment() -> Environment:
-    env = Environment(loader=PackageLoader(__package__, "templates"), autoescape=select_autoescape(("html", "j2")),
-                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env = Environment(
+        loader=PackageLoader(__package__, "templates"),
+        autoescape=select_autoescape(("html", "j2")),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters["inline_script"] = _inline_script
     return env
 
 
-def render_page(template: str, *, title: str, data: dict, vendor: list[str], scripts: list[str],
-                styles: list[str], **context) -> str:
+def render_page(
+    template: str, *, title: str, data: dict, vendor: list[str], scripts: list[str], styles: list[str], **context
+) -> str:
     """The page: `template` (templates/) given `context`, with `data` as JSON, the vendored files
     `vendor` (in order), our own `scripts` and `styles` (assets/) inlined."""
-    return environment().get_template(template).render(
-        title=title, data=data,
-        vendor_js=[vendor_script(f) for f in vendor], vendor_licences=_licence_comment(vendor),
-        own_js=[_asset_text(f"assets/{s}") for s in scripts],
-        css="\n".join(_asset_text(f"assets/{s}") for s in styles), **context)
+    return (
+        environment()
+        .get_template(template)
+        .render(
+            title=title,
+            data=data,
+            vendor_js=[vendor_script(f) for f in vendor],
+            vendor_licences=_licence_comment(vendor),
+            own_js=[_asset_text(f"assets/{s}") for s in scripts],
+            css="\n".join(_asset_text(f"assets/{s}") for s in styles),
+            **context,
+        )
+    )
 
 
 def write_page(path: Path, html: str) -> Path:

@@ -1,6 +1,7 @@
 """The report's plots (matplotlib, PNG): the ratio to a baseline as a heat map over head
 configuration x sequence length, causal and not; TFLOP/s against sequence length per head
 configuration, the kernel beside its baselines, with the measured GEMM ceiling drawn in."""
+
 from __future__ import annotations
 
 import math
@@ -17,6 +18,7 @@ def _pyplot():
         raise ImportError("plots need matplotlib: pip install 'kernelseek-suite[report]'") from e
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     return plt
 
 
@@ -31,8 +33,10 @@ def heatmap(res: ArchResults, baseline: str, causal: bool, path: Path) -> Path |
     plt = _pyplot()
     cell = {(r.head_config, r.seqlen_q): r for r in res.grid_rows if r.causal == causal}
     hcs = [hc.name for hc in HEAD_CONFIGS if any(k[0] == hc.name for k in cell)]
-    grid = [[(cell[(h, s)].ratio.get(baseline) if (h, s) in cell and cell[(h, s)].correct else None)
-             for s in SEQLENS] for h in hcs]
+    grid = [
+        [(cell[(h, s)].ratio.get(baseline) if (h, s) in cell and cell[(h, s)].correct else None) for s in SEQLENS]
+        for h in hcs
+    ]
     values = [v for row in grid for v in row if v]
     if not values:
         return None
@@ -44,15 +48,13 @@ def heatmap(res: ArchResults, baseline: str, causal: bool, path: Path) -> Path |
     for i, row in enumerate(grid):
         for j, v in enumerate(row):
             r = cell.get((hcs[i], SEQLENS[j]))
-            text = f"{v:.2f}" if v is not None else ("" if r is None else
-                                                      ("n/a" if r.correct else r.status))
+            text = f"{v:.2f}" if v is not None else ("" if r is None else ("n/a" if r.correct else r.status))
             ax.text(j, i, text, ha="center", va="center", fontsize=8)
     ax.set_xticks(range(len(SEQLENS)), [str(s) for s in SEQLENS])
     ax.set_yticks(range(len(hcs)), hcs)
     ax.set_xlabel("sequence length (batch x seqlen = 32768 tokens)")
     gpu = res.provenance.get("gpu_name") or "GPU"
-    ax.set_title(f"{baseline} time / kernel time, {_mask_name(causal)} ({gpu}); > 1: kernel faster",
-                 fontsize=10)
+    ax.set_title(f"{baseline} time / kernel time, {_mask_name(causal)} ({gpu}); > 1: kernel faster", fontsize=10)
     fig.colorbar(im, ax=ax, shrink=0.8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -75,11 +77,9 @@ def tflops_vs_seqlen(res: ArchResults, causal: bool, path: Path) -> Path | None:
     for ax, hc in zip(axes.flat, hcs):
         mine = sorted((r for r in rows if r.head_config == hc), key=lambda r: r.seqlen_q)
         for impl in impls:
-            pts = [(r.seqlen_q, r.tflops[impl]) for r in mine if r.tflops.get(impl) and
-                   (impl != "kernel" or r.correct)]
+            pts = [(r.seqlen_q, r.tflops[impl]) for r in mine if r.tflops.get(impl) and (impl != "kernel" or r.correct)]
             if pts:
-                ax.plot(*zip(*pts), marker="o", markersize=3, label=impl,
-                        linewidth=2.2 if impl == "kernel" else 1.2)
+                ax.plot(*zip(*pts), marker="o", markersize=3, label=impl, linewidth=2.2 if impl == "kernel" else 1.2)
         if ceiling:
             ax.axhline(ceiling, color="grey", linestyle="--", linewidth=0.8, label="bf16 GEMM")
         ax.set_xscale("log", base=2)
@@ -88,14 +88,13 @@ def tflops_vs_seqlen(res: ArchResults, causal: bool, path: Path) -> Path | None:
         ax.set_title(hc, fontsize=9)
         ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
-    for ax in list(axes.flat)[len(hcs):]:
+    for ax in list(axes.flat)[len(hcs) :]:
         ax.set_visible(False)
     for ax in axes[:, 0]:
         ax.set_ylabel("TFLOP/s")
     handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower right", ncol=len(labels))
-    fig.suptitle(f"TFLOP/s vs sequence length, {_mask_name(causal)} "
-                 f"({res.provenance.get('gpu_name') or 'GPU'})")
+    fig.suptitle(f"TFLOP/s vs sequence length, {_mask_name(causal)} ({res.provenance.get('gpu_name') or 'GPU'})")
     fig.tight_layout(rect=(0, 0.03, 1, 0.97))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
@@ -106,6 +105,7 @@ def tflops_vs_seqlen(res: ArchResults, causal: bool, path: Path) -> Path | None:
 def available() -> bool:
     try:
         import matplotlib  # noqa: F401
+
         return True
     except ImportError:
         return False

@@ -1,6 +1,7 @@
 """The one colour scale of every ratio heat map: diverging, logarithmic, from 0.5x to 2x with 1x in
 the middle (so 0.8x and 1.25x are equally far from white), clipped at both ends. Red: the kernel is
 slower than the baseline; blue: faster. Colours come from matplotlib's colormap."""
+
 from __future__ import annotations
 
 import math
@@ -8,14 +9,14 @@ import math
 RATIO_MIN, RATIO_MAX = 0.5, 2.0
 CMAP = "RdBu"
 TICKS = (0.5, 0.71, 1.0, 1.41, 2.0)
-MISSING = "#d0d0d0"          # no ratio: not correct, or the baseline has no number
+MISSING = "#d0d0d0"  # no ratio: not correct, or the baseline has no number
 
 
 def _mpl():
     try:
         import matplotlib
         from matplotlib.colors import LogNorm
-    except ImportError as e:   # an optional extra: say how to get it
+    except ImportError as e:  # an optional extra: say how to get it
         raise ImportError("the heat maps' colours need matplotlib: pip install 'kernelseek-suite[report]'") from e
     return matplotlib, LogNorm
 
@@ -42,6 +43,7 @@ def color(ratio: float | None) -> str:
     if ratio is None or not ratio > 0:
         return MISSING
     from matplotlib.colors import to_hex
+
     return to_hex(cmap()(position(ratio)))
 
 
@@ -50,11 +52,11 @@ def text_color(ratio: float | None) -> str:
     if ratio is None or not ratio > 0:
         return "#000000"
     from matplotlib.colors import to_rgb
+
     r, g, b = to_rgb(color(ratio))
     return "#ffffff" if 0.299 * r + 0.587 * g + 0.114 * b < 0.5 else "#000000"
 
 
 def gradient(stops: int = 11) -> list[tuple[float, str]]:
     """(position 0..1, colour) along the scale, for a colour bar."""
-    return [(i / (stops - 1), color(RATIO_MIN * (RATIO_MAX / RATIO_MIN) ** (i / (stops - 1))))
-            for i in range(stops)]
+    return [(i / (stops - 1), color(RATIO_MIN * (RATIO_MAX / RATIO_MIN) ** (i / (stops - 1)))) for i in range(stops)]

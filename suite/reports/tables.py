@@ -1,6 +1,7 @@
 """The report's tables, computed once from the rows and written as Markdown, CSV and LaTeX
 (booktabs): the per-scenario table, the geometric means (overall, per head configuration, per
 sequence length, causal vs not), and each scenario as a fraction of the measured GEMM ceiling."""
+
 from __future__ import annotations
 
 import csv
@@ -18,7 +19,7 @@ from .data import ArchResults
 class Table:
     name: str
     headers: list[str]
-    rows: list[list]          # raw values: str, int, float or None
+    rows: list[list]  # raw values: str, int, float or None
     digits: list[int | None]  # per column: decimals for floats (None: as is)
 
     def formatted(self) -> list[list[str]]:
@@ -31,8 +32,7 @@ class Table:
         return tabulate(self.formatted(), headers=self.headers, tablefmt="github", disable_numparse=True)
 
     def latex(self) -> str:
-        return tabulate(self.formatted(), headers=self.headers, tablefmt="latex_booktabs",
-                        disable_numparse=True)
+        return tabulate(self.formatted(), headers=self.headers, tablefmt="latex_booktabs", disable_numparse=True)
 
     def write(self, folder: Path) -> list[Path]:
         folder.mkdir(parents=True, exist_ok=True)
@@ -75,15 +75,16 @@ def scenario_table(res: ArchResults) -> Table:
     for r in res.grid_rows:
         k = r.tflops.get("kernel")
         frac = ceiling_fraction(k, ceiling)
-        line = [r.scenario, r.status if r.status != "ok" else "yes", k,
-                100 * frac if frac is not None else None]
+        line = [r.scenario, r.status if r.status != "ok" else "yes", k, 100 * frac if frac is not None else None]
         for b in baselines:
             line += [r.tflops.get(b), r.ratio.get(b)]
         chk = r.check or {}
-        note = r.reason if r.status != "ok" else "; ".join(
-            f"{b}: {m}" for b, m in r.baselines.items() if m != "ok")
-        line += [f"{chk['max_err']:.2e}" if chk.get("max_err") is not None else None,
-                 f"{chk['tol']:.2e}" if chk.get("tol") is not None else None, note[:120] or None]
+        note = r.reason if r.status != "ok" else "; ".join(f"{b}: {m}" for b, m in r.baselines.items() if m != "ok")
+        line += [
+            f"{chk['max_err']:.2e}" if chk.get("max_err") is not None else None,
+            f"{chk['tol']:.2e}" if chk.get("tol") is not None else None,
+            note[:120] or None,
+        ]
         rows.append(line)
     return Table("scenarios", headers, rows, digits)
 
@@ -110,8 +111,11 @@ def geomean_table(res: ArchResults) -> Table:
     over the correct grid scenarios of each group."""
     baselines = res.baselines
     ceiling = res.ceiling_tflops
-    headers = ["group", "value", "correct"] + [f"geomean vs {b}" for b in baselines] + \
-        ["kernel TFLOP/s (geomean)", "kernel % of GEMM (geomean)"]
+    headers = (
+        ["group", "value", "correct"]
+        + [f"geomean vs {b}" for b in baselines]
+        + ["kernel TFLOP/s (geomean)", "kernel % of GEMM (geomean)"]
+    )
     digits: list[int | None] = [None, None, None] + [3] * len(baselines) + [1, 1]
     rows = []
     for group, key, members in _group_rows(res.grid_rows):
@@ -133,7 +137,13 @@ def extended_table(res: ArchResults) -> Table:
         by_hc.setdefault(r.head_config, []).append(r)
     for hc, members in by_hc.items():
         bad = [r for r in members if not r.correct]
-        rows.append([hc, f"{len(members) - len(bad)}/{len(members)}",
-                     ", ".join(f"{r.scenario} ({r.status})" for r in bad[:6]) +
-                     (f" and {len(bad) - 6} more" if len(bad) > 6 else "") or None])
+        rows.append(
+            [
+                hc,
+                f"{len(members) - len(bad)}/{len(members)}",
+                ", ".join(f"{r.scenario} ({r.status})" for r in bad[:6])
+                + (f" and {len(bad) - 6} more" if len(bad) > 6 else "")
+                or None,
+            ]
+        )
     return Table("extended", ["head config", "correct", "failures"], rows, [None, None, None])

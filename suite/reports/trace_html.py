@@ -8,6 +8,7 @@ into view, diffs when opened, so traces of 10k+ events stay responsive.
 
 Long texts are cut for the page (the trace keeps them whole): a message beyond `MESSAGE_CHARS`
 keeps its head and tail, a diff beyond `DIFF_LINES` its first lines."""
+
 from __future__ import annotations
 
 import difflib
@@ -28,8 +29,10 @@ def _cut(text: str | None, limit: int = MESSAGE_CHARS) -> str:
     if len(text) <= limit:
         return text
     head, tail = limit * 3 // 4, limit // 4
-    return f"{text[:head]}\n[... {len(text) - head - tail} characters not shown here; the trace has them ...]\n" \
-           f"{text[-tail:]}"
+    return (
+        f"{text[:head]}\n[... {len(text) - head - tail} characters not shown here; the trace has them ...]\n"
+        f"{text[-tail:]}"
+    )
 
 
 def _one_line(text, limit: int = LABEL_CHARS) -> str:
@@ -49,6 +52,7 @@ def _x(v, fmt="{:.3f}x") -> str:
 
 # ---------------------------------------------------------------- one event, one timeline row
 
+
 def _row(ev: dict) -> tuple[str, str, str]:
     """(kind, group for the filters, label) of an event."""
     t = ev.get("type")
@@ -57,8 +61,14 @@ def _row(ev: dict) -> tuple[str, str, str]:
         calls = ", ".join(c.get("name", "?") for c in r.get("tool_calls") or [])
         what = f"-> {calls}" if calls else f"says: {_one_line(r.get('content'), 100)}"
         retried = f", {ev['attempts']} attempts" if (ev.get("attempts") or 1) > 1 else ""
-        return "model", "model", (f"model call {ev.get('call', '')}: {u.get('prompt_tokens', 0)}+"
-                                  f"{u.get('completion_tokens', 0)} tokens, {ev.get('latency_s') or 0:.1f} s{retried} {what}")
+        return (
+            "model",
+            "model",
+            (
+                f"model call {ev.get('call', '')}: {u.get('prompt_tokens', 0)}+"
+                f"{u.get('completion_tokens', 0)} tokens, {ev.get('latency_s') or 0:.1f} s{retried} {what}"
+            ),
+        )
     if t == "tool_result":
         tool = ev.get("tool", "?")
         first = next((ln for ln in (ev.get("output") or "").splitlines() if ln.strip()), "")
@@ -68,55 +78,115 @@ def _row(ev: dict) -> tuple[str, str, str]:
         best = (ev.get("best") or {}).get("geomean")
         new = " NEW BEST" if ev.get("new_best") else ""
         goal = ", goal met" if ev.get("goal_met") else ""
-        return "eval", "eval", (f"evaluation {ev.get('index')}: {ev.get('status')}, {ev.get('scenarios_correct')}/"
-                                f"{ev.get('scenarios_total')} correct, geomean {_x(ev.get('geomean'))} vs "
-                                f"{ev.get('baseline')}{new} (best {_x(best)}){goal}")
+        return (
+            "eval",
+            "eval",
+            (
+                f"evaluation {ev.get('index')}: {ev.get('status')}, {ev.get('scenarios_correct')}/"
+                f"{ev.get('scenarios_total')} correct, geomean {_x(ev.get('geomean'))} vs "
+                f"{ev.get('baseline')}{new} (best {_x(best)}){goal}"
+            ),
+        )
     if t == "question":
         if ev.get("source") == "human":
             return "human", "human", _one_line(f"human [{ev.get('trigger')}]: {ev.get('text')}", 400)
-        return "question", "question", _one_line(f"question [{ev.get('trigger')}; {question_category(ev)}; "
-                                                 f"{ev.get('bank_id') or 'bank'}]: {ev.get('text')}", 400)
+        return (
+            "question",
+            "question",
+            _one_line(
+                f"question [{ev.get('trigger')}; {question_category(ev)}; "
+                f"{ev.get('bank_id') or 'bank'}]: {ev.get('text')}",
+                400,
+            ),
+        )
     if t == "decision":
-        return "decision", "decision", _one_line(f"decision point {ev.get('trigger')}, not asked: {ev.get('reason', '')}")
+        return (
+            "decision",
+            "decision",
+            _one_line(f"decision point {ev.get('trigger')}, not asked: {ev.get('reason', '')}"),
+        )
     if t == "retry":
         code = f" {ev['status_code']}" if ev.get("status_code") else ""
-        return "retry", "retry", _one_line(f"retry, attempt {ev.get('attempt')}: {ev.get('kind')}{code}, wait "
-                                           f"{ev.get('wait_s') or 0:.1f} s: {ev.get('error', '')}")
+        return (
+            "retry",
+            "retry",
+            _one_line(
+                f"retry, attempt {ev.get('attempt')}: {ev.get('kind')}{code}, wait "
+                f"{ev.get('wait_s') or 0:.1f} s: {ev.get('error', '')}"
+            ),
+        )
     if t == "resume":
-        return "resume", "resume", (f"resumed (session {ev.get('session')}) from step {ev.get('from_step')}; "
-                                    f"{ev.get('discarded_events', 0)} events after that checkpoint discarded")
+        return (
+            "resume",
+            "resume",
+            (
+                f"resumed (session {ev.get('session')}) from step {ev.get('from_step')}; "
+                f"{ev.get('discarded_events', 0)} events after that checkpoint discarded"
+            ),
+        )
     if t == "exit":
         limit = f" ({ev['limit']} limit)" if ev.get("limit") else ""
         return "exit", "exit", _one_line(f"exit: {ev.get('reason')}{limit}: {ev.get('message', '')}")
     if t == "step":
         tot = ev.get("totals") or {}
-        return "step", "step", (f"step {ev.get('step')} done: {tot.get('total_tokens', 0)} tokens, "
-                                f"{tot.get('evals', 0)} evaluations, best {_x((ev.get('best') or {}).get('geomean'))}"
-                                + (f", layer {ev['dominant_layer']}" if ev.get("dominant_layer") else ""))
+        return (
+            "step",
+            "step",
+            (
+                f"step {ev.get('step')} done: {tot.get('total_tokens', 0)} tokens, "
+                f"{tot.get('evals', 0)} evaluations, best {_x((ev.get('best') or {}).get('geomean'))}"
+                + (f", layer {ev['dominant_layer']}" if ev.get("dominant_layer") else "")
+            ),
+        )
     if t == "run_start":
-        return "run", "run", _one_line(f"run {ev.get('run_id')} started: arm {ev.get('arm')}, task "
-                                       f"{(ev.get('task') or {}).get('name')}, model {(ev.get('model') or {}).get('name')}")
+        return (
+            "run",
+            "run",
+            _one_line(
+                f"run {ev.get('run_id')} started: arm {ev.get('arm')}, task "
+                f"{(ev.get('task') or {}).get('name')}, model {(ev.get('model') or {}).get('name')}"
+            ),
+        )
     if t == "run_end":
         tot = ev.get("totals") or {}
-        return "run", "run", (f"run ended: {ev.get('exit_reason')}, {tot.get('steps')} steps, best "
-                              f"{_x((ev.get('best') or {}).get('geomean'))}, goal "
-                              f"{'met' if ev.get('goal_met') else 'not met'}")
+        return (
+            "run",
+            "run",
+            (
+                f"run ended: {ev.get('exit_reason')}, {tot.get('steps')} steps, best "
+                f"{_x((ev.get('best') or {}).get('geomean'))}, goal "
+                f"{'met' if ev.get('goal_met') else 'not met'}"
+            ),
+        )
     return "extension", "extension", _one_line(f"{t}")
 
 
 # ---------------------------------------------------------------- the conversation
 
+
 def _message(m: dict, seq: int, step: int) -> dict:
-    calls = [{"name": (c.get("function") or {}).get("name") or c.get("name", "?"),
-              "arguments": _cut((c.get("function") or {}).get("arguments") if c.get("function") else
-                                json.dumps(c.get("arguments")), 2000)}
-             for c in m.get("tool_calls") or []]
-    return {"role": m.get("role", "?"), "content": _cut(m.get("content") if isinstance(m.get("content"), str)
-                                                         else json.dumps(m.get("content"))),
-            "calls": calls, "seq": seq, "step": step, "discarded": False}
+    calls = [
+        {
+            "name": (c.get("function") or {}).get("name") or c.get("name", "?"),
+            "arguments": _cut(
+                (c.get("function") or {}).get("arguments") if c.get("function") else json.dumps(c.get("arguments")),
+                2000,
+            ),
+        }
+        for c in m.get("tool_calls") or []
+    ]
+    return {
+        "role": m.get("role", "?"),
+        "content": _cut(m.get("content") if isinstance(m.get("content"), str) else json.dumps(m.get("content"))),
+        "calls": calls,
+        "seq": seq,
+        "step": step,
+        "discarded": False,
+    }
 
 
 # ---------------------------------------------------------------- candidates and their diffs
+
 
 def _blob(trace: Path, sha: str | None) -> str | None:
     if not sha:
@@ -135,8 +205,10 @@ def candidate_diff(trace: Path, base_sha: str | None, base_label: str, sha: str 
     new, old = _blob(trace, sha), _blob(trace, base_sha)
     if new is None or old is None:
         missing = "candidate" if new is None else base_label
-        return {"against": base_label, "missing": f"the {missing} is not stored beside the trace "
-                                                  f"({artifacts_dir(trace).name}/blobs/)"}
+        return {
+            "against": base_label,
+            "missing": f"the {missing} is not stored beside the trace ({artifacts_dir(trace).name}/blobs/)",
+        }
     lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), base_label, "this candidate", lineterm=""))
     added = sum(ln.startswith("+") and not ln.startswith("+++") for ln in lines)
     removed = sum(ln.startswith("-") and not ln.startswith("---") for ln in lines)
@@ -145,6 +217,7 @@ def candidate_diff(trace: Path, base_sha: str | None, base_label: str, sha: str 
 
 
 # ---------------------------------------------------------------- a run
+
 
 def run_model(path: Path) -> dict:
     """Everything the page shows of one trace."""
@@ -160,7 +233,7 @@ def run_model(path: Path) -> dict:
     groups: dict[str, int] = {}
     best = best_sha = best_label = None
     best_label = "the starting kernel"
-    checkpoint_at = 0                 # messages in the conversation at the last finished step
+    checkpoint_at = 0  # messages in the conversation at the last finished step
     end = exit_ev = None
     totals: dict = {}
     resumes = 0
@@ -180,33 +253,60 @@ def run_model(path: Path) -> dict:
             resumes += 1
             for m in convo[checkpoint_at:]:
                 m["discarded"] = True
-            convo.append({"role": "resume", "content": label, "calls": [], "seq": seq, "step": step,
-                          "discarded": False})
+            convo.append(
+                {"role": "resume", "content": label, "calls": [], "seq": seq, "step": step, "discarded": False}
+            )
         elif t == "harness_eval":
             sha = ev.get("candidate_sha256")
             base_sha = best_sha or start_sha
-            e = {"index": ev.get("index"), "step": step, "seq": seq, "status": ev.get("status"),
-                 "correct": bool(ev.get("correct")), "geomean": ev.get("geomean"), "baseline": ev.get("baseline"),
-                 "new_best": bool(ev.get("new_best")), "goal_met": bool(ev.get("goal_met")),
-                 "scenarios": f"{ev.get('scenarios_correct')}/{ev.get('scenarios_total')}",
-                 "extended": (f"{ev.get('extended_correct')}/{ev.get('extended_total')}"
-                              if ev.get("extended_total") else None),
-                 "min_ratio": ev.get("min_ratio"), "min_ratio_scenario": ev.get("min_ratio_scenario"),
-                 "error": _cut(ev.get("error"), 2000) if ev.get("error") else None,
-                 "failing": [p for p in ev.get("per_scenario") or [] if p.get("status") != "ok"][:20],
-                 "sha": sha, "diff": candidate_diff(path, base_sha, best_label if best_sha else
-                                                    "the starting kernel", sha)}
+            e = {
+                "index": ev.get("index"),
+                "step": step,
+                "seq": seq,
+                "status": ev.get("status"),
+                "correct": bool(ev.get("correct")),
+                "geomean": ev.get("geomean"),
+                "baseline": ev.get("baseline"),
+                "new_best": bool(ev.get("new_best")),
+                "goal_met": bool(ev.get("goal_met")),
+                "scenarios": f"{ev.get('scenarios_correct')}/{ev.get('scenarios_total')}",
+                "extended": (
+                    f"{ev.get('extended_correct')}/{ev.get('extended_total')}" if ev.get("extended_total") else None
+                ),
+                "min_ratio": ev.get("min_ratio"),
+                "min_ratio_scenario": ev.get("min_ratio_scenario"),
+                "error": _cut(ev.get("error"), 2000) if ev.get("error") else None,
+                "failing": [p for p in ev.get("per_scenario") or [] if p.get("status") != "ok"][:20],
+                "sha": sha,
+                "diff": candidate_diff(path, base_sha, best_label if best_sha else "the starting kernel", sha),
+            }
             g = ev.get("geomean")
             if ev.get("correct") and g is not None and (best is None or g > best):
                 best, best_sha, best_label = g, sha, f"evaluation {ev.get('index')} (the best before)"
             e["best_after"] = best
             evals.append(e)
-            curve.append({"step": step, "geomean": g if ev.get("correct") else None, "best": best,
-                          "index": ev.get("index"), "status": ev.get("status")})
+            curve.append(
+                {
+                    "step": step,
+                    "geomean": g if ev.get("correct") else None,
+                    "best": best,
+                    "index": ev.get("index"),
+                    "status": ev.get("status"),
+                }
+            )
         elif t == "question":
-            questions.append({"step": step, "seq": seq, "trigger": ev.get("trigger"),
-                              "category": question_category(ev), "source": ev.get("source"),
-                              "bank_id": ev.get("bank_id"), "text": _cut(ev.get("text"), 1000), "best": best})
+            questions.append(
+                {
+                    "step": step,
+                    "seq": seq,
+                    "trigger": ev.get("trigger"),
+                    "category": question_category(ev),
+                    "source": ev.get("source"),
+                    "bank_id": ev.get("bank_id"),
+                    "text": _cut(ev.get("text"), 1000),
+                    "best": best,
+                }
+            )
         elif t == "exit":
             exit_ev = ev
         elif t == "run_end":
@@ -216,17 +316,34 @@ def run_model(path: Path) -> dict:
 
     tools = {g.split(":", 1)[1]: n for g, n in groups.items() if g.startswith("tool:")}
     return {
-        "file": path.name, "path": str(path), "run_id": start.get("run_id") or path.stem,
-        "arm": start.get("arm"), "task": task.get("name"), "kernel": kernel,
+        "file": path.name,
+        "path": str(path),
+        "run_id": start.get("run_id") or path.stem,
+        "arm": start.get("arm"),
+        "task": task.get("name"),
+        "kernel": kernel,
         "goal": (task.get("goal") or {}).get("text") if isinstance(task.get("goal"), dict) else task.get("goal"),
-        "model": (start.get("model") or {}).get("name"), "seed": start.get("seed"),
-        "sandbox": (start.get("sandbox") or {}).get("sandbox"), "started": start.get("time"),
+        "model": (start.get("model") or {}).get("name"),
+        "seed": start.get("seed"),
+        "sandbox": (start.get("sandbox") or {}).get("sandbox"),
+        "started": start.get("time"),
         "git_sha": (start.get("suite") or {}).get("git_sha"),
-        "finished": end is not None, "exit": (end or {}).get("exit_reason") or (exit_ev or {}).get("reason"),
-        "limit": (exit_ev or {}).get("limit"), "goal_met": bool((end or {}).get("goal_met")),
-        "best": best, "totals": totals, "resumes": resumes, "events": len(events), "problems": tf.problems[:20],
-        "groups": groups, "tools": tools, "questions": questions, "evals": evals, "curve": curve,
-        "rows": rows, "messages": convo,
+        "finished": end is not None,
+        "exit": (end or {}).get("exit_reason") or (exit_ev or {}).get("reason"),
+        "limit": (exit_ev or {}).get("limit"),
+        "goal_met": bool((end or {}).get("goal_met")),
+        "best": best,
+        "totals": totals,
+        "resumes": resumes,
+        "events": len(events),
+        "problems": tf.problems[:20],
+        "groups": groups,
+        "tools": tools,
+        "questions": questions,
+        "evals": evals,
+        "curve": curve,
+        "rows": rows,
+        "messages": convo,
     }
 
 
@@ -241,8 +358,18 @@ def render_traces(traces: list[Path], out: Path, title: str | None = None) -> Pa
     """Write the viewer of `traces` to the file `out`."""
     runs = [run_model(t) for t in traces]
     if title is None:
-        title = (f"Agent run {runs[0]['run_id']}" if len(runs) == 1 else
-                 f"Agent runs: {len(runs)} ({', '.join(sorted({str(r['arm']) for r in runs}))})")
-    html = render_page("trace.html.j2", title=title, data={"runs": runs}, vendor=VENDOR,
-                       scripts=["trace.js"], styles=["common.css", "trace.css"], runs=runs)
+        title = (
+            f"Agent run {runs[0]['run_id']}"
+            if len(runs) == 1
+            else f"Agent runs: {len(runs)} ({', '.join(sorted({str(r['arm']) for r in runs}))})"
+        )
+    html = render_page(
+        "trace.html.j2",
+        title=title,
+        data={"runs": runs},
+        vendor=VENDOR,
+        scripts=["trace.js"],
+        styles=["common.css", "trace.css"],
+        runs=runs,
+    )
     return write_page(out, html)

@@ -10,6 +10,7 @@ absolute TFLOP/s. For each scenario the verdict is:
   inconclusive  a side has no ratio or is not correct, or the timings' own spread is larger
                 than the change
 """
+
 from __future__ import annotations
 
 import math
@@ -78,8 +79,9 @@ def _classify(change: float, tolerance: float, noise: float) -> tuple[str, str]:
     return (FASTER if change > 0 else SLOWER), f"{change:+.1%}"
 
 
-def scenario_verdict(old: ScenarioResult | None, new: ScenarioResult | None, baseline: str,
-                     tolerance: float) -> ScenarioVerdict:
+def scenario_verdict(
+    old: ScenarioResult | None, new: ScenarioResult | None, baseline: str, tolerance: float
+) -> ScenarioVerdict:
     sid = (new or old).scenario
     a = old.ratio.get(baseline) if old and old.correct else None
     b = new.ratio.get(baseline) if new and new.correct else None
@@ -92,8 +94,13 @@ def scenario_verdict(old: ScenarioResult | None, new: ScenarioResult | None, bas
     if not a or not b:
         missing = "shipped" if not a else "fresh"
         side = old if not a else new
-        return ScenarioVerdict(sid, a, b, INCONCLUSIVE,
-                               f"no ratio in the {missing} run ({side.baselines.get(baseline, 'not timed')[:100]})")
+        return ScenarioVerdict(
+            sid,
+            a,
+            b,
+            INCONCLUSIVE,
+            f"no ratio in the {missing} run ({side.baselines.get(baseline, 'not timed')[:100]})",
+        )
     noise = math.sqrt(sum(_rel_spread(r, i) ** 2 for r in (old, new) for i in ("kernel", baseline)))
     verdict, why = _classify(b / a - 1, tolerance, noise)
     return ScenarioVerdict(sid, a, b, verdict, why)
@@ -103,8 +110,12 @@ def _pct(n: int, d: int) -> str:
     return f"{n}/{d}"
 
 
-def compare(shipped: Path | ArchResults, fresh: Path | ArchResults, baseline: str | None = None,
-            tolerance: float = config.VERIFY_TOLERANCE) -> Verdict:
+def compare(
+    shipped: Path | ArchResults,
+    fresh: Path | ArchResults,
+    baseline: str | None = None,
+    tolerance: float = config.VERIFY_TOLERANCE,
+) -> Verdict:
     old = shipped if isinstance(shipped, ArchResults) else load(Path(shipped))
     new = fresh if isinstance(fresh, ArchResults) else load(Path(fresh))
     baseline = baseline or old.main_baseline
@@ -115,32 +126,53 @@ def compare(shipped: Path | ArchResults, fresh: Path | ArchResults, baseline: st
         v.scenarios.append(scenario_verdict(old_by.get(sid), new_by.get(sid), baseline, tolerance))
 
     # claim: correct everywhere (timed grid and extended set)
-    for label, a_rows, b_rows in (("timed scenarios", old.grid_rows, new.grid_rows),
-                                  ("extended set", old.extended_rows, new.extended_rows)):
+    for label, a_rows, b_rows in (
+        ("timed scenarios", old.grid_rows, new.grid_rows),
+        ("extended set", old.extended_rows, new.extended_rows),
+    ):
         if not a_rows:
             continue
         a_ok, b_ok = sum(r.correct for r in a_rows), sum(r.correct for r in b_rows)
         if not b_rows:
             verdict = INCONCLUSIVE
-        elif b_ok * len(a_rows) >= a_ok * len(b_rows):   # the fresh share of correct ones is no lower
+        elif b_ok * len(a_rows) >= a_ok * len(b_rows):  # the fresh share of correct ones is no lower
             verdict = "reproduced"
         else:
             verdict = "not reproduced"
-        v.claims.append(Claim(f"correct on the {label}", _pct(a_ok, len(a_rows)),
-                              _pct(b_ok, len(b_rows)) if b_rows else "not run", verdict))
+        v.claims.append(
+            Claim(
+                f"correct on the {label}",
+                _pct(a_ok, len(a_rows)),
+                _pct(b_ok, len(b_rows)) if b_rows else "not run",
+                verdict,
+            )
+        )
 
     # claim: the geometric mean of the ratio to each baseline, over the scenarios both runs timed
     for b in old.baselines:
-        pairs = [(old_by[s].ratio[b], new_by[s].ratio[b]) for s in old_by
-                 if s in new_by and old_by[s].correct and new_by[s].correct
-                 and old_by[s].ratio.get(b) and new_by[s].ratio.get(b)]
+        pairs = [
+            (old_by[s].ratio[b], new_by[s].ratio[b])
+            for s in old_by
+            if s in new_by
+            and old_by[s].correct
+            and new_by[s].correct
+            and old_by[s].ratio.get(b)
+            and new_by[s].ratio.get(b)
+        ]
         if not pairs:
             shipped_g = (old.summary.get("geomean") or {}).get(b)
-            v.claims.append(Claim(f"geomean vs {b}", f"{shipped_g:.3f}x" if shipped_g else "not measured",
-                                  "no common scenario", INCONCLUSIVE))
+            v.claims.append(
+                Claim(
+                    f"geomean vs {b}",
+                    f"{shipped_g:.3f}x" if shipped_g else "not measured",
+                    "no common scenario",
+                    INCONCLUSIVE,
+                )
+            )
             continue
         ga, gb = geomean([p[0] for p in pairs]), geomean([p[1] for p in pairs])
         verdict, why = _classify(gb / ga - 1, tolerance, 0.0)
-        v.claims.append(Claim(f"geomean vs {b} over {len(pairs)} common scenarios", f"{ga:.3f}x",
-                              f"{gb:.3f}x ({why})", verdict))
+        v.claims.append(
+            Claim(f"geomean vs {b} over {len(pairs)} common scenarios", f"{ga:.3f}x", f"{gb:.3f}x ({why})", verdict)
+        )
     return v

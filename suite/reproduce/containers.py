@@ -2,6 +2,7 @@
 checking their labels against the lock, and running `reproduce` inside one through the Docker SDK
 for Python, with the GPU requested, the results folder mounted, no network, a non-root user, and
 the image recorded in the provenance of every number."""
+
 from __future__ import annotations
 
 import hashlib
@@ -32,12 +33,13 @@ def dockerfile(arch: str, root: Path = config.REPO_ROOT) -> Path:
 
 # --- the Dockerfiles ----------------------------------------------------------------------------
 
+
 @dataclass
 class BaseImage:
-    ref: str            # as written after FROM (flags removed)
-    stage: str | None   # "AS name"
-    line: int           # 1-based
-    image: ImageRef | None   # None for an earlier stage or scratch
+    ref: str  # as written after FROM (flags removed)
+    stage: str | None  # "AS name"
+    line: int  # 1-based
+    image: ImageRef | None  # None for an earlier stage or scratch
 
     @property
     def pinned(self) -> bool:
@@ -110,8 +112,9 @@ def label_problems(arch: str, root: Path = config.REPO_ROOT) -> list[str]:
             problems.append(f"org.opencontainers.image.base.name {named!r} is not the FROM image {bases[-1].ref!r}")
         cuda = re.match(r"(\d+\.\d+\.\d+)", b.tag)
         if cuda and lab.get("io.kernelseek.cuda") != cuda.group(1):
-            problems.append(f"io.kernelseek.cuda is {lab.get('io.kernelseek.cuda')!r}, the base image's tag says "
-                            f"{cuda.group(1)}")
+            problems.append(
+                f"io.kernelseek.cuda is {lab.get('io.kernelseek.cuda')!r}, the base image's tag says {cuda.group(1)}"
+            )
     if lab.get("io.kernelseek.torch") != pins.get("torch"):
         problems.append(f"io.kernelseek.torch is {lab.get('io.kernelseek.torch')!r}, the lock pins {pins.get('torch')}")
     for key, pkg in (("io.kernelseek.fa3", "fa3-fwd"), ("io.kernelseek.fa4", "flash-attn-4")):
@@ -124,11 +127,14 @@ def label_problems(arch: str, root: Path = config.REPO_ROOT) -> list[str]:
 
 # --- the engine ---------------------------------------------------------------------------------
 
+
 def client(timeout: int = 10):
     try:
         import docker
     except ImportError as e:
-        raise ContainerError("the Docker SDK for Python is not installed: pip install 'kernelseek-suite[docker]'") from e
+        raise ContainerError(
+            "the Docker SDK for Python is not installed: pip install 'kernelseek-suite[docker]'"
+        ) from e
     try:
         return docker.from_env(timeout=timeout)
     except Exception as e:
@@ -139,15 +145,22 @@ def nvidia_runtime(info: dict) -> bool:
     """The engine can hand GPUs to containers: the nvidia runtime is registered, or CDI specs
     (the NVIDIA Container Toolkit's other way) are there."""
     runtimes = info.get("Runtimes") or {}
-    return "nvidia" in runtimes or info.get("DefaultRuntime") == "nvidia" or \
-        any("nvidia" in str(d) for d in (info.get("DiscoveredDevices") or []))
+    return (
+        "nvidia" in runtimes
+        or info.get("DefaultRuntime") == "nvidia"
+        or any("nvidia" in str(d) for d in (info.get("DiscoveredDevices") or []))
+    )
 
 
-NO_ENGINE_FIX = ("start the Docker engine (`sudo systemctl start docker`) and make it reachable for this user "
-                 "(`sudo usermod -aG docker $USER`, then log in again), or set DOCKER_HOST; or use --runtime native")
-NO_GPU_RUNTIME_FIX = ("install the NVIDIA Container Toolkit, then `sudo nvidia-ctk runtime configure --runtime=docker` "
-                      "and `sudo systemctl restart docker`; check with `docker run --rm --gpus all "
-                      "nvidia/cuda:13.0.1-base-ubuntu24.04 nvidia-smi`; or use --runtime native")
+NO_ENGINE_FIX = (
+    "start the Docker engine (`sudo systemctl start docker`) and make it reachable for this user "
+    "(`sudo usermod -aG docker $USER`, then log in again), or set DOCKER_HOST; or use --runtime native"
+)
+NO_GPU_RUNTIME_FIX = (
+    "install the NVIDIA Container Toolkit, then `sudo nvidia-ctk runtime configure --runtime=docker` "
+    "and `sudo systemctl restart docker`; check with `docker run --rm --gpus all "
+    "nvidia/cuda:13.0.1-base-ubuntu24.04 nvidia-smi`; or use --runtime native"
+)
 
 
 def explain(e: BaseException) -> str:
@@ -155,8 +168,16 @@ def explain(e: BaseException) -> str:
     text = str(e)
     if "could not select device driver" in text or "unknown or invalid runtime name: nvidia" in text:
         return f"Docker cannot give the container a GPU ({text.strip()[:200]}): {NO_GPU_RUNTIME_FIX}"
-    if any(s in text for s in ("Connection aborted", "Connection refused", "FileNotFoundError", "No such file",
-                               "Error while fetching server API version")):
+    if any(
+        s in text
+        for s in (
+            "Connection aborted",
+            "Connection refused",
+            "FileNotFoundError",
+            "No such file",
+            "Error while fetching server API version",
+        )
+    ):
         return f"the Docker engine is not reachable ({text.strip()[:160]}): {NO_ENGINE_FIX}"
     if "permission denied" in text.lower():
         return f"no permission to use the Docker engine ({text.strip()[:160]}): {NO_ENGINE_FIX}"
@@ -180,14 +201,22 @@ def docker_ready(make_client: Callable = client) -> tuple[bool, str]:
 
 def _context_files(root: Path) -> list[Path]:
     try:
-        out = subprocess.run(["git", "-C", str(root), "ls-files", "-co", "--exclude-standard", "-z"],
-                             capture_output=True, text=True, timeout=30, check=True).stdout
+        out = subprocess.run(
+            ["git", "-C", str(root), "ls-files", "-co", "--exclude-standard", "-z"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
         names = [n for n in out.split("\0") if n]
     except (OSError, subprocess.SubprocessError):
-        names = [str(p.relative_to(root)) for d in ("suite", "kernels", "containers") for p in (Path(root) / d).rglob("*")]
+        names = [
+            str(p.relative_to(root)) for d in ("suite", "kernels", "containers") for p in (Path(root) / d).rglob("*")
+        ]
         names += ["pyproject.toml"]
-    return sorted(Path(root) / n for n in names
-                  if not n.startswith(("results/", ".git")) and (Path(root) / n).is_file())
+    return sorted(
+        Path(root) / n for n in names if not n.startswith(("results/", ".git")) and (Path(root) / n).is_file()
+    )
 
 
 def image_tag(arch: str, root: Path = config.REPO_ROOT) -> str:
@@ -201,9 +230,16 @@ def image_tag(arch: str, root: Path = config.REPO_ROOT) -> str:
 
 def _image_info(image, tag: str, base: str, built: bool, build_s: float | None) -> dict:
     attrs = getattr(image, "attrs", {}) or {}
-    return {"tag": tag, "id": image.id, "repo_digests": attrs.get("RepoDigests") or [], "base": base,
-            "labels": getattr(image, "labels", {}) or {}, "built": built, "build_s": build_s,
-            "size_bytes": attrs.get("Size")}
+    return {
+        "tag": tag,
+        "id": image.id,
+        "repo_digests": attrs.get("RepoDigests") or [],
+        "base": base,
+        "labels": getattr(image, "labels", {}) or {},
+        "built": built,
+        "build_s": build_s,
+        "size_bytes": attrs.get("Size"),
+    }
 
 
 def ensure_image(cli, arch: str, root: Path, rebuild: bool = False, notify=lambda m: None) -> dict:
@@ -222,12 +258,19 @@ def ensure_image(cli, arch: str, root: Path, rebuild: bool = False, notify=lambd
             return _image_info(image, tag, base, False, None)
         except docker.errors.ImageNotFound:
             pass
-    notify(f"image: building {tag} from {dockerfile(arch, root).relative_to(root)} (the first build downloads "
-           "the CUDA base image and several GB of wheels)")
+    notify(
+        f"image: building {tag} from {dockerfile(arch, root).relative_to(root)} (the first build downloads "
+        "the CUDA base image and several GB of wheels)"
+    )
     t0 = time.time()
     try:
-        image, logs = cli.images.build(path=str(root), dockerfile=str(dockerfile(arch, root).relative_to(root)),
-                                       tag=tag, buildargs={"GIT_SHA": git_sha(root) or "unknown"}, rm=True)
+        image, logs = cli.images.build(
+            path=str(root),
+            dockerfile=str(dockerfile(arch, root).relative_to(root)),
+            tag=tag,
+            buildargs={"GIT_SHA": git_sha(root) or "unknown"},
+            rm=True,
+        )
         for chunk in logs:
             line = (chunk.get("stream") or "").strip()
             if line.startswith("Step "):
@@ -258,8 +301,17 @@ def run_in_container(req, notify=lambda m: None, cli=None):
     info = ensure_image(cli, req.arch, root, req.rebuild_image, notify)
     out = req.results_dir().resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
-    cmd = ["reproduce", "--arch", req.arch, "--runtime", "native", "--gpu", "0",
-           "--out", f"{WORKDIR}/results/{out.name}"]
+    cmd = [
+        "reproduce",
+        "--arch",
+        req.arch,
+        "--runtime",
+        "native",
+        "--gpu",
+        "0",
+        "--out",
+        f"{WORKDIR}/results/{out.name}",
+    ]
     if req.seed is not None:
         cmd += ["--seed", str(req.seed)]
     if req.scenario_filter:
@@ -270,15 +322,27 @@ def run_in_container(req, notify=lambda m: None, cli=None):
         cmd += ["--resume"]
     recorded = {k: info[k] for k in ("tag", "id", "repo_digests", "base", "labels", "built", "build_s", "size_bytes")}
     # the host uid has no passwd entry in the image: HOME and USER keep caches and getpass() working
-    env = {IMAGE_ENV: json.dumps(recorded), "HOME": "/tmp", "USER": "kernelseek", "LOGNAME": "kernelseek",
-           "KERNELSEEK_GIT_SHA": git_sha(root) or "unknown"}
+    env = {
+        IMAGE_ENV: json.dumps(recorded),
+        "HOME": "/tmp",
+        "USER": "kernelseek",
+        "LOGNAME": "kernelseek",
+        "KERNELSEEK_GIT_SHA": git_sha(root) or "unknown",
+    }
     notify(f"container: {info['tag']} on GPU {req.gpu_index}, results -> {out}")
     try:
         container = cli.containers.run(
-            info["tag"], cmd, detach=True, environment=env, user=f"{os.getuid()}:{os.getgid()}",
+            info["tag"],
+            cmd,
+            detach=True,
+            environment=env,
+            user=f"{os.getuid()}:{os.getgid()}",
             device_requests=[DeviceRequest(device_ids=[str(req.gpu_index)], capabilities=[["gpu"]])],
             volumes={str(out.parent): {"bind": f"{WORKDIR}/results", "mode": "rw"}},
-            network_mode="none", shm_size="8g", init=True)
+            network_mode="none",
+            shm_size="8g",
+            init=True,
+        )
     except docker.errors.APIError as e:
         raise ContainerError(explain(e)) from e
     try:
@@ -292,6 +356,12 @@ def run_in_container(req, notify=lambda m: None, cli=None):
         except docker.errors.APIError:
             pass
     report = out / "REPORT.md"
-    return Outcome(req.arch, "measured" if report.exists() and rc in (0, 1) else "failed", rc, out, "docker",
-                   [f"container exited with {rc}", f"report: {report}" if report.exists() else "no report written"],
-                   report=report if report.exists() else None)
+    return Outcome(
+        req.arch,
+        "measured" if report.exists() and rc in (0, 1) else "failed",
+        rc,
+        out,
+        "docker",
+        [f"container exited with {rc}", f"report: {report}" if report.exists() else "no report written"],
+        report=report if report.exists() else None,
+    )

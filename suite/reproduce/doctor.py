@@ -16,6 +16,7 @@
 The exit code is the first problem's, in this order; every problem is listed with its fix. With
 `--runtime auto`, Docker problems are notes (the run would go native) and native checks run too.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,12 @@ MIN_DRIVER = {12: "525.60.13", 13: "580.65.06"}
 MIN_NVCC = {"sm90": (12, 0), "sm100": (12, 8)}
 
 # NVML clock event ("throttle") reasons that mean the GPU runs slower than it should
-SLOWDOWN_BITS = {0x8: "hardware slowdown", 0x20: "software thermal slowdown", 0x40: "hardware thermal slowdown",
-                 0x80: "hardware power brake"}
+SLOWDOWN_BITS = {
+    0x8: "hardware slowdown",
+    0x20: "software thermal slowdown",
+    0x40: "hardware thermal slowdown",
+    0x80: "hardware power brake",
+}
 
 
 @dataclass
@@ -46,7 +51,7 @@ class Finding:
     ok: bool
     detail: str
     fix: str = ""
-    note_only: bool = False    # a problem that does not stop this runtime (reported, no exit code)
+    note_only: bool = False  # a problem that does not stop this runtime (reported, no exit code)
 
     @property
     def code(self) -> int:
@@ -68,8 +73,12 @@ class Report:
         return min(codes, key=list(CODES.values()).index) if codes else 0
 
     def to_dict(self) -> dict:
-        return {"arch": self.arch, "runtime": self.runtime, "exit_code": self.exit_code,
-                "findings": [f.to_dict() for f in self.findings]}
+        return {
+            "arch": self.arch,
+            "runtime": self.runtime,
+            "exit_code": self.exit_code,
+            "findings": [f.to_dict() for f in self.findings],
+        }
 
 
 def _version_tuple(v: str) -> tuple[int, ...]:
@@ -98,41 +107,73 @@ def check_gpu(arch: str, gpus: list, index: int = 0) -> Finding:
     try:
         g = require_gpu(arch, index, gpus)
     except NoGPUError as e:
-        return Finding("gpu", False, str(e), f"run on a {want['gpus']} GPU (compute capability "
-                       f"{want['cc'][0]}.{want['cc'][1]} exactly); without one, `make reproduce` still runs the "
-                       "static checks and renders the shipped results")
-    return Finding("gpu", True, f"GPU {index}: {g.name}, compute capability "
-                   f"{'.'.join(map(str, g.compute_capability or ()))}, driver {g.driver}")
+        return Finding(
+            "gpu",
+            False,
+            str(e),
+            f"run on a {want['gpus']} GPU (compute capability "
+            f"{want['cc'][0]}.{want['cc'][1]} exactly); without one, `make reproduce` still runs the "
+            "static checks and renders the shipped results",
+        )
+    return Finding(
+        "gpu",
+        True,
+        f"GPU {index}: {g.name}, compute capability "
+        f"{'.'.join(map(str, g.compute_capability or ()))}, driver {g.driver}",
+    )
 
 
 def check_driver(driver: str | None, cuda: str | None, what: str) -> Finding:
     if not driver or not cuda:
-        return Finding("driver", True, f"not checked (driver {driver or 'unknown'}, CUDA of {what} {cuda or 'unknown'})")
+        return Finding(
+            "driver", True, f"not checked (driver {driver or 'unknown'}, CUDA of {what} {cuda or 'unknown'})"
+        )
     need = MIN_DRIVER.get(_version_tuple(cuda)[0])
     if need and _version_tuple(driver) < _version_tuple(need):
-        return Finding("driver", False, f"driver {driver} is older than CUDA {cuda} ({what}) needs ({need})",
-                       f"install NVIDIA driver {need} or newer (`sudo apt install nvidia-driver-{need.split('.')[0]}` "
-                       "or your distribution's package), then reboot")
+        return Finding(
+            "driver",
+            False,
+            f"driver {driver} is older than CUDA {cuda} ({what}) needs ({need})",
+            f"install NVIDIA driver {need} or newer (`sudo apt install nvidia-driver-{need.split('.')[0]}` "
+            "or your distribution's package), then reboot",
+        )
     return Finding("driver", True, f"driver {driver} runs CUDA {cuda} ({what})")
 
 
 def check_gpu_state(g) -> list[Finding]:
     out = []
     if g.processes is None and g.throttle_reasons is None:
-        return [Finding("nvml", False, "clocks, throttling and processes could not be read",
-                        "pip install nvidia-ml-py (the suite reads GPU state through NVML)")]
+        return [
+            Finding(
+                "nvml",
+                False,
+                "clocks, throttling and processes could not be read",
+                "pip install nvidia-ml-py (the suite reads GPU state through NVML)",
+            )
+        ]
     if g.processes:
-        out.append(Finding("gpu-busy", False, f"{g.processes} other process(es) run on GPU {g.index}",
-                           "wait for them or stop them (`nvidia-smi` lists them); timings on a shared GPU are not "
-                           "comparable"))
+        out.append(
+            Finding(
+                "gpu-busy",
+                False,
+                f"{g.processes} other process(es) run on GPU {g.index}",
+                "wait for them or stop them (`nvidia-smi` lists them); timings on a shared GPU are not comparable",
+            )
+        )
     else:
         out.append(Finding("gpu-busy", True, f"no other process on GPU {g.index}"))
     bits = [name for bit, name in SLOWDOWN_BITS.items() if (g.throttle_reasons or 0) & bit]
     clocks = f"SM clock {g.sm_clock_mhz}/{g.max_sm_clock_mhz} MHz, {g.temperature_c} C, {g.power_w} W"
     if bits:
-        out.append(Finding("throttle", False, f"GPU {g.index} is slowed down: {', '.join(bits)} ({clocks})",
-                           "let it cool down, check its airflow and power cables, and rerun `doctor`; never lock "
-                           "or change clocks for a measurement"))
+        out.append(
+            Finding(
+                "throttle",
+                False,
+                f"GPU {g.index} is slowed down: {', '.join(bits)} ({clocks})",
+                "let it cool down, check its airflow and power cables, and rerun `doctor`; never lock "
+                "or change clocks for a measurement",
+            )
+        )
     else:
         out.append(Finding("throttle", True, clocks))
     return out
@@ -141,18 +182,28 @@ def check_gpu_state(g) -> list[Finding]:
 def check_nvcc(arch: str, version: str | None) -> Finding:
     need = MIN_NVCC.get(arch, (12, 0))
     if not version:
-        return Finding("nvcc", False, "nvcc not found", f"install the CUDA toolkit {need[0]}.{need[1]} or newer and put "
-                       "nvcc on the PATH (or use --runtime docker)")
+        return Finding(
+            "nvcc",
+            False,
+            "nvcc not found",
+            f"install the CUDA toolkit {need[0]}.{need[1]} or newer and put nvcc on the PATH (or use --runtime docker)",
+        )
     if _version_tuple(version)[:2] < need:
-        return Finding("nvcc", False, f"nvcc {version} cannot build {arch}a", f"install the CUDA toolkit "
-                       f"{need[0]}.{need[1]} or newer")
+        return Finding(
+            "nvcc",
+            False,
+            f"nvcc {version} cannot build {arch}a",
+            f"install the CUDA toolkit {need[0]}.{need[1]} or newer",
+        )
     return Finding("nvcc", True, f"nvcc {version}")
 
 
 def probe_baselines(names: list[str]) -> dict[str, str]:
     """Whether each baseline imports, asked of a child process so this one never loads CUDA."""
-    code = ("import json,sys; from kernelseek_suite import baselines as bl; "
-            "print(json.dumps({b: bl.get(b).available()[1] for b in sys.argv[1:]}))")
+    code = (
+        "import json,sys; from kernelseek_suite import baselines as bl; "
+        "print(json.dumps({b: bl.get(b).available()[1] for b in sys.argv[1:]}))"
+    )
     p = subprocess.run([sys.executable, "-c", code, *names], capture_output=True, text=True, timeout=300)
     try:
         return json.loads(p.stdout.strip().splitlines()[-1])
@@ -166,16 +217,28 @@ def check_baselines(arch: str, status: dict[str, str]) -> list[Finding]:
     for name in [main, *others]:
         s = status.get(name, "not checked")
         ok = s == "ok"
-        out.append(Finding("baselines", ok, f"{name}: {s}", "" if ok else
-                           f"{s.split(': ')[-1]}; on a node with no internet: make reproduce WHEELHOUSE=DIR",
-                           note_only=name != main))
+        out.append(
+            Finding(
+                "baselines",
+                ok,
+                f"{name}: {s}",
+                "" if ok else f"{s.split(': ')[-1]}; on a node with no internet: make reproduce WHEELHOUSE=DIR",
+                note_only=name != main,
+            )
+        )
     return out
 
 
-def diagnose(arch: str, runtime: str = "auto", gpu_index: int = 0, root: Path = config.REPO_ROOT,
-             gpus: list | None = None, make_client: Callable | None = None,
-             nvcc_version: Callable[[], str | None] | None = None,
-             baseline_status: Callable[[list[str]], dict] | None = None) -> Report:
+def diagnose(
+    arch: str,
+    runtime: str = "auto",
+    gpu_index: int = 0,
+    root: Path = config.REPO_ROOT,
+    gpus: list | None = None,
+    make_client: Callable | None = None,
+    nvcc_version: Callable[[], str | None] | None = None,
+    baseline_status: Callable[[list[str]], dict] | None = None,
+) -> Report:
     """Run every check that matters for `runtime`; the keyword arguments replace the machine's own
     readers (NVML, the Docker engine, nvcc, the baseline probe), which is how the tests drive it."""
     from ..gpu import list_gpus
@@ -208,8 +271,15 @@ def _docker_findings(findings: list[Finding], make_client: Callable | None, note
     try:
         import docker  # noqa: F401
     except ImportError:
-        findings.append(Finding("docker-sdk", False, "the Docker SDK for Python is not installed",
-                                "pip install 'kernelseek-suite[docker]'", note_only=note))
+        findings.append(
+            Finding(
+                "docker-sdk",
+                False,
+                "the Docker SDK for Python is not installed",
+                "pip install 'kernelseek-suite[docker]'",
+                note_only=note,
+            )
+        )
         return False
     try:
         cli = (make_client or client)()
@@ -223,8 +293,15 @@ def _docker_findings(findings: list[Finding], make_client: Callable | None, note
         return False
     findings.append(Finding("docker-engine", True, f"Docker {info.get('ServerVersion', '?')}"))
     if not nvidia_runtime(info):
-        findings.append(Finding("nvidia-runtime", False, "the engine has no NVIDIA runtime (`--gpus` would fail with "
-                                "'could not select device driver')", NO_GPU_RUNTIME_FIX, note_only=note))
+        findings.append(
+            Finding(
+                "nvidia-runtime",
+                False,
+                "the engine has no NVIDIA runtime (`--gpus` would fail with 'could not select device driver')",
+                NO_GPU_RUNTIME_FIX,
+                note_only=note,
+            )
+        )
         return False
     findings.append(Finding("nvidia-runtime", True, "NVIDIA runtime registered"))
     return True

@@ -3,6 +3,7 @@ with CUDA events over several runs after a warm-up; the median gives TFLOP/s = 2
 
 It runs in a child process (`python -m kernelseek_suite.reproduce.gemm`), never in the caller's
 CUDA context, the same way the harness's worker does."""
+
 from __future__ import annotations
 
 import json
@@ -24,7 +25,7 @@ class CeilingError(RuntimeError):
 
 @dataclass
 class GemmCeiling:
-    tflops: float            # at the median time
+    tflops: float  # at the median time
     median_ms: float
     min_ms: float
     max_ms: float
@@ -66,12 +67,16 @@ def measure(n: int, reps: int, warmup: int = 3, device: str = "cuda") -> GemmCei
             times.append((time.perf_counter() - t0) * 1e3)
         name = "cpu"
     med = statistics.median(times)
-    return GemmCeiling(2 * n ** 3 / (med * 1e-3) / 1e12, med, min(times), max(times), n, reps, name,
-                       torch.__version__)
+    return GemmCeiling(2 * n**3 / (med * 1e-3) / 1e12, med, min(times), max(times), n, reps, name, torch.__version__)
 
 
-def measure_in_child(gpu_index: int = 0, n: int = config.GEMM_CEILING_N, reps: int = config.GEMM_CEILING_REPS,
-                     device: str = "cuda", timeout_s: float = 600) -> GemmCeiling:
+def measure_in_child(
+    gpu_index: int = 0,
+    n: int = config.GEMM_CEILING_N,
+    reps: int = config.GEMM_CEILING_REPS,
+    device: str = "cuda",
+    timeout_s: float = 600,
+) -> GemmCeiling:
     env = dict(os.environ)
     if device == "cuda":
         env["CUDA_VISIBLE_DEVICES"] = str(gpu_index)
@@ -82,7 +87,7 @@ def measure_in_child(gpu_index: int = 0, n: int = config.GEMM_CEILING_N, reps: i
         raise CeilingError(f"the GEMM ceiling did not finish within {timeout_s:.0f} s") from e
     for line in p.stdout.splitlines():
         if line.startswith(MARK):
-            return GemmCeiling(**json.loads(line[len(MARK):]))
+            return GemmCeiling(**json.loads(line[len(MARK) :]))
     tail = (p.stderr or p.stdout).strip().splitlines()[-5:]
     raise CeilingError(f"the GEMM ceiling child exited with {p.returncode}: {' | '.join(tail)}")
 

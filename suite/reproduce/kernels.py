@@ -1,5 +1,6 @@
 """Which kernels a reproduction uses, and the static checks that need no GPU: the dependency-free
 rule and a real nvcc build (with ptxas's resource report) of every kernel for its architecture."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -11,10 +12,10 @@ from .. import config
 @dataclass
 class KernelPlan:
     arch: str
-    kernel: Path              # the one that is benched
-    arch_kernel: Path         # the architecture's own kernel (may not exist)
-    stand_in: str = ""        # why another kernel is benched instead, if it is
-    missing: list[str] = field(default_factory=list)   # kernels of any architecture not in the checkout
+    kernel: Path  # the one that is benched
+    arch_kernel: Path  # the architecture's own kernel (may not exist)
+    stand_in: str = ""  # why another kernel is benched instead, if it is
+    missing: list[str] = field(default_factory=list)  # kernels of any architecture not in the checkout
 
 
 def arch_kernel(arch: str, root: Path) -> Path:
@@ -30,8 +31,10 @@ def plan(arch: str, root: Path) -> KernelPlan:
     ref = Path(root) / config.REFERENCE_KERNEL
     if own.exists():
         return KernelPlan(arch, own, own, missing=missing_kernels(root))
-    why = (f"the {arch} kernel {config.REPRODUCE[arch]['kernel']} is not in this checkout; the reference kernel "
-           f"{config.REFERENCE_KERNEL} is benched in its place")
+    why = (
+        f"the {arch} kernel {config.REPRODUCE[arch]['kernel']} is not in this checkout; the reference kernel "
+        f"{config.REFERENCE_KERNEL} is benched in its place"
+    )
     return KernelPlan(arch, ref, own, stand_in=why, missing=missing_kernels(root))
 
 
@@ -39,8 +42,8 @@ def plan(arch: str, root: Path) -> KernelPlan:
 class StaticCheck:
     kernel: str
     arch: str
-    rule: str                  # "ok" or the violations
-    build: str                 # "ok", "skipped: ...", or the compiler's error
+    rule: str  # "ok" or the violations
+    build: str  # "ok", "skipped: ...", or the compiler's error
     registers: int | None = None
     shared_bytes: int | None = None
     spill_bytes: int | None = None
@@ -84,8 +87,16 @@ def static_check(kernel: Path, arch: str, root: Path) -> StaticCheck:
     except BuildError as e:
         return StaticCheck(rel, arch, rule, str(e)[:2000])
     main = max(r.functions, key=lambda f: f.registers, default=None)
-    return StaticCheck(rel, arch, rule, "ok", main.registers if main else None,
-                       main.shared_bytes if main else None, r.spill_bytes, r.warnings)
+    return StaticCheck(
+        rel,
+        arch,
+        rule,
+        "ok",
+        main.registers if main else None,
+        main.shared_bytes if main else None,
+        r.spill_bytes,
+        r.warnings,
+    )
 
 
 def static_checks(root: Path, notify=None) -> list[StaticCheck]:

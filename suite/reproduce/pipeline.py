@@ -11,6 +11,7 @@ With the GPU (natively, or inside the pinned container, which runs this same cod
 Without it: the static checks of every architecture's kernels (rule and nvcc build), and the
 shipped results rendered into a separate folder, marked "shipped, not re-measured".
 """
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,9 @@ from typing import Any, Callable
 from .. import config, exitcodes
 from ..reports.data import CEILING, MEASURED, RECORD, SHIPPED, NoResults
 from . import kernels as _kernels
+
 RUNTIMES = ("auto", "docker", "native")
-IMAGE_ENV = "KERNELSEEK_IMAGE"      # set by the container runner: the image's tag, id and digests (JSON)
+IMAGE_ENV = "KERNELSEEK_IMAGE"  # set by the container runner: the image's tag, id and digests (JSON)
 
 
 @dataclass
@@ -34,15 +36,15 @@ class ReproduceRequest:
     arch: str = "sm90"
     runtime: str = "auto"
     root: Path = config.REPO_ROOT
-    out: Path | None = None             # default: results/<arch>, or build/reproduce/<arch> for a partial run
+    out: Path | None = None  # default: results/<arch>, or build/reproduce/<arch> for a partial run
     gpu_index: int = 0
     seed: int | None = None
     scenario_filter: str | None = None  # for a quick partial sweep; the full run uses every scenario
     extended: bool = True
     ceiling_reps: int = config.GEMM_CEILING_REPS
     rebuild_image: bool = False
-    resume: bool = False                # continue an interrupted run in `out` (rows already measured are kept)
-    scaleout: Any = None                # a ScaleOut: the sweep sharded over a Dask cluster's GPUs (native only)
+    resume: bool = False  # continue an interrupted run in `out` (rows already measured are kept)
+    scaleout: Any = None  # a ScaleOut: the sweep sharded over a Dask cluster's GPUs (native only)
 
     def results_dir(self) -> Path:
         return Path(self.out) if self.out else Path(self.root) / "results" / self.arch
@@ -54,7 +56,7 @@ class ReproduceRequest:
 @dataclass
 class Outcome:
     arch: str
-    status: str                    # "measured", "partial" or "failed"
+    status: str  # "measured", "partial" or "failed"
     exit_code: int
     out: Path | None = None
     runtime: str = "native"
@@ -73,6 +75,7 @@ def _quiet(_msg: str) -> None:
 
 def _now() -> str:
     from ..provenance import now_utc
+
     return now_utc()
 
 
@@ -83,11 +86,18 @@ def head_to_head(root: Path, notify: Notify = _quiet) -> dict:
     if not traces.is_dir() or not any(p.is_file() for p in traces.rglob("*")):
         return {"status": f"skipped: no agent traces in {traces.relative_to(root)}"}
     notify(f"head-to-head: regenerating from the traces in {traces}")
-    p = subprocess.run([sys.executable, "-m", "kernelseek_suite.cli", "compare", "--from-traces", str(traces)],
-                       capture_output=True, text=True, cwd=root)
+    p = subprocess.run(
+        [sys.executable, "-m", "kernelseek_suite.cli", "compare", "--from-traces", str(traces)],
+        capture_output=True,
+        text=True,
+        cwd=root,
+    )
     tail = (p.stdout + p.stderr).strip().splitlines()[-3:]
-    return {"status": "ok" if p.returncode == 0 else f"failed (exit {p.returncode})", "dir": str(traces),
-            "output": tail}
+    return {
+        "status": "ok" if p.returncode == 0 else f"failed (exit {p.returncode})",
+        "dir": str(traces),
+        "output": tail,
+    }
 
 
 def _ceiling(req: ReproduceRequest, notify: Notify, when: str) -> dict:
@@ -113,9 +123,13 @@ def ceiling_record(before: dict, after: dict) -> dict:
     can do in this run."""
     vals = [c["tflops"] for c in (before, after) if c.get("tflops")]
     base = before if before.get("tflops") else after
-    return {**{k: v for k, v in base.items() if k != "tflops"}, "tflops": max(vals) if vals else None,
-            "before_tflops": before.get("tflops"), "after_tflops": after.get("tflops"),
-            "errors": [c["error"] for c in (before, after) if c.get("error")]}
+    return {
+        **{k: v for k, v in base.items() if k != "tflops"},
+        "tflops": max(vals) if vals else None,
+        "before_tflops": before.get("tflops"),
+        "after_tflops": after.get("tflops"),
+        "errors": [c["error"] for c in (before, after) if c.get("error")],
+    }
 
 
 def run_native(req: ReproduceRequest, notify: Notify = _quiet, on_row=None, on_start=None) -> Outcome:
@@ -135,12 +149,22 @@ def run_native(req: ReproduceRequest, notify: Notify = _quiet, on_row=None, on_s
     image = json.loads(os.environ[IMAGE_ENV]) if os.environ.get(IMAGE_ENV) else None
     t0 = time.time()
     previous = _read(out / RECORD) if req.resume else {}
-    record = {"arch": req.arch, "status": "running", "runtime": "docker" if image else "native",
-              "command": f"kernelseek-suite reproduce --arch {req.arch}", "date_start": _now(),
-              "kernel": str(plan.kernel.relative_to(req.root)), "stand_in": plan.stand_in,
-              "missing_kernels": plan.missing, "run": plan.kernel.stem, "baselines": baselines,
-              "scenario_filter": req.scenario_filter, "image": image, "resumed": []}
-    if previous.get("run") == record["run"]:   # resuming: the first start counts, each restart is noted
+    record = {
+        "arch": req.arch,
+        "status": "running",
+        "runtime": "docker" if image else "native",
+        "command": f"kernelseek-suite reproduce --arch {req.arch}",
+        "date_start": _now(),
+        "kernel": str(plan.kernel.relative_to(req.root)),
+        "stand_in": plan.stand_in,
+        "missing_kernels": plan.missing,
+        "run": plan.kernel.stem,
+        "baselines": baselines,
+        "scenario_filter": req.scenario_filter,
+        "image": image,
+        "resumed": [],
+    }
+    if previous.get("run") == record["run"]:  # resuming: the first start counts, each restart is noted
         record.update(date_start=previous.get("date_start"), resumed=previous.get("resumed", []) + [_now()])
     (out / RECORD).write_text(json.dumps(record, indent=1))
 
@@ -150,13 +174,22 @@ def run_native(req: ReproduceRequest, notify: Notify = _quiet, on_row=None, on_s
         (out / CEILING).write_text(json.dumps({"before": before}, indent=1))
     run_dir = out / plan.kernel.stem
     notify(f"bench: {record['kernel']} on {req.arch} beside {', '.join(baselines)} -> {run_dir}")
-    bench = BenchRequest(kernel=plan.kernel, arch=req.arch, baselines=baselines, scenario_filter=req.scenario_filter,
-                         extended=req.extended, out_dir=run_dir, seed=req.seed, gpu_index=req.gpu_index,
-                         resume=req.resume and (run_dir / "bench.jsonl").exists())
+    bench = BenchRequest(
+        kernel=plan.kernel,
+        arch=req.arch,
+        baselines=baselines,
+        scenario_filter=req.scenario_filter,
+        extended=req.extended,
+        out_dir=run_dir,
+        seed=req.seed,
+        gpu_index=req.gpu_index,
+        resume=req.resume and (run_dir / "bench.jsonl").exists(),
+    )
     if req.scaleout is None:
         summary = run_bench(bench, on_row=on_row, on_start=on_start)
     else:
         from ..scaleout.bench import run_bench_distributed
+
         summary = run_bench_distributed(bench, on_row=on_row, on_start=on_start, scaleout=req.scaleout)
     after = _ceiling(req, notify, "after")
     (out / CEILING).write_text(json.dumps(ceiling_record(before, after), indent=1))
@@ -168,24 +201,51 @@ def run_native(req: ReproduceRequest, notify: Notify = _quiet, on_row=None, on_s
         summary = rerender(run_dir)
     record["head_to_head"] = head_to_head(req.root, notify)
     from ..results import read_jsonl
+
     sweep_s = sum(r.wall_s for r in read_jsonl(run_dir / "bench.jsonl"))
     record.update(status=MEASURED, date_end=_now(), wall_s=round(time.time() - t0, 1), sweep_s=round(sweep_s, 1))
     (out / RECORD).write_text(json.dumps(record, indent=1))
     rendered = render(out)
-    ok = summary["scenarios_correct"] == summary["scenarios_total"] and \
-        summary["extended_correct"] == summary["extended_total"]
-    return Outcome(req.arch, MEASURED, exitcodes.OK if ok else exitcodes.FAIL, out, record["runtime"],
-                   [f"report: {rendered.report}"], report=rendered.report, summary=summary)
+    ok = (
+        summary["scenarios_correct"] == summary["scenarios_total"]
+        and summary["extended_correct"] == summary["extended_total"]
+    )
+    return Outcome(
+        req.arch,
+        MEASURED,
+        exitcodes.OK if ok else exitcodes.FAIL,
+        out,
+        record["runtime"],
+        [f"report: {rendered.report}"],
+        report=rendered.report,
+        summary=summary,
+    )
 
 
 def static_section(checks: list[_kernels.StaticCheck]) -> list[str]:
     from tabulate import tabulate
 
-    rows = [[c.kernel, c.arch, "ok" if c.rule == "ok" else "broken", c.build if len(c.build) < 60 else
-             c.build[:57] + "...", c.registers, c.shared_bytes, c.spill_bytes] for c in checks]
-    return ["## Static checks on this machine (no GPU needed)",
-            tabulate(rows, headers=["kernel", "arch", "rule", "build", "registers", "static smem B", "spill B"],
-                     tablefmt="github"), ""]
+    rows = [
+        [
+            c.kernel,
+            c.arch,
+            "ok" if c.rule == "ok" else "broken",
+            c.build if len(c.build) < 60 else c.build[:57] + "...",
+            c.registers,
+            c.shared_bytes,
+            c.spill_bytes,
+        ]
+        for c in checks
+    ]
+    return [
+        "## Static checks on this machine (no GPU needed)",
+        tabulate(
+            rows,
+            headers=["kernel", "arch", "rule", "build", "registers", "static smem B", "spill B"],
+            tablefmt="github",
+        ),
+        "",
+    ]
 
 
 def run_partial(req: ReproduceRequest, why: str, notify: Notify = _quiet) -> Outcome:
@@ -196,8 +256,10 @@ def run_partial(req: ReproduceRequest, why: str, notify: Notify = _quiet) -> Out
     out = req.partial_dir()
     out.mkdir(parents=True, exist_ok=True)
     notify(f"cannot measure {req.arch} here: {why}")
-    notify("running what needs no GPU: the static checks of every architecture's kernels and the shipped "
-           "results, rendered and marked \"shipped, not re-measured\"; nothing is measured")
+    notify(
+        "running what needs no GPU: the static checks of every architecture's kernels and the shipped "
+        'results, rendered and marked "shipped, not re-measured"; nothing is measured'
+    )
     msgs = [f"not measured: {why}"]
     missing = _kernels.missing_kernels(req.root)
     if missing:
@@ -217,8 +279,15 @@ def run_partial(req: ReproduceRequest, why: str, notify: Notify = _quiet) -> Out
     except NoResults as e:
         msgs.append(f"no shipped results to render: {e}")
     msgs.append(f"static checks: {len(checks) - len(bad)}/{len(checks)} passed ({out / 'static.md'})")
-    record = {"arch": req.arch, "status": "partial", "why": why, "date": _now(), "missing_kernels": missing,
-              "static": [c.to_dict() for c in checks], "report": str(report) if report else None}
+    record = {
+        "arch": req.arch,
+        "status": "partial",
+        "why": why,
+        "date": _now(),
+        "missing_kernels": missing,
+        "static": [c.to_dict() for c in checks],
+        "report": str(report) if report else None,
+    }
     (out / RECORD.replace(".json", "-partial.json")).write_text(json.dumps(record, indent=1))
     return Outcome(req.arch, "partial", exitcodes.BUILD if bad else exitcodes.NO_GPU, out, "none", msgs, checks, report)
 
@@ -231,8 +300,12 @@ def reproduce(req: ReproduceRequest, notify: Notify = _quiet, on_row=None, on_st
     from . import containers
 
     if req.arch not in config.REPRODUCE:
-        return Outcome(req.arch, "failed", exitcodes.USAGE, messages=[
-            f"unknown arch {req.arch!r}; reproducible: {', '.join(config.REPRODUCE)}"])
+        return Outcome(
+            req.arch,
+            "failed",
+            exitcodes.USAGE,
+            messages=[f"unknown arch {req.arch!r}; reproducible: {', '.join(config.REPRODUCE)}"],
+        )
     try:
         require_gpu(req.arch, req.gpu_index)
     except NoGPUError as e:
@@ -242,9 +315,16 @@ def reproduce(req: ReproduceRequest, notify: Notify = _quiet, on_row=None, on_st
     if runtime in ("auto", "docker"):
         ready, why = containers.docker_ready()
         if runtime == "docker" and not ready:
-            return Outcome(req.arch, "failed", exitcodes.RUNTIME, runtime="docker",
-                           messages=[f"--runtime docker: {why}", "run `kernelseek-suite doctor --runtime docker` "
-                                     "for the fix, or use --runtime native"])
+            return Outcome(
+                req.arch,
+                "failed",
+                exitcodes.RUNTIME,
+                runtime="docker",
+                messages=[
+                    f"--runtime docker: {why}",
+                    "run `kernelseek-suite doctor --runtime docker` for the fix, or use --runtime native",
+                ],
+            )
         runtime = "docker" if ready else "native"
         notify(f"runtime: {runtime}" + ("" if ready else f" (Docker with GPU support is not usable here: {why})"))
     else:

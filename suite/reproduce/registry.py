@@ -1,17 +1,20 @@
 """Resolve an image tag to its digest over the registry's HTTP API (the OCI distribution protocol:
 an anonymous bearer token, then the manifest's `Docker-Content-Digest`), for Docker Hub and nvcr.io
 alike. The digest is the manifest list's (index's), so it pins every platform of the tag."""
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-ACCEPT = ", ".join((
-    "application/vnd.oci.image.index.v1+json",
-    "application/vnd.docker.distribution.manifest.list.v2+json",
-    "application/vnd.oci.image.manifest.v1+json",
-    "application/vnd.docker.distribution.manifest.v2+json",
-))
+ACCEPT = ", ".join(
+    (
+        "application/vnd.oci.image.index.v1+json",
+        "application/vnd.docker.distribution.manifest.list.v2+json",
+        "application/vnd.oci.image.manifest.v1+json",
+        "application/vnd.docker.distribution.manifest.v2+json",
+    )
+)
 DOCKER_HUB = "registry-1.docker.io"
 
 
@@ -21,8 +24,8 @@ class RegistryError(RuntimeError):
 
 @dataclass(frozen=True)
 class ImageRef:
-    registry: str       # host as written ("docker.io" when none is)
-    repository: str     # e.g. "nvidia/cuda" ("library/ubuntu" for official images on Docker Hub)
+    registry: str  # host as written ("docker.io" when none is)
+    repository: str  # e.g. "nvidia/cuda" ("library/ubuntu" for official images on Docker Hub)
     tag: str
     digest: str | None = None
 
@@ -82,14 +85,16 @@ def resolve_digest(ref: str | ImageRef, base_url: str | None = None, timeout: fl
     try:
         r = s.head(url, headers=headers, timeout=timeout)
         if r.status_code == 401 and "bearer" in r.headers.get("WWW-Authenticate", "").lower():
-            headers["Authorization"] = "Bearer " + _bearer_token(s, r.headers["WWW-Authenticate"], img.repository,
-                                                                timeout)
+            headers["Authorization"] = "Bearer " + _bearer_token(
+                s, r.headers["WWW-Authenticate"], img.repository, timeout
+            )
             r = s.head(url, headers=headers, timeout=timeout)
     except requests.RequestException as e:
         raise RegistryError(f"cannot reach {img.api_host}: {type(e).__name__}: {e}") from e
     if r.status_code == 404:
-        raise RegistryError(f"{img.repository}:{img.tag} does not exist on {img.api_host} (NVIDIA removes old tags; "
-                            "pick a current one)")
+        raise RegistryError(
+            f"{img.repository}:{img.tag} does not exist on {img.api_host} (NVIDIA removes old tags; pick a current one)"
+        )
     if r.status_code != 200:
         raise RegistryError(f"{img.api_host} answered HTTP {r.status_code} for {img.repository}:{img.tag}")
     digest = r.headers.get("Docker-Content-Digest", "")

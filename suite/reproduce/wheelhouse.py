@@ -11,6 +11,7 @@ split only if still too large (`xz`: slower, often smaller: wheels are zip files
 This module uses the standard library only, so the node can run it before anything is installed:
 `python3 suite/reproduce/wheelhouse.py install DIR --python .venv/bin/python --root .`
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,10 +48,10 @@ class Part:
 
 @dataclass
 class Entry:
-    name: str          # the file as it was downloaded (a wheel, or the lock)
+    name: str  # the file as it was downloaded (a wheel, or the lock)
     size: int
     sha256: str
-    encoding: str      # "raw" or "xz"
+    encoding: str  # "raw" or "xz"
     parts: list[Part] = field(default_factory=list)
 
 
@@ -126,9 +127,13 @@ def pack(src: Path, dest: Path, max_bytes: int, arch: str, strategy: str = "spli
                 if packed.stat().st_size < size:
                     source, encoding, name = packed, "xz", packed.name
             entries.append(Entry(f.name, size, digest, encoding, _store(source, dest, name, max_bytes)))
-    m = Manifest(arch, max_bytes, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), entries,
-                 note="rebuild with `python3 suite/reproduce/wheelhouse.py unpack DIR OUT` or "
-                      "`make reproduce WHEELHOUSE=DIR`")
+    m = Manifest(
+        arch,
+        max_bytes,
+        time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        entries,
+        note="rebuild with `python3 suite/reproduce/wheelhouse.py unpack DIR OUT` or `make reproduce WHEELHOUSE=DIR`",
+    )
     (dest / MANIFEST).write_text(m.to_json())
     return m
 
@@ -188,8 +193,15 @@ def _canon(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def download(arch: str, raw: Path, root: Path, skip: tuple[str, ...] = (), index_args: tuple[str, ...] = (),
-             include_suite: bool = True, timeout: float = 3600) -> list[Path]:
+def download(
+    arch: str,
+    raw: Path,
+    root: Path,
+    skip: tuple[str, ...] = (),
+    index_args: tuple[str, ...] = (),
+    include_suite: bool = True,
+    timeout: float = 3600,
+) -> list[Path]:
     """Download the architecture's pinned wheels (hashes checked) for the image's target, and build
     the suite's own wheel, into `raw`. `skip`: glob patterns of project names to leave out (e.g.
     torch and nvidia-* on nodes that have a CUDA torch already)."""
@@ -199,22 +211,50 @@ def download(arch: str, raw: Path, root: Path, skip: tuple[str, ...] = (), index
     pins = [p for p in read_lock(paths(arch, root)[1]) if not any(fnmatch.fnmatch(p.name, s) for s in skip)]
     lock_text = render_lock(arch, pins)
     (raw / LOCK_NAME).write_text(lock_text)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--require-hashes", *target_args(),
-           *index_args, "-d", str(raw), "-r", str(raw / LOCK_NAME)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--require-hashes",
+        *target_args(),
+        *index_args,
+        "-d",
+        str(raw),
+        "-r",
+        str(raw / LOCK_NAME),
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if p.returncode != 0:
-        raise WheelhouseError("pip download failed:\n  " + "\n  ".join((p.stderr or p.stdout).strip().splitlines()[-10:]))
+        raise WheelhouseError(
+            "pip download failed:\n  " + "\n  ".join((p.stderr or p.stdout).strip().splitlines()[-10:])
+        )
     if include_suite:
-        p = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", *index_args, "-w", str(raw), str(root)],
-                           capture_output=True, text=True, timeout=timeout)
+        p = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--no-deps", *index_args, "-w", str(raw), str(root)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         if p.returncode != 0:
-            raise WheelhouseError("building the suite's wheel failed:\n  " +
-                                  "\n  ".join((p.stderr or p.stdout).strip().splitlines()[-10:]))
+            raise WheelhouseError(
+                "building the suite's wheel failed:\n  "
+                + "\n  ".join((p.stderr or p.stdout).strip().splitlines()[-10:])
+            )
     return sorted(raw.iterdir())
 
 
-def build(arch: str, dest: Path, root: Path, max_bytes: int, strategy: str = "split", skip: tuple[str, ...] = (),
-          index_args: tuple[str, ...] = (), include_suite: bool = True) -> Manifest:
+def build(
+    arch: str,
+    dest: Path,
+    root: Path,
+    max_bytes: int,
+    strategy: str = "split",
+    skip: tuple[str, ...] = (),
+    index_args: tuple[str, ...] = (),
+    include_suite: bool = True,
+) -> Manifest:
     with tempfile.TemporaryDirectory(prefix="ks-wheels-") as tmp:
         download(arch, Path(tmp), root, skip, index_args, include_suite)
         return pack(Path(tmp), Path(dest), max_bytes, arch, strategy)
@@ -227,14 +267,28 @@ def install(wheelhouse: Path, python: str, root: Path, flat: Path | None = None)
     flat = flat or Path(tempfile.mkdtemp(prefix="ks-wheelhouse-flat-"))
     files = unpack(Path(wheelhouse), flat)
     wheels = [str(f) for f in files if f.suffix == ".whl" and not f.name.startswith(SUITE_PREFIX)]
-    cmds = [[python, "-m", "pip", "install", "--no-index", "--no-deps", *wheels],
-            [python, "-m", "pip", "install", "--no-index", "--find-links", str(flat), "--no-deps",
-             "--no-build-isolation", "-e", str(root)]]
+    cmds = [
+        [python, "-m", "pip", "install", "--no-index", "--no-deps", *wheels],
+        [
+            python,
+            "-m",
+            "pip",
+            "install",
+            "--no-index",
+            "--find-links",
+            str(flat),
+            "--no-deps",
+            "--no-build-isolation",
+            "-e",
+            str(root),
+        ],
+    ]
     for cmd in cmds:
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
-            raise WheelhouseError(f"{' '.join(cmd[:6])} ... failed:\n  " +
-                                  "\n  ".join((p.stderr or p.stdout).strip().splitlines()[-10:]))
+            raise WheelhouseError(
+                f"{' '.join(cmd[:6])} ... failed:\n  " + "\n  ".join((p.stderr or p.stdout).strip().splitlines()[-10:])
+            )
     return [" ".join(c[:6]) + " ..." for c in cmds]
 
 
@@ -268,9 +322,12 @@ def make_venv(path: Path) -> list[str]:
         venv.EnvBuilder(system_site_packages=True, with_pip=True).create(path)
     except subprocess.CalledProcessError:
         venv.EnvBuilder(system_site_packages=True, with_pip=False, clear=True).create(path)
-    purelib = subprocess.run([str(Path(path) / "bin" / "python"), "-c",
-                              "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True).stdout.strip()
+    purelib = subprocess.run(
+        [str(Path(path) / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     dirs = parent_site_dirs()
     pth = Path(purelib) / PARENT_PTH
     if dirs:
@@ -289,7 +346,8 @@ def main(argv: list[str] | None = None) -> int:
     u.add_argument("wheelhouse", type=Path)
     u.add_argument("dest", type=Path)
     sub.add_parser("venv", help="a venv that sees this Python's packages, its own venv's included").add_argument(
-        "path", type=Path)
+        "path", type=Path
+    )
     i = sub.add_parser("install")
     i.add_argument("wheelhouse", type=Path)
     i.add_argument("--python", required=True)
@@ -302,8 +360,10 @@ def main(argv: list[str] | None = None) -> int:
             return 1 if problems else 0
         if a.cmd == "venv":
             dirs = make_venv(a.path)
-            print(f"{a.path}: a venv with the system site packages" +
-                  (f", and {', '.join(dirs)} through {PARENT_PTH}" if dirs else ""))
+            print(
+                f"{a.path}: a venv with the system site packages"
+                + (f", and {', '.join(dirs)} through {PARENT_PTH}" if dirs else "")
+            )
             return 0
         if a.cmd == "unpack":
             files = unpack(a.wheelhouse, a.dest)

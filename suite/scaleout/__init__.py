@@ -8,6 +8,7 @@ the client's side), shard.py (a shard of bench on a worker),
 agent_runs.py (agent runs as items: compare on a cluster), agreement.py (ratios of two runs side by side, per GPU);
 the options and commands are in suite/cli/scaleout.py. Dask is imported only when a cluster is used: install the `dask`
 extra (and `dask-cuda` on GPU machines)."""
+
 import importlib
 
 _EXPORTS = {

@@ -7,6 +7,7 @@ resumed from its last checkpoint, and one with no model call yet starts anew. Tr
 storage every worker sees (one host, or a shared file system); each worker reads the API key from
 its own environment (OPENAI_API_KEY), so no key travels through the scheduler. On a worker with a
 GPU, the run's evaluations and its recorded hardware are that GPU's."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,9 +32,11 @@ class RunsLost(RuntimeError):
 
     def __init__(self, failures: list[tuple[RunSpec, ItemFailure]]):
         self.failures = failures
-        super().__init__("these runs lost their workers too often and did not finish: "
-                         + "; ".join(f"{s.arm} seed {s.seed} ({f.error})" for s, f in failures)
-                         + "; run the comparison again to resume them from their traces")
+        super().__init__(
+            "these runs lost their workers too often and did not finish: "
+            + "; ".join(f"{s.arm} seed {s.seed} ({f.error})" for s, f in failures)
+            + "; run the comparison again to resume them from their traces"
+        )
 
 
 @contextmanager
@@ -72,13 +75,15 @@ def _on_gpu(gpu: WorkerGPU) -> Iterator[None]:
 def _worker_address() -> str | None:
     try:
         from distributed import get_worker
+
         return get_worker().address
     except (ImportError, ValueError):
-        return None          # not on a Dask worker
+        return None  # not on a Dask worker
 
 
-def run_on_worker(spec: RunSpec, channel: Channel | None = None,
-                  probe: Callable[[], WorkerGPU] = probe_this_worker, model=None) -> dict:
+def run_on_worker(
+    spec: RunSpec, channel: Channel | None = None, probe: Callable[[], WorkerGPU] = probe_this_worker, model=None
+) -> dict:
     """`run_spec` on the worker this runs in, with its GPU; the record says where it ran.
     `model` replaces the OpenAI client (tests)."""
     gpu = dataclasses.replace(probe(), worker=_worker_address())
@@ -87,21 +92,29 @@ def run_on_worker(spec: RunSpec, channel: Channel | None = None,
     return {**record, "gpu": gpu.provenance()}
 
 
-def run_agent_items(client, specs: list[RunSpec],
-                    on_result: Callable[[RunSpec, dict], None] | None = None,
-                    on_failure: Callable[[RunSpec, ItemFailure], None] | None = None,
-                    probe: Callable[[], WorkerGPU] = probe_this_worker) -> dict[str, Any]:
+def run_agent_items(
+    client,
+    specs: list[RunSpec],
+    on_result: Callable[[RunSpec, dict], None] | None = None,
+    on_failure: Callable[[RunSpec, ItemFailure], None] | None = None,
+    probe: Callable[[], WorkerGPU] = probe_this_worker,
+) -> dict[str, Any]:
     """Run every spec on the cluster, one per worker at a time; returns {spec.key: record}. A run
     whose workers keep dying, or that raises, goes to on_failure (default: raise)."""
     work = [WorkItem(s.key, s) for s in specs]
-    return run_items(client, work, functools.partial(run_on_worker, probe=probe),
-                     on_result=(lambda w, rec: on_result(w.payload, rec)) if on_result else None,
-                     on_failure=(lambda w, f: on_failure(w.payload, f)) if on_failure else None)
+    return run_items(
+        client,
+        work,
+        functools.partial(run_on_worker, probe=probe),
+        on_result=(lambda w, rec: on_result(w.payload, rec)) if on_result else None,
+        on_failure=(lambda w, f: on_failure(w.payload, f)) if on_failure else None,
+    )
 
 
 def task_arch(req: CompareRequest) -> str | None:
     """The GPU architecture the comparison's task needs (None: a CPU task)."""
     from ..agents.tasks import make_task
+
     task = make_task(req.task, **req.task_options)
     try:
         return getattr(task, "arch", None)
@@ -118,13 +131,19 @@ def check_gpus(gpus: dict[str, WorkerGPU], arch: str) -> None:
     for addr, g in sorted(gpus.items()):
         where = (g.host, g.uuid)
         if where in seen:
-            raise cluster.ClusterError(f"workers {seen[where]} and {addr} share GPU {g.uuid} on {g.host}: start one worker "
-                               "per GPU, each pinned to its device (dask-cuda's worker does)")
+            raise cluster.ClusterError(
+                f"workers {seen[where]} and {addr} share GPU {g.uuid} on {g.host}: start one worker "
+                "per GPU, each pinned to its device (dask-cuda's worker does)"
+            )
         seen[where] = addr
 
 
-def run_compare_distributed(req: CompareRequest, scaleout, on_run: Callable[[RunSpec, dict], None] | None = None,
-                            probe: Callable[[], WorkerGPU] = probe_this_worker) -> list[dict]:
+def run_compare_distributed(
+    req: CompareRequest,
+    scaleout,
+    on_run: Callable[[RunSpec, dict], None] | None = None,
+    probe: Callable[[], WorkerGPU] = probe_this_worker,
+) -> list[dict]:
     """`run_compare` on a Dask cluster (`scaleout`: a ScaleOut): the same specs, request.json, traces
     and records (in the plan's order), each run on one worker. A GPU task needs every worker to hold
     its own GPU of the task's architecture, all of one class (so that the arms are compared on

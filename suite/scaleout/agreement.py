@@ -1,6 +1,7 @@
 """Do ratios measured on several GPUs agree? Two runs of the same kernel and scenarios (say one on a
 single GPU, one sharded over many) are set side by side: for each scenario measured in both, the
 quotient of the ratios (run / reference), grouped by the GPU the run measured it on."""
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -14,7 +15,7 @@ from ..results import geomean, read_jsonl
 
 @dataclass
 class GPUAgreement:
-    gpu: str                  # UUID, or index when no UUID was recorded
+    gpu: str  # UUID, or index when no UUID was recorded
     host: str | None
     scenarios: int
     geomean_quotient: float | None
@@ -29,9 +30,9 @@ class Agreement:
     scenarios: int
     geomean_quotient: float | None
     max_abs_dev: float | None
-    gpu_spread: float | None           # max/min of the per-GPU geomeans, minus 1
+    gpu_spread: float | None  # max/min of the per-GPU geomeans, minus 1
     per_gpu: list[GPUAgreement] = field(default_factory=list)
-    wall_s: dict = field(default_factory=dict)   # {"reference": s, "run": s} from provenance dates
+    wall_s: dict = field(default_factory=dict)  # {"reference": s, "run": s} from provenance dates
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -43,7 +44,7 @@ def _wall(folder: Path) -> float | None:
         return None
     prov = json.loads(p.read_text())
     if prov.get("resumed") or not prov.get("date") or not prov.get("date_end"):
-        return None          # a resumed run's span is not its wall time
+        return None  # a resumed run's span is not its wall time
     t0, t1 = (_dt.datetime.fromisoformat(prov[k]) for k in ("date", "date_end"))
     return (t1 - t0).total_seconds()
 
@@ -72,13 +73,22 @@ def ratio_agreement(reference: Path, run: Path, baseline: str | None = None) -> 
     def dev(qs):
         return max(abs(q - 1) for q in qs)
 
-    per_gpu = [GPUAgreement(k, hosts[k], len(q), _r(geomean(q)), _r(min(q)), _r(max(q)), _r(dev(q)))
-               for k, q in sorted(groups.items())]
+    per_gpu = [
+        GPUAgreement(k, hosts[k], len(q), _r(geomean(q)), _r(min(q)), _r(max(q)), _r(dev(q)))
+        for k, q in sorted(groups.items())
+    ]
     allq = [q for qs in groups.values() for q in qs]
     gms = [g.geomean_quotient for g in per_gpu if g.geomean_quotient]
     spread = _r(max(gms) / min(gms) - 1) if len(gms) > 1 else None
-    return Agreement(baseline, len(allq), _r(geomean(allq)), _r(dev(allq)), spread, per_gpu,
-                     {"reference": _wall(reference), "run": _wall(run)})
+    return Agreement(
+        baseline,
+        len(allq),
+        _r(geomean(allq)),
+        _r(dev(allq)),
+        spread,
+        per_gpu,
+        {"reference": _wall(reference), "run": _wall(run)},
+    )
 
 
 def _r(x: float | None) -> float | None:

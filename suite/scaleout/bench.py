@@ -6,6 +6,7 @@ time and are appended to the same bench.jsonl as a single-GPU run, each with the
 (index, UUID, host); the csv/md/summary/provenance are written as by `run_bench`. A worker that dies
 loses only the scenario it was running: Dask runs its shard again elsewhere, without the rows
 already recorded. An interrupted run continues with --resume."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -30,9 +31,10 @@ from .shard import GPUProbe, ShardJob, ShardRunner, run_sanitize, run_shard
 @dataclass
 class ScaleOut:
     """How `bench` spreads over a cluster."""
+
     cluster: ClusterSpec = field(default_factory=ClusterSpec)
-    per_class_reports: bool = False   # mixed GPU classes: one report per class under --out
-    chunk: int | None = None          # scenarios per work item (default: about four items per worker)
+    per_class_reports: bool = False  # mixed GPU classes: one report per class under --out
+    chunk: int | None = None  # scenarios per work item (default: about four items per worker)
 
 
 def plan_shards(scenarios: list[Scenario], workers: int, chunk: int | None = None) -> list[list[Scenario]]:
@@ -41,20 +43,20 @@ def plan_shards(scenarios: list[Scenario], workers: int, chunk: int | None = Non
     if not scenarios:
         return []
     size = chunk or max(1, math.ceil(len(scenarios) / (4 * max(1, workers))))
-    return [scenarios[i:i + size] for i in range(0, len(scenarios), size)]
+    return [scenarios[i : i + size] for i in range(0, len(scenarios), size)]
 
 
 class _Sweep(SweepOutput):
     """One output folder (one device class): its rows, provenance and files."""
 
-    def __init__(self, out: Path, req: BenchRequest, sha: str, chosen: list[Scenario], gpus: list[WorkerGPU],
-                 executor: dict):
+    def __init__(
+        self, out: Path, req: BenchRequest, sha: str, chosen: list[Scenario], gpus: list[WorkerGPU], executor: dict
+    ):
         super().__init__(out, req, sha, chosen, lambda: _client_provenance(gpus))
         self.gpus = gpus
         self.prov["executor"] = executor
         known = {d.get("uuid") or d.get("worker") for d in self.prov.get("devices", [])}
-        self.prov.setdefault("devices", []).extend(
-            g.to_dict() for g in gpus if (g.uuid or g.worker) not in known)
+        self.prov.setdefault("devices", []).extend(g.to_dict() for g in gpus if (g.uuid or g.worker) not in known)
         self.rows: list[ScenarioResult] = list(self.prior)
         self.extra: dict = {}
         self.save()
@@ -77,12 +79,22 @@ class _Sweep(SweepOutput):
             dev["clocks_end"] = res["clocks"]["end"]
         h = res.get("hello") or {}
         if h:
-            dev["software"] = {k: h.get(k) for k in ("device", "sms", "torch", "cuda", "cudnn", "gemm_tflops",
-                                                     "baselines", "baseline_versions")}
+            dev["software"] = {
+                k: h.get(k)
+                for k in ("device", "sms", "torch", "cuda", "cudnn", "gemm_tflops", "baselines", "baseline_versions")
+            }
             if not self.prov.get("device"):
-                got = {"device": h.get("device"), "sms": h.get("sms"), "torch": h.get("torch"), "cuda": h.get("cuda"),
-                       "cudnn": h.get("cudnn"), "gemm_tflops": h.get("gemm_tflops"), "baseline_status": h.get("baselines"),
-                       "baseline_versions": h.get("baseline_versions")}
+                got = {
+                    "device": h.get("device"),
+                    "sms": h.get("sms"),
+                    "torch": h.get("torch"),
+                    "cuda": h.get("cuda"),
+                    "cudnn": h.get("cudnn"),
+                    "gemm_tflops": h.get("gemm_tflops"),
+                    "baseline_status": h.get("baselines"),
+                    "baseline_versions": h.get("baseline_versions"),
+                    "ceiling_factor": self.req.config.plausibility.ceiling_factor,
+                }
                 self.prov.update({k: v for k, v in got.items() if v is not None})
         if res.get("build") and "build" not in self.prov:
             self.prov["build"] = res["build"]
@@ -106,10 +118,18 @@ def _client_provenance(gpus: list[WorkerGPU]) -> dict:
     """The client's machine and versions, with the GPU fields describing the workers' device class."""
     prov = host_provenance(0)
     g = gpus[0]
-    prov.update({"gpu_name": g.name, "gpu_uuid": None, "gpu_index": None, "driver": g.driver,
-                 "compute_capability": list(g.compute_capability) if g.compute_capability else None,
-                 "clocks_start": None, "client_host": prov.get("host"),
-                 "hosts": sorted({x.host for x in gpus})})
+    prov.update(
+        {
+            "gpu_name": g.name,
+            "gpu_uuid": None,
+            "gpu_index": None,
+            "driver": g.driver,
+            "compute_capability": list(g.compute_capability) if g.compute_capability else None,
+            "clocks_start": None,
+            "client_host": prov.get("host"),
+            "hosts": sorted({x.host for x in gpus}),
+        }
+    )
     return prov
 
 
@@ -122,9 +142,16 @@ def _connected(spec: ClusterSpec, client) -> Iterator:
             yield c
 
 
-def run_bench_distributed(req: BenchRequest, on_row: Callable[[ScenarioResult], None] | None = None,
-                          on_start: Callable[[int, int], None] | None = None, *, scaleout: ScaleOut | None = None,
-                          client=None, runner: ShardRunner | None = None, probe: GPUProbe | None = None) -> dict:
+def run_bench_distributed(
+    req: BenchRequest,
+    on_row: Callable[[ScenarioResult], None] | None = None,
+    on_start: Callable[[int, int], None] | None = None,
+    *,
+    scaleout: ScaleOut | None = None,
+    client=None,
+    runner: ShardRunner | None = None,
+    probe: GPUProbe | None = None,
+) -> dict:
     """`bench.run_bench` on a cluster. Returns summary.json's content; with per-class reports,
     {"per_class": {class: summary}} with one folder per class under req.out_dir. `client` uses an
     existing distributed.Client instead of opening scaleout.cluster; `runner` and `probe` replace the
@@ -133,15 +160,19 @@ def run_bench_distributed(req: BenchRequest, on_row: Callable[[ScenarioResult], 
     from ..harness import plausibility
 
     so = scaleout or ScaleOut()
-    rules.enforce(req.kernel)        # here, before any cluster: the workers build the same file
+    rules.enforce(req.kernel)  # here, before any cluster: the workers build the same file
     source = Path(req.kernel).read_bytes()
     sha = hashlib.sha256(source).hexdigest()
     chosen = select_scenarios(req)
     with _connected(so.cluster, client) as cl:
         gpus = cluster_gpus(cl, probe or probe_this_worker)
         classes = check_cluster(gpus, req.arch, so.per_class_reports)
-        executor = {"kind": "dask", "cluster": so.cluster.describe() if client is None else {"kind": "client"},
-                    "scheduler": cl.scheduler.address, "workers": len(gpus)}
+        executor = {
+            "kind": "dask",
+            "cluster": so.cluster.describe() if client is None else {"kind": "client"},
+            "scheduler": cl.scheduler.address,
+            "workers": len(gpus),
+        }
         sweeps: dict[str, _Sweep] = {}
         items: list[WorkItem] = []
         for cls_name, members in classes.items():
@@ -152,13 +183,38 @@ def run_bench_distributed(req: BenchRequest, on_row: Callable[[ScenarioResult], 
             pool = tuple(g.worker for g in members) if len(classes) > 1 else None
             for i, shard in enumerate(plan_shards(sw.todo, len(members), so.chunk)):
                 timed = [s.id for s in shard if not s.extended and (req.timed_ids is None or s.id in req.timed_ids)]
-                job = ShardJob(Path(req.kernel).name, source, sha, req.arch, list(req.baselines), sw.seed,
-                               [s.to_dict() for s in shard], timed, req.config, runner, probe, req.worker_command,
-                               cls_name)
+                job = ShardJob(
+                    Path(req.kernel).name,
+                    source,
+                    sha,
+                    req.arch,
+                    list(req.baselines),
+                    sw.seed,
+                    [s.to_dict() for s in shard],
+                    timed,
+                    req.config,
+                    runner,
+                    probe,
+                    req.worker_command,
+                    cls_name,
+                )
                 items.append(WorkItem(f"{members[0].slug}/{i:04d}", (cls_name, job, "shard"), pool))
             if req.sanitize:
-                job = ShardJob(Path(req.kernel).name, source, sha, req.arch, [], sw.seed, [], [], req.config,
-                               runner, probe, req.worker_command, cls_name)
+                job = ShardJob(
+                    Path(req.kernel).name,
+                    source,
+                    sha,
+                    req.arch,
+                    [],
+                    sw.seed,
+                    [],
+                    [],
+                    req.config,
+                    runner,
+                    probe,
+                    req.worker_command,
+                    cls_name,
+                )
                 items.append(WorkItem(f"{members[0].slug}/sanitize", (cls_name, job, "sanitize"), pool))
         if on_start:
             on_start(sum(len(s.chosen) for s in sweeps.values()), sum(len(s.prior) for s in sweeps.values()))
@@ -177,7 +233,7 @@ def run_bench_distributed(req: BenchRequest, on_row: Callable[[ScenarioResult], 
                 sweeps[item.payload[0]].shard_done(res)
 
         def on_failure(item: WorkItem, failure: ItemFailure) -> list[WorkItem]:
-            if not failure.worker_died:     # a build error, a bug: the run stops (and can be resumed)
+            if not failure.worker_died:  # a build error, a bug: the run stops (and can be resumed)
                 raise failure.exception
             if item.payload[2] == "sanitize":
                 sweeps[item.payload[0]].sanitized({"ok": False, "runs": [], "error": failure.error})
@@ -188,15 +244,19 @@ def run_bench_distributed(req: BenchRequest, on_row: Callable[[ScenarioResult], 
             left = [d for d in job.scenarios if d["id"] not in sw.done]
             if not left:
                 return []
-            row = _failed(Scenario(**left[0]), sw.seed, f"the Dask worker died while running it, "
-                                                         f"{failure.error.split(':')[0]} ({failure.error[-300:]})")
+            row = _failed(
+                Scenario(**left[0]),
+                sw.seed,
+                f"the Dask worker died while running it, {failure.error.split(':')[0]} ({failure.error[-300:]})",
+            )
             if sw.record(row) and on_row:
                 on_row(row)
             if len(left) == 1:
                 return []
             rest = [d for d in left[1:]]
-            again = dataclasses.replace(job, scenarios=rest, timed_ids=[t for t in job.timed_ids
-                                                                         if t in {d["id"] for d in rest}])
+            again = dataclasses.replace(
+                job, scenarios=rest, timed_ids=[t for t in job.timed_ids if t in {d["id"] for d in rest}]
+            )
             return [WorkItem(f"{item.key}+{left[1]['id']}", (item.payload[0], again, "shard"), item.workers)]
 
         run_items(cl, items, _run_payload, on_emit=on_emit, on_result=on_result, on_failure=on_failure)
@@ -211,5 +271,16 @@ def _run_payload(payload: tuple[str, ShardJob, str], channel: Channel) -> dict:
 
 
 def _failed(s: Scenario, seed: int, reason: str) -> ScenarioResult:
-    return ScenarioResult(s.id, s.head_config, s.batch, s.seqlen_q, s.seqlen_k, s.causal, s.extended, s.flops,
-                          status=STATUS_CRASH, reason=reason, seed=seed)
+    return ScenarioResult(
+        s.id,
+        s.head_config,
+        s.batch,
+        s.seqlen_q,
+        s.seqlen_k,
+        s.causal,
+        s.extended,
+        s.flops,
+        status=STATUS_CRASH,
+        reason=reason,
+        seed=seed,
+    )

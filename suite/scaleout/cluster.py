@@ -10,6 +10,7 @@ A spec is one of
 (`kind: slurm`, `jobs: 2`, `gpus_per_job: 4`, `options: {queue: gpu, walltime: "02:00:00"}`).
 dask, distributed, dask-jobqueue and dask-cuda are imported only here and only when a cluster is
 opened, so nothing of this is needed on the single-GPU path."""
+
 from __future__ import annotations
 
 import importlib
@@ -28,7 +29,7 @@ EXTRA_HINT = {
     "distributed": 'pip install "kernelseek-suite[dask]"',
     "dask_jobqueue": 'pip install "kernelseek-suite[dask]"',
     "dask_cuda": 'pip install "kernelseek-suite[dask-cuda]" on a machine with NVIDIA GPUs, with the cuda-bindings '
-                 'of its CUDA (e.g. pip install "dask-cuda[cu13]")',
+    'of its CUDA (e.g. pip install "dask-cuda[cu13]")',
 }
 
 
@@ -42,20 +43,21 @@ def need(module: str):
         return importlib.import_module(module)
     except ImportError as e:
         top = module.split(".")[0]
-        raise ClusterError(f"the Dask executor needs {top} ({e}); install it with "
-                           f"{EXTRA_HINT.get(top, 'pip install ' + top)}") from e
+        raise ClusterError(
+            f"the Dask executor needs {top} ({e}); install it with {EXTRA_HINT.get(top, 'pip install ' + top)}"
+        ) from e
 
 
 @dataclass
 class ClusterSpec:
     kind: str = "local-cuda"
-    address: str | None = None        # kind "address"
-    workers: int | None = None        # local: worker processes; local-cuda: GPUs to use (default all)
-    devices: str | None = None        # local-cuda: CUDA_VISIBLE_DEVICES to spread over, e.g. "0,1,2,3"
-    jobs: int = 1                     # slurm / pbs: batch jobs to submit
-    gpus_per_job: int = 1             # slurm / pbs: GPUs (and so workers) per job
-    options: dict[str, Any] = field(default_factory=dict)   # passed on to the cluster class
-    wait_s: float = 600.0             # how long to wait for the workers (batch jobs may queue longer)
+    address: str | None = None  # kind "address"
+    workers: int | None = None  # local: worker processes; local-cuda: GPUs to use (default all)
+    devices: str | None = None  # local-cuda: CUDA_VISIBLE_DEVICES to spread over, e.g. "0,1,2,3"
+    jobs: int = 1  # slurm / pbs: batch jobs to submit
+    gpus_per_job: int = 1  # slurm / pbs: GPUs (and so workers) per job
+    options: dict[str, Any] = field(default_factory=dict)  # passed on to the cluster class
+    wait_s: float = 600.0  # how long to wait for the workers (batch jobs may queue longer)
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -87,6 +89,7 @@ def parse_scheduler(text: str | None) -> ClusterSpec:
         if not path.is_file():
             raise ClusterError(f"cluster spec {path} not found")
         import yaml
+
         data = yaml.safe_load(path.read_text()) or {}
         if not isinstance(data, dict):
             raise ClusterError(f"{path}: a cluster spec is a mapping (kind: slurm, jobs: 2, ...)")
@@ -95,10 +98,11 @@ def parse_scheduler(text: str | None) -> ClusterSpec:
         if unknown:
             raise ClusterError(f"{path}: unknown keys {', '.join(unknown)}; known: {', '.join(sorted(known))}")
         return ClusterSpec(**data)
-    if ":" in text:      # host:port
+    if ":" in text:  # host:port
         return ClusterSpec("address", address=f"tcp://{text}")
-    raise ClusterError(f"--scheduler {text!r}: give an address (tcp://host:8786), local-cuda, local[:N], "
-                       "or a YAML cluster spec")
+    raise ClusterError(
+        f"--scheduler {text!r}: give an address (tcp://host:8786), local-cuda, local[:N], or a YAML cluster spec"
+    )
 
 
 def make_cluster(spec: ClusterSpec):
@@ -108,13 +112,14 @@ def make_cluster(spec: ClusterSpec):
     if spec.kind == "local":
         distributed = need("distributed")
         n = spec.workers or max(1, min(4, os.cpu_count() or 1))
-        opts = {"n_workers": n, "threads_per_worker": 1, "processes": True, "dashboard_address": ":0",
-                **spec.options}
+        opts = {"n_workers": n, "threads_per_worker": 1, "processes": True, "dashboard_address": ":0", **spec.options}
         return distributed.LocalCluster(**opts)
     if spec.kind == "local-cuda":
         if not list_gpus():
-            raise NoGPUError("no NVIDIA GPU on this host for a local-cuda cluster: give --scheduler the address of "
-                             "a scheduler whose workers hold GPUs, or a Slurm/PBS cluster spec")
+            raise NoGPUError(
+                "no NVIDIA GPU on this host for a local-cuda cluster: give --scheduler the address of "
+                "a scheduler whose workers hold GPUs, or a Slurm/PBS cluster spec"
+            )
         dask_cuda = need("dask_cuda")
         opts = {"threads_per_worker": 1, "dashboard_address": ":0", **spec.options}
         if spec.devices:
@@ -131,7 +136,8 @@ def batch_options(spec: ClusterSpec) -> dict:
     of the job, each pinned to its device and running one item at a time."""
     g = int(spec.gpus_per_job)
     opts: dict[str, Any] = {
-        "cores": 1, "processes": 1,                  # one thread per GPU worker
+        "cores": 1,
+        "processes": 1,  # one thread per GPU worker
         "memory": f"{16 * g}GB",
         "worker_command": "dask_cuda.cli worker",
     }
@@ -166,7 +172,7 @@ def open_client(spec: ClusterSpec) -> Iterator[Any]:
         cluster = make_cluster(spec)
     except (ClusterError, NoGPUError):
         raise
-    except Exception as e:     # e.g. NVML or the batch system refusing: say what failed, no traceback
+    except Exception as e:  # e.g. NVML or the batch system refusing: say what failed, no traceback
         raise ClusterError(f"the {spec.kind} cluster could not be started: {type(e).__name__}: {e}") from e
     try:
         client = distributed.Client(cluster if cluster is not None else spec.address)
@@ -174,8 +180,10 @@ def open_client(spec: ClusterSpec) -> Iterator[Any]:
             client.wait_for_workers(expected_workers(spec, cluster), timeout=spec.wait_s)
         except Exception as e:
             client.close()
-            raise ClusterError(f"the workers of the {spec.kind} cluster did not come up within {spec.wait_s:.0f} s "
-                               f"({type(e).__name__}: {e})") from e
+            raise ClusterError(
+                f"the workers of the {spec.kind} cluster did not come up within {spec.wait_s:.0f} s "
+                f"({type(e).__name__}: {e})"
+            ) from e
         try:
             yield client
         finally:

@@ -7,6 +7,7 @@ Dask reschedules an item whose worker died on another worker; the retry asks its
 already recorded and skips it. An item whose workers keep dying (Dask's allowed-failures) or that
 raises is handed to `on_failure`, which by default raises.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,9 +23,9 @@ from .cluster import ClusterError
 
 @dataclass(frozen=True)
 class WorkItem:
-    key: str                                   # unique within a run, stable across resumes
+    key: str  # unique within a run, stable across resumes
     payload: Any
-    workers: tuple[str, ...] | None = None     # run only on these worker addresses
+    workers: tuple[str, ...] | None = None  # run only on these worker addresses
 
 
 class WorkersGone(ClusterError):
@@ -35,7 +36,7 @@ class WorkersGone(ClusterError):
 class ItemFailure:
     key: str
     error: str
-    worker_died: bool           # Dask gave up after its workers died running it (KilledWorker)
+    worker_died: bool  # Dask gave up after its workers died running it (KilledWorker)
     exception: BaseException
 
 
@@ -54,15 +55,17 @@ class Channel:
     def emit(self, mark: str, data: Any = None) -> None:
         """Report `data` (JSON-serializable) under `mark`."""
         from distributed import Queue, Variable
+
         # as JSON text: the queue's msgpack would hand lists back as tuples
         Queue(self.queue_name).put({"key": self.key, "mark": mark, "data": json.dumps(data)})
         marks = self._load()
         marks.append(mark)
-        Variable(self.marks_name).set(list(marks))   # after the data: a listed mark is never lost
+        Variable(self.marks_name).set(list(marks))  # after the data: a listed mark is never lost
 
     def _load(self) -> list[str]:
         if self._marks is None:
             from distributed import Variable
+
             try:
                 # set before the item was submitted; gone only when the run no longer wants this item
                 self._marks = list(Variable(self.marks_name).get(timeout=2) or [])
@@ -100,17 +103,24 @@ def check_one_item_per_worker(client) -> list[str]:
         raise ClusterError("the cluster has no workers")
     multi = {a: n for a, n in slots.items() if n != 1}
     if multi:
-        raise ClusterError("each worker must run one item at a time (one per GPU), but these have more threads: "
-                           + ", ".join(f"{a} ({n})" for a, n in sorted(multi.items()))
-                           + "; start workers with `--nthreads 1` (dask-cuda's worker does)")
+        raise ClusterError(
+            "each worker must run one item at a time (one per GPU), but these have more threads: "
+            + ", ".join(f"{a} ({n})" for a, n in sorted(multi.items()))
+            + "; start workers with `--nthreads 1` (dask-cuda's worker does)"
+        )
     return sorted(slots)
 
 
-def run_items(client, items: list[WorkItem], fn: Callable[[Any, Channel], Any], *,
-              on_emit: Callable[[WorkItem, str, Any], None] | None = None,
-              on_result: Callable[[WorkItem, Any], None] | None = None,
-              on_failure: Callable[[WorkItem, ItemFailure], list[WorkItem] | None] | None = None,
-              poll_s: float = 0.1) -> dict[str, Any]:
+def run_items(
+    client,
+    items: list[WorkItem],
+    fn: Callable[[Any, Channel], Any],
+    *,
+    on_emit: Callable[[WorkItem, str, Any], None] | None = None,
+    on_result: Callable[[WorkItem, Any], None] | None = None,
+    on_failure: Callable[[WorkItem, ItemFailure], list[WorkItem] | None] | None = None,
+    poll_s: float = 0.1,
+) -> dict[str, Any]:
     """Run `fn(item.payload, channel)` for every item on the cluster; returns {key: result} of the
     items that finished. Callbacks run in the calling thread, in the order things arrive; on_failure
     may return new items to run (the rest of a shard whose worker kept dying, say)."""
@@ -159,9 +169,19 @@ def run_items(client, items: list[WorkItem], fn: Callable[[Any, Channel], Any], 
             by_key[item.key], marks[item.key] = item, []
             variables[item.key] = Variable(f"{run}-marks-{item.key}", client=client)
             variables[item.key].set([])
-        fut = client.submit(_call, fn, item.payload, queue.name, variables[item.key].name, item.key,
-                            key=f"{run}-{item.key}", pure=False, retries=0,
-                            workers=list(item.workers) if item.workers else None, allow_other_workers=False)
+        fut = client.submit(
+            _call,
+            fn,
+            item.payload,
+            queue.name,
+            variables[item.key].name,
+            item.key,
+            key=f"{run}-{item.key}",
+            pure=False,
+            retries=0,
+            workers=list(item.workers) if item.workers else None,
+            allow_other_workers=False,
+        )
         futures[fut] = item
         pending.add(fut)
 
@@ -186,14 +206,17 @@ def run_items(client, items: list[WorkItem], fn: Callable[[Any, Channel], Any], 
             else:
                 waiting.remove(item)
             _forget(variables.pop(item.key, None))
-            fail(item, WorkersGone(f"none of the workers item {item.key} may run on is alive "
-                                   f"({', '.join(item.workers)})"), False)
+            fail(
+                item,
+                WorkersGone(f"none of the workers item {item.key} may run on is alive ({', '.join(item.workers)})"),
+                False,
+            )
 
     def drain() -> None:
         for msg in queue.get(batch=True) or ():
             key, mark = msg["key"], msg["mark"]
             if key not in marks or mark in marks[key]:
-                continue       # reported again by a retry whose predecessor died before noting it
+                continue  # reported again by a retry whose predecessor died before noting it
             marks[key].append(mark)
             if on_emit:
                 on_emit(by_key[key], mark, json.loads(msg["data"]))
@@ -213,7 +236,7 @@ def run_items(client, items: list[WorkItem], fn: Callable[[Any, Channel], Any], 
                 continue
             for fut in batch:
                 if fut not in futures:
-                    continue                  # cancelled as stranded
+                    continue  # cancelled as stranded
                 if fut.status not in ("finished", "error", "cancelled"):
                     # its result lived on a worker that died before it was fetched: Dask runs it again
                     pending.add(fut)
@@ -234,7 +257,7 @@ def run_items(client, items: list[WorkItem], fn: Callable[[Any, Channel], Any], 
         for fut in futures:
             fut.cancel()
         try:
-            queue.close()      # not in every version; the queue is dropped with the client anyway
+            queue.close()  # not in every version; the queue is dropped with the client anyway
         except Exception:
             pass
         for v in variables.values():

@@ -4,6 +4,7 @@ A dask-cuda worker's CUDA_VISIBLE_DEVICES lists its own device first; NVML (whic
 variable) tells its name, UUID and compute capability without creating a CUDA context. Ratios are
 only comparable within one device class (name + compute capability), so a sweep over workers of
 several classes is refused unless per-class reports are asked for."""
+
 from __future__ import annotations
 
 import os
@@ -23,7 +24,7 @@ class MixedGPUs(ValueError):
 @dataclass(frozen=True)
 class WorkerGPU:
     host: str
-    index: int | None          # the device's index on its host (NVML order)
+    index: int | None  # the device's index on its host (NVML order)
     uuid: str | None
     name: str | None
     compute_capability: tuple[int, int] | None
@@ -41,8 +42,7 @@ class WorkerGPU:
 
     def provenance(self) -> dict:
         """What each row records of where it ran."""
-        return {"index": self.index, "uuid": self.uuid, "host": self.host, "name": self.name,
-                "worker": self.worker}
+        return {"index": self.index, "uuid": self.uuid, "host": self.host, "name": self.name, "worker": self.worker}
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -52,8 +52,15 @@ class WorkerGPU:
     @classmethod
     def from_dict(cls, d: dict) -> "WorkerGPU":
         cc = d.get("compute_capability")
-        return cls(d["host"], d.get("index"), d.get("uuid"), d.get("name"), tuple(cc) if cc else None,
-                   d.get("driver"), d.get("worker"))
+        return cls(
+            d["host"],
+            d.get("index"),
+            d.get("uuid"),
+            d.get("name"),
+            tuple(cc) if cc else None,
+            d.get("driver"),
+            d.get("worker"),
+        )
 
 
 def pinned_device() -> str | None:
@@ -74,8 +81,9 @@ def probe_this_worker() -> WorkerGPU:
         g = gpus[0]
     if g is None:
         return WorkerGPU(host, None, None, None, None)
-    return WorkerGPU(host, g.index, g.uuid, g.name, tuple(g.compute_capability) if g.compute_capability else None,
-                     g.driver)
+    return WorkerGPU(
+        host, g.index, g.uuid, g.name, tuple(g.compute_capability) if g.compute_capability else None, g.driver
+    )
 
 
 def _probe_as_dict(probe: Callable[[], WorkerGPU]) -> dict:
@@ -109,12 +117,17 @@ def check_cluster(gpus: dict[str, WorkerGPU], arch: str, per_class: bool) -> dic
     if arch != "sm80":
         wrong = [g for g in gpus.values() if g.compute_capability is not None and tuple(g.compute_capability) != want]
         if wrong:
-            raise NoGPUError(f"{arch} needs GPUs of compute capability {want[0]}.{want[1]} "
-                             f"({config.ARCHES[arch]['gpus']}); these workers hold others: "
-                             + ", ".join(f"{g.worker} ({g.device_class} on {g.host})" for g in wrong))
+            raise NoGPUError(
+                f"{arch} needs GPUs of compute capability {want[0]}.{want[1]} "
+                f"({config.ARCHES[arch]['gpus']}); these workers hold others: "
+                + ", ".join(f"{g.worker} ({g.device_class} on {g.host})" for g in wrong)
+            )
     classes = by_class(gpus)
     if len(classes) > 1 and not per_class:
-        raise MixedGPUs("the cluster mixes GPU classes (" + "; ".join(f"{c}: {len(v)} workers" for c, v in classes.items())
-                        + "): ratios are only comparable within one class, so one sweep is refused; "
-                        "ask for per-class reports (--per-class-reports) or restrict the workers")
+        raise MixedGPUs(
+            "the cluster mixes GPU classes ("
+            + "; ".join(f"{c}: {len(v)} workers" for c, v in classes.items())
+            + "): ratios are only comparable within one class, so one sweep is refused; "
+            "ask for per-class reports (--per-class-reports) or restrict the workers"
+        )
     return classes

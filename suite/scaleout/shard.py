@@ -4,6 +4,7 @@ client as soon as it exists (so a worker that dies loses only the scenario it wa
 
 The shard runner and the GPU probe are seams (`ShardJob.runner`, `ShardJob.probe`): tests put
 GPU-free stand-ins there to exercise the sharding, the retries and the merge on the CPU."""
+
 from __future__ import annotations
 
 import functools
@@ -31,13 +32,13 @@ class ShardJob:
     arch: str
     baselines: list[str]
     seed: int
-    scenarios: list[dict]                 # Scenario.to_dict()
+    scenarios: list[dict]  # Scenario.to_dict()
     timed_ids: list[str]
     config: HarnessConfig = field(default_factory=HarnessConfig)
-    runner: ShardRunner | None = None     # None: the GPU runner
-    probe: GPUProbe | None = None         # None: NVML on the worker's pinned device
-    worker_command: tuple[str, ...] | None = None   # tests only: a stand-in for the sweep's worker
-    device_class: str | None = None       # the GPU class this sweep runs on; another one is refused
+    runner: ShardRunner | None = None  # None: the GPU runner
+    probe: GPUProbe | None = None  # None: NVML on the worker's pinned device
+    worker_command: tuple[str, ...] | None = None  # tests only: a stand-in for the sweep's worker
+    device_class: str | None = None  # the GPU class this sweep runs on; another one is refused
 
 
 @functools.lru_cache(maxsize=None)
@@ -52,9 +53,11 @@ def run_shard(job: ShardJob, channel: Channel) -> dict:
     gpu = _this_gpu(job.probe)
     if job.device_class and gpu.device_class != job.device_class:
         # a worker that joined after the classes were checked (a batch job that started late)
-        raise MixedGPUs(f"a worker holding {gpu.device_class} on {gpu.host} took a shard of the sweep on "
-                        f"{job.device_class}; ratios are only comparable within one class: restrict the "
-                        "workers, or use --per-class-reports (then --resume)")
+        raise MixedGPUs(
+            f"a worker holding {gpu.device_class} on {gpu.host} took a shard of the sweep on "
+            f"{job.device_class}; ratios are only comparable within one class: restrict the "
+            "workers, or use --per-class-reports (then --resume)"
+        )
     try:
         where = {**gpu.provenance(), "worker": get_worker().address}
     except ValueError:
@@ -72,6 +75,7 @@ def run_shard(job: ShardJob, channel: Channel) -> dict:
 
 def _worker_dir(gpu: WorkerGPU) -> Path:
     from .. import config
+
     tag = (gpu.uuid or f"{gpu.host}-{os.getpid()}").replace("/", "-")
     return config.cache_dir() / "scaleout" / tag
 
@@ -79,6 +83,7 @@ def _worker_dir(gpu: WorkerGPU) -> Path:
 @functools.lru_cache(maxsize=None)
 def _build_once(kernel_name: str, source: bytes, sha: str, arch: str, where: Path):
     from ..build import build
+
     src = where / "src" / sha[:16] / kernel_name
     src.parent.mkdir(parents=True, exist_ok=True)
     src.write_bytes(source)
@@ -88,7 +93,7 @@ def _build_once(kernel_name: str, source: bytes, sha: str, arch: str, where: Pat
 
 def gpu_runner(job: ShardJob, todo: list[Scenario], on_row: Callable[[ScenarioResult], None]) -> dict:
     """Build (once per worker) and run the scenarios in the harness's isolated sweep on this
-    worker's GPU; the roofline alarm uses the GEMM ceiling measured on this GPU."""
+    worker's GPU; the `implausible` status uses the GEMM ceiling measured on this GPU."""
     from ..harness import plausibility
     from ..harness.sweep import SweepSpec, run_sweep
 
@@ -97,14 +102,31 @@ def gpu_runner(job: ShardJob, todo: list[Scenario], on_row: Callable[[ScenarioRe
     built = _build_once(job.kernel_name, job.kernel_source, job.kernel_sha256, job.arch, where)
     hello: dict = {}
     timed = set(job.timed_ids)
-    spec = SweepSpec(library=built.library, scenarios=todo, baselines=job.baselines, seed=job.seed,
-                     timed=lambda s: s.id in timed, config=job.config, gpu_index=gpu.index or 0,
-                     worker_log=where / "worker.log", gpu_uuid=gpu.uuid, worker_command=job.worker_command)
+    spec = SweepSpec(
+        library=built.library,
+        scenarios=todo,
+        baselines=job.baselines,
+        seed=job.seed,
+        timed=lambda s: s.id in timed,
+        config=job.config,
+        gpu_index=gpu.index or 0,
+        worker_log=where / "worker.log",
+        gpu_uuid=gpu.uuid,
+        worker_command=job.worker_command,
+    )
     clocks_start = _clocks(gpu_info(gpu))
-    run_sweep(spec, None, on_row=on_row, on_hello=hello.update,
-              annotate=lambda row: plausibility.annotate(row, hello.get("gemm_tflops"), {}, job.config.plausibility))
-    return {"hello": hello, "clocks": {"start": clocks_start, "end": _clocks(gpu_info(gpu))},
-            "build": _build_info(built)}
+    run_sweep(
+        spec,
+        None,
+        on_row=on_row,
+        on_hello=hello.update,
+        annotate=lambda row: plausibility.annotate(row, hello.get("gemm_tflops"), {}, job.config.plausibility),
+    )
+    return {
+        "hello": hello,
+        "clocks": {"start": clocks_start, "end": _clocks(gpu_info(gpu))},
+        "build": _build_info(built),
+    }
 
 
 def _build_info(built) -> dict:
@@ -119,11 +141,13 @@ def run_sanitize(job: ShardJob, channel: Channel) -> dict:
     gpu = _this_gpu(job.probe)
     where = _worker_dir(gpu)
     built = _build_once(job.kernel_name, job.kernel_source, job.kernel_sha256, job.arch, where)
-    runs = sanitize.run_sanitizer(built.library, config.SANITIZE_SUBSET, job.seed, gpu.uuid,
-                                  config.SANITIZER_TIMEOUT_S, where / "sanitize")
+    runs = sanitize.run_sanitizer(
+        built.library, config.SANITIZE_SUBSET, job.seed, gpu.uuid, config.SANITIZER_TIMEOUT_S, where / "sanitize"
+    )
     return {**sanitize.summary_entry(runs), "where": {**gpu.provenance(), "logs": str(where / "sanitize")}}
 
 
 def gpu_info(gpu: WorkerGPU):
     from ..gpu import list_gpus
+
     return next((g for g in list_gpus() if g.uuid == gpu.uuid), None)

@@ -2,6 +2,7 @@
 with @register_arm, naming the options it takes (`--agent-opt KEY=VALUE`) and their defaults; an
 option an arm does not take is an error, never silently ignored. Every module of this package is
 imported when the registry is first read, so a new arm is one new file here."""
+
 from __future__ import annotations
 
 import importlib
@@ -18,7 +19,7 @@ from ..tools import ToolRegistry
 class ArmParts:
     tools: ToolRegistry
     supervisor: Supervisor | None = None
-    info: dict = field(default_factory=dict)      # recorded in run_start (e.g. the bank used)
+    info: dict = field(default_factory=dict)  # recorded in run_start (e.g. the bank used)
     # an arm that runs without the model loop (agent-cmd): RunContext -> an object with start/restore/run
     driver: Callable[[RunContext], object] | None = None
 
@@ -34,10 +35,12 @@ class ArmOptionError(ValueError):
 
 def register_arm(name: str, options: dict | None = None):
     """`options`: the keys the arm takes, with their defaults."""
+
     def deco(factory):
         _REGISTRY[name] = factory
         _OPTIONS[name] = dict(options or {})
         return factory
+
     return deco
 
 
@@ -54,8 +57,10 @@ def check_options(name: str, given: dict) -> dict:
     known = arm_options(name)
     unknown = sorted(set(given) - set(known))
     if unknown:
-        raise ArmOptionError(f"unknown option(s) for the {name} agent: {', '.join(unknown)}; "
-                             + (f"known: {', '.join(known)}" if known else "it takes none"))
+        raise ArmOptionError(
+            f"unknown option(s) for the {name} agent: {', '.join(unknown)}; "
+            + (f"known: {', '.join(known)}" if known else "it takes none")
+        )
     return {**known, **given}
 
 

@@ -9,6 +9,7 @@ command's first word), `start` and `resume` (templates with {cmd}, {prompt}, {ke
 the adapter's), `invocation_timeout_s` (one session's time limit; default none, the run's wall limit
 still holds), `output_chars` (4000: how much of a session's output is kept in the conversation and
 the trace event; all of it is in a blob), and the question settings of the kernelseek arm."""
+
 from __future__ import annotations
 
 from ..bank import load_bank
@@ -33,9 +34,15 @@ class SessionSupervisor(KernelSeekSupervisor):
     def after_session(self, ctx: RunContext, record) -> str | None:
         points = self.detector.observe(record)
         best = f"{ctx.best.geomean:.3f}x" if ctx.best else "no correct evaluation yet"
-        stop = DecisionPoint("early-stop", {"text": " ".join((record.response.content or "").split())[-300:],
-                                            "best": best, "goal": ctx.task.goal.text(),
-                                            "budget_left": ctx.budget_left()})
+        stop = DecisionPoint(
+            "early-stop",
+            {
+                "text": " ".join((record.response.content or "").split())[-300:],
+                "best": best,
+                "goal": ctx.task.goal.text(),
+                "budget_left": ctx.budget_left(),
+            },
+        )
         chosen = next((d for t in ASK_FIRST for d in points if d.trigger == t), stop)
         for d in [stop, *points]:
             if d is not chosen:
@@ -48,8 +55,8 @@ class SessionSupervisor(KernelSeekSupervisor):
 def build(ctx: RunContext) -> ArmParts:
     opts = check_options("agent-cmd", dict(ctx.config.arm_options))
     if not opts["command"]:
-        raise ArmOptionError("the agent-cmd agent needs its command: --agent-cmd \"...\" (or --agent-opt command=...)")
-    adapter_for(opts["command"], opts["adapter"])          # an unknown adapter is an error now
+        raise ArmOptionError('the agent-cmd agent needs its command: --agent-cmd "..." (or --agent-opt command=...)')
+    adapter_for(opts["command"], opts["adapter"])  # an unknown adapter is an error now
     for k, v in question_settings({k: v for k, v in ctx.config.arm_options.items() if k in QUESTION_OPTIONS}).items():
         setattr(ctx.config.questions, k, v)
     cfg = ctx.config.questions
@@ -63,8 +70,19 @@ def build(ctx: RunContext) -> ArmParts:
     supervisor = SessionSupervisor(ctx, questioner)
     adapter = adapter_for(opts["command"], opts["adapter"])
     start, resume = ADAPTERS[adapter]
-    info = {"bank": {"path": bank.path, "sha256": bank.sha256, "questions": len(bank.questions),
-                     "categories": list(cfg.categories)},
-            "agent_cmd": {"command": opts["command"], "adapter": adapter, "start": opts["start"] or start,
-                          "resume": opts["resume"] or resume, "invocation_timeout_s": opts["invocation_timeout_s"]}}
+    info = {
+        "bank": {
+            "path": bank.path,
+            "sha256": bank.sha256,
+            "questions": len(bank.questions),
+            "categories": list(cfg.categories),
+        },
+        "agent_cmd": {
+            "command": opts["command"],
+            "adapter": adapter,
+            "start": opts["start"] or start,
+            "resume": opts["resume"] or resume,
+            "invocation_timeout_s": opts["invocation_timeout_s"],
+        },
+    }
     return ArmParts(ToolRegistry(), supervisor, info, driver=lambda c: ExternalAgent(c, supervisor, opts))

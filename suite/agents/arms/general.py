@@ -1,5 +1,6 @@
 """`general`: the minimal general-purpose coding agent (shell, view, edit, evaluate) with no
 supervisor: it stops when it says it is done."""
+
 from __future__ import annotations
 
 from ..context import RunContext

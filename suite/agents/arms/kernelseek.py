@@ -7,6 +7,7 @@ Arm options (`--agent-opt KEY=VALUE`, or `run`/`compare`'s `--categories`, `--pl
 asked; `[information]` for the information arm), `plateau_evals` (K evaluations without a new
 best), `repeated_failure` (the same failure N times), `min_steps_between` (the spacing),
 `layer_dwell_steps`, `no_repeat_within`, `new_best_min_gain`."""
+
 from __future__ import annotations
 
 from ..bank import CATEGORIES, load_bank
@@ -18,12 +19,22 @@ from ..tools import base_tools
 from . import ArmOptionError, ArmParts, check_options, register_arm
 
 _Q = QuestionConfig()
-OPTIONS = {"categories": list(_Q.categories), "plateau_evals": _Q.plateau_evals,
-           "repeated_failure": _Q.repeated_failure, "min_steps_between": _Q.min_steps_between,
-           "layer_dwell_steps": _Q.layer_dwell_steps, "no_repeat_within": _Q.no_repeat_within,
-           "new_best_min_gain": _Q.new_best_min_gain}
-_AT_LEAST = {"plateau_evals": 1, "repeated_failure": 1, "layer_dwell_steps": 1, "min_steps_between": 0,
-             "no_repeat_within": 0}
+OPTIONS = {
+    "categories": list(_Q.categories),
+    "plateau_evals": _Q.plateau_evals,
+    "repeated_failure": _Q.repeated_failure,
+    "min_steps_between": _Q.min_steps_between,
+    "layer_dwell_steps": _Q.layer_dwell_steps,
+    "no_repeat_within": _Q.no_repeat_within,
+    "new_best_min_gain": _Q.new_best_min_gain,
+}
+_AT_LEAST = {
+    "plateau_evals": 1,
+    "repeated_failure": 1,
+    "layer_dwell_steps": 1,
+    "min_steps_between": 0,
+    "no_repeat_within": 0,
+}
 
 
 def question_settings(given: dict) -> dict:
@@ -58,16 +69,22 @@ class KernelSeekSupervisor:
         if ctx.goal_met:
             return None
         best = f"{ctx.best.geomean:.3f}x" if ctx.best else "no correct evaluation yet"
-        evidence = {"text": " ".join((response.content or "").split())[:300], "best": best,
-                    "goal": ctx.task.goal.text(), "budget_left": ctx.budget_left()}
+        evidence = {
+            "text": " ".join((response.content or "").split())[:300],
+            "best": best,
+            "goal": ctx.task.goal.text(),
+            "budget_left": ctx.budget_left(),
+        }
         claim = claimed_limit(response.content, self.config.claimed_limit_patterns)
         stop = DecisionPoint("early-stop", evidence)
         asked_for = DecisionPoint("claimed-limit", {**claim, "stop_attempt": True}) if claim else stop
         if claim:
             self._record(ctx, stop, asked=False, reason="the stop also claims a limit; that question is asked")
         asked = self._ask(ctx, asked_for)
-        refusal = (f"The run is not over: the goal ({ctx.task.goal.text()}) is not met yet (best so far: {best}) "
-                   "and budget remains.")
+        refusal = (
+            f"The run is not over: the goal ({ctx.task.goal.text()}) is not met yet (best so far: {best}) "
+            "and budget remains."
+        )
         return f"{refusal} {asked.text}" if asked else f"{refusal} Continue."
 
     # ---- decision points after a step ----
@@ -95,8 +112,16 @@ class KernelSeekSupervisor:
         self.detector.answered(d.trigger)
         self.last_question_step = ctx.trace.step
         ctx.totals.questions += 1
-        ctx.trace.emit("question", trigger=d.trigger, evidence=d.evidence, source=asked.source, bank_id=asked.bank_id,
-                       category=asked.category, layers=list(asked.layers), text=asked.text)
+        ctx.trace.emit(
+            "question",
+            trigger=d.trigger,
+            evidence=d.evidence,
+            source=asked.source,
+            bank_id=asked.bank_id,
+            category=asked.category,
+            layers=list(asked.layers),
+            text=asked.text,
+        )
         return asked
 
     @staticmethod
@@ -105,8 +130,11 @@ class KernelSeekSupervisor:
 
     # ---- resume ----
     def state(self) -> dict:
-        return {"detector": self.detector.state(), "asked": self.questioner.state(),
-                "last_question_step": self.last_question_step}
+        return {
+            "detector": self.detector.state(),
+            "asked": self.questioner.state(),
+            "last_question_step": self.last_question_step,
+        }
 
     def load_state(self, state: dict) -> None:
         if state:
@@ -129,6 +157,12 @@ def build(ctx: RunContext) -> ArmParts:
         questioner = HumanQuestioner(bank, cfg, ctx.config.seed, ctx.ask_human)
     else:
         questioner = BankQuestioner(bank, cfg, ctx.config.seed)
-    info = {"bank": {"path": bank.path, "sha256": bank.sha256, "questions": len(bank.questions),
-                     "categories": list(cfg.categories)}}
+    info = {
+        "bank": {
+            "path": bank.path,
+            "sha256": bank.sha256,
+            "questions": len(bank.questions),
+            "categories": list(cfg.categories),
+        }
+    }
     return ArmParts(base_tools(), KernelSeekSupervisor(ctx, questioner), info)

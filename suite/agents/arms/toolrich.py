@@ -13,6 +13,7 @@ that replace the default documents), docs_extra (added to them), profile_scenari
 (d128-h16kv16-s4096), ncu, cuobjdump (paths), profile_timeout_s (600), disassemble_timeout_s (300),
 enforce_goal (true).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,9 +26,18 @@ from ..retrieval import DocIndex, default_sources, search_tool
 from ..tools import base_tools
 from . import ArmParts, check_options, register_arm
 
-OPTIONS = {"population_size": 4, "lessons_k": 3, "docs": None, "docs_extra": (), "profile_scenario": None,
-           "ncu": None, "cuobjdump": None, "profile_timeout_s": 600, "disassemble_timeout_s": 300,
-           "enforce_goal": True}
+OPTIONS = {
+    "population_size": 4,
+    "lessons_k": 3,
+    "docs": None,
+    "docs_extra": (),
+    "profile_scenario": None,
+    "ncu": None,
+    "cuobjdump": None,
+    "profile_timeout_s": 600,
+    "disassemble_timeout_s": 300,
+    "enforce_goal": True,
+}
 
 SYSTEM_ADDENDUM = """\
 
@@ -39,18 +49,18 @@ You also have the equipment of a kernel engineer, each a tool:
 - population and checkout: the best candidates so far; mutate one or recombine several in the \
 workspace, and evaluate the child (evaluate takes its parents)."""
 
-REFUSAL = ("The run is not over: the goal ({goal}) is not met yet (best so far: {best}) and budget remains. "
-           "Continue.")
+REFUSAL = "The run is not over: the goal ({goal}) is not met yet (best so far: {best}) and budget remains. Continue."
 
 
 class ToolRichSupervisor:
     """Holds the model to the goal and brings relevant lessons back after each evaluation."""
 
-    def __init__(self, population: population_mod.Population, store: lessons_mod.LessonStore, k: int,
-                 enforce_goal: bool):
+    def __init__(
+        self, population: population_mod.Population, store: lessons_mod.LessonStore, k: int, enforce_goal: bool
+    ):
         self.population, self.store, self.k, self.enforce_goal = population, store, k, enforce_goal
         self.last_shown: list[int] = []
-        self.since_eval: list[str] = []      # what the steps since the last evaluation wrote and ran
+        self.since_eval: list[str] = []  # what the steps since the last evaluation wrote and ran
 
     def on_stop(self, ctx: RunContext, response) -> str | None:
         if ctx.goal_met or not self.enforce_goal:
@@ -71,12 +81,16 @@ class ToolRichSupervisor:
             return []
         self.last_shown = ids
         ctx.trace.emit("x-lessons", lesson_ids=ids)
-        return ["Lessons recorded earlier in this run that may bear on this:\n"
-                + "\n".join(f"- {l.line()}" for l in hits)]
+        return [
+            "Lessons recorded earlier in this run that may bear on this:\n" + "\n".join(f"- {l.line()}" for l in hits)
+        ]
 
     def state(self) -> dict:
-        return {"population": self.population.state(), "lessons_last_id": self.store.last_id(),
-                "last_shown": self.last_shown}
+        return {
+            "population": self.population.state(),
+            "lessons_last_id": self.store.last_id(),
+            "last_shown": self.last_shown,
+        }
 
     def load_state(self, state: dict) -> None:
         # lessons written after the checkpoint belong to a step that is being redone
@@ -112,7 +126,7 @@ def _paths(value) -> list[Path]:
 @register_arm("toolrich", options=OPTIONS)
 def build(ctx: RunContext) -> ArmParts:
     opts = options_of(ctx)
-    if SYSTEM_ADDENDUM not in ctx.config.system_prompt:        # a resumed run's config has it already
+    if SYSTEM_ADDENDUM not in ctx.config.system_prompt:  # a resumed run's config has it already
         ctx.config.system_prompt += SYSTEM_ADDENDUM
     sources = _paths(opts["docs"]) if opts["docs"] is not None else default_sources()
     index = DocIndex(sources + _paths(opts["docs_extra"]))
@@ -121,14 +135,26 @@ def build(ctx: RunContext) -> ArmParts:
     ctx.finalizers.append(store.close)
     registry = base_tools()
     pop_tools = {t.name: t for t in population_mod.tools(population)}
-    registry.add(pop_tools.pop("evaluate"), replace=True)       # the same evaluator, with lineage
-    for tool in (profile_tool(opts), disassemble_tool(opts), search_tool(index),
-                 lessons_mod.record_tool(store, population), *pop_tools.values()):
+    registry.add(pop_tools.pop("evaluate"), replace=True)  # the same evaluator, with lineage
+    for tool in (
+        profile_tool(opts),
+        disassemble_tool(opts),
+        search_tool(index),
+        lessons_mod.record_tool(store, population),
+        *pop_tools.values(),
+    ):
         registry.add(tool)
-    info = {"toolrich": {
-        "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in opts.items()},
-        "docs": index.describe(), "lessons": str(store.path.relative_to(ctx.trace.artifacts.parent)),
-        "executables": {"ncu": find_executable("ncu", opts["ncu"]),
-                        "cuobjdump": find_executable("cuobjdump", opts["cuobjdump"])}}}
-    return ArmParts(registry, ToolRichSupervisor(population, store, int(opts["lessons_k"]),
-                                                 bool(opts["enforce_goal"])), info)
+    info = {
+        "toolrich": {
+            "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in opts.items()},
+            "docs": index.describe(),
+            "lessons": str(store.path.relative_to(ctx.trace.artifacts.parent)),
+            "executables": {
+                "ncu": find_executable("ncu", opts["ncu"]),
+                "cuobjdump": find_executable("cuobjdump", opts["cuobjdump"]),
+            },
+        }
+    }
+    return ArmParts(
+        registry, ToolRichSupervisor(population, store, int(opts["lessons_k"]), bool(opts["enforce_goal"])), info
+    )

@@ -3,6 +3,7 @@
 A task registers itself with @register_task; every module of this package is imported when the
 registry is first read, so a new task is one new file here.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -19,6 +20,7 @@ STATUSES = ("ok", "wrong", "build_failed", "crash", "timeout", "no_gpu", "error"
 @dataclass
 class Evaluation:
     """One run of a task's evaluator on a candidate. `correct` only when every scenario passed."""
+
     status: str
     correct: bool
     baseline: str
@@ -26,11 +28,11 @@ class Evaluation:
     scenarios_correct: int = 0
     extended_total: int = 0
     extended_correct: int = 0
-    geomean: float | None = None                 # baseline_time / candidate_time, geometric mean
+    geomean: float | None = None  # baseline_time / candidate_time, geometric mean
     min_ratio: float | None = None
     min_ratio_scenario: str | None = None
-    per_scenario: list[dict] = field(default_factory=list)   # {scenario, status, ratio, reason}
-    error: str | None = None                     # build errors, crash reasons, missing GPU ...
+    per_scenario: list[dict] = field(default_factory=list)  # {scenario, status, ratio, reason}
+    error: str | None = None  # build errors, crash reasons, missing GPU ...
     wall_s: float = 0.0
     out_dir: str | None = None
 
@@ -41,12 +43,15 @@ class Evaluation:
         """What the model reads."""
         if self.status in ("build_failed", "no_gpu", "error", "timeout") and not self.scenarios_total:
             return f"status: {self.status}\n{(self.error or '').strip()}"
-        lines = [f"status: {self.status}; correct on {self.scenarios_correct}/{self.scenarios_total} scenarios"
-                 + (f", extended set {self.extended_correct}/{self.extended_total}" if self.extended_total else "")]
+        lines = [
+            f"status: {self.status}; correct on {self.scenarios_correct}/{self.scenarios_total} scenarios"
+            + (f", extended set {self.extended_correct}/{self.extended_total}" if self.extended_total else "")
+        ]
         if self.geomean is not None:
-            lines.append(f"speed vs {self.baseline}: geomean {self.geomean:.3f}x"
-                         + (f", slowest {self.min_ratio:.3f}x ({self.min_ratio_scenario})"
-                            if self.min_ratio is not None else ""))
+            lines.append(
+                f"speed vs {self.baseline}: geomean {self.geomean:.3f}x"
+                + (f", slowest {self.min_ratio:.3f}x ({self.min_ratio_scenario})" if self.min_ratio is not None else "")
+            )
         elif self.correct:
             lines.append(f"speed vs {self.baseline}: not measured")
         bad = [r for r in self.per_scenario if r.get("status") != "ok"]
@@ -71,8 +76,10 @@ class Goal:
         return bool(ev and ev.correct and ev.geomean is not None and ev.geomean >= self.min_geomean)
 
     def text(self) -> str:
-        return (f"correct on every scenario and a geometric-mean speed-up of at least {self.min_geomean:g}x "
-                f"over {self.baseline}")
+        return (
+            f"correct on every scenario and a geometric-mean speed-up of at least {self.min_geomean:g}x "
+            f"over {self.baseline}"
+        )
 
     def to_dict(self) -> dict:
         return {"min_geomean": self.min_geomean, "baseline": self.baseline, "text": self.text()}
@@ -81,7 +88,7 @@ class Goal:
 @runtime_checkable
 class Task(Protocol):
     name: str
-    kernel: str            # the file in the workspace that is evaluated
+    kernel: str  # the file in the workspace that is evaluated
     goal: Goal
 
     def description(self) -> str: ...
@@ -99,6 +106,7 @@ def register_task(name: str):
     def deco(factory):
         _REGISTRY[name] = factory
         return factory
+
     return deco
 
 

@@ -5,6 +5,7 @@ times it against a baseline (the starting code under another name), interleaved,
 
 This task exercises the agent loop; it is not hardened against a candidate that attacks its harness
 (the candidate runs in the harness's process)."""
+
 from __future__ import annotations
 
 import json
@@ -58,8 +59,15 @@ class CpuAttention:
         self._objects: list[Path] | None = None
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "kernel": self.kernel, "start": str(self.start), "goal": self.goal.to_dict(),
-                "budget_ms": self.budget_ms, "seed": self.seed, "cflags": list(CFLAGS)}
+        return {
+            "name": self.name,
+            "kernel": self.kernel,
+            "start": str(self.start),
+            "goal": self.goal.to_dict(),
+            "budget_ms": self.budget_ms,
+            "seed": self.seed,
+            "cflags": list(CFLAGS),
+        }
 
     def description(self) -> str:
         return DESCRIPTION.format(kernel=self.kernel, flags=" ".join(CFLAGS))
@@ -91,8 +99,15 @@ class CpuAttention:
         shutil.copyfile(kernel_path, out_dir / "candidate.c")
 
         def done(status, error=None, **kw):
-            return Evaluation(status, status == "ok", "baseline", error=error, wall_s=time.monotonic() - t0,
-                              out_dir=str(out_dir), **kw)
+            return Evaluation(
+                status,
+                status == "ok",
+                "baseline",
+                error=error,
+                wall_s=time.monotonic() - t0,
+                out_dir=str(out_dir),
+                **kw,
+            )
 
         r = _compile([*CFLAGS, "-c", "candidate.c", "-o", "candidate.o"], out_dir)
         if r.returncode != 0:
@@ -101,8 +116,14 @@ class CpuAttention:
         if r.returncode != 0:
             return done("build_failed", f"linking failed:\n{r.stderr[-3000:]}")
         try:
-            run = subprocess.run([str(out_dir / "harness"), str(self.seed), str(self.budget_ms)], cwd=out_dir,
-                                 capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+            run = subprocess.run(
+                [str(out_dir / "harness"), str(self.seed), str(self.budget_ms)],
+                cwd=out_dir,
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                stdin=subprocess.DEVNULL,
+            )
             stdout, rc, timed_out = run.stdout, run.returncode, False
         except subprocess.TimeoutExpired as e:
             stdout = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
@@ -123,18 +144,39 @@ class CpuAttention:
                 ratio = None
                 if obj["status"] == "ok" and obj.get("candidate_ms", 0) > 0:
                     ratio = round(obj["baseline_ms"] / obj["candidate_ms"], 4)
-                rows.append({"scenario": obj["scenario"], "status": obj["status"], "ratio": ratio,
-                             "reason": obj.get("reason", "")})
+                rows.append(
+                    {
+                        "scenario": obj["scenario"],
+                        "status": obj["status"],
+                        "ratio": ratio,
+                        "reason": obj.get("reason", ""),
+                    }
+                )
         total = 6
         if not finished:
             reason = f"timed out after {timeout_s:.0f}s" if timed_out else f"the harness died (exit {rc})"
-            rows.append({"scenario": f"scenario {len(rows) + 1}", "status": "timeout" if timed_out else "crash",
-                         "ratio": None, "reason": reason})
+            rows.append(
+                {
+                    "scenario": f"scenario {len(rows) + 1}",
+                    "status": "timeout" if timed_out else "crash",
+                    "ratio": None,
+                    "reason": reason,
+                }
+            )
         n_ok = sum(r["status"] == "ok" for r in rows)
         ratios = [(r["ratio"], r["scenario"]) for r in rows if r["ratio"]]
         gm = geomean([x for x, _ in ratios])
         lo = min(ratios) if ratios else (None, None)
-        status = "ok" if finished and n_ok == total else ("timeout" if timed_out else "crash" if not finished else "wrong")
-        return done(status, None if finished else rows[-1]["reason"], scenarios_total=total, scenarios_correct=n_ok,
-                    geomean=round(gm, 4) if gm else None, min_ratio=lo[0], min_ratio_scenario=lo[1],
-                    per_scenario=rows)
+        status = (
+            "ok" if finished and n_ok == total else ("timeout" if timed_out else "crash" if not finished else "wrong")
+        )
+        return done(
+            status,
+            None if finished else rows[-1]["reason"],
+            scenarios_total=total,
+            scenarios_correct=n_ok,
+            geomean=round(gm, 4) if gm else None,
+            min_ratio=lo[0],
+            min_ratio_scenario=lo[1],
+            per_scenario=rows,
+        )

@@ -1,5 +1,6 @@
 """`fa-fwd-sm90`: make a FlashAttention forward kernel faster than FA3 on a Hopper GPU, correct on
 every scenario. The evaluator is the suite's own `kernelseek-suite eval` in a child process."""
+
 from __future__ import annotations
 
 import json
@@ -49,8 +50,15 @@ def harness_env() -> dict[str, str]:
 class FlashAttentionForward:
     name = "fa-fwd-sm90"
 
-    def __init__(self, kernel: str | None = None, goal: float = 1.0, arch: str = "sm90",
-                 baseline: str | None = None, extended: bool = True, eval_command: str | None = None):
+    def __init__(
+        self,
+        kernel: str | None = None,
+        goal: float = 1.0,
+        arch: str = "sm90",
+        baseline: str | None = None,
+        extended: bool = True,
+        eval_command: str | None = None,
+    ):
         self.start = Path(kernel) if kernel else suite_config.REPO_ROOT / "kernels" / "reference" / "attn_fwd_ref.cu"
         self.start = self.start.resolve()
         if not self.start.is_file():
@@ -63,9 +71,16 @@ class FlashAttentionForward:
         self.eval_prefix = shlex.split(eval_command) if eval_command else _eval_prefix()
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "kernel": self.kernel, "start": str(self.start), "arch": self.arch,
-                "baseline": self.baseline, "extended": self.extended, "goal": self.goal.to_dict(),
-                "eval_command": self.eval_prefix}
+        return {
+            "name": self.name,
+            "kernel": self.kernel,
+            "start": str(self.start),
+            "arch": self.arch,
+            "baseline": self.baseline,
+            "extended": self.extended,
+            "goal": self.goal.to_dict(),
+            "eval_command": self.eval_prefix,
+        }
 
     def description(self) -> str:
         return DESCRIPTION.format(gpus=suite_config.ARCHES[self.arch]["gpus"], arch=self.arch, baseline=self.baseline)
@@ -77,19 +92,42 @@ class FlashAttentionForward:
         return [Path(suite_config.__file__).parent, self.start]
 
     def command(self, kernel_path: Path, out_dir: Path) -> list[str]:
-        cmd = [*self.eval_prefix, "eval", str(kernel_path), "--arch", self.arch, "--json", "--out", str(out_dir),
-               "--baseline", self.baseline]
+        cmd = [
+            *self.eval_prefix,
+            "eval",
+            str(kernel_path),
+            "--arch",
+            self.arch,
+            "--json",
+            "--out",
+            str(out_dir),
+            "--baseline",
+            self.baseline,
+        ]
         return cmd + ([] if self.extended else ["--no-extended"])
 
     def evaluate(self, kernel_path: Path, out_dir: Path, timeout_s: float) -> Evaluation:
         out_dir.mkdir(parents=True, exist_ok=True)
         t0 = time.monotonic()
         try:
-            proc = subprocess.run(self.command(kernel_path, out_dir), capture_output=True, text=True,
-                                  timeout=timeout_s, env=harness_env(), cwd=out_dir, stdin=subprocess.DEVNULL)
+            proc = subprocess.run(
+                self.command(kernel_path, out_dir),
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                env=harness_env(),
+                cwd=out_dir,
+                stdin=subprocess.DEVNULL,
+            )
         except subprocess.TimeoutExpired:
-            return Evaluation("timeout", False, self.baseline, error=f"the evaluator took longer than {timeout_s:.0f}s",
-                              wall_s=time.monotonic() - t0, out_dir=str(out_dir))
+            return Evaluation(
+                "timeout",
+                False,
+                self.baseline,
+                error=f"the evaluator took longer than {timeout_s:.0f}s",
+                wall_s=time.monotonic() - t0,
+                out_dir=str(out_dir),
+            )
         wall = time.monotonic() - t0
         return parse_eval_output(proc.returncode, proc.stdout, proc.stderr, self.baseline, out_dir, wall)
 
@@ -114,21 +152,43 @@ def parse_eval_output(rc: int, stdout: str, stderr: str, baseline: str, out_dir:
         err = (data or {}).get("error") or tail
         return Evaluation("build_failed", False, baseline, error=err, wall_s=wall_s, out_dir=str(out_dir))
     if rc == 3:
-        return Evaluation("no_gpu", False, baseline, error=tail or "no suitable GPU", wall_s=wall_s, out_dir=str(out_dir))
+        return Evaluation(
+            "no_gpu", False, baseline, error=tail or "no suitable GPU", wall_s=wall_s, out_dir=str(out_dir)
+        )
     if rc not in (0, 1) or not data or "scenarios_total" not in data:
-        return Evaluation("error", False, baseline, error=f"the evaluator exited with {rc}: {tail}", wall_s=wall_s,
-                          out_dir=str(out_dir))
+        return Evaluation(
+            "error",
+            False,
+            baseline,
+            error=f"the evaluator exited with {rc}: {tail}",
+            wall_s=wall_s,
+            out_dir=str(out_dir),
+        )
     rows = read_jsonl(out_dir / "bench.jsonl")
     per = []
     for r in rows:
         if r.status != "ok" or r.ratio.get(baseline) is not None:
-            per.append({"scenario": r.scenario, "status": r.status, "ratio": r.ratio.get(baseline),
-                        "reason": (r.reason or "")[:200]})
+            per.append(
+                {
+                    "scenario": r.scenario,
+                    "status": r.status,
+                    "ratio": r.ratio.get(baseline),
+                    "reason": (r.reason or "")[:200],
+                }
+            )
     ok = rc == 0
     return Evaluation(
-        "ok" if ok else "wrong", ok, baseline, scenarios_total=data["scenarios_total"],
-        scenarios_correct=data["scenarios_correct"], extended_total=data.get("extended_total", 0),
-        extended_correct=data.get("extended_correct", 0), geomean=(data.get("geomean") or {}).get(baseline),
+        "ok" if ok else "wrong",
+        ok,
+        baseline,
+        scenarios_total=data["scenarios_total"],
+        scenarios_correct=data["scenarios_correct"],
+        extended_total=data.get("extended_total", 0),
+        extended_correct=data.get("extended_correct", 0),
+        geomean=(data.get("geomean") or {}).get(baseline),
         min_ratio=(data.get("min_ratio") or {}).get(baseline),
-        min_ratio_scenario=(data.get("min_ratio_scenario") or {}).get(baseline), per_scenario=per,
-        wall_s=wall_s, out_dir=str(out_dir))
+        min_ratio_scenario=(data.get("min_ratio_scenario") or {}).get(baseline),
+        per_scenario=per,
+        wall_s=wall_s,
+        out_dir=str(out_dir),
+    )
