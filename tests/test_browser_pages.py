@@ -50,7 +50,7 @@ def _visible_rows(page) -> list[dict]:
 
 
 def test_report_loads_clean_from_file(browser, report):  # noqa: F811
-    path, res = report
+    path, _ = report
     o = browser.open(path)
     assert o.problems == []
     assert o.page.title() == "Results: sm90, NVIDIA H200"

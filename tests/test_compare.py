@@ -128,6 +128,10 @@ def test_compare_writes_the_table_and_the_plot(compared):
     assert all(int(x["calls_evaluate"]) == 3 for x in rows)
     assert (out / "best_so_far.png").read_bytes()[:8] == PNG
     assert "<svg" in (out / "best_so_far.svg").read_text()[:500]
+    # the runs as one page to browse, the two arms side by side
+    page = (out / "traces.html").read_text()
+    assert "Head-to-head: 4 runs" in page and str(out / "traces.html") in r.output
+    assert page.count('"run_id":') == 4 and '"arm": "toolrich"' in page and '"arm": "kernelseek"' in page
 
 
 @needs_gcc

@@ -57,6 +57,8 @@ def test_without_a_gpu_the_partial_run_renders_shipped_results(tmp_path, monkeyp
     assert all(c["ok"] for c in static)
     report = (out.out / "REPORT.md").read_text()
     assert "shipped, not re-measured" in report and "## Static checks on this machine" in report
+    page = (out.out / "REPORT.html").read_text()  # and the same as a page, by default
+    assert "shipped, not re-measured" in page and "<h2>Static checks on this machine (no GPU needed)</h2>" in page
     assert sorted(p.name for p in shipped.rglob("*")) == before  # the shipped folder is untouched
 
 

@@ -9,8 +9,9 @@ trace, and the run resumes from its trace like any other.
 A step is one invocation. The command brings its own model, tools and system prompt; its token use
 is not seen here (the totals count none). It runs with the user's environment (it needs its own
 credentials; every value of a secret-looking variable is redacted from the trace) and without the
-shell tool's Landlock rules, in a process group of its own that is killed when it is stopped; the
-harness guard still checks the evaluator's files before each evaluation.
+shell tool's Landlock rules, in a process group of its own that is killed when it is stopped: such a
+run's protections are recorded as incomplete (docs/threat-model.md), and `compare` takes it only with
+--allow-unsandboxed. Its evaluations go through the sealed evaluator, in the sandbox, as any other.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from .context import RunContext
 from .exceptions import Interrupted, LimitExceeded, Submitted, Terminate, ToolError
 from .model import ModelResponse
 from .tools import evaluation_text
-from .workspace import SECRET_NAME
+from .childenv import SECRET_NAME, user_environment
 
 # how a coding-agent CLI is started with the task and resumed with the harness's message:
 # {cmd} is the command as given (--agent-cmd), {prompt} the text, {kernel} the file to improve.
@@ -90,7 +91,7 @@ def expand(template: str, command: str, prompt: str, kernel: str) -> list[str]:
 
 def env_secrets() -> tuple[str, ...]:
     """Values of the environment's secret-looking variables (for redaction)."""
-    return tuple(v for k, v in os.environ.items() if SECRET_NAME.search(k) and len(v) >= 8)
+    return tuple(v for k, v in user_environment().items() if SECRET_NAME.search(k) and len(v) >= 8)
 
 
 @dataclass
@@ -236,7 +237,7 @@ class ExternalAgent:
             proc = subprocess.Popen(
                 argv,
                 cwd=ctx.workspace.root,
-                env=dict(os.environ),
+                env=user_environment(),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -291,6 +292,7 @@ class ExternalAgent:
 
     def _finish(self, stop: Terminate) -> RunResult:
         ctx = self.ctx
+        stop = ctx.verify_at_end(stop)
         ctx.totals.wall_s = ctx.trace.elapsed()
         details = {k: v for k, v in stop.details.items() if k != "limit"}
         ctx.trace.emit(

@@ -210,6 +210,11 @@ def run_cmd(
 
     ctx = agent.ctx
     console.print(f"trace: {ctx.trace.path}  workspace: {ctx.workspace.root}  sandbox: {ctx.workspace.sandbox_detail}")
+    if not ctx.workspace.sandboxed:
+        console.print(
+            "warning: no sandbox: the shell and the candidates can read and write wherever you can "
+            "(docs/threat-model.md)"
+        )
     view = LiveView(console, ctx.config.limits, enabled=not no_live and console.is_terminal)
     ctx.trace.listeners.append(view.on_event)
     if not view.enabled:
@@ -235,7 +240,7 @@ def run_cmd(
         f"{t['steps']} steps, {t['evals']} evaluations, {t['total_tokens']} tokens, "
         f"{t['wall_s']:.0f}s; goal {'met' if result.goal_met else 'not met'}; trace {result.trace_path}"
     )
-    sys.exit(OK if result.goal_met else FAIL)
+    sys.exit(OK if result.goal_met and result.exit_reason != "harness_tampered" else FAIL)
 
 
 def _plain(console, ev: dict) -> None:

@@ -123,24 +123,59 @@ def _check_arms(labels, agents, arm_opts) -> None:
         raise click.BadParameter(f"{label}: {e}", param_hint="--agent-opt") from e
 
 
-def _render(traces: list[Path], out_dir: Path, remeasure_runs: bool, final_bench: dict | None, note: str = "") -> None:
-    from ..headtohead.compare import remeasure, remeasured_by_trace
+UNSANDBOXED = """\
+{what} needs the sandbox, and {why}.
+Without it a candidate (and the agent's shell) can write outside its folder and read the repository's
+kernels and results (docs/threat-model.md). Run where Landlock is available, or pass --allow-unsandboxed
+to go ahead anyway (the table then says so)."""
+
+
+def _sandbox_refusal(what: str, sandbox: str | None, allow_unsandboxed: bool) -> str | None:
+    """Why `what` may not run here without --allow-unsandboxed, or None."""
+    from ..agents.sandbox import landlock_status
+
+    if allow_unsandboxed:
+        return None
+    available, detail = landlock_status()
+    if sandbox == "none":
+        return UNSANDBOXED.format(what=what, why="--sandbox none turns it off")
+    if not available:
+        return UNSANDBOXED.format(what=what, why=f"Landlock is not available here ({detail})")
+    return None
+
+
+def _render(
+    traces: list[Path],
+    out_dir: Path,
+    remeasure_runs: bool,
+    final_bench: dict | None,
+    note: str = "",
+    sandbox: str = "auto",
+) -> None:
+    from ..agents.exceptions import HarnessTampered
+    from ..agents.sandbox import landlock_status
+    from ..headtohead.compare import remeasure, remeasured_by_trace, unprotected
     from ..headtohead.final import FINAL_FILE, bench_all, read_rows
     from ..headtohead.report import render
     from ..headtohead.runstats import stats_from_trace
+    from ..reports.trace_html import render_traces
 
     new = {}
     if remeasure_runs:
         say(f"re-measuring the candidates of {len(traces)} trace(s) on this machine ...")
-        rows = remeasure(
-            traces,
-            out_dir,
-            on_result=lambda r: say(
-                f"  {Path(r.trace).name} evaluation {r.eval_index}: recorded {r.recorded_status} "
-                f"{'-' if r.recorded_geomean is None else f'{r.recorded_geomean:.3f}x'}, now {r.status} "
-                f"{'-' if r.geomean is None else f'{r.geomean:.3f}x'}"
-            ),
-        )
+        try:
+            rows = remeasure(
+                traces,
+                out_dir,
+                sandbox=sandbox,
+                on_result=lambda r: say(
+                    f"  {Path(r.trace).name} evaluation {r.eval_index}: recorded {r.recorded_status} "
+                    f"{'-' if r.recorded_geomean is None else f'{r.recorded_geomean:.3f}x'}, now {r.status} "
+                    f"{'-' if r.geomean is None else f'{r.geomean:.3f}x'}"
+                ),
+            )
+        except HarnessTampered as e:
+            fail(str(e), FAIL)
         new = remeasured_by_trace(rows)
         if any(r.status == "no_gpu" for r in rows):
             say(
@@ -148,6 +183,14 @@ def _render(traces: list[Path], out_dir: Path, remeasure_runs: bool, final_bench
                 "not correct in the re-measured table"
             )
         note = (note + " " if note else "") + f"Speed-ups re-measured on this machine ({out_dir / 'remeasure.jsonl'})."
+        if sandbox == "none" or not landlock_status()[0]:
+            note += " The re-measurement ran without the sandbox (--allow-unsandboxed)."
+    lacking = unprotected(traces)
+    if lacking:
+        note = (note + "\n\n" if note else "") + (
+            "Runs without every protection (docs/threat-model.md), allowed with "
+            "--allow-unsandboxed:\n" + "\n".join(f"- {x}" for x in lacking)
+        )
     if final_bench and final_bench.get("enabled"):
         say(f"benching each run's best kernel on its task's full grid ({len(traces)} run(s)) ...")
         bench_all(
@@ -155,6 +198,7 @@ def _render(traces: list[Path], out_dir: Path, remeasure_runs: bool, final_bench
             out_dir,
             final_bench.get("timeout_s", 3600),
             new,
+            sandbox=sandbox,
             on_result=lambda r: say(
                 f"  {Path(r.trace).name}: {r.status} "
                 + (f"{r.geomean:.3f}x" if r.geomean is not None else "")
@@ -164,11 +208,15 @@ def _render(traces: list[Path], out_dir: Path, remeasure_runs: bool, final_bench
     finals = read_rows(out_dir / FINAL_FILE)
     runs = [stats_from_trace(t, new.get(str(t)), finals.get(str(t))) for t in traces]
     outs = render(runs, out_dir, note)
+    # the runs themselves, browsable: two arms side by side
+    page = render_traces(traces, out_dir / "traces.html", title=f"Head-to-head: {len(traces)} runs")
     click.echo(outs.markdown.read_text())
-    say(f"wrote {outs.markdown}, {outs.csv}, {outs.stats}, {outs.png}, {outs.svg}, {outs.runs_jsonl}")
+    say(f"wrote {outs.markdown}, {outs.csv}, {outs.stats}, {outs.png}, {outs.svg}, {outs.runs_jsonl}, {page}")
 
 
-def _from_protocol(path, given: dict, model_name, base_url, price, context_tokens, out_dir, final_bench):
+def _from_protocol(
+    path, given: dict, model_name, base_url, price, context_tokens, out_dir, final_bench, allow_unsandboxed
+):
     """A CompareRequest from a protocol file; the command line may fill what the protocol leaves open
     (the model, the endpoint, the price, the context window), never change what it fixes."""
     from ..headtohead.compare import CompareRequest
@@ -220,8 +268,10 @@ def _from_protocol(path, given: dict, model_name, base_url, price, context_token
         limits=proto.limits(),
         task_options=proto.task_options(),
         arm_options=arm_opts,
-        tools={"sandbox": proto.data["sandbox"]} if proto.data.get("sandbox") else {},
+        # without --allow-unsandboxed a run that cannot have the sandbox fails, not falls back
+        tools={"sandbox": proto.data.get("sandbox") or ("auto" if allow_unsandboxed else "landlock")},
         out_dir=str(out_dir),
+        allow_unsandboxed=allow_unsandboxed,
         agents=agents,
         context={"window_tokens": window} if window else {},
         final_bench=fb,
@@ -330,6 +380,11 @@ def _print_plan(req, proto) -> None:
     help="regenerate the table and plot from the traces in DIR, without a model",
 )
 @click.option("--remeasure", is_flag=True, help="re-evaluate every recorded candidate on this machine first")
+@click.option(
+    "--allow-unsandboxed",
+    is_flag=True,
+    help="run (or re-measure) even without the sandbox; the table says so (docs/threat-model.md)",
+)
 @executor_options
 def compare_cmd(
     protocol_path,
@@ -362,21 +417,31 @@ def compare_cmd(
     out_dir,
     from_traces,
     remeasure,
+    allow_unsandboxed,
     scaleout,
 ):
     """Run the arms head-to-head on one task, model and budget; table, interval and plot in --out.
     With --protocol the comparison is the protocol's; --plan prints what it takes and calls no model.
     With --executor dask the runs (arm x seed) are spread over the cluster's GPUs, one per GPU at a
-    time."""
+    time. Every run must have the sandbox (and every protection of docs/threat-model.md) unless
+    --allow-unsandboxed is given."""
+    from functools import partial
+
     from ..agents.runner import api_key_from_env
-    from ..headtohead.compare import CompareRequest, run_compare
+    from ..headtohead.compare import CompareRequest, run_compare, run_spec
     from ..headtohead.runstats import find_traces
 
+    refusal = _sandbox_refusal("re-measuring" if remeasure else "compare", sandbox, allow_unsandboxed)
+    if remeasure and refusal:
+        fail(refusal, USAGE)
+    remeasure_sandbox = sandbox or "auto"
     if from_traces:
         traces = find_traces(from_traces)
         if not traces:
             fail(f"no traces under {from_traces}", USAGE)
-        _render(traces, out_dir, remeasure, {"enabled": bool(final_bench), "timeout_s": 3600.0})
+        _render(
+            traces, out_dir, remeasure, {"enabled": bool(final_bench), "timeout_s": 3600.0}, sandbox=remeasure_sandbox
+        )
         return
     given = dict(
         arms=arms,
@@ -401,7 +466,7 @@ def compare_cmd(
     proto = None
     if protocol_path:
         req, proto = _from_protocol(
-            protocol_path, given, model_name, base_url, price, context_tokens, out_dir, final_bench
+            protocol_path, given, model_name, base_url, price, context_tokens, out_dir, final_bench, allow_unsandboxed
         )
     else:
         try:
@@ -434,8 +499,10 @@ def compare_cmd(
             limits=limits,
             task_options=task_options(kernel, goal, task_opts),
             arm_options=arm_opts,
-            tools={"sandbox": sandbox} if sandbox else {},
+            # without --allow-unsandboxed a run that cannot have the sandbox fails, not falls back
+            tools={"sandbox": sandbox or ("auto" if allow_unsandboxed else "landlock")},
             out_dir=str(out_dir),
+            allow_unsandboxed=allow_unsandboxed,
             agents=agents,
             context={"window_tokens": context_tokens} if context_tokens else {},
             final_bench={"enabled": final_bench is not False, "timeout_s": 3600.0},
@@ -447,7 +514,8 @@ def compare_cmd(
         _print_plan(req, proto)
         return
     needs_model = any(req.agent(label) != "agent-cmd" for label in req.arms)
-    if needs_model and not api_key_from_env() and not req.model.get("base_url"):
+    api_key = api_key_from_env()
+    if needs_model and not api_key and not req.model.get("base_url"):
         traces = find_traces(out_dir / "traces") if (out_dir / "traces").is_dir() else []
         if not traces:
             click.echo(NO_ENDPOINT.format(traces=out_dir / "traces", task=req.task), err=True)
@@ -456,7 +524,7 @@ def compare_cmd(
             f"no model endpoint configured (OPENAI_API_KEY or --base-url): regenerating from the "
             f"{len(traces)} trace(s) under {out_dir / 'traces'}"
         )
-        _render(traces, out_dir, remeasure, None)
+        _render(traces, out_dir, remeasure, None, sandbox=remeasure_sandbox)
         return
     if needs_model and not req.model.get("name"):
         fail(
@@ -464,6 +532,10 @@ def compare_cmd(
             + (" (the protocol leaves the model open)" if proto else " (or use --from-traces)"),
             USAGE,
         )
+    if proto and proto.data.get("sandbox"):
+        refusal = _sandbox_refusal("compare", proto.data["sandbox"], allow_unsandboxed)
+    if refusal:
+        fail(refusal, USAGE)
 
     def on_run(spec, rec):
         what = (
@@ -483,10 +555,8 @@ def compare_cmd(
         )
         say(f"{spec.arm} seed {spec.seed}: {what}{where} ({spec.trace_path})")
 
-    run, no_gpu, lost = run_compare, (), ()
+    run, no_gpu, lost = partial(run_compare, runner=partial(run_spec, api_key=api_key)), (), ()
     if scaleout is not None:
-        from functools import partial
-
         from ..gpu import NoGPUError
         from ..scaleout.agent_runs import RunsLost, run_compare_distributed
 
@@ -505,7 +575,7 @@ def compare_cmd(
     except (ValueError, KeyError, FileNotFoundError, ImportError, RuntimeError) as e:
         fail(e.args[0] if isinstance(e, KeyError) and e.args else str(e), USAGE)
     note = f"Protocol {proto.name} ({proto.path}, sha256 {proto.sha256[:12]})." if proto else ""
-    _render([Path(r["trace"]) for r in records], out_dir, remeasure, req.final_bench, note)
+    _render([Path(r["trace"]) for r in records], out_dir, remeasure, req.final_bench, note, sandbox=remeasure_sandbox)
     failed = [r for r in records if r.get("exit_reason") in ("model_error", "error", "harness_tampered")]
     sys.exit(FAIL if failed else OK)
 

@@ -11,7 +11,6 @@ A spec whose trace already ended is not run again; one that was cut off is resum
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -37,6 +36,7 @@ class CompareRequest:
     arm_options: dict[str, dict] = field(default_factory=dict)  # label -> its options
     tools: dict = field(default_factory=dict)  # ToolsConfig fields
     out_dir: str = str(DEFAULT_OUT)
+    allow_unsandboxed: bool = False  # runs without every protection (docs/threat-model.md) allowed
     agents: dict[str, str] = field(default_factory=dict)  # label -> agent, where they differ
     context: dict = field(default_factory=dict)  # ContextConfig fields
     final_bench: dict = field(default_factory=lambda: {"enabled": True, "timeout_s": 3600.0})
@@ -109,12 +109,12 @@ def trace_state(path: Path) -> str:
 
 def run_spec(spec: RunSpec, api_key: str | None = None, model=None) -> dict:
     """Runs (or resumes, or skips when finished) one arm with one seed. The key is read from
-    OPENAI_API_KEY when not given. Returns a small JSON-able record of the outcome."""
+    OPENAI_API_KEY when not given (and then kept out of the environment, childenv.py). Returns a
+    small JSON-able record of the outcome."""
+    from ..agents.childenv import held_api_key
     from ..agents.runner import new_run, resume_run
 
-    key = api_key if api_key is not None else os.environ.get(API_KEY_ENV) or None
-    if spec.config.get("arm") == "agent-cmd":
-        key = None  # an agent command brings its own credentials; none is sent anywhere
+    key = api_key if api_key is not None else held_api_key(API_KEY_ENV)
     path = Path(spec.trace_path)
     state = trace_state(path)
     if state == "finished":
@@ -161,6 +161,42 @@ def run_compare(
     return records
 
 
+def unprotected(traces: list[Path]) -> list[str]:
+    """'<trace name>: what was missing' for each run (and resumed session) that lacked a protection
+    (run_start/resume `protections`, absent in traces written before they were recorded)."""
+    out = []
+    for path in traces:
+        for ev in read_trace(path).events:
+            if ev["type"] not in ("run_start", "resume"):
+                continue
+            prot = ev.get("protections")
+            if prot is None:
+                why = "no protections recorded"
+            elif prot.get("complete"):
+                continue
+            else:
+                why = ", ".join(missing(prot)) or "incomplete"
+            out.append(f"{Path(path).name}{'' if ev['type'] == 'run_start' else ' (resumed)'}: {why}")
+    return out
+
+
+def missing(prot: dict) -> list[str]:
+    """What a `protections` record lacks, in words."""
+    out = []
+    if prot.get("shell", {}).get("sandbox") != "landlock":
+        out.append("shell not sandboxed")
+    if prot.get("candidates", {}).get("sandbox") != "landlock":
+        out.append("candidates not sandboxed")
+    if not prot.get("evaluator", {}).get("sealed"):
+        out.append("evaluator not sealed")
+    sec = prot.get("secrets", {})
+    if not sec.get("agent_non_dumpable"):
+        out.append("agent process dumpable")
+    if sec.get("ancestors_holding_key"):
+        out.append("key in the environment of " + ", ".join(sec["ancestors_holding_key"]))
+    return out
+
+
 def _public(d: dict) -> dict:
     model = dict(d.get("model") or {})
     model.pop("api_key", None)
@@ -189,14 +225,21 @@ def remeasure(
     out_dir: Path,
     timeout_s: float | None = None,
     on_result: Callable[[Remeasurement], None] | None = None,
+    sandbox: str = "auto",
 ) -> list[Remeasurement]:
     """Evaluates every candidate recorded in `traces` again, with each run's own task and options, on
-    this machine; each distinct candidate of a run once. Rows go to `<out_dir>/remeasure.jsonl`."""
+    this machine; each distinct candidate of a run once. Every evaluation goes through a sealed
+    evaluator made for that run's task, in the sandbox (`sandbox`: auto, landlock or none), as in a
+    run. Rows go to `<out_dir>/remeasure.jsonl`."""
+    from ..agents.childenv import make_non_dumpable
+    from ..agents.seal import SealedEvaluator
     from ..agents.tasks import make_task
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    make_non_dumpable()
     rows: list[Remeasurement] = []
+    sandboxes: set[str] = set()
     work = Path(tempfile.mkdtemp(prefix="ks-remeasure-"))
     try:
         for path in traces:
@@ -204,6 +247,8 @@ def remeasure(
             start = events[0]
             cfg = RunConfig.from_dict(start["config"])
             task = make_task(cfg.task, **portable_options(cfg.task_options, start, path, work))
+            seal = SealedEvaluator.create(task, sandbox=sandbox, deny=[Path(path).resolve().parent, out_dir.resolve()])
+            sandboxes.add("landlock" if seal.sandboxed else "none")
             done: dict[str, Remeasurement] = {}
             try:
                 for ev in (e for e in events if e["type"] == "harness_eval"):
@@ -214,7 +259,9 @@ def remeasure(
                         run_dir.mkdir(parents=True)
                         kernel = run_dir / Path(task.kernel).name
                         shutil.copyfile(blob, kernel)
-                        res = task.evaluate(kernel, run_dir / "eval", timeout_s or cfg.tools.eval_timeout_s)
+                        seal.check("before re-measuring")
+                        res = task.evaluate(kernel, run_dir / "eval", timeout_s or cfg.tools.eval_timeout_s, seal)
+                        seal.check(f"while re-measuring evaluation {ev['index']} of {path}")
                         done[sha] = Remeasurement(
                             str(path),
                             start["run_id"],
@@ -243,12 +290,11 @@ def remeasure(
                         )
                     )
             finally:
-                if hasattr(task, "close"):
-                    task.close()
+                seal.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     with open(out_dir / "remeasure.jsonl", "w", encoding="utf-8") as f:
-        f.write(json.dumps({"remeasured_at": now_utc(), "host": _machine()}) + "\n")
+        f.write(json.dumps({"remeasured_at": now_utc(), "host": _machine(), "sandbox": sorted(sandboxes)}) + "\n")
         for r in rows:
             f.write(json.dumps(asdict(r)) + "\n")
     return rows

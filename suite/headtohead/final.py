@@ -4,14 +4,14 @@ An evaluation during a run times a sample of the scenarios (10 of 182 for `fa-fw
 table's last word is the full grid: `kernelseek-suite bench --kernel BEST --baseline fa3` over all
 182 scenarios for `fa-fwd-sm90` (on a GPU of the task's architecture; without one it is skipped and
 says how to run it where there is one), and for `cpu-attn`, whose evaluator already times all six of
-its shapes, a fresh evaluation with ten times the agents' timing budget. Rows go to
-`<out>/final.jsonl` and into the table (`full grid` column)."""
+its shapes, a fresh evaluation with ten times the agents' timing budget. Like every evaluation, it
+runs a sealed copy of the evaluator in the sandbox (agents/seal.py). Rows go to `<out>/final.jsonl`
+and into the table (`full grid` column)."""
 
 from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -60,7 +60,8 @@ class GridResult:
     note: str = ""
 
 
-def _fa_fwd(task, kernel: Path, out_dir: Path, timeout_s: float) -> GridResult:
+def _fa_fwd_ready(task) -> GridResult | None:
+    """A GridResult that says why the full grid cannot be benched here, or None."""
     from ..gpu import NoGPUError, default_gpu_index, require_gpu
 
     try:
@@ -72,21 +73,34 @@ def _fa_fwd(task, kernel: Path, out_dir: Path, timeout_s: float) -> GridResult:
             note=f"skipped: {e}. Bench the best kernels where there is one: kernelseek-suite compare "
             "--from-traces DIR --final-bench",
         )
-    cmd = [
-        *task.eval_prefix,
-        "bench",
-        "--arch",
-        task.arch,
-        "--kernel",
-        str(kernel),
-        "--baseline",
-        task.baseline,
-        "--out",
-        str(out_dir),
-    ]
+    return None
+
+
+def _fa_fwd(task, kernel: Path, out_dir: Path, timeout_s: float, seal) -> GridResult:
+    from ..agents.seal import collect
+
+    scratch = seal.new_scratch()
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
+        work = scratch / "work" / Path(task.kernel).name
+        work.parent.mkdir()
+        (scratch / "out").mkdir()
+        shutil.copyfile(kernel, work)
+        args = [
+            "bench",
+            "--arch",
+            task.arch,
+            "--kernel",
+            str(work),
+            "--baseline",
+            task.baseline,
+            "--out",
+            str(scratch / "out"),
+        ]
+        p = seal.run(seal.command("kernelseek_suite.cli", args), scratch, timeout_s)
+        collect(scratch / "out", out_dir)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if p.timed_out:
         return GridResult("timeout", baseline=task.baseline, note=f"the bench took longer than {timeout_s:.0f}s")
     summary = out_dir / "summary.json"
     if p.returncode == 2:
@@ -106,13 +120,9 @@ def _fa_fwd(task, kernel: Path, out_dir: Path, timeout_s: float) -> GridResult:
     )
 
 
-def _cpu_attn(task, kernel: Path, out_dir: Path, timeout_s: float) -> GridResult:
+def _cpu_attn(task, kernel: Path, out_dir: Path, timeout_s: float, seal) -> GridResult:
     opts = {"budget_ms": max(task.budget_ms * 10, 20.0), "goal": task.goal.min_geomean, "seed": task.seed}
-    fresh = make_task("cpu-attn", **opts)
-    try:
-        ev = fresh.evaluate(kernel, out_dir, timeout_s)
-    finally:
-        fresh.close()
+    ev = make_task("cpu-attn", **opts).evaluate(kernel, out_dir, timeout_s, seal)
     return GridResult(
         ev.status,
         ev.geomean if ev.correct else None,
@@ -123,12 +133,20 @@ def _cpu_attn(task, kernel: Path, out_dir: Path, timeout_s: float) -> GridResult
     )
 
 
-# task name -> (task, kernel, out_dir, timeout_s) -> GridResult
-FULL_GRID: dict[str, Callable] = {"fa-fwd-sm90": _fa_fwd, "cpu-attn": _cpu_attn}
+# task name -> (ready: task -> GridResult or None, bench: (task, kernel, out_dir, timeout_s, seal) -> GridResult)
+FULL_GRID: dict[str, tuple[Callable, Callable]] = {
+    "fa-fwd-sm90": (_fa_fwd_ready, _fa_fwd),
+    "cpu-attn": (lambda task: None, _cpu_attn),
+}
 
 
-def bench_best(trace: Path, out_dir: Path, timeout_s: float = 3600.0, remeasured: dict | None = None) -> FinalBench:
-    """The run's best candidate (re-measured numbers when given) benched on its task's full grid."""
+def bench_best(
+    trace: Path, out_dir: Path, timeout_s: float = 3600.0, remeasured: dict | None = None, sandbox: str = "auto"
+) -> FinalBench:
+    """The run's best candidate (re-measured numbers when given) benched on its task's full grid, by a
+    sealed evaluator in the sandbox (`sandbox`: auto, landlock or none)."""
+    from ..agents.seal import SealedEvaluator
+
     t0 = time.monotonic()
     events = read_trace(trace).events
     start = events[0]
@@ -162,20 +180,27 @@ def bench_best(trace: Path, out_dir: Path, timeout_s: float = 3600.0, remeasured
             note=f"no full grid known for task {cfg.task}",
             wall_s=round(time.monotonic() - t0, 3),
         )
+    ready, bench = grid
+    run_dir = Path(out_dir) / "final" / Path(trace).stem
     work = Path(tempfile.mkdtemp(prefix="ks-final-"))
     try:
         task = make_task(cfg.task, **portable_options(cfg.task_options, start, trace, work))
-        try:
+        res = ready(task)
+        if res is None:
             kernel = work / Path(task.kernel).name
             shutil.copyfile(artifacts_dir(trace) / "blobs" / sha, kernel)
-            run_dir = Path(out_dir) / "final" / Path(trace).stem
             if run_dir.exists():
                 shutil.rmtree(run_dir)
             run_dir.mkdir(parents=True)
-            res = grid(task, kernel, run_dir, timeout_s)
-        finally:
-            if hasattr(task, "close"):
-                task.close()
+            seal = SealedEvaluator.create(
+                task, sandbox=sandbox, deny=[Path(trace).resolve().parent, Path(out_dir).resolve()]
+            )
+            try:
+                seal.check("before the final bench")
+                res = bench(task, kernel, run_dir, timeout_s, seal)
+                seal.check("after the final bench")
+            finally:
+                seal.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     row.update(
@@ -183,7 +208,7 @@ def bench_best(trace: Path, out_dir: Path, timeout_s: float = 3600.0, remeasured
         scenarios_correct=res.scenarios_correct,
         scenarios_total=res.scenarios_total,
         geomean=res.geomean,
-        out_dir=str(run_dir),
+        out_dir=str(run_dir) if run_dir.exists() else None,
     )
     return FinalBench(**row, status=res.status, note=res.note, wall_s=round(time.monotonic() - t0, 3))
 
@@ -194,10 +219,11 @@ def bench_all(
     timeout_s: float = 3600.0,
     remeasured: dict | None = None,
     on_result: Callable[[FinalBench], None] | None = None,
+    sandbox: str = "auto",
 ) -> list[FinalBench]:
     rows = []
     for t in traces:
-        r = bench_best(t, out_dir, timeout_s, (remeasured or {}).get(str(t)))
+        r = bench_best(t, out_dir, timeout_s, (remeasured or {}).get(str(t)), sandbox)
         rows.append(r)
         if on_result:
             on_result(r)
