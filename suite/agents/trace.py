@@ -381,6 +381,20 @@ def timeline_lines(events: list[dict]) -> list[str]:
             )
         elif t == "resume":
             lines.append(head + f"RESUMED (session {ev.get('session')}) from step {ev.get('from_step')}")
+        elif t == "context":
+            el = ev.get("elided") or {}
+            lines.append(
+                head + f"context compacted ({ev.get('reason')}): {ev.get('tokens_before')} -> "
+                f"{ev.get('tokens_after')} tokens, window {ev.get('window_tokens')} "
+                f"({ev.get('window_source')}); elided " + ", ".join(f"{k} {v}" for k, v in el.items() if v)
+            )
+        elif t == "invocation":
+            first = next((l for l in (ev.get("output") or "").splitlines() if l.strip()), "")
+            lines.append(
+                head + f"agent  session {ev.get('session')} ({ev.get('mode')}): {ev.get('stopped')}"
+                f"{'' if ev.get('exit_code') is None else ', exit ' + str(ev.get('exit_code'))} after "
+                f"{ev.get('duration_s', 0):.0f}s: {first[:100]}"
+            )
         elif t == "exit":
             lines.append(
                 head + f"exit: {ev.get('reason')}"

@@ -125,7 +125,11 @@ def key_values(items, hint) -> dict:
         if "=" not in item:
             raise click.BadParameter(f"{item!r}: expected KEY=VALUE", param_hint=hint)
         k, v = item.split("=", 1)
-        opts[k.strip().replace("-", "_")] = yaml.safe_load(v)
+        try:
+            value = yaml.safe_load(v)
+        except yaml.YAMLError:  # not YAML (a template such as "{cmd} resume {prompt}"): the text itself
+            value = v
+        opts[k.strip().replace("-", "_")] = value
     return opts
 
 
