@@ -299,9 +299,11 @@ def resume_run(
     model_overrides: dict | None = None,
     ask_human: Callable | None = None,
     model=None,
+    context_overrides: dict | None = None,
 ) -> Agent:
-    """Takes a run up again from its last checkpoint, appending to the same trace. `limits` and
-    `model_overrides` replace recorded settings (e.g. a larger budget, another base URL)."""
+    """Takes a run up again from its last checkpoint, appending to the same trace. `limits`,
+    `model_overrides` and `context_overrides` replace recorded settings (e.g. a larger budget, another
+    base URL, the context window of another model)."""
     trace_path = Path(trace_path)
     st = load_resume_state(trace_path)
     config = st.config
@@ -310,6 +312,10 @@ def resume_run(
         setattr(config.limits, k, v)
     for k, v in (model_overrides or {}).items():
         setattr(config.model, k, v)
+    for k, v in (context_overrides or {}).items():
+        setattr(config.context, k, v)
+    if (context_overrides or {}).get("window_tokens"):  # a window given now replaces the one learnt
+        st.context.update(window_tokens=context_overrides["window_tokens"], window_source="option")
     task = make_task(config.task, **config.task_options)
     non_dumpable = make_non_dumpable()
     seal, ws = _confined(task, config, trace_path)

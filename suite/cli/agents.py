@@ -167,7 +167,12 @@ def run_cmd(
             if price:
                 overrides.update(price_input_per_mtok=price[0], price_output_per_mtok=price[1])
             agent = resume_run(
-                resume_path, api_key, limits=limits, model_overrides=overrides, ask_human=ask_human if human else None
+                resume_path,
+                api_key,
+                limits=limits,
+                model_overrides=overrides,
+                ask_human=ask_human if human else None,
+                context_overrides={"window_tokens": context_tokens} if context_tokens else None,
             )
         else:
             arm_opts = {
