@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import secrets
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from . import baselines as _baselines
 from . import build as _build

@@ -10,15 +10,15 @@ import re
 from pathlib import Path
 
 import pytest
-from long_trace import LOST, write_long_trace
-from synthetic_results import make_rows, write_results
-from trace_builder import TraceBuilder
 
 from kernelseek_suite.agents.trace import read_trace, validate_trace
 from kernelseek_suite.reports import load, page, scale
 from kernelseek_suite.reports.document import _claims
 from kernelseek_suite.reports.html import heatmaps, model, render_html, scenario_detail
 from kernelseek_suite.reports.trace_html import default_output, render_traces, run_model
+from long_trace import LOST, write_long_trace
+from synthetic_results import make_rows, write_results
+from trace_builder import TraceBuilder
 
 REPO = Path(__file__).resolve().parents[1]
 SELFCHECK = REPO / "results" / "sm90" / "agents-selfcheck" / "trace.jsonl"

@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+
 from kernelseek_suite.harness import run_once
 
 REF = Path(__file__).resolve().parent.parent / "kernels" / "reference" / "attn_fwd_ref.cu"

@@ -8,9 +8,9 @@ import json
 import os
 import platform
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from .. import __version__
 from ..gpu import default_gpu_index
@@ -18,9 +18,9 @@ from ..provenance import git_sha, host_provenance, package_version
 from .agent import Agent
 from .arms import build_arm, check_options
 from .bank import DEFAULT_BANK
+from .childenv import ancestors_holding, make_non_dumpable, take_api_key
 from .config import RunConfig
 from .context import Best, RunContext, Totals, record_retry
-from .childenv import ancestors_holding, make_non_dumpable, take_api_key
 from .model import OpenAIChatModel
 from .seal import SealedEvaluator
 from .tasks import make_task

@@ -5,8 +5,8 @@ from __future__ import annotations
 import functools
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import click
 from tabulate import tabulate

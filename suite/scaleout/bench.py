@@ -13,10 +13,10 @@ import dataclasses
 import hashlib
 import json
 import math
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
 
 from ..bench import BenchRequest, RequestError, SweepOutput, check_statically
 from ..provenance import host_provenance
