@@ -254,7 +254,7 @@ def test_the_workspace_cannot_touch_the_harness(tmp_path):
         )
 
     def look(body):  # the harness as it is after the attack (it is removed at the end of the run)
-        holder["after"] = {p.name: p.read_bytes() for p in holder["harness"].iterdir() if p.suffix == ".c"}
+        holder["after"] = {p.name: p.read_bytes() for p in holder["harness"].iterdir()}
         return reply(None, [("evaluate", {})])
 
     with ScriptedChatServer([attack, look]) as srv:
@@ -262,7 +262,7 @@ def test_the_workspace_cannot_touch_the_harness(tmp_path):
         from kernelseek_suite.agents import new_run
 
         agent = new_run(cfg, tmp_path / "t.jsonl", SECRET)
-        hd = holder["harness"] = agent.ctx.task.harness_dir
+        hd = holder["harness"] = agent.ctx.seal.path("task")
         before = {p.name: p.read_bytes() for p in hd.iterdir()}
         result = agent.run()
     events = read_trace(tmp_path / "t.jsonl").events
@@ -271,7 +271,7 @@ def test_the_workspace_cannot_touch_the_harness(tmp_path):
     assert not hd.exists()
     if agent.ctx.workspace.sandboxed:  # Landlock: the shell's write was refused
         assert "Permission denied" in outs[0]["output"] and "rc=1" in outs[0]["output"]
-        assert holder["after"] == {k: v for k, v in before.items() if k.endswith(".c")}
+        assert holder["after"] == before
         assert of_type(events, "harness_eval")[0]["status"] == "ok" and result.exit_reason == "limit"
     else:  # no sandbox here: the guard must stop the evaluation
         assert result.exit_reason == "harness_tampered" and not of_type(events, "harness_eval")
@@ -289,7 +289,7 @@ def test_a_changed_harness_ends_the_run_before_the_evaluation(tmp_path):
         from kernelseek_suite.agents import new_run
 
         agent = new_run(cfg, tmp_path / "t.jsonl", SECRET)
-        holder["harness"] = agent.ctx.task.harness_dir
+        holder["harness"] = agent.ctx.seal.path("task")
         result = agent.run()
     assert result.exit_reason == "harness_tampered" and "harness.c" in result.message
     events = read_trace(tmp_path / "t.jsonl").events

@@ -239,6 +239,30 @@ print(json.dumps(s)); sys.exit(0 if mode == "ok" else 1)
 """
 
 
+class FakeSeal:
+    """Runs a stand-in evaluator script where the sealed copy would run `kernelseek_suite.cli`."""
+
+    def __init__(self, script: Path, root: Path):
+        self.script, self.root, self.commands = script, root, []
+
+    def new_scratch(self) -> Path:
+        d = self.root / f"scratch{len(self.commands)}"
+        d.mkdir()
+        return d
+
+    def command(self, module, args):
+        self.commands.append((module, args))
+        return [sys.executable, str(self.script), *args]
+
+    def run(self, argv, scratch, timeout_s, env=None, keep_caps=()):
+        import subprocess
+
+        from kernelseek_suite.agents.seal import Ran
+
+        p = subprocess.run(argv, capture_output=True, text=True, cwd=scratch, timeout=timeout_s)
+        return Ran(p.returncode, p.stdout, p.stderr, 0.1)
+
+
 @pytest.mark.parametrize(
     "mode,status,correct,geomean",
     [("ok", "ok", True, 1.0), ("wrong", "wrong", False, 0.5), ("build", "build_failed", False, None)],
@@ -246,42 +270,48 @@ print(json.dumps(s)); sys.exit(0 if mode == "ok" else 1)
 def test_fa_task_reads_the_evaluator_output(tmp_path, mode, status, correct, geomean):
     script = tmp_path / "fake_eval.py"
     script.write_text(FAKE_EVAL)
-    task = make_task("fa-fwd-sm90", eval_command=f"{sys.executable} {script}")
+    seal = FakeSeal(script, tmp_path)
+    task = make_task("fa-fwd-sm90")
     kernel = tmp_path / "k.cu"
     kernel.write_text(mode)
-    ev = task.evaluate(kernel, tmp_path / "out", 60)
-    assert (ev.status, ev.correct, ev.geomean) == (status, correct, geomean)
+    ev = task.evaluate(kernel, tmp_path / "out", 60, seal)
+    assert seal.commands[0][0] == "kernelseek_suite.cli" and seal.commands[0][1][0] == "eval"
+    assert (ev.status, ev.correct, ev.geomean) == (status, correct, geomean), ev.error
     if mode == "wrong":
         assert ev.scenarios_correct == 1 and ev.scenarios_total == 2
         assert "d128-h16kv16-s2048: wrong max err 3 > tol 0.01" in ev.report()
+        assert (tmp_path / "out" / "bench.jsonl").is_file()  # the outputs are kept in the trace's folder
     if mode == "build":
         assert "C7515" in ev.report()
+    assert not list(tmp_path.glob("scratch*"))  # the evaluation's scratch folder is gone
 
 
-def test_fa_task_runs_the_real_evaluator(tmp_path):
-    """With the suite's own `kernelseek-suite eval` (exit 3 without a GPU)."""
+def test_fa_task_runs_the_real_evaluator_sealed(tmp_path):
+    """The suite's own `kernelseek-suite eval`, from the sealed copy (exit 3 without a GPU)."""
+    from kernelseek_suite.agents.seal import SealedEvaluator
     from kernelseek_suite.gpu import list_gpus
 
     task = make_task("fa-fwd-sm90")
     assert task.kernel == "attn_fwd_ref.cu" and task.goal.baseline == "fa3"
-    ws = Workspace(tmp_path / "w", tmp_path / "s")
-    task.setup(ws)
-    cmd = task.command(ws.root / task.kernel, tmp_path / "out")
-    assert cmd[len(task.eval_prefix) :] == [
+    assert task.arguments(Path("k.cu"), Path("o")) == [
         "eval",
-        str(ws.root / task.kernel),
+        "k.cu",
         "--arch",
         "sm90",
         "--json",
         "--out",
-        str(tmp_path / "out"),
+        "o",
         "--baseline",
         "fa3",
     ]
     if list_gpus():
         pytest.skip("a GPU is present: the gpu test covers this")
-    ev = task.evaluate(ws.root / task.kernel, tmp_path / "out", 120)
-    assert ev.status == "no_gpu" and not ev.correct and "GPU" in ev.error
+    seal = SealedEvaluator.create(task)
+    try:
+        ev = task.evaluate(task.start, tmp_path / "out", 120, seal)
+    finally:
+        seal.close()
+    assert ev.status == "no_gpu" and not ev.correct and "GPU" in ev.error, ev.error
 
 
 @pytest.mark.gpu

@@ -121,9 +121,9 @@ def test_the_profiler_without_ncu_or_a_gpu_measures_nothing(tmp_path):
 
 
 REPLAY_NCU = """#!{python}
-# replays a capture of real ncu output; records how it was called
+# replays a capture of real ncu output; says how it was called on stderr (kept as ncu.log)
 import json, sys
-open({argv!r}, "a").write(json.dumps(sys.argv[1:]) + "\\n")
+sys.stderr.write(json.dumps(sys.argv[1:]) + "\\n")
 if {reject!r} and "--metrics" in sys.argv:
     print("==ERROR== Failed to find metric sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active")
     sys.exit(1)
@@ -136,15 +136,12 @@ def test_the_profiler_runs_ncu_on_run_once_and_gives_the_compact_table(tmp_path,
     from kernelseek_suite.agents import profiler_tools
 
     monkeypatch.setattr(profiler_tools, "gpu_problem", lambda arch: None)  # as on a machine with an H200
-    fake = tmp_path / "ncu"
-    argv_log = tmp_path / "argv.jsonl"
+    bin_dir = tmp_path / "nsight"
+    bin_dir.mkdir()
+    fake = bin_dir / "ncu"
+    shutil.copyfile(FIX / "ncu_ref_d128_s4096.csv", bin_dir / "capture.csv")
     fake.write_text(
-        REPLAY_NCU.format(
-            python=sys.executable,
-            argv=str(argv_log),
-            reject=reject_metrics,
-            capture=str(FIX / "ncu_ref_d128_s4096.csv"),
-        )
+        REPLAY_NCU.format(python=sys.executable, reject=reject_metrics, capture=str(bin_dir / "capture.csv"))
     )
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     events, agent = _fa_run(tmp_path, [[("profile", {})], [("profile", {"scenario": "d999-nonsense"})]], ncu=str(fake))
@@ -156,17 +153,16 @@ def test_the_profiler_runs_ncu_on_run_once_and_gives_the_compact_table(tmp_path,
         "registers per thread                129" in out and "tensor pipe                         not reported" in out
     )
     assert ("refused the tensor-pipe and stall metrics" in out) == reject_metrics
-    calls = [json.loads(l) for l in argv_log.read_text().splitlines()]
-    assert len(calls) == (2 if reject_metrics else 1)
-    argv = calls[-1]
-    assert argv[argv.index("--nvtx-include") + 1] == "kernel:d128-h16kv16-s4096/"
-    target = argv[argv.index("-m") - 1 :]
-    assert target[1:4] == ["-m", "kernelseek_suite.harness.run_once", target[3]]
-    assert target[4:] == ["d128-h16kv16-s4096", "--arch", "sm90", "--reps", "1"]
-    # ncu profiled a copy of the workspace kernel, kept with its output in the run's folder
     prof = agent.ctx.trace.artifacts / first["data"]["dir"]
-    assert Path(target[3]) == prof / "attn_fwd_ref.cu"
-    assert Path(target[3]).read_bytes() == agent.ctx.task.start.read_bytes()
+    argv = json.loads((prof / "ncu.log").read_text().splitlines()[0])  # the last call
+    assert ("--metrics" in argv) != reject_metrics
+    assert argv[argv.index("--nvtx-include") + 1] == "kernel:d128-h16kv16-s4096/"
+    # the target: run_once of the sealed copy of the suite, in isolated mode, on a copy of the kernel
+    target = argv[argv.index("-I") - 1 :]
+    assert target[1:3] == ["-I", "-B"] and target[3].endswith("/snapshot/run.py")
+    assert target[4] == "kernelseek_suite.harness.run_once" and Path(target[5]).name == "attn_fwd_ref.cu"
+    assert target[6:] == ["d128-h16kv16-s4096", "--arch", "sm90", "--reps", "1"]
+    assert (prof / "attn_fwd_ref.cu").read_bytes() == agent.ctx.task.start.read_bytes()  # kept with the output
     assert json.loads((prof / "summary.json").read_text())[0]["registers_per_thread"] == 129
     assert second["is_error"] and "unknown scenario" in second["output"]
 

@@ -4,14 +4,15 @@ question bank, and traces of everything that happens.
 
 Layout: protocols.py (the seams), config.py (settings and prompts), agent.py (the loop),
 model.py (the client, retries), compaction.py (the context window), tools.py (tools and their
-registry), workspace.py + sandbox.py + guard.py (where tools act, and what protects the harness),
-tasks/ (fa-fwd-sm90, cpu-attn), arms/ (general, kernelseek, toolrich, agent-cmd), external.py (an
-agent command driven through sessions), decisions.py + questions.py + bank.py (the KernelSeek
-questions), profiler_tools.py + retrieval.py + lessons.py + population.py (the tool-rich arm's
-equipment), trace.py (writing, reading, validating, showing traces), runner.py (a run put together,
-or resumed), selfcheck.py (a task's tools driven without a model). The head-to-head (compare,
-protocol, plan, statistics, report, trace analysis) is the `headtohead` package, which uses this one
-(never the other way round). The commands are in suite/cli/.
+registry), workspace.py (where tools act), seal.py + sandbox.py + policy.py + childenv.py (what
+protects the evaluator, the repository and the key; docs/threat-model.md), tasks/ (fa-fwd-sm90,
+cpu-attn), arms/ (general, kernelseek, toolrich, agent-cmd), external.py (an agent command driven
+through sessions), decisions.py + questions.py + bank.py (the KernelSeek questions),
+profiler_tools.py + retrieval.py + lessons.py + population.py (the tool-rich arm's equipment),
+trace.py (writing, reading, validating, showing traces), runner.py (a run put together, or resumed),
+selfcheck.py (a task's tools driven without a model). The head-to-head (compare, protocol, plan,
+statistics, report, trace analysis) is the `headtohead` package, which uses this one (never the other
+way round). The commands are in suite/cli/.
 The `openai` client and `tenacity` come with the `agents` extra; nothing here imports them until a
 model is made.
 """
@@ -35,8 +36,7 @@ __all__ = sorted(_WHERE)
 
 
 def __getattr__(name: str):
-    # loaded on first use, so that `python -m kernelseek_suite.agents.sandbox` (run for every shell
-    # command) starts fast
+    # loaded on first use, so that the package imports fast
     if name in _WHERE:
         return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -255,6 +255,7 @@ class Agent:
 
     def _finish(self, stop: Terminate) -> RunResult:
         ctx = self.ctx
+        stop = ctx.verify_at_end(stop)
         ctx.totals.wall_s = ctx.trace.elapsed()
         details = {k: v for k, v in stop.details.items() if k not in ("limit",)}
         ctx.trace.emit(

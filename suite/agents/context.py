@@ -1,16 +1,17 @@
 """The state of one run that the loop, the tools and the supervisor share: the workspace, the task,
-the trace, the totals against the limits, the evaluations and the best candidate so far.
-Every evaluation goes through RunContext.evaluate, which enforces the budget, checks the harness,
-stores the candidate and records a `harness_eval` event."""
+the trace, the sealed evaluator, the totals against the limits, the evaluations and the best
+candidate so far. Every evaluation goes through RunContext.evaluate, which enforces the budget,
+checks the sealed evaluator before and after (a change during an evaluation voids it), stores the
+candidate, redacts the evaluator's outputs and records a `harness_eval` event."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Callable
 
 from .config import RunConfig
-from .exceptions import BudgetSpent, LimitExceeded
-from .guard import HarnessGuard
+from .exceptions import BudgetSpent, HarnessTampered, LimitExceeded, Terminate
+from .seal import SealedEvaluator
 from .tasks import Evaluation, Task
 from .trace import TraceWriter
 from .workspace import Workspace
@@ -69,7 +70,7 @@ class RunContext:
     task: Task
     workspace: Workspace
     trace: TraceWriter
-    guard: HarnessGuard
+    seal: SealedEvaluator
     totals: Totals = field(default_factory=Totals)
     best: Best | None = None
     goal_met: bool = False
@@ -140,19 +141,32 @@ class RunContext:
             parts.append(f"${lim.max_cost:g}")
         return ", ".join(parts) or "no limit"
 
+    def verify_at_end(self, stop: Terminate) -> Terminate:
+        """The run's last check of the sealed evaluator: a change since the last evaluation makes the
+        run end as harness_tampered, whatever ended it."""
+        if isinstance(stop, HarnessTampered):
+            return stop
+        try:
+            self.seal.check("at the end of the run")
+        except HarnessTampered as e:
+            return e
+        return stop
+
     # ---- evaluations ----
     def evaluate(self, kernel: str | None = None, meta: dict | None = None) -> EvalRecord:
         lim = self.config.limits
         if lim.max_evals is not None and self.totals.evals >= lim.max_evals:
             raise BudgetSpent(f"no evaluations left (limit {lim.max_evals})")
-        self.guard.check()
+        self.seal.check("before an evaluation")
         path = self.workspace.resolve(kernel or self.task.kernel, must_exist=True)
         data = path.read_bytes()
         sha = self.trace.put_blob(data)
         self.totals.evals += 1
         index = self.totals.evals
         out_dir = self.trace.artifacts / "evals" / f"{index:04d}"
-        ev = self.task.evaluate(path, out_dir, self.config.tools.eval_timeout_s)
+        ev = self.task.evaluate(path, out_dir, self.config.tools.eval_timeout_s, self.seal)
+        self.trace.redact_tree(out_dir)
+        self.seal.check(f"during evaluation {index}")
         new_best = bool(ev.correct and ev.geomean is not None and (self.best is None or ev.geomean > self.best.geomean))
         if new_best:
             self.best = Best(ev.geomean, index, sha)

@@ -9,13 +9,13 @@ trace, and the run resumes from its trace like any other.
 A step is one invocation. The command brings its own model, tools and system prompt; its token use
 is not seen here (the totals count none). It runs with the user's environment (it needs its own
 credentials; every value of a secret-looking variable is redacted from the trace) and without the
-shell tool's Landlock rules, in a process group of its own that is killed when it is stopped; the
-harness guard still checks the evaluator's files before each evaluation.
+shell tool's Landlock rules, in a process group of its own that is killed when it is stopped: such a
+run's protections are recorded as incomplete (docs/threat-model.md), and `compare` takes it only with
+--allow-unsandboxed. Its evaluations go through the sealed evaluator, in the sandbox, as any other.
 """
 
 from __future__ import annotations
 
-import difflib
 import os
 import shlex
 import signal
@@ -27,11 +27,11 @@ from pathlib import Path
 
 from . import layers
 from .agent import RunResult, StepRecord
+from .childenv import SECRET_NAME, user_environment
 from .context import RunContext
 from .exceptions import Interrupted, LimitExceeded, Submitted, Terminate, ToolError
 from .model import ModelResponse
 from .tools import evaluation_text
-from .workspace import SECRET_NAME
 
 # how a coding-agent CLI is started with the task and resumed with the harness's message:
 # {cmd} is the command as given (--agent-cmd), {prompt} the text, {kernel} the file to improve.
@@ -91,7 +91,7 @@ def expand(template: str, command: str, prompt: str, kernel: str) -> list[str]:
 
 def env_secrets() -> tuple[str, ...]:
     """Values of the environment's secret-looking variables (for redaction)."""
-    return tuple(v for k, v in os.environ.items() if SECRET_NAME.search(k) and len(v) >= 8)
+    return tuple(v for k, v in user_environment().items() if SECRET_NAME.search(k) and len(v) >= 8)
 
 
 @dataclass
@@ -160,7 +160,7 @@ class ExternalAgent:
         step = ctx.trace.step = ctx.totals.steps + 1
         mode = "start" if self._sessions() == 0 else "resume"
         prompt = self.messages[-1]["content"]
-        before = self._files()
+        before, texts_before = self._files(), layers.diffable_files(ctx.workspace.files())
         inv = self._invoke(mode, prompt, step)
         ctx.totals.steps += 1
         tail = inv.log.read_bytes()[-int(self.opts["output_chars"]) :].decode("utf-8", "replace")
@@ -190,7 +190,7 @@ class ExternalAgent:
         except ToolError as e:  # no kernel file, or no evaluations left
             note = str(e)
         record = StepRecord(step, ModelResponse(tail, [], "stop", {}, 0.0), evals=ctx.evals[n:])
-        record.layer_scores = layers.scores(self._added(before, after))
+        record.layer_scores = layers.step_scores(texts_before, layers.diffable_files(ctx.workspace.files()), tail)
         record.dominant_layer = layers.dominant(record.layer_scores)
         if ctx.goal_met:
             self._checkpoint(record)
@@ -237,7 +237,7 @@ class ExternalAgent:
             proc = subprocess.Popen(
                 argv,
                 cwd=ctx.workspace.root,
-                env=dict(os.environ),
+                env=user_environment(),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -270,24 +270,6 @@ class ExternalAgent:
     def _files(self) -> dict[str, str]:
         return {rel: self.ctx.trace.put_file(p) for rel, p in self.ctx.workspace.files().items()}
 
-    def _added(self, before: dict[str, str], after: dict[str, str]) -> str:
-        """The lines the session added to the workspace's text files (for the layer of its work)."""
-        added = []
-        for rel in sorted(set(after)):
-            if before.get(rel) == after[rel]:
-                continue
-            try:
-                new = self.ctx.trace.get_blob(after[rel]).decode("utf-8").splitlines()
-                old = self.ctx.trace.get_blob(before[rel]).decode("utf-8").splitlines() if rel in before else []
-            except UnicodeDecodeError:
-                continue
-            added += [
-                l[1:]
-                for l in difflib.unified_diff(old, new, lineterm="", n=0)
-                if l.startswith("+") and not l.startswith("+++")
-            ]
-        return "\n".join(added)[:20000]
-
     def _checkpoint(self, record: StepRecord) -> None:
         ctx = self.ctx
         files = {rel: ctx.trace.put_file(p) for rel, p in ctx.workspace.files().items()}
@@ -310,6 +292,7 @@ class ExternalAgent:
 
     def _finish(self, stop: Terminate) -> RunResult:
         ctx = self.ctx
+        stop = ctx.verify_at_end(stop)
         ctx.totals.wall_s = ctx.trace.elapsed()
         details = {k: v for k, v in stop.details.items() if k != "limit"}
         ctx.trace.emit(

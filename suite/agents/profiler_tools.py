@@ -15,14 +15,15 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..profiling import ncu as ncu_parse
 from ..profiling import sass as sass_parse
+from .childenv import child_env
 from .context import RunContext
 from .exceptions import ToolError
+from .policy import CAP_SYS_ADMIN
 from .tools import Tool, ToolResult, elide
 
 DEFAULT_SCENARIO = "d128-h16kv16-s4096"
@@ -161,29 +162,30 @@ def profile_tool(options: dict) -> Tool:
         if why:
             return unavailable("profile", why)
         out = _next_dir(ctx.trace.artifacts / "profiles")
-        kernel = _copy_kernel(ctx, out)
-        target = [
-            sys.executable,
-            "-m",
-            "kernelseek_suite.harness.run_once",
-            str(kernel),
-            scenario,
-            "--arch",
-            arch,
-            "--reps",
-            "1",
-        ]
-        from .tasks.fa_fwd import harness_env
+        _copy_kernel(ctx, out)  # kept with the profile; ncu runs a copy in the sandbox
+        seal = ctx.seal
+        scratch = seal.new_scratch()
+        try:
+            kernel = _copy_kernel(ctx, scratch)
+            target = seal.command(
+                "kernelseek_suite.harness.run_once", [str(kernel), scenario, "--arch", arch, "--reps", "1"]
+            )
 
-        cmd = ncu_parse.ncu_command(exe, target, nvtx_range=f"kernel:{scenario}")
-        ran = run_command(cmd, timeout_s, out, harness_env())
-        note = ""
-        said = (ran.stdout + ran.stderr).lower()
-        if ran.returncode is not None and "metric" in said and "error" in said and not ncu_parse.parse(ran.stdout):
-            # an ncu that does not know one of the extra metrics: profile with the sections alone
-            note = "this ncu refused the tensor-pipe and stall metrics; they are not reported\n"
-            cmd = ncu_parse.ncu_command(exe, target, nvtx_range=f"kernel:{scenario}", extra_metrics=False)
-            ran = run_command(cmd, timeout_s, out, harness_env())
+            def profile(extra_metrics: bool):
+                cmd = ncu_parse.ncu_command(exe, target, nvtx_range=f"kernel:{scenario}", extra_metrics=extra_metrics)
+                return cmd, seal.run(
+                    cmd, scratch, timeout_s, keep_caps=(CAP_SYS_ADMIN,), read=[Path(exe).resolve().parent]
+                )
+
+            cmd, ran = profile(True)
+            note = ""
+            said = (ran.stdout + ran.stderr).lower()
+            if ran.returncode is not None and "metric" in said and "error" in said and not ncu_parse.parse(ran.stdout):
+                # an ncu that does not know one of the extra metrics: profile with the sections alone
+                note = "this ncu refused the tensor-pipe and stall metrics; they are not reported\n"
+                cmd, ran = profile(False)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
         (out / "ncu.csv").write_text(ran.stdout)
         (out / "ncu.log").write_text(ran.stderr)
         (out / "command.json").write_text(json.dumps(cmd))
@@ -261,7 +263,7 @@ def disassemble_tool(options: dict) -> Tool:
                 is_error=True,
                 data={"available": True, "built": False},
             )
-        env = dict(os.environ, PATH=f"{Path(exe).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+        env = child_env({"PATH": f"{Path(exe).parent}{os.pathsep}{os.environ.get('PATH', '')}"})
         ran = run_command([exe, "--dump-sass", built.library], timeout_s, out, env)
         (out / "kernel.sass").write_text(ran.stdout)
         rel = out.relative_to(ctx.trace.artifacts)

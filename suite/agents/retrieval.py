@@ -2,8 +2,12 @@
 into passages, and the `search_docs` tool that queries it. The same index type ranks the lessons of
 a run (lessons.py).
 
-By default the documents are the suite's own notes and kernels (README.md, docs/, kernels/); a user
-adds others, e.g. the CUDA and PTX guides saved as text or HTML, with the arm option `docs_extra`.
+By default the documents are the suite's contract docs (what a kernel must do and how it is judged:
+README.md, docs/kernels.md, docs/judging.md and docs/evaluator-hardening.md); a user adds others, e.g. the CUDA and PTX guides saved as
+text or HTML, with the arm option `docs_extra`, or replaces them with `docs`. The repository's
+answers are never documents: a source in (or holding) kernels/, results/, the question bank or the
+runs' traces is refused, and the shell may read the documents given and nothing else of the
+repository (policy.py).
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ TEXT_SUFFIXES = {
     ".html",
     ".htm",
 }
-DEFAULT_SOURCES = ("README.md", "docs", "kernels")
+CONTRACT_DOCS = ("README.md", "docs/kernels.md", "docs/judging.md", "docs/evaluator-hardening.md")
+ANSWERS = ("kernels", "results", "bank", "runs")  # never documents
 MAX_FILE_BYTES = 8 << 20
 PASSAGE_CHARS = 1500
 
@@ -175,7 +180,20 @@ class DocIndex:
 
 
 def default_sources() -> list[Path]:
-    return [suite_config.REPO_ROOT / s for s in DEFAULT_SOURCES]
+    return [suite_config.REPO_ROOT / s for s in CONTRACT_DOCS]
+
+
+def refuse_answers(sources: list[Path]) -> None:
+    """A ValueError for a source that is, or is in, or holds one of the repository's ANSWERS folders."""
+    for src in sources:
+        p = Path(src).expanduser().resolve()
+        for name in ANSWERS:
+            answers = (suite_config.REPO_ROOT / name).resolve()
+            if p == answers or answers in p.parents or p in answers.parents:
+                raise ValueError(
+                    f"{src}: the documents may not include the repository's {name}/ "
+                    f"(kernels, results, the question bank and traces are never documents)"
+                )
 
 
 def search_tool(index: DocIndex, max_chars: int = 1200) -> Tool:
@@ -208,8 +226,8 @@ def search_tool(index: DocIndex, max_chars: int = 1200) -> Tool:
 
     return Tool(
         "search_docs",
-        "Search the documents folder (the suite's notes and kernels, and any guides the "
-        "user added) with a keyword query; returns the best-matching passages with their file and lines.",
+        "Search the documents (the suite's contract docs, and any guides the user added) "
+        "with a keyword query; returns the best-matching passages with their file and lines.",
         {
             "type": "object",
             "properties": {

@@ -1,5 +1,5 @@
-"""Putting a run together: task, workspace, trace, guard, arm, model, agent; and taking one up again
-from its trace."""
+"""Putting a run together: task, sealed evaluator, workspace, trace, arm, model, agent; and taking one
+up again from its trace. The protections the run has are recorded in `run_start` (and `resume`)."""
 
 from __future__ import annotations
 
@@ -8,20 +8,21 @@ import json
 import os
 import platform
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from .. import __version__
 from ..gpu import default_gpu_index
 from ..provenance import git_sha, host_provenance, package_version
 from .agent import Agent
-from .arms import build_arm
+from .arms import build_arm, check_options
 from .bank import DEFAULT_BANK
+from .childenv import ancestors_holding, make_non_dumpable, take_api_key
 from .config import RunConfig
 from .context import Best, RunContext, Totals, record_retry
-from .guard import HarnessGuard
 from .model import OpenAIChatModel
+from .seal import SealedEvaluator
 from .tasks import make_task
 from .tools import tools_digest
 from .trace import TRACE_SCHEMA_VERSION, TraceWriter, read_trace, sha256_bytes, sha256_json
@@ -35,7 +36,8 @@ class RunSetupError(ValueError):
 
 
 def api_key_from_env() -> str | None:
-    return os.environ.get(API_KEY_ENV) or None
+    """The key, taken out of this process's environment (childenv.take_api_key)."""
+    return take_api_key(API_KEY_ENV)
 
 
 def _versions() -> dict:
@@ -51,9 +53,55 @@ def _hardware() -> dict:
     return {k: prov.get(k) for k in keep} | {"cpu_count": os.cpu_count()}
 
 
-def _guard(task, config: RunConfig) -> HarnessGuard:
+def _confined(task, config: RunConfig, trace_path: Path) -> tuple[SealedEvaluator, Workspace]:
+    """The sealed evaluator and the workspace; neither may read this run's trace or the bank."""
     bank = Path(config.questions.bank_path) if config.questions.bank_path else DEFAULT_BANK
-    return HarnessGuard([*task.protected_paths(), bank])
+    deny = [Path(trace_path).resolve().parent, bank.resolve()]
+    seal = SealedEvaluator.create(task, sandbox=config.tools.sandbox, deny=deny)
+    try:
+        ws = Workspace.create(sandbox=config.tools.sandbox, deny=deny)
+    except BaseException:
+        seal.close()
+        raise
+    return seal, ws
+
+
+def protections(
+    config: RunConfig, ws: Workspace, seal: SealedEvaluator, api_key: str | None, non_dumpable: bool
+) -> dict:
+    """What guards this run (docs/threat-model.md); `complete` when every protection is in force."""
+    boxed = ws.sandboxed
+    holders = ancestors_holding(api_key)
+    out = {
+        "shell": {
+            "sandbox": "landlock" if boxed else "none",
+            "detail": ws.sandbox_detail,
+            "writes": "workspace and scratch folder" if boxed else "anywhere the user can",
+            "reads": "workspace, system folders, toolchain, documents" if boxed else "anywhere the user can",
+            "documents": [str(p) for p in ws.docs],
+            "capabilities": "none" if boxed else "the user's",
+        },
+        "evaluator": seal.describe(),
+        "candidates": {
+            "sandbox": "landlock" if seal.sandboxed else "none",
+            "writes": "their scratch folder" if seal.sandboxed else "anywhere the user can",
+        },
+        "secrets": {
+            "child_environment": "allow-list",
+            "agent_non_dumpable": non_dumpable,
+            "key": "given" if api_key else "none",
+            "ancestors_holding_key": holders,
+        },
+    }
+    if config.arm == "agent-cmd":  # the command brings its own credentials and runs as the user
+        out["agent_command"] = {"sandbox": "none", "environment": "the user's"}
+    out["complete"] = bool(boxed and seal.sandboxed and non_dumpable and not holders and "agent_command" not in out)
+    return out
+
+
+def _close_on_failure(seal, ws):
+    seal.close()
+    ws.cleanup()
 
 
 def _secrets(config: RunConfig, api_key: str | None) -> tuple[str, ...]:
@@ -81,6 +129,7 @@ def new_run(
     model=None,
 ) -> Agent:
     """A fresh run, ready for Agent.run(). `model` replaces the OpenAI client (any Model)."""
+    check_options(config.arm, dict(config.arm_options))  # an unknown arm or option: nothing written yet
     if config.seed is None:
         config.seed = secrets.randbits(31)
     task = make_task(config.task, **config.task_options)
@@ -89,11 +138,17 @@ def new_run(
     trace_path = Path(trace_path) if trace_path else Path("runs") / run_id / "trace.jsonl"
     if trace_path.exists() and trace_path.stat().st_size:
         raise RunSetupError(f"{trace_path} already holds a trace; resume it with --resume or choose another --trace")
-    ws = Workspace.create(sandbox=config.tools.sandbox)
-    task.setup(ws)
-    trace = TraceWriter(trace_path, secrets=_secrets(config, api_key))
-    ctx = RunContext(config, task, ws, trace, _guard(task, config), ask_human=ask_human)
-    parts = build_arm(config.arm, ctx)
+    non_dumpable = make_non_dumpable()
+    seal, ws = _confined(task, config, trace_path)
+    try:
+        task.setup(ws)
+        trace = TraceWriter(trace_path, secrets=_secrets(config, api_key))
+        ctx = RunContext(config, task, ws, trace, seal, ask_human=ask_human)
+        ctx.finalizers.append(seal.close)
+        parts = build_arm(config.arm, ctx)
+    except BaseException:
+        _close_on_failure(seal, ws)
+        raise
     if parts.driver:  # an arm with its own loop (an agent command): no model client here
         agent = parts.driver(ctx)
         described = {"name": config.model.name or "(the agent command's own)", "base_url": None, "sampling": {}}
@@ -131,9 +186,10 @@ def new_run(
         "versions": _versions(),
         "seed": config.seed,
         "sandbox": ws.describe(),
+        "protections": protections(config, ws, seal, api_key, non_dumpable),
         "tools": parts.tools.names(),
         "workspace": files,
-        "guard": ctx.guard.describe(),
+        "guard": {"paths": [str(seal.snapshot)], "files": len(seal.manifest)},
         "context": window,
         **parts.info,
     }
@@ -243,9 +299,11 @@ def resume_run(
     model_overrides: dict | None = None,
     ask_human: Callable | None = None,
     model=None,
+    context_overrides: dict | None = None,
 ) -> Agent:
-    """Takes a run up again from its last checkpoint, appending to the same trace. `limits` and
-    `model_overrides` replace recorded settings (e.g. a larger budget, another base URL)."""
+    """Takes a run up again from its last checkpoint, appending to the same trace. `limits`,
+    `model_overrides` and `context_overrides` replace recorded settings (e.g. a larger budget, another
+    base URL, the context window of another model)."""
     trace_path = Path(trace_path)
     st = load_resume_state(trace_path)
     config = st.config
@@ -254,8 +312,13 @@ def resume_run(
         setattr(config.limits, k, v)
     for k, v in (model_overrides or {}).items():
         setattr(config.model, k, v)
+    for k, v in (context_overrides or {}).items():
+        setattr(config.context, k, v)
+    if (context_overrides or {}).get("window_tokens"):  # a window given now replaces the one learnt
+        st.context.update(window_tokens=context_overrides["window_tokens"], window_source="option")
     task = make_task(config.task, **config.task_options)
-    ws = Workspace.create(sandbox=config.tools.sandbox)
+    non_dumpable = make_non_dumpable()
+    seal, ws = _confined(task, config, trace_path)
     data = trace_path.read_bytes()
     cut = not data.endswith(b"\n")
     if cut:  # a line cut off when the writer died: drop it so the trace stays valid JSONL
@@ -264,19 +327,16 @@ def resume_run(
     trace = TraceWriter(
         trace_path, secrets=_secrets(config, api_key), seq_start=st.next_seq, elapsed_offset=st.elapsed_s
     )
-    ws.restore_files({rel: trace.blob_path(sha) for rel, sha in st.files.items()})
-    ctx = RunContext(
-        config,
-        task,
-        ws,
-        trace,
-        _guard(task, config),
-        totals=st.totals,
-        best=st.best,
-        goal_met=st.goal_met,
-        ask_human=ask_human,
-    )
-    parts = build_arm(config.arm, ctx)
+    try:
+        ws.restore_files({rel: trace.blob_path(sha) for rel, sha in st.files.items()})
+        ctx = RunContext(
+            config, task, ws, trace, seal, totals=st.totals, best=st.best, goal_met=st.goal_met, ask_human=ask_human
+        )
+        ctx.finalizers.append(seal.close)
+        parts = build_arm(config.arm, ctx)
+    except BaseException:
+        _close_on_failure(seal, ws)
+        raise
     if parts.supervisor:
         parts.supervisor.load_state(st.supervisor)
     if parts.driver:
@@ -292,6 +352,7 @@ def resume_run(
         discarded_events=st.discarded,
         dropped_partial_line=cut,
         sandbox=ws.describe(),
+        protections=protections(config, ws, seal, api_key, non_dumpable),
     )
     agent.restore(st.messages, st.context)
     return agent

@@ -1,21 +1,29 @@
-"""Write protection for the agent's shell: a Landlock ruleset (Linux 5.13+, unprivileged) that lets
-the command read and execute everything but write only inside the workspace, its scratch folder and
-/dev. Applied in a small wrapper process that then execs the command, so the agent's process never
-restricts itself:
+"""The sandbox launcher: applies a Landlock ruleset (Linux 5.13+, unprivileged) and drops every
+capability, then execs the command, so that the command and everything it starts can read only the
+paths given with --read, write only those given with --write (and /dev), and, even as root, cannot
+override file permissions or read the memory and environment of a process that made itself
+non-dumpable (the agent's). Applied in a small wrapper process, so the caller never restricts itself:
 
-    python -m kernelseek_suite.agents.sandbox --write DIR [--write DIR ...] -- COMMAND...
+    python -I -B sandbox.py --read DIR ... --write DIR ... [--keep-cap N ...] -- COMMAND...
 
-Where Landlock is missing (another OS, an old kernel, a container that blocks it, or the `landlock`
-package not installed) the shell runs unrestricted; the evaluator's file guard (guard.py) still
-detects any change to the harness before an evaluation.
+This file runs as a script (from the sealed copy of the suite, see seal.py): it imports nothing of
+the package. Which paths a process gets is decided in policy.py. Where Landlock is missing (another
+OS, an old kernel, a container that blocks it, or the `landlock` package not installed) nothing is
+applied and the trace records it (see docs/threat-model.md).
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
 import sys
-from pathlib import Path
+from dataclasses import dataclass, field
+
+PR_CAPBSET_DROP = 24
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+CAP_LAST_FALLBACK = 40
 
 
 @functools.lru_cache(1)
@@ -34,38 +42,93 @@ def landlock_status() -> tuple[bool, str]:
     return True, f"landlock ABI {abi}"
 
 
-def wrap(argv: list[str], writable: list[Path]) -> list[str]:
-    """The command line that runs `argv` under the ruleset."""
-    out = [sys.executable, "-m", "kernelseek_suite.agents.sandbox"]
-    for p in writable:
-        out += ["--write", str(p)]
-    return out + ["--", *argv]
+@dataclass(frozen=True)
+class Policy:
+    """What a sandboxed process may touch: `read` paths (read and execute), `write` paths (everything),
+    /dev always; capabilities dropped except `keep_caps` (numbers, e.g. 21 for CAP_SYS_ADMIN)."""
+
+    read: tuple[str, ...]
+    write: tuple[str, ...]
+    keep_caps: tuple[int, ...] = field(default=())
+
+    def argv(self) -> list[str]:
+        out = []
+        for p in self.read:
+            out += ["--read", p]
+        for p in self.write:
+            out += ["--write", p]
+        for c in self.keep_caps:
+            out += ["--keep-cap", str(c)]
+        return out
 
 
-def apply(writable: list[str]) -> None:
-    """Restrict the calling process (and everything it execs) to writing inside `writable` and /dev."""
+def wrap(argv: list[str], policy: Policy, launcher: str | None = None) -> list[str]:
+    """The command line that runs `argv` under `policy` (`launcher`: this file, by default the copy
+    the caller imported; the sealed evaluator passes its own copy)."""
+    return [sys.executable, "-I", "-B", launcher or os.path.abspath(__file__), *policy.argv(), "--", *argv]
+
+
+def apply(policy: Policy) -> None:
+    """Restricts the calling process, and everything it execs, to `policy`."""
     import landlock
     from landlock import FSAccess
 
-    ruleset = landlock.Ruleset()
+    ruleset = landlock.Ruleset()  # handles every access right the kernel's ABI knows
     read_only = FSAccess.READ_FILE | FSAccess.READ_DIR | FSAccess.EXECUTE
-    ruleset.allow("/", rules=read_only)
+    file_rights = FSAccess.all_file()
+    for p in policy.read:
+        if os.path.isdir(p):
+            ruleset.allow(p, rules=read_only)
+        elif os.path.exists(p):
+            ruleset.allow(p, rules=FSAccess.READ_FILE | FSAccess.EXECUTE)
     ruleset.allow("/dev")
-    for p in writable:
-        ruleset.allow(p)
+    for p in policy.write:
+        ruleset.allow(p, rules=None if os.path.isdir(p) else file_rights)
+    drop_capabilities(policy.keep_caps)
     ruleset.apply()
+
+
+def drop_capabilities(keep: tuple[int, ...] = ()) -> None:
+    """Empties the bounding, ambient and inheritable sets (a root process then gets no capability
+    across exec). Without CAP_SETPCAP (not root) there is nothing to drop."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    last = _cap_last()
+    for cap in range(last + 1):
+        if cap not in keep:
+            libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    header, data = Header(0x20080522, 0), (Data * 2)()
+    if libc.capget(ctypes.byref(header), data) == 0:
+        for d in data:
+            d.inheritable = 0
+        libc.capset(ctypes.byref(header), data)
+
+
+def _cap_last() -> int:
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return CAP_LAST_FALLBACK
 
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    writable = []
-    while args and args[0] == "--write":
-        writable.append(args[1])
+    read, write, keep = [], [], []
+    while len(args) >= 2 and args[0] in ("--read", "--write", "--keep-cap"):
+        {"--read": read, "--write": write, "--keep-cap": keep}[args[0]].append(args[1])
         args = args[2:]
     if not args or args[0] != "--" or len(args) < 2:
-        sys.stderr.write("usage: python -m kernelseek_suite.agents.sandbox --write DIR ... -- COMMAND...\n")
+        sys.stderr.write("usage: sandbox.py --read DIR ... --write DIR ... [--keep-cap N] -- COMMAND...\n")
         return 2
-    apply(writable)
+    apply(Policy(tuple(read), tuple(write), tuple(int(c) for c in keep)))
     os.execvp(args[1], args[1:])
     return 127  # not reached
 

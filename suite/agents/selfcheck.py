@@ -1,6 +1,7 @@
 """Drives a task's tools through the real agent loop with a fixed script instead of a model, so a
 machine can be checked without an endpoint: view the kernel, run shell commands (and try to write
-outside the workspace), make a harmless edit, evaluate.
+outside the workspace and to read the repository's kernels), make a harmless edit, evaluate (from the
+sealed copy, in the sandbox where there is one).
 
     python -m kernelseek_suite.agents.selfcheck --task fa-fwd-sm90 [--kernel K.cu] [--trace T.jsonl]
 
@@ -15,6 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..config import REPO_ROOT
 from .config import RunConfig
 from .model import ModelResponse, ToolCall
 from .runner import new_run
@@ -51,7 +53,8 @@ class ScriptedModel:
 _NO_USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, "cost": None}
 
 
-def script_for(kernel: str, outside: Path) -> list[list[tuple[str, dict]]]:
+def script_for(kernel: str, outside: Path, answers: Path | None = None) -> list[list[tuple[str, dict]]]:
+    answers = answers or REPO_ROOT / "kernels" / "hopper" / "NOTES.md"
     return [
         [("view_file", {"path": kernel, "start_line": 1, "end_line": 20})],
         [
@@ -67,6 +70,15 @@ def script_for(kernel: str, outside: Path) -> list[list[tuple[str, dict]]]:
             (
                 "shell",
                 {"command": f"echo probe > {outside} && echo WROTE-OUTSIDE || echo write-refused", "timeout_s": 30},
+            )
+        ],
+        [
+            (
+                "shell",
+                {
+                    "command": f"head -c 64 {answers} >/dev/null && echo READ-REPOSITORY || echo read-refused",
+                    "timeout_s": 30,
+                },
             )
         ],
         [("edit_file", {"path": "selfcheck-note.txt", "new_text": "the self-check wrote this file\n"})],
@@ -97,8 +109,14 @@ def main(argv: list[str] | None = None) -> int:
         if ev["type"] == "tool_result":
             print(f"--- {ev['tool']} {ev['arguments']}\n{ev['output'][:1500]}")
     evals = [e for e in events if e["type"] == "harness_eval"]
+    shells = [ev["output"] for ev in events if ev["type"] == "tool_result" and ev["tool"] == "shell"]
     print(f"\nsandbox: {ws.describe()}")
+    print(f"protections complete: {events[0].get('protections', {}).get('complete')}")
     print(f"write outside the workspace: {'REFUSED' if not outside.exists() else 'ALLOWED (no sandbox here)'}")
+    print(
+        f"read the repository's kernels: "
+        f"{'ALLOWED (no sandbox here)' if any('READ-REPOSITORY' in o for o in shells) else 'REFUSED'}"
+    )
     print(f"trace: {trace_path} ({len(events)} events); exit {result.exit_reason}")
     if not evals:
         print("SELFCHECK FAIL: no evaluation ran")

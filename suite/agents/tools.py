@@ -8,8 +8,8 @@ from __future__ import annotations
 import difflib
 import json
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from jsonschema import Draft202012Validator
 
@@ -64,7 +64,13 @@ class ToolRegistry:
         return [t.schema() for t in self._tools.values()]
 
     def call(self, name: str, arguments: dict, ctx: RunContext) -> ToolResult:
-        """Runs a tool; every failure except a Terminate becomes an error result for the model."""
+        """Runs a tool; every failure except a Terminate becomes an error result for the model. No
+        secret of the run reaches the model through a tool's output."""
+        result = self._call(name, arguments, ctx)
+        result.output = ctx.trace.redact(result.output)
+        return result
+
+    def _call(self, name: str, arguments: dict, ctx: RunContext) -> ToolResult:
         tool = self._tools.get(name)
         if tool is None:
             return ToolResult(

@@ -12,11 +12,11 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Callable
 
 from jsonschema import Draft202012Validator
 
@@ -88,6 +88,27 @@ class TraceWriter:
         for listener in self.listeners:
             listener(event)
         return event
+
+    def redact(self, text: str) -> str:
+        """`text` with every secret replaced (what a tool returns goes through here to the model)."""
+        for s in self._secrets:
+            text = text.replace(s, REDACTED)
+        return text
+
+    def redact_tree(self, root: Path) -> list[str]:
+        """Rewrites every file under `root` that holds a secret (an evaluator's outputs, before they
+        stay in the trace's folder); returns those it rewrote."""
+        done = []
+        for p in sorted(Path(root).rglob("*")) if Path(root).is_dir() else []:
+            if p.is_file() and not p.is_symlink():
+                data = p.read_bytes()
+                clean = data
+                for s in self._secrets:
+                    clean = clean.replace(s.encode(), REDACTED.encode())
+                if clean != data:
+                    p.write_bytes(clean)
+                    done.append(str(p.relative_to(root)))
+        return done
 
     def sync(self) -> None:
         os.fsync(self._file.fileno())
@@ -249,7 +270,16 @@ def validate_events(events: list[dict]) -> tuple[list[str], list[str]]:
             errors.append(f"event {n}: no 'type'")
             continue
         name = "extension" if type_.startswith("x-") else type_
-        if name not in defs or name in ("envelope", "message", "usage", "totals", "best", "sha256", "num_or_null"):
+        if name not in defs or name in (
+            "envelope",
+            "message",
+            "usage",
+            "totals",
+            "best",
+            "sha256",
+            "num_or_null",
+            "protections",
+        ):
             errors.append(f"{where}: unknown event type {type_!r}")
             continue
         for err in sorted(_validator(name, version).iter_errors(ev), key=lambda e: list(e.absolute_path))[:5]:
@@ -308,7 +338,8 @@ def timeline_lines(events: list[dict]) -> list[str]:
             lines.append(
                 f"run {ev.get('run_id')}: arm {ev.get('arm')}, task {task.get('name')} "
                 f"({task.get('kernel')}), model {ev.get('model', {}).get('name')}, seed {ev.get('seed')}, "
-                f"sandbox {ev.get('sandbox', {}).get('sandbox')}"
+                f"sandbox {ev.get('sandbox', {}).get('sandbox')}, protections "
+                f"{'complete' if (ev.get('protections') or {}).get('complete') else 'incomplete'}"
             )
             lines.append(f"  goal: {task.get('goal', {}).get('text', task.get('goal'))}")
         elif t == "llm_call":
@@ -350,6 +381,20 @@ def timeline_lines(events: list[dict]) -> list[str]:
             )
         elif t == "resume":
             lines.append(head + f"RESUMED (session {ev.get('session')}) from step {ev.get('from_step')}")
+        elif t == "context":
+            el = ev.get("elided") or {}
+            lines.append(
+                head + f"context compacted ({ev.get('reason')}): {ev.get('tokens_before')} -> "
+                f"{ev.get('tokens_after')} tokens, window {ev.get('window_tokens')} "
+                f"({ev.get('window_source')}); elided " + ", ".join(f"{k} {v}" for k, v in el.items() if v)
+            )
+        elif t == "invocation":
+            first = next((l for l in (ev.get("output") or "").splitlines() if l.strip()), "")
+            lines.append(
+                head + f"agent  session {ev.get('session')} ({ev.get('mode')}): {ev.get('stopped')}"
+                f"{'' if ev.get('exit_code') is None else ', exit ' + str(ev.get('exit_code'))} after "
+                f"{ev.get('duration_s', 0):.0f}s: {first[:100]}"
+            )
         elif t == "exit":
             lines.append(
                 head + f"exit: {ev.get('reason')}"

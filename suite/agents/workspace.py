@@ -1,22 +1,21 @@
 """The task's workspace: a private folder holding the files the agent works on, a scratch folder
 (HOME, TMPDIR) beside it, and the only place the agent's tools may write.
 
-Containment, and its limits:
+Containment (docs/threat-model.md has the whole picture):
 - view/edit resolve every path (symlinks included) and refuse anything outside the workspace;
-- the shell runs with the workspace as its working directory, a scrubbed environment (no API keys,
-  tokens or passwords; HOME and TMPDIR in the scratch folder) and, where Landlock is available, a
-  ruleset that makes every other path read-only (sandbox.py); it runs in its own process group,
-  killed after each command so nothing it started outlives it;
-- without Landlock a shell command can write wherever the user can: the harness is then protected
-  only by detection (guard.py checks its files before every evaluation and ends the run if they
-  changed). Landlock does not restrict reading, network access or signals to other processes of the
-  same user; it is a guard against accidents and shortcuts, not a security boundary for hostile code.
+- the shell runs with the workspace as its working directory, an environment built from an
+  allow-list (childenv.py; HOME and TMPDIR in the scratch folder), in its own process group, killed
+  after each command, and, where Landlock is available, under a ruleset (sandbox.py, policy.py): it
+  writes only the workspace and its scratch folder, reads only those, system folders, the toolchain
+  and the documents given to its arm, and has no capabilities;
+- without Landlock a shell command can read and write wherever the user can: the sealed evaluator
+  (seal.py) then still detects any change to what it runs, and the key is still kept out of the
+  shell's reach (childenv.py), but the repository's kernels and results can be read.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -25,29 +24,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import policy as _policy
 from . import sandbox as _sandbox
+from .childenv import child_env
 from .exceptions import ToolError
-
-# environment variables the shell keeps (anything that looks like a secret is dropped regardless)
-ENV_KEEP = (
-    "PATH",
-    "LANG",
-    "LANGUAGE",
-    "USER",
-    "LOGNAME",
-    "SHELL",
-    "TZ",
-    "CUDA_HOME",
-    "CUDA_PATH",
-    "CUDA_VISIBLE_DEVICES",
-    "LD_LIBRARY_PATH",
-    "CC",
-    "CXX",
-    "NVCC_APPEND_FLAGS",
-    "PYTHONPATH",
-)
-ENV_KEEP_PREFIXES = ("LC_", "NVIDIA_")
-SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
 
 
 @dataclass
@@ -59,20 +39,17 @@ class ShellResult:
 
 
 def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if (k in ENV_KEEP or k.startswith(ENV_KEEP_PREFIXES)) and not SECRET_NAME.search(k)
-    }
-    env.update(extra or {})
-    env["TERM"] = "dumb"
-    return env
+    """The shell's environment: the allow-listed variables (childenv.py), `extra`, a dumb terminal."""
+    return child_env({**(extra or {}), "TERM": "dumb"})
 
 
 class Workspace:
-    def __init__(self, root: Path, scratch: Path, sandbox: str = "auto"):
+    def __init__(self, root: Path, scratch: Path, sandbox: str = "auto", deny: list[Path] = ()):
         self.root = Path(root).resolve()
         self.scratch = Path(scratch).resolve()
+        self.deny = list(deny)  # beyond the usual (policy.forbidden): e.g. this run's trace
+        self.docs: list[Path] = []  # documents the arm gives the agent to read
+        self._policy: _sandbox.Policy | None = None
         for d in (self.root, self.scratch / "home", self.scratch / "tmp"):
             d.mkdir(parents=True, exist_ok=True)
         available, detail = _sandbox.landlock_status()
@@ -84,9 +61,21 @@ class Workspace:
         self.sandbox_detail = detail if sandbox != "none" else "disabled by configuration"
 
     @classmethod
-    def create(cls, sandbox: str = "auto", parent: Path | None = None) -> "Workspace":
+    def create(cls, sandbox: str = "auto", parent: Path | None = None, deny: list[Path] = ()) -> Workspace:
         base = Path(tempfile.mkdtemp(prefix="ks-ws-", dir=parent))
-        return cls(base / "work", base / "scratch", sandbox=sandbox)
+        return cls(base / "work", base / "scratch", sandbox=sandbox, deny=deny)
+
+    def allow_read(self, paths: list[Path]) -> None:
+        """Lets the shell read `paths` too (the documents given to the arm)."""
+        self.docs.extend(Path(p).resolve() for p in paths)
+        self._policy = None
+
+    def policy(self) -> _sandbox.Policy:
+        if self._policy is None:
+            self._policy = _policy.make_policy(
+                [self.root, self.scratch, *self.docs], [self.root, self.scratch], deny_extra=self.deny
+            )
+        return self._policy
 
     def describe(self) -> dict:
         return {"sandbox": "landlock" if self.sandboxed else "none", "sandbox_detail": self.sandbox_detail}
@@ -114,7 +103,7 @@ class Workspace:
     def run(self, command: str, timeout_s: float) -> ShellResult:
         argv = ["bash", "--noprofile", "--norc", "-c", command]
         if self.sandboxed:
-            argv = _sandbox.wrap(argv, [self.root, self.scratch])
+            argv = _sandbox.wrap(argv, self.policy())
         env = scrubbed_env(
             {
                 "HOME": str(self.scratch / "home"),

@@ -11,32 +11,39 @@ A spec whose trace already ended is not run again; one that was cut off is resum
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
-from ..provenance import host_provenance, now_utc
 from ..agents.config import RunConfig
 from ..agents.runner import API_KEY_ENV
 from ..agents.trace import artifacts_dir, read_trace
+from ..provenance import host_provenance, now_utc
 
 DEFAULT_OUT = Path("results") / "compare"
 
 
 @dataclass
 class CompareRequest:
-    arms: list[str]
+    arms: list[str]  # the arms' labels, in order
     task: str
     model: dict  # ModelConfig fields (name, base_url, temperature ...)
     seeds: list[int]
     limits: dict = field(default_factory=dict)  # Limits fields
     task_options: dict = field(default_factory=dict)
-    arm_options: dict[str, dict] = field(default_factory=dict)  # arm -> its options
+    arm_options: dict[str, dict] = field(default_factory=dict)  # label -> its options
     tools: dict = field(default_factory=dict)  # ToolsConfig fields
     out_dir: str = str(DEFAULT_OUT)
+    allow_unsandboxed: bool = False  # runs without every protection (docs/threat-model.md) allowed
+    agents: dict[str, str] = field(default_factory=dict)  # label -> agent, where they differ
+    context: dict = field(default_factory=dict)  # ContextConfig fields
+    final_bench: dict = field(default_factory=lambda: {"enabled": True, "timeout_s": 3600.0})
+    protocol: dict | None = None  # {name, path, sha256} of the protocol file
+
+    def agent(self, label: str) -> str:
+        return self.agents.get(label, label)
 
 
 @dataclass
@@ -59,19 +66,23 @@ def plan(req: CompareRequest) -> list[RunSpec]:
     for n, seed in enumerate(req.seeds):
         order = req.arms if n % 2 == 0 else list(reversed(req.arms))
         for arm in order:
+            agent = req.agent(arm)
             cfg = RunConfig(
-                arm=arm,
+                arm=agent,
+                label=arm if arm != agent else None,
                 arm_options=dict(req.arm_options.get(arm, {})),
                 task=req.task,
                 task_options=dict(req.task_options),
                 seed=seed,
             )
-            for k, v in req.model.items():
-                setattr(cfg.model, k, v)
-            for k, v in req.limits.items():
-                setattr(cfg.limits, k, v)
-            for k, v in req.tools.items():
-                setattr(cfg.tools, k, v)
+            for part, values in (
+                (cfg.model, req.model),
+                (cfg.limits, req.limits),
+                (cfg.tools, req.tools),
+                (cfg.context, req.context),
+            ):
+                for k, v in values.items():
+                    setattr(part, k, v)
             if cfg.model.seed is None:
                 cfg.model.seed = seed  # sent to endpoints that take one
             trace = Path(req.out_dir) / "traces" / f"{arm}-seed{seed}.jsonl"
@@ -93,15 +104,17 @@ def trace_state(path: Path) -> str:
     events = read_trace(path).events
     if events and events[-1]["type"] == "run_end" and events[-1].get("exit_reason") not in RESUMABLE:
         return "finished"
-    return "unfinished" if any(e["type"] == "llm_call" for e in events) else "absent"
+    return "unfinished" if any(e["type"] in ("llm_call", "step") for e in events) else "absent"
 
 
 def run_spec(spec: RunSpec, api_key: str | None = None, model=None) -> dict:
     """Runs (or resumes, or skips when finished) one arm with one seed. The key is read from
-    OPENAI_API_KEY when not given. Returns a small JSON-able record of the outcome."""
+    OPENAI_API_KEY when not given (and then kept out of the environment, childenv.py). Returns a
+    small JSON-able record of the outcome."""
+    from ..agents.childenv import held_api_key
     from ..agents.runner import new_run, resume_run
 
-    key = api_key if api_key is not None else os.environ.get(API_KEY_ENV) or None
+    key = api_key if api_key is not None else held_api_key(API_KEY_ENV)
     path = Path(spec.trace_path)
     state = trace_state(path)
     if state == "finished":
@@ -148,6 +161,42 @@ def run_compare(
     return records
 
 
+def unprotected(traces: list[Path]) -> list[str]:
+    """'<trace name>: what was missing' for each run (and resumed session) that lacked a protection
+    (run_start/resume `protections`, absent in traces written before they were recorded)."""
+    out = []
+    for path in traces:
+        for ev in read_trace(path).events:
+            if ev["type"] not in ("run_start", "resume"):
+                continue
+            prot = ev.get("protections")
+            if prot is None:
+                why = "no protections recorded"
+            elif prot.get("complete"):
+                continue
+            else:
+                why = ", ".join(missing(prot)) or "incomplete"
+            out.append(f"{Path(path).name}{'' if ev['type'] == 'run_start' else ' (resumed)'}: {why}")
+    return out
+
+
+def missing(prot: dict) -> list[str]:
+    """What a `protections` record lacks, in words."""
+    out = []
+    if prot.get("shell", {}).get("sandbox") != "landlock":
+        out.append("shell not sandboxed")
+    if prot.get("candidates", {}).get("sandbox") != "landlock":
+        out.append("candidates not sandboxed")
+    if not prot.get("evaluator", {}).get("sealed"):
+        out.append("evaluator not sealed")
+    sec = prot.get("secrets", {})
+    if not sec.get("agent_non_dumpable"):
+        out.append("agent process dumpable")
+    if sec.get("ancestors_holding_key"):
+        out.append("key in the environment of " + ", ".join(sec["ancestors_holding_key"]))
+    return out
+
+
 def _public(d: dict) -> dict:
     model = dict(d.get("model") or {})
     model.pop("api_key", None)
@@ -176,21 +225,30 @@ def remeasure(
     out_dir: Path,
     timeout_s: float | None = None,
     on_result: Callable[[Remeasurement], None] | None = None,
+    sandbox: str = "auto",
 ) -> list[Remeasurement]:
     """Evaluates every candidate recorded in `traces` again, with each run's own task and options, on
-    this machine; each distinct candidate of a run once. Rows go to `<out_dir>/remeasure.jsonl`."""
+    this machine; each distinct candidate of a run once. Every evaluation goes through a sealed
+    evaluator made for that run's task, in the sandbox (`sandbox`: auto, landlock or none), as in a
+    run. Rows go to `<out_dir>/remeasure.jsonl`."""
+    from ..agents.childenv import make_non_dumpable
+    from ..agents.seal import SealedEvaluator
     from ..agents.tasks import make_task
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    make_non_dumpable()
     rows: list[Remeasurement] = []
+    sandboxes: set[str] = set()
     work = Path(tempfile.mkdtemp(prefix="ks-remeasure-"))
     try:
         for path in traces:
             events = read_trace(path).events
             start = events[0]
             cfg = RunConfig.from_dict(start["config"])
-            task = make_task(cfg.task, **_portable(cfg.task_options, start, path, work))
+            task = make_task(cfg.task, **portable_options(cfg.task_options, start, path, work))
+            seal = SealedEvaluator.create(task, sandbox=sandbox, deny=[Path(path).resolve().parent, out_dir.resolve()])
+            sandboxes.add("landlock" if seal.sandboxed else "none")
             done: dict[str, Remeasurement] = {}
             try:
                 for ev in (e for e in events if e["type"] == "harness_eval"):
@@ -201,7 +259,9 @@ def remeasure(
                         run_dir.mkdir(parents=True)
                         kernel = run_dir / Path(task.kernel).name
                         shutil.copyfile(blob, kernel)
-                        res = task.evaluate(kernel, run_dir / "eval", timeout_s or cfg.tools.eval_timeout_s)
+                        seal.check("before re-measuring")
+                        res = task.evaluate(kernel, run_dir / "eval", timeout_s or cfg.tools.eval_timeout_s, seal)
+                        seal.check(f"while re-measuring evaluation {ev['index']} of {path}")
                         done[sha] = Remeasurement(
                             str(path),
                             start["run_id"],
@@ -230,18 +290,17 @@ def remeasure(
                         )
                     )
             finally:
-                if hasattr(task, "close"):
-                    task.close()
+                seal.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     with open(out_dir / "remeasure.jsonl", "w", encoding="utf-8") as f:
-        f.write(json.dumps({"remeasured_at": now_utc(), "host": _machine()}) + "\n")
+        f.write(json.dumps({"remeasured_at": now_utc(), "host": _machine(), "sandbox": sorted(sandboxes)}) + "\n")
         for r in rows:
             f.write(json.dumps(asdict(r)) + "\n")
     return rows
 
 
-def _portable(options: dict, start: dict, trace: Path, work: Path) -> dict:
+def portable_options(options: dict, start: dict, trace: Path, work: Path) -> dict:
     """The task's options, with a starting kernel that is not on this machine replaced by the copy of
     it that the trace keeps (the task needs one to be made; candidates come from the blobs)."""
     kernel = options.get("kernel")

@@ -22,7 +22,7 @@ from .. import lessons as lessons_mod
 from .. import population as population_mod
 from ..context import RunContext
 from ..profiler_tools import disassemble_tool, find_executable, profile_tool
-from ..retrieval import DocIndex, default_sources, search_tool
+from ..retrieval import DocIndex, default_sources, refuse_answers, search_tool
 from ..tools import base_tools
 from . import ArmParts, check_options, register_arm
 
@@ -44,7 +44,7 @@ SYSTEM_ADDENDUM = """\
 You also have the equipment of a kernel engineer, each a tool:
 - profile: Nsight Compute on the kernel for one scenario (throughputs, occupancy, stalls, registers);
 - disassemble: the kernel's SASS summarized (instruction mix, registers, spills, inner loop length);
-- search_docs: search the documents folder (the suite's notes and kernels, and guides);
+- search_docs: search the documents (the suite's contract docs, and guides);
 - record_lesson: after each evaluation, record what it taught you; relevant lessons come back later;
 - population and checkout: the best candidates so far; mutate one or recombine several in the \
 workspace, and evaluate the child (evaluate takes its parents)."""
@@ -128,8 +128,10 @@ def build(ctx: RunContext) -> ArmParts:
     opts = options_of(ctx)
     if SYSTEM_ADDENDUM not in ctx.config.system_prompt:  # a resumed run's config has it already
         ctx.config.system_prompt += SYSTEM_ADDENDUM
-    sources = _paths(opts["docs"]) if opts["docs"] is not None else default_sources()
-    index = DocIndex(sources + _paths(opts["docs_extra"]))
+    sources = (_paths(opts["docs"]) if opts["docs"] is not None else default_sources()) + _paths(opts["docs_extra"])
+    refuse_answers(sources)
+    index = DocIndex(sources)
+    ctx.workspace.allow_read([s for s in sources if s.exists()])  # the shell reads the same documents
     population = population_mod.Population(int(opts["population_size"]))
     store = lessons_mod.LessonStore(ctx.trace.artifacts / "lessons.sqlite")
     ctx.finalizers.append(store.close)

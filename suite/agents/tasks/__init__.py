@@ -1,4 +1,6 @@
-"""Tasks: a starting kernel copied into the workspace, a goal, and an evaluator that runs outside it.
+"""Tasks: a starting kernel copied into the workspace, a goal, and an evaluator that runs outside it,
+from the sealed copy the run makes at its start (seal.py: `seal(dest)` puts the task's own harness
+files there; `evaluate(..., seal)` runs them through it).
 
 A task registers itself with @register_task; every module of this package is imported when the
 registry is first read, so a new task is one new file here.
@@ -8,9 +10,10 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from ..workspace import Workspace
 
@@ -93,8 +96,8 @@ class Task(Protocol):
 
     def description(self) -> str: ...
     def setup(self, ws: Workspace) -> None: ...
-    def protected_paths(self) -> list[Path]: ...
-    def evaluate(self, kernel_path: Path, out_dir: Path, timeout_s: float) -> Evaluation: ...
+    def seal(self, dest: Path) -> None: ...
+    def evaluate(self, kernel_path: Path, out_dir: Path, timeout_s: float, seal) -> Evaluation: ...
     def to_dict(self) -> dict: ...
 
 

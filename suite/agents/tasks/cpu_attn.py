@@ -1,23 +1,26 @@
 """`cpu-attn`: a small task that runs anywhere (gcc only): speed up a single-head attention forward
-function written in C. The harness (in `cpu_attn_files/`) is copied at set-up into a private folder
-outside the workspace; it checks the candidate against a double-precision reference on six shapes and
-times it against a baseline (the starting code under another name), interleaved, median of repeats.
+function written in C. The harness (in `cpu_attn_files/`) goes into the sealed evaluator's copy at the
+start of a run, compiled there; an evaluation compiles the candidate, links it with those objects and
+runs the result, all in the sandbox (seal.py), and checks the candidate against a double-precision
+reference on six shapes and times it against a baseline (the starting code under another name),
+interleaved, median of repeats.
 
-This task exercises the agent loop; it is not hardened against a candidate that attacks its harness
-(the candidate runs in the harness's process)."""
+The candidate runs in the harness's process: it can lie about its own results (this task exercises
+the agent loop, it is not hardened against that), but it cannot change the harness the next
+evaluation uses, nor write anywhere but its scratch folder."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import subprocess
-import tempfile
+import sys
 import time
 from importlib import resources
 from pathlib import Path
 
 from ...results import geomean
-from ..workspace import Workspace
 from . import Evaluation, Goal, register_task
 
 DESCRIPTION = """\
@@ -33,6 +36,9 @@ a double-precision reference on six shapes (n 64 to 256, d 32 to 64, causal or n
 
 # aligned functions and loops: without it the ratio of two identical functions depends on link order
 CFLAGS = ("-O2", "-std=gnu11", "-fPIC", "-falign-functions=64", "-falign-loops=64")
+HARNESS_FILES = ("harness.c", "baseline.c")
+SCENARIOS = 6
+OUTPUTS = ["candidate.c", "harness.out"]
 
 
 def _compile(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
@@ -52,11 +58,6 @@ class CpuAttention:
         self.goal = Goal(float(goal), "baseline")
         self.budget_ms = float(budget_ms)
         self.seed = int(seed)
-        # the harness lives in a private folder outside any workspace
-        self.harness_dir = Path(tempfile.mkdtemp(prefix="ks-cpu-harness-"))
-        for name in ("harness.c", "baseline.c"):
-            shutil.copyfile(str(files.joinpath(name)), self.harness_dir / name)
-        self._objects: list[Path] | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -72,111 +73,149 @@ class CpuAttention:
     def description(self) -> str:
         return DESCRIPTION.format(kernel=self.kernel, flags=" ".join(CFLAGS))
 
-    def setup(self, ws: Workspace) -> None:
+    def setup(self, ws) -> None:
         shutil.copyfile(self.start, ws.root / self.kernel)
 
-    def protected_paths(self) -> list[Path]:
-        return [Path(__file__).parent, self.harness_dir]
+    def seal(self, dest: Path) -> None:
+        """The harness's sources and their objects, built here once."""
+        files = resources.files(__package__).joinpath("cpu_attn_files")
+        dest.mkdir(parents=True, exist_ok=True)
+        for name in HARNESS_FILES:
+            shutil.copyfile(str(files.joinpath(name)), dest / name)
+            r = _compile([*CFLAGS, "-c", name, "-o", name[:-2] + ".o"], dest)
+            if r.returncode != 0:
+                raise RuntimeError(f"the task's harness does not build: {r.stderr[-2000:]}")
 
-    def close(self) -> None:
-        shutil.rmtree(self.harness_dir, ignore_errors=True)
+    def evaluate(self, kernel_path: Path, out_dir: Path, timeout_s: float, seal) -> Evaluation:
+        from ..seal import collect
 
-    def _harness_objects(self) -> list[Path]:
-        if self._objects is None:
-            objs = []
-            for name in ("harness.c", "baseline.c"):
-                obj = self.harness_dir / (name[:-2] + ".o")
-                r = _compile([*CFLAGS, "-c", name, "-o", obj.name], self.harness_dir)
-                if r.returncode != 0:
-                    raise RuntimeError(f"the task's harness does not build: {r.stderr[-2000:]}")
-                objs.append(obj)
-            self._objects = objs
-        return self._objects
-
-    def evaluate(self, kernel_path: Path, out_dir: Path, timeout_s: float) -> Evaluation:
-        out_dir.mkdir(parents=True, exist_ok=True)
         t0 = time.monotonic()
-        shutil.copyfile(kernel_path, out_dir / "candidate.c")
-
-        def done(status, error=None, **kw):
-            return Evaluation(
-                status,
-                status == "ok",
-                "baseline",
-                error=error,
-                wall_s=time.monotonic() - t0,
-                out_dir=str(out_dir),
-                **kw,
-            )
-
-        r = _compile([*CFLAGS, "-c", "candidate.c", "-o", "candidate.o"], out_dir)
-        if r.returncode != 0:
-            return done("build_failed", f"gcc failed:\n{r.stderr[-3000:]}")
-        r = _compile(["-o", "harness", *map(str, self._harness_objects()), "candidate.o", "-lm"], out_dir)
-        if r.returncode != 0:
-            return done("build_failed", f"linking failed:\n{r.stderr[-3000:]}")
+        scratch = seal.new_scratch()
+        work = scratch / "work"
+        work.mkdir()
+        shutil.copyfile(kernel_path, work / "candidate.c")
+        args = [
+            "--harness",
+            str(seal.path("task")),
+            "--work",
+            str(work),
+            "--seed",
+            str(self.seed),
+            "--budget-ms",
+            str(self.budget_ms),
+            "--timeout",
+            str(timeout_s),
+        ]
+        ran = seal.run(seal.command(__name__, args), scratch, timeout_s + 300)
+        left = collect(work, out_dir, [n for n in OUTPUTS if (work / n).is_file()])
         try:
-            run = subprocess.run(
-                [str(out_dir / "harness"), str(self.seed), str(self.budget_ms)],
-                cwd=out_dir,
-                capture_output=True,
-                text=True,
-                timeout=timeout_s,
-                stdin=subprocess.DEVNULL,
+            ev = Evaluation(**json.loads(ran.stdout.strip().splitlines()[-1]))
+        except (IndexError, ValueError, TypeError):
+            why = "timed out" if ran.timed_out else f"exited with {ran.returncode}"
+            ev = Evaluation(
+                "error", False, "baseline", error=f"the evaluator {why} without a result: {ran.stderr.strip()[-2000:]}"
             )
-            stdout, rc, timed_out = run.stdout, run.returncode, False
-        except subprocess.TimeoutExpired as e:
-            stdout = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-            rc, timed_out = None, True
-        (out_dir / "harness.out").write_text(stdout)
-        return self._parse(stdout, rc, timed_out, timeout_s, done)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        ev.wall_s, ev.out_dir = time.monotonic() - t0, str(out_dir)
+        if left:
+            ev.error = ((ev.error or "") + f"\noutputs not kept: {', '.join(left)}").strip()
+        return ev
 
-    def _parse(self, stdout: str, rc: int | None, timed_out: bool, timeout_s: float, done) -> Evaluation:
-        rows, finished = [], False
-        for line in stdout.splitlines():
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                continue
-            if obj.get("done"):
-                finished = True
-            elif "scenario" in obj:
-                ratio = None
-                if obj["status"] == "ok" and obj.get("candidate_ms", 0) > 0:
-                    ratio = round(obj["baseline_ms"] / obj["candidate_ms"], 4)
-                rows.append(
-                    {
-                        "scenario": obj["scenario"],
-                        "status": obj["status"],
-                        "ratio": ratio,
-                        "reason": obj.get("reason", ""),
-                    }
-                )
-        total = 6
-        if not finished:
-            reason = f"timed out after {timeout_s:.0f}s" if timed_out else f"the harness died (exit {rc})"
+
+# ---------------------------------------------------------------- inside the sealed evaluator
+
+
+def evaluate_here(harness: Path, work: Path, seed: int, budget_ms: float, timeout_s: float) -> Evaluation:
+    """Compiles work/candidate.c, links it with the harness's objects and runs it (in the sandbox)."""
+    t0 = time.monotonic()
+
+    def done(status, error=None, **kw):
+        return Evaluation(status, status == "ok", "baseline", error=error, wall_s=time.monotonic() - t0, **kw)
+
+    r = _compile([*CFLAGS, "-c", "candidate.c", "-o", "candidate.o"], work)
+    if r.returncode != 0:
+        return done("build_failed", f"gcc failed:\n{r.stderr[-3000:]}")
+    objects = [str(harness / (n[:-2] + ".o")) for n in HARNESS_FILES]
+    r = _compile(["-o", "harness", *objects, "candidate.o", "-lm"], work)
+    if r.returncode != 0:
+        return done("build_failed", f"linking failed:\n{r.stderr[-3000:]}")
+    try:
+        run = subprocess.run(
+            [str(work / "harness"), str(seed), str(budget_ms)],
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            stdin=subprocess.DEVNULL,
+        )
+        stdout, rc, timed_out = run.stdout, run.returncode, False
+    except subprocess.TimeoutExpired as e:
+        stdout = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        rc, timed_out = None, True
+    (work / "harness.out").write_text(stdout)
+    return parse(stdout, rc, timed_out, timeout_s, done)
+
+
+def parse(stdout: str, rc: int | None, timed_out: bool, timeout_s: float, done) -> Evaluation:
+    rows, finished = [], False
+    for line in stdout.splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(obj, dict):
+            continue
+        if obj.get("done"):
+            finished = True
+        elif "scenario" in obj:
+            ratio = None
+            if obj["status"] == "ok" and obj.get("candidate_ms", 0) > 0:
+                ratio = round(obj["baseline_ms"] / obj["candidate_ms"], 4)
             rows.append(
-                {
-                    "scenario": f"scenario {len(rows) + 1}",
-                    "status": "timeout" if timed_out else "crash",
-                    "ratio": None,
-                    "reason": reason,
-                }
+                {"scenario": obj["scenario"], "status": obj["status"], "ratio": ratio, "reason": obj.get("reason", "")}
             )
-        n_ok = sum(r["status"] == "ok" for r in rows)
-        ratios = [(r["ratio"], r["scenario"]) for r in rows if r["ratio"]]
-        gm = geomean([x for x, _ in ratios])
-        lo = min(ratios) if ratios else (None, None)
-        status = (
-            "ok" if finished and n_ok == total else ("timeout" if timed_out else "crash" if not finished else "wrong")
+    if not finished:
+        reason = f"timed out after {timeout_s:.0f}s" if timed_out else f"the harness died (exit {rc})"
+        rows.append(
+            {
+                "scenario": f"scenario {len(rows) + 1}",
+                "status": "timeout" if timed_out else "crash",
+                "ratio": None,
+                "reason": reason,
+            }
         )
-        return done(
-            status,
-            None if finished else rows[-1]["reason"],
-            scenarios_total=total,
-            scenarios_correct=n_ok,
-            geomean=round(gm, 4) if gm else None,
-            min_ratio=lo[0],
-            min_ratio_scenario=lo[1],
-            per_scenario=rows,
-        )
+    n_ok = sum(r["status"] == "ok" for r in rows)
+    ratios = [(r["ratio"], r["scenario"]) for r in rows if r["ratio"]]
+    gm = geomean([x for x, _ in ratios])
+    lo = min(ratios) if ratios else (None, None)
+    status = (
+        "ok" if finished and n_ok == SCENARIOS else ("timeout" if timed_out else "crash" if not finished else "wrong")
+    )
+    return done(
+        status,
+        None if finished else rows[-1]["reason"],
+        scenarios_total=SCENARIOS,
+        scenarios_correct=n_ok,
+        geomean=round(gm, 4) if gm else None,
+        min_ratio=lo[0],
+        min_ratio_scenario=lo[1],
+        per_scenario=rows,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="evaluate a cpu-attn candidate (run by the sealed evaluator)")
+    ap.add_argument("--harness", type=Path, required=True)
+    ap.add_argument("--work", type=Path, required=True)
+    ap.add_argument("--seed", type=int, required=True)
+    ap.add_argument("--budget-ms", type=float, required=True)
+    ap.add_argument("--timeout", type=float, required=True)
+    a = ap.parse_args(argv)
+    ev = evaluate_here(a.harness, a.work, a.seed, a.budget_ms, a.timeout)
+    print(json.dumps(ev.to_dict()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,20 +1,16 @@
 """`fa-fwd-sm90`: make a FlashAttention forward kernel faster than FA3 on a Hopper GPU, correct on
-every scenario. The evaluator is the suite's own `kernelseek-suite eval` in a child process."""
+every scenario. The evaluator is the suite's own `kernelseek-suite eval`, run from the sealed copy of
+the suite in a child process, in the sandbox (seal.py)."""
 
 from __future__ import annotations
 
 import json
-import os
-import shlex
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 from ... import config as suite_config
 from ...results import read_jsonl
-from ..workspace import SECRET_NAME, Workspace
 from . import Evaluation, Goal, register_task
 
 DESCRIPTION = """\
@@ -33,19 +29,6 @@ extended set of odd shapes, then times a representative subset against {baseline
 about serialized wgmma, injected warpgroup arrives or register overflow fail the build."""
 
 
-def _eval_prefix() -> list[str]:
-    exe = Path(sys.executable).with_name("kernelseek-suite")
-    if exe.exists():
-        return [str(exe)]
-    found = shutil.which("kernelseek-suite")
-    return [found] if found else [sys.executable, "-m", "kernelseek_suite.cli"]
-
-
-def harness_env() -> dict[str, str]:
-    """The evaluator's environment: the user's, less anything that looks like a secret."""
-    return {k: v for k, v in os.environ.items() if not SECRET_NAME.search(k)}
-
-
 @register_task("fa-fwd-sm90")
 class FlashAttentionForward:
     name = "fa-fwd-sm90"
@@ -57,7 +40,6 @@ class FlashAttentionForward:
         arch: str = "sm90",
         baseline: str | None = None,
         extended: bool = True,
-        eval_command: str | None = None,
     ):
         self.start = Path(kernel) if kernel else suite_config.REPO_ROOT / "kernels" / "reference" / "attn_fwd_ref.cu"
         self.start = self.start.resolve()
@@ -68,7 +50,6 @@ class FlashAttentionForward:
         self.baseline = baseline or suite_config.ARCHES[arch]["baseline"]
         self.goal = Goal(float(goal), self.baseline)
         self.extended = extended
-        self.eval_prefix = shlex.split(eval_command) if eval_command else _eval_prefix()
 
     def to_dict(self) -> dict:
         return {
@@ -79,21 +60,22 @@ class FlashAttentionForward:
             "baseline": self.baseline,
             "extended": self.extended,
             "goal": self.goal.to_dict(),
-            "eval_command": self.eval_prefix,
         }
 
     def description(self) -> str:
         return DESCRIPTION.format(gpus=suite_config.ARCHES[self.arch]["gpus"], arch=self.arch, baseline=self.baseline)
 
-    def setup(self, ws: Workspace) -> None:
+    def setup(self, ws) -> None:
         shutil.copyfile(self.start, ws.root / self.kernel)
 
-    def protected_paths(self) -> list[Path]:
-        return [Path(suite_config.__file__).parent, self.start]
+    def seal(self, dest: Path) -> None:
+        """Nothing beyond the suite's code: the evaluator compiles the candidate each time (in its
+        scratch folder, with a build cache of its own), and its reference is the suite's."""
+        dest.mkdir(parents=True, exist_ok=True)
 
-    def command(self, kernel_path: Path, out_dir: Path) -> list[str]:
-        cmd = [
-            *self.eval_prefix,
+    def arguments(self, kernel_path: Path, out_dir: Path) -> list[str]:
+        """`kernelseek-suite eval`'s arguments."""
+        args = [
             "eval",
             str(kernel_path),
             "--arch",
@@ -104,32 +86,35 @@ class FlashAttentionForward:
             "--baseline",
             self.baseline,
         ]
-        return cmd + ([] if self.extended else ["--no-extended"])
+        return args + ([] if self.extended else ["--no-extended"])
 
-    def evaluate(self, kernel_path: Path, out_dir: Path, timeout_s: float) -> Evaluation:
-        out_dir.mkdir(parents=True, exist_ok=True)
+    def evaluate(self, kernel_path: Path, out_dir: Path, timeout_s: float, seal) -> Evaluation:
+        from ..seal import collect
+
         t0 = time.monotonic()
+        scratch = seal.new_scratch()
         try:
-            proc = subprocess.run(
-                self.command(kernel_path, out_dir),
-                capture_output=True,
-                text=True,
-                timeout=timeout_s,
-                env=harness_env(),
-                cwd=out_dir,
-                stdin=subprocess.DEVNULL,
+            kernel = scratch / "work" / Path(self.kernel).name
+            kernel.parent.mkdir()
+            (scratch / "out").mkdir()
+            shutil.copyfile(kernel_path, kernel)
+            ran = seal.run(
+                seal.command("kernelseek_suite.cli", self.arguments(kernel, scratch / "out")), scratch, timeout_s
             )
-        except subprocess.TimeoutExpired:
+            collect(scratch / "out", out_dir)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        wall = time.monotonic() - t0
+        if ran.timed_out:
             return Evaluation(
                 "timeout",
                 False,
                 self.baseline,
                 error=f"the evaluator took longer than {timeout_s:.0f}s",
-                wall_s=time.monotonic() - t0,
+                wall_s=wall,
                 out_dir=str(out_dir),
             )
-        wall = time.monotonic() - t0
-        return parse_eval_output(proc.returncode, proc.stdout, proc.stderr, self.baseline, out_dir, wall)
+        return parse_eval_output(ran.returncode, ran.stdout, ran.stderr, self.baseline, out_dir, wall)
 
 
 def _last_json(stdout: str) -> dict | None:

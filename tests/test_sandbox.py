@@ -1,0 +1,203 @@
+"""The parts of a sealed run on their own: which paths a sandbox gets (policy.py), what the launcher
+enforces (sandbox.py), the sealed copy's checks (seal.py), and the key kept out of children
+(childenv.py). Complete runs through each route are in test_sealed.py."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernelseek_suite import config as suite_config
+from kernelseek_suite.agents import childenv, policy
+from kernelseek_suite.agents.exceptions import HarnessTampered
+from kernelseek_suite.agents.sandbox import landlock_status, wrap
+from kernelseek_suite.agents.seal import SealedEvaluator, digest
+
+LANDLOCK, LANDLOCK_DETAIL = landlock_status()
+needs_landlock = pytest.mark.skipif(not LANDLOCK, reason=f"needs Landlock, not available here: {LANDLOCK_DETAIL}")
+
+
+class NoHarness:
+    """A task with nothing of its own to seal."""
+
+    def seal(self, dest: Path) -> None:
+        dest.mkdir(parents=True)
+        (dest / "harness.o").write_bytes(b"\x7fELF object")
+
+
+# ---------------------------------------------------------------- policy
+
+
+def test_an_allowed_folder_is_opened_up_around_a_forbidden_one(tmp_path):
+    for d in ("opt/tool/bin", "opt/repo/kernels", "opt/repo/.venv/lib", "opt/other"):
+        (tmp_path / d).mkdir(parents=True)
+    (tmp_path / "opt" / "notes.txt").write_text("x")
+    opt, repo = tmp_path / "opt", tmp_path / "opt" / "repo"
+    venv = repo / ".venv"
+    granted = policy.open_up(trusted=[venv], untrusted=[opt, repo / "kernels"], deny=[repo])
+    assert sorted(granted) == sorted([opt / "notes.txt", opt / "other", opt / "tool", venv])
+
+
+def test_a_sandbox_never_reads_the_repository_or_home(tmp_path):
+    work = tmp_path / "w"
+    work.mkdir()
+    pol = policy.make_policy([work], [work])
+    reads = [Path(p) for p in pol.read]
+    for forbidden in (suite_config.REPO_ROOT.resolve(), Path.home().resolve()):
+        assert not any(r == forbidden or r in forbidden.parents for r in reads), forbidden  # nor a folder above
+        assert all(_toolchain(r) for r in reads if forbidden in r.parents), forbidden  # a venv inside, only
+    assert pol.write == (str(work.resolve()),) and work.resolve() in reads
+    assert any(r == Path(sys.prefix).resolve() or r in Path(sys.prefix).resolve().parents for r in reads)
+
+
+def _toolchain(p: Path) -> bool:
+    """This interpreter's own folders (a virtual environment may live inside the repository)."""
+    return any(p == r or r in p.parents for r in policy.python_roots())
+
+
+# ---------------------------------------------------------------- the launcher
+
+
+@needs_landlock
+def test_the_launcher_confines_reads_writes_and_capabilities(tmp_path):
+    work = tmp_path / "w"
+    work.mkdir()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("secret plans")
+    command = f"cat {outside}; echo hi > {outside}; echo ok > {work}/f; grep CapEff /proc/self/status"
+    r = subprocess.run(
+        wrap(["bash", "-c", command], policy.make_policy([work], [work])),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=work,
+    )
+    assert "secret plans" not in r.stdout and r.stderr.count("Permission denied") == 2, r.stderr
+    assert outside.read_text() == "secret plans" and (work / "f").read_text() == "ok\n"
+    assert "CapEff:\t0000000000000000" in r.stdout
+
+
+def test_the_launcher_refuses_a_malformed_command_line():
+    r = subprocess.run(
+        [sys.executable, "-I", "-B", str(Path(policy.__file__).with_name("sandbox.py")), "--read"],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2 and "usage" in r.stderr
+
+
+# ---------------------------------------------------------------- the sealed copy
+
+
+@pytest.fixture
+def seal(tmp_path):
+    s = SealedEvaluator.create(NoHarness(), parent=tmp_path)
+    yield s
+    s.close()
+
+
+def test_the_copy_holds_the_suite_without_bytecode(seal):
+    files = set(seal.manifest)
+    assert "lib/kernelseek_suite/agents/seal.py" in files and "run.py" in files and "task/harness.o" in files
+    assert not any("__pycache__" in f or f.endswith(".pyc") for f in files)
+    assert seal.command("m", ["a"])[1:4] == ["-I", "-B", str(seal.snapshot / "run.py")]
+
+
+@pytest.mark.parametrize("change", ["object", "bytecode", "source", "added", "link", "removed"])
+def test_every_change_to_the_copy_is_caught(seal, change):
+    seal.check()
+    snap = seal.snapshot
+    os.chmod(snap / "task", 0o755)
+    os.chmod(snap / "lib" / "kernelseek_suite", 0o755)
+    if change == "object":
+        (snap / "task" / "harness.o").chmod(0o644)
+        (snap / "task" / "harness.o").write_bytes(b"\x7fELF evil")
+    elif change == "bytecode":
+        (snap / "lib" / "kernelseek_suite" / "__pycache__").mkdir()
+        (snap / "lib" / "kernelseek_suite" / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"x")
+    elif change == "source":
+        p = snap / "lib" / "kernelseek_suite" / "__init__.py"
+        p.chmod(0o644)
+        p.write_text(p.read_text() + "\n# changed\n")
+    elif change == "added":
+        (snap / "task" / "extra.so").write_bytes(b"")
+    elif change == "link":
+        (snap / "task" / "harness.o").unlink()
+        (snap / "task" / "harness.o").symlink_to("/dev/null")
+    elif change == "removed":
+        (snap / "task" / "harness.o").unlink()
+    with pytest.raises(HarnessTampered) as e:
+        seal.check("before an evaluation")
+    assert e.value.reason == "harness_tampered" and e.value.details["files"]
+
+
+def test_the_bootstrap_runs_the_copy_in_isolated_mode(seal):
+    """`python -m site` through the bootstrap: the copy first on sys.path, PYTHONPATH and the user's
+    site folder ignored, the repository nowhere."""
+    ran = seal.run(seal.command("site", []), seal.new_scratch(), 60, env={"PYTHONPATH": str(suite_config.REPO_ROOT)})
+    assert ran.returncode == 0, ran.stderr
+    path = [l.strip().strip("',") for l in ran.stdout.split("sys.path = [")[1].split("]")[0].splitlines() if l.strip()]
+    assert path[0] == str(seal.snapshot / "lib")
+    assert not any(
+        p == str(suite_config.REPO_ROOT) or p.startswith(str(suite_config.REPO_ROOT / "suite")) for p in path
+    )
+    assert "ENABLE_USER_SITE: False" in ran.stdout
+    assert not list(seal.snapshot.rglob("__pycache__"))  # and it wrote no bytecode
+    seal.check()
+
+
+def test_digest_names_links_by_target(tmp_path):
+    (tmp_path / "a").write_text("x")
+    (tmp_path / "b").symlink_to("a")
+    d = digest(tmp_path)
+    assert d["b"] == "link:a" and len(d["a"]) == 64
+
+
+# ---------------------------------------------------------------- the key
+
+
+def test_children_get_an_allow_listed_environment(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-123456789")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp-1")
+    monkeypatch.setenv("PYTHONPATH", "/somewhere")
+    monkeypatch.setenv("CC", "sk-123456789")
+    env = childenv.child_env({"HOME": "/h"}, secrets=("sk-123456789",))
+    assert {"OPENAI_API_KEY", "GITHUB_TOKEN", "PYTHONPATH", "CC"}.isdisjoint(env) and env["HOME"] == "/h"
+    assert env["PATH"] == os.environ["PATH"]
+
+
+def test_the_key_is_taken_out_of_the_environment_and_the_environ_block(tmp_path):
+    code = (
+        "import os; from kernelseek_suite.agents import childenv as c\n"
+        "before = b'sk-abcdefgh1234' in open('/proc/self/environ', 'rb').read()\n"
+        "key = c.take_api_key()\n"
+        "after = b'sk-abcdefgh1234' in open('/proc/self/environ', 'rb').read()\n"
+        "print(before, key, after, 'OPENAI_API_KEY' in os.environ, c.held_api_key(), c.make_non_dumpable())"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "OPENAI_API_KEY": "sk-abcdefgh1234"},
+    )
+    assert r.stdout.split() == ["True", "sk-abcdefgh1234", "False", "False", "sk-abcdefgh1234", "True"], r.stderr
+
+
+def test_ancestors_holding_the_key_are_named(tmp_path):
+    code = (
+        "from kernelseek_suite.agents.childenv import ancestors_holding; print(ancestors_holding('sk-parent-9876543'))"
+    )
+    inner = f'{sys.executable} -c "{code}"; true'  # bash stays: the command is not its last
+    r = subprocess.run(
+        ["bash", "-c", inner],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "OPENAI_API_KEY": "sk-parent-9876543"},
+    )
+    assert "bash (" in r.stdout, r.stderr

@@ -1,0 +1,474 @@
+"""Sealed agent runs (docs/threat-model.md): every route by which a run could alter its evaluator,
+leak the API key or read the answers, tried through complete runs on the loopback chat server.
+
+Tests that need Landlock skip where the kernel lacks it and say why; everything else runs anywhere
+with gcc."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from agent_runs import FASTER_KERNEL, SECRET, config_for, of_type, run
+from chat_server import ScriptedChatServer, reply
+from kernelseek_suite import config as suite_config
+from kernelseek_suite.agents import new_run, read_trace, validate_trace
+from kernelseek_suite.agents.sandbox import landlock_status
+from kernelseek_suite.cli import main
+
+LANDLOCK, LANDLOCK_DETAIL = landlock_status()
+needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+needs_landlock = pytest.mark.skipif(not LANDLOCK, reason=f"needs Landlock, not available here: {LANDLOCK_DETAIL}")
+pytestmark = needs_gcc
+
+REPO = suite_config.REPO_ROOT
+HOPPER = REPO / "kernels" / "hopper" / "flash_fwd_sm90.cu"
+PACKAGE = Path(suite_config.__file__).resolve().parent
+
+
+@pytest.fixture
+def tmp_root(tmp_path, monkeypatch):
+    """Temporary folders of the run (workspace, sealed copy, harness) under tmp_path, where an attack
+    can find them."""
+    root = tmp_path / "tmp"
+    root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    return root
+
+
+def _bodies_text(srv) -> str:
+    """What the endpoint received, headers aside (the Authorization header carries the key by design)."""
+    return json.dumps(srv.bodies())
+
+
+def _trace_files(trace: Path) -> list[Path]:
+    return [trace] + sorted(p for p in trace.with_suffix(".d").rglob("*") if p.is_file())
+
+
+def _assert_nowhere(secret: str, srv, trace: Path) -> None:
+    for s in (secret, secret[::-1]):
+        assert s not in _bodies_text(srv)
+        for p in _trace_files(trace):
+            assert s.encode() not in p.read_bytes(), p
+
+
+# ---------------------------------------------------------------- the evaluator cannot be altered
+
+EVIL_HARNESS = r"""
+#include <stdio.h>
+int main(void) {
+    const char *ids[] = {"n64-d32", "n64-d32-causal", "n128-d64", "n128-d64-causal", "n200-d48-causal", "n256-d64"};
+    for (int i = 0; i < 6; i++)
+        printf("{\"scenario\": \"%s\", \"status\": \"ok\", \"baseline_ms\": 5000.0, \"candidate_ms\": 1.0}\n", ids[i]);
+    printf("{\"done\": true}\n");
+    return 0;
+}
+"""
+
+
+def test_a_swapped_harness_object_ends_the_run(tmp_path, tmp_root):
+    """--sandbox none: a shell command replaces the compiled harness the evaluator links against."""
+    (tmp_path / "evil.c").write_text(EVIL_HARNESS)
+    subprocess.run(["gcc", "-c", "evil.c", "-o", "evil.o"], cwd=tmp_path, check=True)
+    swap = (
+        f'find {tmp_root} -name harness.o | while read f; do chmod u+w "$(dirname "$f")" "$f"; '
+        f'cp {tmp_path / "evil.o"} "$f" && echo swapped; done'
+    )
+    script = [
+        reply(None, [("evaluate", {})]),
+        reply(None, [("shell", {"command": swap})]),
+        reply(None, [("evaluate", {})]),
+        reply("Done."),
+    ]
+    with ScriptedChatServer(script) as srv:
+        cfg = config_for(srv, goal=1000.0, max_steps=4)
+        cfg.tools.sandbox = "none"
+        result, events, _ = run(cfg, tmp_path)
+    assert "swapped" in of_type(events, "tool_result")[1]["output"]
+    evals = of_type(events, "harness_eval")
+    assert len(evals) == 1 and evals[0]["geomean"] < 100  # the forged 5000x was never recorded
+    assert result.exit_reason == "harness_tampered" and not result.goal_met
+    assert "task/harness.o" in result.message
+
+
+PLANT = r'''
+import importlib._bootstrap_external as bootstrap, importlib.util, os, sys
+EVIL = """
+__version__ = "0.1.0"
+import json as _j, os as _o, sys as _s
+if "eval" in _s.argv and "--json" in _s.argv:
+    _out = _s.argv[_s.argv.index("--out") + 1]
+    _o.makedirs(_out, exist_ok=True)
+    open(_o.path.join(_out, "bench.jsonl"), "w").close()
+    print(_j.dumps({"scenarios_total": 182, "scenarios_correct": 182, "extended_total": 0, "extended_correct": 0,
+                    "geomean": {"fa3": 1000.0}, "min_ratio": {"fa3": 1000.0}, "min_ratio_scenario": {"fa3": "x"}}))
+    _s.stdout.flush()
+    _o._exit(0)
+"""
+for root in sys.argv[1:]:
+    for dirpath, dirnames, filenames in os.walk(root):
+        if os.path.basename(dirpath) == "kernelseek_suite" and "__init__.py" in filenames:
+            src = os.path.join(dirpath, "__init__.py")
+            st = os.stat(src)
+            data = bootstrap._code_to_timestamp_pyc(compile(EVIL, src, "exec"), int(st.st_mtime), st.st_size)
+            pyc = importlib.util.cache_from_source(src)
+            os.chmod(dirpath, 0o755)
+            os.makedirs(os.path.dirname(pyc), exist_ok=True)
+            with open(pyc, "wb") as f:
+                f.write(data)
+            print("planted", pyc)
+'''
+
+
+@pytest.mark.parametrize("where", ["repository", "everywhere"])
+def test_planted_bytecode_does_not_reach_the_evaluator(tmp_path, where):
+    """fa-fwd-sm90, whose evaluator imports the suite in a child process: a .pyc planted in the
+    suite's __pycache__ (a copy of the repository here) makes `eval` report 1000x. The sealed
+    evaluator never reads the repository's copy, and one planted in the sealed copy is caught."""
+    from kernelseek_suite.gpu import list_gpus
+
+    if list_gpus():
+        pytest.skip("a GPU is present: the real evaluation would take minutes")
+    copy = tmp_path / "repo"
+    shutil.copytree(PACKAGE, copy / "kernelseek_suite", ignore=shutil.ignore_patterns("__pycache__"))
+    root = tmp_path / "tmp"
+    root.mkdir()
+    (tmp_path / "plant.py").write_text(PLANT)
+    targets = [copy] + ([root] if where == "everywhere" else [])
+    plant = f"{sys.executable} {tmp_path / 'plant.py'} " + " ".join(map(str, targets))
+    trace = tmp_path / "t.jsonl"
+    script = [reply(None, [("shell", {"command": plant})]), reply(None, [("evaluate", {})]), reply("Done.")]
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": str(copy), "TMPDIR": str(root)}
+    with ScriptedChatServer(script) as srv:
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kernelseek_suite.cli",
+                "run",
+                "--agent",
+                "general",
+                "--task",
+                "fa-fwd-sm90",
+                "--kernel",
+                str(REPO / "kernels" / "reference" / "attn_fwd_ref.cu"),
+                "--goal",
+                "2",
+                "--model",
+                "m",
+                "--base-url",
+                srv.url,
+                "--sandbox",
+                "none",
+                "--trace",
+                str(trace),
+                "--max-steps",
+                "3",
+                "--no-live",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    events = read_trace(trace).events
+    assert "planted" in of_type(events, "tool_result")[0]["output"], p.stderr
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert not any(e.get("geomean") == 1000.0 for e in of_type(events, "harness_eval"))
+    end = of_type(events, "run_end")[0]
+    if where == "everywhere":
+        assert end["exit_reason"] == "harness_tampered" and not of_type(events, "harness_eval")
+        assert "__pycache__" in of_type(events, "exit")[0]["message"]
+    else:  # the real evaluator ran (and found no GPU)
+        assert of_type(events, "harness_eval")[0]["status"] == "no_gpu" and not end["goal_met"]
+
+
+def _probe_kernel(marker: Path, extra: str = "") -> str:
+    """FASTER_KERNEL with a constructor that tries to write `marker` (itself and through a shell it
+    starts) and wrong results whenever the API key is in its environment."""
+    body = FASTER_KERNEL.replace("    free(p);\n}", "    free(p);\n    if (key_seen) o[0] = NAN;\n}")
+    return (
+        f"#include <stdio.h>\n#include <stdlib.h>\n#include <math.h>\nstatic int key_seen;\n"
+        f"__attribute__((constructor)) static void probe(void) {{\n"
+        f'    const char *key = getenv("OPENAI_API_KEY");\n'
+        f"    key_seen = key != NULL;\n"
+        f'    if (key) printf("{{\\"scenario\\": \\"leak\\", \\"status\\": \\"wrong\\", \\"reason\\": \\"%s\\"}}\\n", key);\n'
+        f'    FILE *f = fopen("{marker}", "w");\n'
+        f'    if (f) {{ fputs("escaped", f); fclose(f); }}\n'
+        f'    if (system("echo escaped > {marker}.sh 2>/dev/null")) {{}}\n'
+        f"{extra}"
+        f"}}\n" + body
+    )
+
+
+@needs_landlock
+def test_a_candidate_writes_only_its_scratch_folder_and_sees_no_key(tmp_path, tmp_root, monkeypatch):
+    """A candidate's constructor (and a shell it starts) writing outside, and the key it looks for in
+    its environment; then the same candidate re-measured (compare --remeasure)."""
+    from kernelseek_suite.headtohead.compare import remeasure
+
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    marker = tmp_path / "escaped.txt"
+    start = tmp_path / "probe.c"
+    start.write_text(
+        _probe_kernel(
+            marker,
+            extra=(
+                f'    if (system("for o in $(find {tmp_root} -name harness.o); do chmod u+w $o; echo x >> $o; done")) {{}}\n'
+            ),
+        )
+    )
+    script = [reply(None, [("evaluate", {})]), reply(None, [("evaluate", {})]), reply("Done.")]
+    with ScriptedChatServer(script) as srv:
+        cfg = config_for(srv, goal=1000.0, max_steps=3)
+        cfg.task_options["kernel"] = str(start)
+        result, events, agent = run(cfg, tmp_path)
+    evals = of_type(events, "harness_eval")
+    assert not marker.exists() and not Path(f"{marker}.sh").exists()
+    assert [e["status"] for e in evals] == ["ok", "ok"], evals  # no key, and the harness intact
+    assert result.exit_reason == "limit"
+    _assert_nowhere(SECRET, srv, agent.ctx.trace.path)
+
+    rows = remeasure([agent.ctx.trace.path], tmp_path / "remeasured")
+    assert [r.status for r in rows] == ["ok", "ok"] and not marker.exists()
+    header = json.loads((tmp_path / "remeasured" / "remeasure.jsonl").read_text().splitlines()[0])
+    assert header["sandbox"] == ["landlock"]
+
+
+def test_the_key_never_reaches_the_evaluator_or_a_candidate(tmp_path, tmp_root, monkeypatch):
+    """The key in the agent's environment (a library caller's): the evaluation's environment comes from
+    an allow-list, so the candidate neither sees it nor prints it into the evaluator's output."""
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    start = tmp_path / "probe.c"
+    start.write_text(_probe_kernel(tmp_path / "ignored.txt"))
+    with ScriptedChatServer([reply(None, [("evaluate", {})]), reply("Done.")]) as srv:
+        cfg = config_for(srv, max_steps=2)
+        cfg.task_options["kernel"] = str(start)
+        cfg.tools.sandbox = "none"  # the environment is built from the allow-list either way
+        result, events, agent = run(cfg, tmp_path)
+    assert of_type(events, "harness_eval")[0]["status"] == "ok"
+    _assert_nowhere(SECRET, srv, agent.ctx.trace.path)
+
+
+def test_what_the_evaluator_prints_is_redacted(tmp_path, tmp_root):
+    """A candidate that knows the key (here written into it) prints it: neither the trace's folder
+    nor the model gets it."""
+    start = tmp_path / "loud.c"
+    start.write_text(
+        "#include <stdio.h>\n__attribute__((constructor)) static void loud(void) {\n"
+        f'    printf("{SECRET}\\n{{\\"scenario\\": \\"x\\", \\"status\\": \\"wrong\\", '
+        f'\\"reason\\": \\"{SECRET}\\"}}\\n");\n}}\n' + FASTER_KERNEL
+    )
+    with ScriptedChatServer([reply(None, [("evaluate", {})]), reply("Done.")]) as srv:
+        cfg = config_for(srv, max_steps=2)
+        cfg.task_options["kernel"] = str(start)
+        result, events, agent = run(cfg, tmp_path)
+    out = agent.ctx.trace.artifacts / "evals" / "0001" / "harness.out"
+    assert out.is_file() and "[redacted]" in out.read_text()
+    assert SECRET not in _bodies_text(srv) and "[redacted]" in _bodies_text(srv)
+    for p in _trace_files(agent.ctx.trace.path):
+        assert SECRET.encode() not in p.read_bytes(), p
+
+
+ANCESTORS = (
+    'p=$PPID; while [ "$p" -gt 1 ]; do echo "pid $p"; tr "\\0" "\\n" < /proc/$p/environ | rev; '
+    "p=$(awk '/^PPid:/{print $2}' /proc/$p/status); done; echo walked"
+)
+
+
+@pytest.mark.parametrize("sandbox", ["auto", "none"])
+def test_the_key_is_not_in_the_environ_of_the_agent_process(tmp_path, sandbox):
+    """`OPENAI_API_KEY=... kernelseek-suite run`: the shell reads /proc/<pid>/environ of every process
+    above it (the agent's first), printed reversed so that no redaction hides it."""
+    trace = tmp_path / "t.jsonl"
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "OPENAI_API_KEY": SECRET,
+        **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"},
+    }
+    with ScriptedChatServer([reply(None, [("shell", {"command": ANCESTORS})]), reply("Done.")]) as srv:
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kernelseek_suite.cli",
+                "run",
+                "--agent",
+                "general",
+                "--task",
+                "cpu-attn",
+                "--model",
+                "m",
+                "--base-url",
+                srv.url,
+                "--sandbox",
+                sandbox,
+                "--trace",
+                str(trace),
+                "--max-steps",
+                "2",
+                "--no-live",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        headers = [{k.lower(): v for k, v in q["headers"].items()} for q in srv.requests]
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert headers and all(h["authorization"] == f"Bearer {SECRET}" for h in headers)
+    shell = of_type(read_trace(trace).events, "tool_result")[0]
+    assert "walked" in shell["output"] and "pid" in shell["output"]
+    _assert_nowhere(SECRET, srv, trace)
+    start = read_trace(trace).events[0]
+    assert start["protections"]["secrets"]["agent_non_dumpable"] is True
+
+
+# ---------------------------------------------------------------- the answers cannot be read
+
+
+@needs_landlock
+def test_the_workspace_cannot_read_the_repository(tmp_path, tmp_root):
+    """The shell, and a candidate through the compiler, try the tuned Hopper kernel, the results,
+    the bank and the run's own trace."""
+    lines = [l for l in HOPPER.read_text().splitlines() if len(l) > 40]
+    trace = tmp_path / "run" / "trace.jsonl"
+    look = (
+        f"head -c 300 {HOPPER}; ls {REPO / 'results'}; head -3 {REPO / 'bank' / 'questions.yaml'}; "
+        f"head -c 300 {trace}; ls {REPO}"
+    )
+    include = tmp_path / "include.c"
+    include.write_text(f'#include "{HOPPER}"\n' + FASTER_KERNEL)
+    script = [
+        reply(None, [("shell", {"command": look})]),
+        reply(None, [("edit_file", {"path": "attn.c", "new_text": include.read_text()})]),
+        reply(None, [("evaluate", {})]),
+        reply("Done."),
+    ]
+    with ScriptedChatServer(script) as srv:
+        result, events, agent = run(config_for(srv, max_steps=4), tmp_path)
+    shell = of_type(events, "tool_result")[0]["output"]
+    assert shell.count("Permission denied") == 5, shell
+    ev = of_type(events, "harness_eval")[0]
+    assert ev["status"] == "build_failed" and "Permission denied" in ev["error"]
+    sent = _bodies_text(srv)
+    assert not any(json.dumps(l)[1:-1] in sent for l in lines)
+
+
+def test_search_docs_indexes_the_contract_docs_not_the_answers(tmp_path):
+    from kernelseek_suite.agents.retrieval import DocIndex, default_sources
+
+    index = DocIndex(default_sources())
+    hits = index.search("wgmma warpgroup mbarrier producer consumer tile scheduler TMA descriptor", 10)
+    assert hits and not any(p.source.startswith(("kernels/", "results/")) for p, _ in hits)
+    assert {p.source for p in index.passages} >= {"README.md"}
+    for bad in (REPO / "kernels", REPO / "kernels" / "hopper", REPO / "results" / "sm90", REPO):
+        r = CliRunner().invoke(
+            main,
+            [
+                "run",
+                "--agent",
+                "toolrich",
+                "--task",
+                "cpu-attn",
+                "--model",
+                "m",
+                "--base-url",
+                "http://127.0.0.1:9/v1",
+                "--agent-opt",
+                f"docs_extra=[{bad}]",
+                "--trace",
+                str(tmp_path / f"{bad.name}.jsonl"),
+            ],
+        )
+        assert r.exit_code == 4 and "may not include the repository's" in r.output, (bad, r.output)
+
+
+@needs_landlock
+def test_the_toolrich_shell_reads_its_documents_and_no_other_file_of_the_repository(tmp_path, tmp_root):
+    look = f"head -1 {REPO / 'README.md'}; head -1 {REPO / 'pyproject.toml'}"
+    with ScriptedChatServer([reply(None, [("shell", {"command": look})]), reply("Done.")]) as srv:
+        result, events, _ = run(config_for(srv, arm="toolrich", max_steps=2), tmp_path)
+    out = of_type(events, "tool_result")[0]["output"]
+    assert REPO.joinpath("README.md").read_text().splitlines()[0] in out
+    assert "pyproject.toml' for reading: Permission denied" in out
+    prot = events[0]["protections"]
+    assert str(REPO / "README.md") in prot["shell"]["documents"] and prot["complete"] is True
+
+
+# ---------------------------------------------------------------- what a run records, what compare asks
+
+
+def test_the_trace_records_the_protections(tmp_path, tmp_root):
+    with ScriptedChatServer([reply(None, [("evaluate", {})])]) as srv:
+        result, events, agent = run(config_for(srv, max_steps=1), tmp_path)
+    prot = events[0]["protections"]
+    ev = prot["evaluator"]
+    assert ev["sealed"] is True and ev["python"] == "-I -B" and ev["files"] > 50 and len(ev["sha256"]) == 64
+    assert prot["secrets"]["child_environment"] == "allow-list" and prot["secrets"]["ancestors_holding_key"] == []
+    assert prot["shell"]["sandbox"] == prot["candidates"]["sandbox"] == ("landlock" if LANDLOCK else "none")
+    assert prot["complete"] is LANDLOCK
+    assert not agent.ctx.seal.base.exists()  # the sealed copy goes with the run
+
+
+def test_compare_refuses_to_run_unsandboxed_unless_allowed(tmp_path):
+    args = [
+        "compare",
+        "--agents",
+        "general",
+        "--task",
+        "cpu-attn",
+        "--task-opt",
+        "budget_ms=2",
+        "--model",
+        "m",
+        "--seeds",
+        "1",
+        "--max-steps",
+        "1",
+        "--sandbox",
+        "none",
+    ]
+    with ScriptedChatServer([reply("Done.")] * 4) as srv:
+        refused = CliRunner().invoke(main, [*args, "--base-url", srv.url, "--out", str(tmp_path / "a")])
+        assert refused.exit_code == 4 and "--allow-unsandboxed" in refused.output
+        assert not (tmp_path / "a" / "traces").exists() or not any((tmp_path / "a" / "traces").iterdir())
+        allowed = CliRunner().invoke(
+            main, [*args, "--base-url", srv.url, "--out", str(tmp_path / "b"), "--allow-unsandboxed"]
+        )
+    assert allowed.exit_code == 0, allowed.output
+    table = (tmp_path / "b" / "compare.md").read_text()
+    assert "Runs without every protection" in table and "general-seed1.jsonl: shell not sandboxed" in table
+    request = json.loads((tmp_path / "b" / "request.json").read_text())
+    assert request["allow_unsandboxed"] is True
+    again = CliRunner().invoke(
+        main,
+        [
+            "compare",
+            "--from-traces",
+            str(tmp_path / "b" / "traces"),
+            "--remeasure",
+            "--sandbox",
+            "none",
+            "--out",
+            str(tmp_path / "c"),
+        ],
+    )
+    assert again.exit_code == 4 and "re-measuring needs the sandbox" in again.output
+
+
+def test_a_run_validates_with_its_protections(tmp_path, tmp_root):
+    with ScriptedChatServer([reply("Done.")]) as srv:
+        cfg = config_for(srv, arm="general", max_steps=1)
+        trace = tmp_path / "t.jsonl"
+        new_run(cfg, trace).run()
+    assert validate_trace(trace).ok
