@@ -265,7 +265,10 @@ def run_module(mod: Module, equivalents: list[Equivalent], jobs: int = 1) -> Mod
         if not Path(where).resolve().is_relative_to(copy.resolve()):
             raise SystemExit(f"{PACKAGE} imports from {where}, not from the copy being mutated")
         tests = " ".join(shlex.quote(t) for t in mod.tests)
-        command = f"{shlex.quote(sys.executable)} -m pytest -x -q -p no:cacheprovider -p no:hypothesispytest -p no:anyio -p no:benchmark -o addopts='' --timeout=60 {tests}"
+        command = (
+            f"{shlex.quote(sys.executable)} -m pytest -x -q -p no:cacheprovider -p no:hypothesispytest -p no:anyio "
+            f"-p no:benchmark -o addopts='' --timeout=60 {tests}"
+        )
         t1 = time.monotonic()
         base = subprocess.run(command, shell=True, cwd=copy, env=env, capture_output=True, text=True)
         if base.returncode != 0:
@@ -392,7 +395,8 @@ def main(argv=None) -> int:
             print(f"  {r.path}:{s.line} {s.operator}\n      - {s.original}\n      + {s.mutant}\n      {tag}")
         print(
             f"  {n}: {r.killed} killed, {r.survived} survived ({r.equivalent} equivalent), "
-            f"{r.incompetent} incompetent, {r.annotations} in annotations (not run), of {r.mutants}: score {r.score:.1%} in {r.seconds:.0f} s",
+            f"{r.incompetent} incompetent, {r.annotations} in annotations (not run), of {r.mutants}: "
+            f"score {r.score:.1%} in {r.seconds:.0f} s",
             flush=True,
         )
     stale = stale_equivalents(equivalents, results)

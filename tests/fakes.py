@@ -6,9 +6,9 @@ import math
 
 import torch
 
-from stand_ins import StandInClock  # noqa: F401 (the timing loop's stand-in, torch-free)
 from kernelseek_suite.contract import KS_ERR_CUDA, KS_ERR_UNSUPPORTED
 from kernelseek_suite.harness.reference import attention_reference
+from stand_ins import StandInClock  # noqa: F401 (the timing loop's stand-in, torch-free)
 
 
 def naive_attention(q, k, v, causal: bool, scale: float | None = None):

@@ -11,15 +11,15 @@ import stand_ins
 from kernelseek_suite.config import TimingConfig
 from kernelseek_suite.harness import timing
 from kernelseek_suite.harness.timing import (
-    Call,
-    EventTimer,
-    L2Flusher,
-    idle_gap_ms,
     COUNTED,
     REPEAT,
     WARMUP,
+    Call,
+    EventTimer,
+    L2Flusher,
     Timed,
     TimingStats,
+    idle_gap_ms,
     late_work,
     repeat_rounds,
     replayed,
@@ -420,7 +420,7 @@ class _FakeCuda:
     def Event(self, enable_timing=False):  # noqa: N802 (torch's name)
         assert enable_timing
         self.n += 1
-        log, name = self.log, "ev%d" % self.n
+        log, name = self.log, f"ev{self.n}"
 
         class Ev:
             def record(self):
@@ -490,9 +490,7 @@ def test_the_loop_uses_cuda_events_when_no_timer_is_given(monkeypatch):
 
 
 def test_an_idle_gap_shorter_than_the_empty_calls_is_no_late_work():
-    stats = loop(
-        {"a": (1.0, 0.0)}, TimingConfig(warmup=0, min_reps=3, max_reps=3, budget_s=0.0), [], gap_ms=0.25
-    )
+    stats = loop({"a": (1.0, 0.0)}, TimingConfig(warmup=0, min_reps=3, max_reps=3, budget_s=0.0), [], gap_ms=0.25)
     assert stats["a"].late_ms == 0.0
 
 

@@ -1,7 +1,25 @@
+from pathlib import Path
+
+import pytest
 from click.testing import CliRunner
 
 from kernelseek_suite.cli import main
-from kernelseek_suite.reports.verify import FASTER, INCONCLUSIVE, SAME, SLOWER, compare
+from kernelseek_suite.reports.data import ArchResults
+from kernelseek_suite.reports.verify import (
+    FASTER,
+    INCONCLUSIVE,
+    SAME,
+    SLOWER,
+    VERDICTS,
+    Claim,
+    ScenarioVerdict,
+    Verdict,
+    _classify,
+    _rel_spread,
+    compare,
+    scenario_verdict,
+)
+from kernelseek_suite.results import ScenarioResult
 from synthetic_results import default_ratio, make_rows, write_results
 
 FAST = "d128-h16kv16-s4096"
@@ -71,23 +89,6 @@ def test_missing_baseline_is_inconclusive(tmp_path):
 
 
 # ---- verdicts on constructed pairs -------------------------------------------------------------------
-
-import math
-from pathlib import Path
-
-import pytest
-
-from kernelseek_suite.reports.data import ArchResults
-from kernelseek_suite.reports.verify import (
-    VERDICTS,
-    Claim,
-    ScenarioVerdict,
-    Verdict,
-    _classify,
-    _rel_spread,
-    scenario_verdict,
-)
-from kernelseek_suite.results import ScenarioResult
 
 
 def row(sid="s1", ratio=1.0, status="ok", reason="", spread=0.0, baseline="fa3", extended=False, why="ok"):
