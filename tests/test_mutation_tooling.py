@@ -145,3 +145,38 @@ def test_annotation_spans_cover_annotations_only_when_they_are_not_evaluated():
     assert sorted(spans) == [((2, 9), (2, 19)), ((2, 29), (2, 39)), ((3, 7), (3, 17))]
     assert not any(a <= (3, 22) < b for a, b in spans)  # `a | b` is code
     assert mutation.annotation_spans(src.split("\n", 1)[1]) == []
+
+
+def _fake_run(score_killed, score_survived):
+    def run(mod, equivalents, jobs=1):
+        return mutation.ModuleScore(mod.name, mod.path, mutants=100, killed=score_killed, survived=score_survived)
+
+    return run
+
+
+@pytest.fixture
+def no_signal_handler(monkeypatch):
+    monkeypatch.setattr(mutation.signal, "signal", lambda *a: None)
+
+
+def test_a_module_below_the_minimum_fails_the_run(monkeypatch, capsys, no_signal_handler):
+    monkeypatch.setattr(mutation, "run_module", _fake_run(89, 11))
+    assert mutation.main(["--module", "check"]) == 1
+    assert "check scores 89.0%, below 90%" in capsys.readouterr().out
+    monkeypatch.setattr(mutation, "run_module", _fake_run(90, 10))
+    assert mutation.main(["--module", "check", "--module", "rules"]) == 0
+
+
+def test_changed_runs_only_the_changed_modules(monkeypatch, capsys, no_signal_handler):
+    ran = []
+
+    def run(mod, equivalents, jobs=1):
+        ran.append(mod.name)
+        return mutation.ModuleScore(mod.name, mod.path, killed=1)
+
+    monkeypatch.setattr(mutation, "run_module", run)
+    monkeypatch.setattr(mutation, "changed_modules", lambda mods, base: [])
+    assert mutation.main(["--changed"]) == 0 and ran == []
+    assert "no module changed since its recorded score" in capsys.readouterr().out
+    monkeypatch.setattr(mutation, "changed_modules", lambda mods, base: ["verify", "timing"])
+    assert mutation.main(["--changed", "--jobs", "2"]) == 0 and ran == ["timing", "verify"]
