@@ -582,3 +582,16 @@ def test_a_violation_cannot_be_changed_after_it_is_found():
     v = rules.check_source("exit(1);\n")[0]
     with pytest.raises(dataclasses.FrozenInstanceError):
         v.line = 9
+
+
+def test_a_string_ending_in_an_escaped_backslash_ends_at_its_quote():
+    assert "ending the process (return a KS_ERR_* code instead)" in found('const char* s = "\\\\"; exit(1);\n')
+
+
+def test_a_line_comment_at_the_very_end_of_the_file():
+    assert rules.check_source("int a; // exit(1)") == []
+    assert rules._strip("int a; // x", strings=True) == "int a;     "
+
+
+def test_an_empty_string_keeps_both_quotes():
+    assert rules._strip('x = ""; y = "" "";\n', strings=True) == 'x = ""; y = "" "";\n'
