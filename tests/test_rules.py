@@ -595,3 +595,7 @@ def test_a_line_comment_at_the_very_end_of_the_file():
 
 def test_an_empty_string_keeps_both_quotes():
     assert rules._strip('x = ""; y = "" "";\n', strings=True) == 'x = ""; y = "" "";\n'
+
+
+def test_an_empty_block_comment_ends_where_it_ends():
+    assert "ending the process (return a KS_ERR_* code instead)" in found("/**/ exit(1);\n")
