@@ -49,6 +49,9 @@ def python_roots() -> list[Path]:
         roots.update(site.getsitepackages())
     except AttributeError:
         pass
+    user = site.getusersitepackages() if site.ENABLE_USER_SITE else None
+    if user and user in sys.path:  # packages installed with --user, which the agent's process imports
+        roots.add(user)
     return sorted({r for r in map(_real, roots) if r and r.is_dir()})
 
 

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import config as suite_config
 from ..provenance import git_sha
 from . import policy as policy_mod
 from . import sandbox as sandbox_mod
@@ -113,7 +114,7 @@ class SealedEvaluator:
             snap = seal.snapshot
             shutil.copytree(PACKAGE_DIR, snap / "lib" / "kernelseek_suite", ignore=COPY_IGNORE)
             (snap / "run.py").write_text(BOOTSTRAP)
-            paths = policy_mod.import_paths([*policy_mod.forbidden(), base])
+            paths = policy_mod.import_paths([suite_config.REPO_ROOT, base])
             (snap / "import-paths.txt").write_text("".join(f"{p}\n" for p in paths))
             task.seal(snap / "task")
             _read_only(snap)

@@ -195,6 +195,8 @@ def compare_cmd(
     from ..headtohead.compare import CompareRequest, run_compare, run_spec
 
     names = [a.strip() for a in arms.split(",") if a.strip()]
+    if "agent-cmd" in names and not allow_unsandboxed:
+        fail(UNSANDBOXED.format(what="compare", why="the agent-cmd arm runs its command outside it"), USAGE)
     try:
         unknown = [a for a in names if a not in arm_names()]
         if unknown or len(set(names)) != len(names) or not names:
