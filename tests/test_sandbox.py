@@ -107,7 +107,7 @@ def test_the_copy_holds_the_suite_without_bytecode(seal):
     assert seal.command("m", ["a"])[1:4] == ["-I", "-B", str(seal.snapshot / "run.py")]
 
 
-@pytest.mark.parametrize("change", ["object", "bytecode", "source", "added", "link", "removed"])
+@pytest.mark.parametrize("change", ["object", "bytecode", "source", "added", "link", "removed", "pipe"])
 def test_every_change_to_the_copy_is_caught(seal, change):
     seal.check()
     snap = seal.snapshot
@@ -130,6 +130,8 @@ def test_every_change_to_the_copy_is_caught(seal, change):
         (snap / "task" / "harness.o").symlink_to("/dev/null")
     elif change == "removed":
         (snap / "task" / "harness.o").unlink()
+    elif change == "pipe":  # a reader of the copy must not block on it
+        os.mkfifo(snap / "task" / "harness.so")
     with pytest.raises(HarnessTampered) as e:
         seal.check("before an evaluation")
     assert e.value.reason == "harness_tampered" and e.value.details["files"]

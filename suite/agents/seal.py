@@ -70,15 +70,19 @@ class Ran:
 
 
 def digest(root: Path) -> dict[str, str]:
-    """relative path -> sha256 of every file under `root` (symbolic links: of their target's name)."""
+    """relative path -> sha256 of every file under `root`; a symbolic link is named by its target, any
+    other file that is not a regular one (a pipe, a socket, a device) by its kind, unread."""
     out = {}
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         for name in sorted(filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]):
             p = Path(dirpath) / name
             rel = str(p.relative_to(root))
-            if p.is_symlink():
+            mode = p.lstat().st_mode
+            if stat.S_ISLNK(mode):
                 out[rel] = "link:" + os.readlink(p)
+            elif not stat.S_ISREG(mode):
+                out[rel] = f"special:{stat.S_IFMT(mode):o}"
             else:
                 out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out
