@@ -3,8 +3,10 @@ nvcc version. No GPU is needed. ptxas's resource report is parsed; ptxas warning
 fail the build.
 
 The source is read once: the rules are checked on those bytes and nvcc compiles a private copy of
-them, so the file cannot be swapped between the check and the compile. The built library's imported
-symbols are checked too (`imported_symbol_violations`)."""
+them, so the file cannot be swapped between the check and the compile. What the compiled code imports
+and runs at load time is checked against an allow-list, and the library's own imports too
+(imports.py). So are its exports: the contract's three C functions, read from the library's dynamic
+symbols (`check_exports`), never by loading it."""
 
 from __future__ import annotations
 
@@ -18,11 +20,15 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import config, rules
+from . import config, contract, imports, rules
 
 
 class BuildError(RuntimeError):
     """The kernel did not build; the message holds the compiler's own words."""
+
+
+class ContractError(BuildError):
+    """The kernel builds, but its library does not export what the contract asks for."""
 
 
 @dataclass
@@ -124,42 +130,50 @@ def fatal_warnings(warnings: list[str]) -> list[str]:
     return [w for w in warnings if any(code in w for code in config.FATAL_PTXAS_WARNINGS)]
 
 
-# Undefined symbols a kernel library may import without a version: weak hooks of the C runtime and
-# the CUDA driver API (cu*, resolved from libcuda). Everything else it imports must come, versioned,
-# from the system libraries; an unversioned name is resolved from whatever the loading process
-# exports -- the Python interpreter, torch, cuBLAS -- which is reaching into the harness.
-_UNVERSIONED_OK = re.compile(r"^(_ITM_\w+|__gmon_start__|_Jv_RegisterClasses|cu[A-Z]\w*)$")
+def exported_functions(library: str | Path) -> set[str]:
+    """The names of the functions the shared library exports (its defined global dynamic symbols)."""
+    from elftools.elf.elffile import ELFFile
+
+    with open(library, "rb") as f:
+        dynsym = ELFFile(f).get_section_by_name(".dynsym")
+        if dynsym is None:
+            return set()
+        return {
+            s.name
+            for s in dynsym.iter_symbols()
+            if s.name
+            and s["st_shndx"] != "SHN_UNDEF"
+            and s["st_info"]["type"] in ("STT_FUNC", "STT_GNU_IFUNC")
+            and s["st_info"]["bind"] in ("STB_GLOBAL", "STB_WEAK")
+        }
 
 
-def imported_symbols(library: str | Path) -> list[tuple[str, str]] | None:
-    """(type, name) of the library's undefined dynamic symbols, via binutils' nm; None without nm."""
-    nm = shutil.which("nm")
-    if not nm:
-        return None
-    p = subprocess.run([nm, "-D", "--undefined-only", str(library)], capture_output=True, text=True)
-    if p.returncode != 0:
-        return None
-    out = []
-    for line in p.stdout.splitlines():
-        parts = line.split()
-        if len(parts) >= 2:
-            out.append((parts[-2], parts[-1]))
-    return out
+def missing_exports(exported: set[str]) -> list[str]:
+    """The contract's C functions (contract.REQUIRED_SYMBOLS) that are not among `exported`."""
+    return [name for name in contract.REQUIRED_SYMBOLS if name not in exported]
 
 
-def imported_symbol_violations(symbols: list[tuple[str, str]]) -> list[str]:
-    bad = []
-    for kind, name in symbols:
-        if kind.upper() != "U" or "@" in name or _UNVERSIONED_OK.match(name):
-            continue
-        what = (
-            "the Python C API"
-            if re.match(r"_?Py", name)
-            else "a library the kernel may not use"
-            if re.match(r"(cublas|cudnn|cutlass|nccl|cufft|curand)", name, re.I)
-            else "a symbol of the loading process"
+def check_exports(library: str | Path, source: Path) -> None:
+    """Raises ContractError when the library lacks one of the contract's exports."""
+    missing = missing_exports(exported_functions(library))
+    if missing:
+        raise ContractError(
+            f"{source.name} does not export {', '.join(missing)}: a kernel defines "
+            f'{", ".join(contract.REQUIRED_SYMBOLS)} as extern "C" functions (see the kernel contract)'
         )
-        bad.append(f"imports `{name}` ({what}): no system library provides it")
+
+
+def import_violations(
+    obj: Path | None, library: Path, preprocessed: Path | None = None, source: Path | None = None
+) -> list[rules.Violation]:
+    """The allow-list on the kernel's object file (when there is one) and the library's own imports."""
+    bad = []
+    if obj is not None:
+        text = preprocessed.read_text(errors="replace") if preprocessed is not None and preprocessed.exists() else None
+        bad += [rules.Violation(0, "compiled code", b) for b in imports.object_violations(obj, text, source)]
+    bad += [
+        rules.Violation(0, "built library", b) for b in imports.library_violations(imports.library_imports(library))
+    ]
     return bad
 
 
@@ -191,12 +205,14 @@ def build(
     key = digest.hexdigest()[:24]
     root = (cache or config.cache_dir() / "build") / key
     report = root / "build.json"
-    if report.exists() and not force and (root / "kernel.so").exists():
-        # the cache is a folder like any other: check what a cached library imports again
-        symbols = imported_symbols(root / "kernel.so")
-        bad = imported_symbol_violations(symbols) if symbols else []
+    if report.exists() and not force and (root / "kernel.so").exists() and (root / "kernel.o").exists():
+        # the cache is a folder like any other: check what a cached library and its object import
+        # again (the driver functions it looks up were checked when it was built)
+        bad = import_violations(root / "kernel.o", root / "kernel.so", None, None)
+        bad = [v for v in bad if "preprocessed source" not in v.text]
         if bad:
-            raise rules.DependencyRuleError(str(src), [rules.Violation(0, "built library (cached)", b) for b in bad])
+            raise rules.DependencyRuleError(str(src), [rules.Violation(0, v.rule + " (cached)", v.text) for v in bad])
+        check_exports(root / "kernel.so", src)
         data = json.loads(report.read_text())
         data["functions"] = [FunctionResources(**f) for f in data["functions"]]
         data.pop("spill_bytes", None)
@@ -223,14 +239,22 @@ def build(
     if fatal:
         shutil.rmtree(tmp, ignore_errors=True)
         raise BuildError(f"ptxas warnings that fail the build for {src.name}:\n" + "\n".join(fatal))
-    symbols = imported_symbols(lib)
-    if symbols is None:
-        warnings.append("imported symbols not checked: binutils' nm is not on the PATH")
-    else:
-        bad = imported_symbol_violations(symbols)
-        if bad:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise rules.DependencyRuleError(str(src), [rules.Violation(0, "built library", b) for b in bad])
+    obj = keep / f"{private_src.stem}.o"
+    if not obj.exists():
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise BuildError(
+            f"nvcc -keep left no object file for {src.name} in {keep.name}/: its imports cannot be checked"
+        )
+    bad = import_violations(obj, lib, keep / f"{private_src.stem}.cpp4.ii", private_src)
+    if bad:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise rules.DependencyRuleError(str(src), bad)
+    try:
+        check_exports(lib, src)
+    except ContractError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.copy(obj, tmp / "kernel.o")
     ptx_files = sorted(keep.glob("*.ptx"))
     ptx_dst = None
     if ptx_files:

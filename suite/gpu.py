@@ -10,7 +10,6 @@ from dataclasses import asdict, dataclass
 
 from . import config
 
-
 # the GPU (NVML index) `eval` and agent runs use when none is named; a Dask worker running agent runs
 # sets it to its own GPU, so that each run's evaluations stay on that worker's device
 GPU_ENV = "KERNELSEEK_GPU"

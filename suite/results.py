@@ -103,7 +103,7 @@ class ScenarioResult:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "ScenarioResult":
+    def from_dict(cls, d: dict) -> ScenarioResult:
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in d.items() if k in known})
 

@@ -105,6 +105,11 @@ FORBIDDEN_TEXT = (
     (r"\bsyscall\b|\bint\s+\$?0x80\b|\bsysenter\b", "a system call in inline host assembly"),
     (r"\.incbin\b", "embedding a prebuilt binary"),
     (r"/proc/|/dev/shm|LD_PRELOAD", "reaching into the process or system"),
+    (
+        r"^\s*(#|%:)\s*(line\b|\d+\s*(\"|$))",
+        "a line directive or line marker (the build checks the kernel's own "
+        "lines of the preprocessed code; this would give them another file's name)",
+    ),
 )
 
 _INCLUDE_RE = re.compile(r"\s*(?:#|%:)\s*include(_next)?\b(.*)")

@@ -222,3 +222,27 @@ def test_the_estimate_is_calibrated_on_what_the_endpoint_reports():
     m.calibrate(msgs, [], 1)  # an endpoint that reports nonsense: clamped
     assert m.estimator.chars_per_token == 6.0
     assert m.room == 9000 and ContextManager(ContextConfig(window_tokens=2000, reserve_tokens=4096)).room == 1500
+
+
+@needs_gcc
+def test_a_resume_with_a_smaller_window_compacts_before_its_first_request(tmp_path):
+    """A run made for one window, resumed on a model with a smaller one (run --resume
+    --context-tokens): the first request of the new session already fits."""
+    with ScriptedChatServer(workload(6, kb=16)) as srv:
+        cfg = config_for(srv, max_steps=6)
+        cfg.tools.sandbox = "none"
+        result, events, agent = run(cfg, tmp_path)
+    assert not of_type(events, "context")
+    with ScriptedChatServer(workload(2, kb=16), context_window=6_000) as srv2:
+        agent2 = resume_run(
+            agent.ctx.trace.path,
+            SECRET,
+            limits={"max_steps": 8},
+            model_overrides={"base_url": srv2.url},
+            context_overrides={"window_tokens": 6_000},
+        )
+        agent2.run()
+        assert srv2.refused == [] and len(srv2.requests) == 2
+    events = read_trace(agent.ctx.trace.path).events
+    ctx = of_type(events, "context")
+    assert ctx and ctx[0]["reason"] == "budget" and ctx[0]["window_source"] == "option"

@@ -9,12 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
-from browser import browser  # noqa: F401  (the fixture)
-from long_trace import write_long_trace
 
+from browser import browser  # noqa: F401  (the fixture)
 from kernelseek_suite.reports import load
 from kernelseek_suite.reports.html import render_html
 from kernelseek_suite.reports.trace_html import render_traces
+from long_trace import write_long_trace
 
 pytestmark = pytest.mark.browser
 
@@ -50,7 +50,7 @@ def _visible_rows(page) -> list[dict]:
 
 
 def test_report_loads_clean_from_file(browser, report):  # noqa: F811
-    path, res = report
+    path, _ = report
     o = browser.open(path)
     assert o.problems == []
     assert o.page.title() == "Results: sm90, NVIDIA H200"

@@ -56,19 +56,6 @@ def test_fatal_warnings_are_the_three_codes():
     assert B.fatal_warnings(ws) == ws[:3]
 
 
-def test_imported_symbol_rule():
-    ok = [
-        ("U", "malloc@GLIBC_2.2.5"),
-        ("w", "__gmon_start__"),
-        ("w", "_ITM_registerTMCloneTable"),
-        ("U", "cuTensorMapEncodeTiled"),
-        ("U", "_Znwm@GLIBCXX_3.4"),
-    ]
-    assert B.imported_symbol_violations(ok) == []
-    bad = B.imported_symbol_violations([("U", "PyRun_SimpleString"), ("U", "cublasGemmEx"), ("U", "at_fn")])
-    assert len(bad) == 3 and "Python C API" in bad[0] and "library" in bad[1] and "loading process" in bad[2]
-
-
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("KERNELSEEK_CACHE", str(tmp_path / "cache"))

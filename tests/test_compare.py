@@ -15,10 +15,10 @@ from click.testing import CliRunner
 from agent_runs import FASTER_KERNEL, WRONG_KERNEL
 from chat_server import ScriptedChatServer, reply
 from kernelseek_suite.agents import read_trace, validate_trace
+from kernelseek_suite.cli import main
 from kernelseek_suite.headtohead.compare import CompareRequest, RunSpec, plan, run_spec
 from kernelseek_suite.headtohead.report import read_runs, render
 from kernelseek_suite.headtohead.runstats import stats_from_trace
-from kernelseek_suite.cli import main
 from trace_builder import TraceBuilder
 
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
@@ -128,6 +128,10 @@ def test_compare_writes_the_table_and_the_plot(compared):
     assert all(int(x["calls_evaluate"]) == 3 for x in rows)
     assert (out / "best_so_far.png").read_bytes()[:8] == PNG
     assert "<svg" in (out / "best_so_far.svg").read_text()[:500]
+    # the runs as one page to browse, the two arms side by side
+    page = (out / "traces.html").read_text()
+    assert "Head-to-head: 4 runs" in page and str(out / "traces.html") in r.output
+    assert page.count('"run_id":') == 4 and '"arm": "toolrich"' in page and '"arm": "kernelseek"' in page
 
 
 @needs_gcc
@@ -238,8 +242,8 @@ def test_run_spec_resumes_an_interrupted_run_and_keeps_a_finished_one(tmp_path):
 def test_run_spec_starts_over_a_run_cut_off_before_its_first_model_call(tmp_path):
     """Nothing to resume (e.g. the endpoint was down from the start, or the worker died at once): the
     run starts anew in the same trace."""
-    from kernelseek_suite.headtohead.compare import trace_state
     from kernelseek_suite.agents.selfcheck import ScriptedModel
+    from kernelseek_suite.headtohead.compare import trace_state
 
     class Down(ScriptedModel):
         def query(self, messages, tools):

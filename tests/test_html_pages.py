@@ -10,22 +10,22 @@ import re
 from pathlib import Path
 
 import pytest
-from long_trace import LOST, write_long_trace
-from synthetic_results import make_rows, write_results
-from trace_builder import TraceBuilder
 
 from kernelseek_suite.agents.trace import read_trace, validate_trace
 from kernelseek_suite.reports import load, page, scale
 from kernelseek_suite.reports.document import _claims
 from kernelseek_suite.reports.html import heatmaps, model, render_html, scenario_detail
 from kernelseek_suite.reports.trace_html import default_output, render_traces, run_model
+from long_trace import LOST, write_long_trace
+from synthetic_results import make_rows, write_results
+from trace_builder import TraceBuilder
 
 REPO = Path(__file__).resolve().parents[1]
 SELFCHECK = REPO / "results" / "sm90" / "agents-selfcheck" / "trace.jsonl"
 
 
 def _page_data(html: str) -> dict:
-    m = re.search(r'<script type="application/json" id="page-data">(.*?)</script>', html, re.S)
+    m = re.search(r'<script type="application/json" id="page-data">(.*?)</script>', html, re.DOTALL)
     return json.loads(m.group(1))
 
 
@@ -168,7 +168,7 @@ def test_run_model_counts_every_event(long_trace):
             tools[e["tool"]] = tools.get(e["tool"], 0) + 1
     assert run["tools"] == tools and set(tools) == {"shell", "edit_file", "evaluate"}
     g = run["groups"]
-    count = lambda t, **kw: sum(e["type"] == t and all(e.get(k) == v for k, v in kw.items()) for e in events)  # noqa: E731
+    count = lambda t, **kw: sum(e["type"] == t and all(e.get(k) == v for k, v in kw.items()) for e in events)
     assert g["model"] == count("llm_call") and g["eval"] == count("harness_eval")
     assert g["question"] == count("question", source="bank") and g["human"] == count("question", source="human") > 0
     assert g["retry"] == count("retry") > 0 and g["resume"] == 1 and g["decision"] == count("decision") > 0
@@ -303,3 +303,40 @@ def test_several_runs_in_one_page(tmp_path):
     assert [r["run_id"] for r in data["runs"]] == ["ks-1", "gen-1"]
     assert "Agent runs: 2 (general, kernelseek)" in html and 'id="overview-chart"' in html
     assert math.isclose(data["runs"][1]["best"], max(p["best"] for p in data["runs"][1]["curve"]))
+
+
+# ---------------------------------------------------------------- the commands
+
+
+def test_render_html_command(tmp_path):
+    from click.testing import CliRunner
+
+    from kernelseek_suite.cli import main
+
+    root = write_results(tmp_path / "sm90", make_rows(ratio=_ratio))
+    r = CliRunner().invoke(main, ["render", str(root)])
+    assert r.exit_code == 0 and not (root / "REPORT.html").exists()
+    r = CliRunner().invoke(main, ["render", str(root), "--html"])
+    assert r.exit_code == 0, r.output
+    assert f"page: {root / 'REPORT.html'}" in r.output
+    assert len(_page_data((root / "REPORT.html").read_text())["scenarios"]) == 182
+    assert "`REPORT.html`" in (root / "REPORT.md").read_text()
+
+
+def test_traces_html_command(long_trace, tmp_path):
+    from click.testing import CliRunner
+
+    from kernelseek_suite.cli import main
+
+    r = CliRunner().invoke(main, ["traces", "html", str(SELFCHECK), "--out", str(tmp_path / "one")])
+    assert r.exit_code == 0, r.output
+    one = tmp_path / "one" / "trace.html"
+    assert r.output.strip() == f"page: {one}"
+    assert _page_data(one.read_text())["runs"][0]["run_id"] == "20261202-183539-general-fa-fwd-sm90-7f99"
+    r = CliRunner().invoke(main, ["traces", "html", str(SELFCHECK), str(long_trace), "--out", str(tmp_path)])
+    assert r.exit_code == 0 and len(_page_data((tmp_path / "traces.html").read_text())["runs"]) == 2
+    bad = tmp_path / "not-a-trace.jsonl"
+    bad.write_text('{"type": "step"}\n')
+    r = CliRunner().invoke(main, ["traces", "html", str(bad)])
+    assert r.exit_code == 4 and "not a trace" in r.output
+    assert not (tmp_path / "not-a-trace.html").exists()

@@ -83,6 +83,11 @@ def test_comments_strings_and_honest_code_are_not_violations(src):
     assert found(src) == []
 
 
+def test_a_line_marker_inside_a_raw_string_is_refused_too():
+    """It would reach the preprocessed code as it stands, and name the lines after it another file."""
+    assert "line marker" in " ".join(found('const char* s = R"(\n# 1 "/usr/include/stdio.h"\n)";\n'))
+
+
 def test_a_quote_in_a_character_literal_cannot_hide_code():
     src = 'char q = \'"\'; int x = cublasSgemm(1); const char* s = "";\n'
     assert "cuBLAS" in found(src)
@@ -234,6 +239,13 @@ FLAGGED = {
         'const char* p = "/dev/shm/x";',
         'const char* e = "LD_PRELOAD";',
     ],
+    "a line directive or line marker (the build checks the kernel's own lines of the preprocessed code; this "
+    "would give them another file's name)": [
+        '#line 10 "cuda_runtime.h"',
+        "  %:line 3",
+        '# 12 "/usr/include/stdio.h" 2',
+        "# 7",
+    ],
 }
 
 # honest lines close to a forbidden one: a word boundary, a name that only contains the word
@@ -258,6 +270,8 @@ NEAR_MISSES = [
     "int sysenter_count = 0;",
     "int incbin = 0;",
     "int proc = 0;",
+    "#pragma unroll 4",
+    "#define LINE_7 7",
     "__attribute__((noinline)) static void f() {}",
     "int kill_count = 0;",
 ]

@@ -177,6 +177,7 @@ class QuestionConfig:
 @dataclass
 class RunConfig:
     arm: str = "kernelseek"
+    label: str | None = None  # the arm's name in a comparison, when not the agent's
     arm_options: dict[str, Any] = field(default_factory=dict)  # read by the arm's factory
     task: str = "fa-fwd-sm90"
     task_options: dict[str, Any] = field(default_factory=dict)
@@ -194,7 +195,7 @@ class RunConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "RunConfig":
+    def from_dict(cls, d: dict) -> RunConfig:
         return _build(cls, d)
 
 

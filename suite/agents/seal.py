@@ -100,9 +100,7 @@ class SealedEvaluator:
         self._n = 0
 
     @classmethod
-    def create(
-        cls, task, sandbox: str = "auto", deny: list[Path] = (), parent: Path | None = None
-    ) -> "SealedEvaluator":
+    def create(cls, task, sandbox: str = "auto", deny: list[Path] = (), parent: Path | None = None) -> SealedEvaluator:
         """Copies the suite and the task's harness (task.seal) into a new private folder and hashes it.
         `deny`: folders the evaluator must not read beyond the usual (e.g. this run's trace)."""
         if sandbox not in ("auto", "landlock", "none"):

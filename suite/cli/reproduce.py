@@ -138,16 +138,23 @@ def wheelhouse_cmd(dest, arch, max_mb, strategy, skip, no_suite):
 @click.command("render")
 @click.argument("results", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None)
-def render_cmd(results, out):
-    """Regenerate REPORT.md, tables/ (CSV, LaTeX) and plots/ of RESULTS from its raw data."""
+@click.option(
+    "--html", is_flag=True, help="also REPORT.html: one self-contained page (heat maps with hover, a sortable table)"
+)
+def render_cmd(results, out, html):
+    """Regenerate REPORT.md, tables/ (CSV, LaTeX) and plots/ of RESULTS from its raw data (and REPORT.html)."""
     from ..reports import render
     from ..reports.data import NoResults
 
     try:
-        r = render(results, out)
+        r = render(results, out, html=html)
     except NoResults as e:
         fail(str(e), USAGE)
     click.echo(f"report: {r.report} ({len(r.tables)} table files, {len(r.plots)} plots)")
+    if r.html:
+        click.echo(f"page: {r.html}")
+    elif html:
+        say("REPORT.html not written: its colours need matplotlib (pip install 'kernelseek-suite[report]')")
 
 
 @click.command("verify")

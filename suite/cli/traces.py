@@ -80,4 +80,27 @@ def traces_analyze(files, threshold, out_dir):
     say(f"wrote {', '.join(str(p) for p in written)}")
 
 
+@traces_group.command("html")
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="the folder of the page (default: the first trace's); <trace>.html for one run, traces.html for several",
+)
+def traces_html(files, out_dir):
+    """A self-contained page (no server, no network) to browse the runs of FILES: timeline, best-so-far
+    curve with the questions, conversation, each candidate's diff; two runs side by side."""
+    from ..agents.trace import read_trace
+    from ..reports.trace_html import default_output, render_traces
+
+    for f in files:
+        events = read_trace(f).events
+        if not events or events[0].get("type") != "run_start":
+            fail(f"{f}: not a trace (it does not start with run_start)", USAGE)
+    out = render_traces(list(files), default_output(list(files), out_dir))
+    click.echo(f"page: {out}")
+
+
 COMMANDS = (traces_group,)

@@ -18,8 +18,8 @@ runs it on the GPU, the tests on the CPU with kernels written in Python and a st
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..config import CheckConfig, TimingConfig
 from ..results import STATUS_REJECTED

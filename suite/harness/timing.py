@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import random
 import statistics
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 from ..config import TimingConfig
 

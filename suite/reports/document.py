@@ -19,6 +19,7 @@ class Rendered:
     tables: list[Path] = field(default_factory=list)
     plots: list[Path] = field(default_factory=list)
     status: str = MEASURED
+    html: Path | None = None  # REPORT.html, when asked for and matplotlib (its colours) is there
 
 
 def _rel(path: Path, start: Path) -> str:
@@ -132,8 +133,11 @@ def _why_missing(res: ArchResults, b: str) -> str:
     return next(iter(reasons))[:160] if reasons else "no scenario was timed"
 
 
-def render(root: Path, out: Path | None = None, status: str = MEASURED, extra: list[str] | None = None) -> Rendered:
-    """Render REPORT.md, tables/ and plots/ for the results in `root` into `out` (default: `root`)."""
+def render(
+    root: Path, out: Path | None = None, status: str = MEASURED, extra: list[str] | None = None, html: bool = False
+) -> Rendered:
+    """Render REPORT.md, tables/ and plots/ for the results in `root` into `out` (default: `root`);
+    with `html`, REPORT.html beside them (html.py)."""
     root = Path(root)
     out = Path(out) if out else root
     res = load(root)
@@ -200,8 +204,20 @@ def render(root: Path, out: Path | None = None, status: str = MEASURED, extra: l
         "- raw data: "
         + ", ".join(f"`{_rel(res.run_dir / f, out)}`" for f in ("bench.jsonl", "provenance.json", "summary.json")),
         "- tables: " + ", ".join(f"`{_rel(p, out)}`" for p in written),
-        "",
     ]
+    # the page shares the heat maps' colours with the plots: without matplotlib neither is drawn
+    page = html and plots.available()
+    if page:
+        parts.append(
+            "- this report as a page (heat maps with every scenario on hover, a sortable table): `REPORT.html`"
+        )
+    elif html:
+        parts.append("- REPORT.html: not written, matplotlib is not installed here")
     report = out / "REPORT.md"
-    report.write_text("\n".join(parts))
-    return Rendered(report, written, list(figs.values()), status)
+    report.write_text("\n".join(parts + [""]))
+    rendered = Rendered(report, written, list(figs.values()), status)
+    if page:
+        from .html import render_html
+
+        rendered.html = render_html(root, out, status, res=res, extra=extra)
+    return rendered

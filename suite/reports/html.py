@@ -21,8 +21,8 @@ FILENAME = "REPORT.html"
 
 
 def _md(lines: list[str]) -> str:
-    """The report's own Markdown lines (provenance, claims) as HTML."""
-    return MarkdownIt("commonmark").render("\n".join(lines))
+    """The report's own Markdown lines (provenance, claims, extra sections) as HTML."""
+    return MarkdownIt("commonmark").enable("table").render("\n".join(lines))
 
 
 def kernel_label(res: ArchResults) -> str:
@@ -144,7 +144,13 @@ def model(res: ArchResults) -> dict:
     }
 
 
-def render_html(root: Path, out: Path | None = None, status: str = MEASURED, res: ArchResults | None = None) -> Path:
+def render_html(
+    root: Path,
+    out: Path | None = None,
+    status: str = MEASURED,
+    res: ArchResults | None = None,
+    extra: list[str] | None = None,
+) -> Path:
     """Write REPORT.html for the results in `root` into `out` (default: `root`)."""
     root = Path(root)
     out = Path(out) if out else root
@@ -167,6 +173,7 @@ def render_html(root: Path, out: Path | None = None, status: str = MEASURED, res
         source=_rel(res.run_dir / "bench.jsonl", out),
         provenance_html=_md(_provenance_lines(res, status)),
         claims_html=_md(_claims(res)),
+        extra_html=_md(extra) if extra else "",
         gradient=scale.gradient(),
         scale_ticks=[(t, scale.position(t)) for t in scale.TICKS],
         geomeans=t_geo,

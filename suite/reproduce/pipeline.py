@@ -19,9 +19,10 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .. import config, exitcodes
 from ..reports.data import CEILING, MEASURED, RECORD, SHIPPED, NoResults
@@ -205,7 +206,7 @@ def run_native(req: ReproduceRequest, notify: Notify = _quiet, on_row=None, on_s
     sweep_s = sum(r.wall_s for r in read_jsonl(run_dir / "bench.jsonl"))
     record.update(status=MEASURED, date_end=_now(), wall_s=round(time.time() - t0, 1), sweep_s=round(sweep_s, 1))
     (out / RECORD).write_text(json.dumps(record, indent=1))
-    rendered = render(out)
+    rendered = render(out, html=True)
     ok = (
         summary["scenarios_correct"] == summary["scenarios_total"]
         and summary["extended_correct"] == summary["extended_total"]
@@ -216,7 +217,7 @@ def run_native(req: ReproduceRequest, notify: Notify = _quiet, on_row=None, on_s
         exitcodes.OK if ok else exitcodes.FAIL,
         out,
         record["runtime"],
-        [f"report: {rendered.report}"],
+        [f"report: {rendered.report}"] + ([f"report page: {rendered.html}"] if rendered.html else []),
         report=rendered.report,
         summary=summary,
     )
@@ -274,7 +275,7 @@ def run_partial(req: ReproduceRequest, why: str, notify: Notify = _quiet) -> Out
     shipped = Path(req.root) / "results" / req.arch
     report = None
     try:
-        report = render(shipped, out, status=SHIPPED, extra=extra).report
+        report = render(shipped, out, status=SHIPPED, extra=extra, html=True).report
         msgs.append(f"shipped results rendered (not re-measured): {report}")
     except NoResults as e:
         msgs.append(f"no shipped results to render: {e}")
