@@ -144,7 +144,7 @@ def require_gpu(arch: str, index: int = 0, gpus: list[GPUInfo] | None = None) ->
     g = gpus[index]
     want = config.ARCHES[arch]["cc"]
     if arch != "sm80" and g.compute_capability is not None and tuple(g.compute_capability) != want:
-        have = "sm%d%d" % tuple(g.compute_capability)
+        have = "sm{}{}".format(*g.compute_capability)
         raise NoGPUError(
             f"{arch} needs a GPU of compute capability {want[0]}.{want[1]} "
             f"({config.ARCHES[arch]['gpus']}); GPU {index} is {g.name} ({have})"
