@@ -168,7 +168,10 @@ def test_run_model_counts_every_event(long_trace):
             tools[e["tool"]] = tools.get(e["tool"], 0) + 1
     assert run["tools"] == tools and set(tools) == {"shell", "edit_file", "evaluate"}
     g = run["groups"]
-    count = lambda t, **kw: sum(e["type"] == t and all(e.get(k) == v for k, v in kw.items()) for e in events)
+
+    def count(t, **kw):
+        return sum(e["type"] == t and all(e.get(k) == v for k, v in kw.items()) for e in events)
+
     assert g["model"] == count("llm_call") and g["eval"] == count("harness_eval")
     assert g["question"] == count("question", source="bank") and g["human"] == count("question", source="human") > 0
     assert g["retry"] == count("retry") > 0 and g["resume"] == 1 and g["decision"] == count("decision") > 0
