@@ -311,10 +311,13 @@ def test_several_runs_in_one_page(tmp_path):
 # ---------------------------------------------------------------- the commands
 
 
-def test_render_html_command(tmp_path):
+def test_render_html_command(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
     from kernelseek_suite.cli import main
+    from kernelseek_suite.reports import plots
+
+    monkeypatch.setattr(plots, "render_all", lambda res, folder: {})  # the PNGs are tested in test_reports.py
 
     root = write_results(tmp_path / "sm90", make_rows(ratio=_ratio))
     r = CliRunner().invoke(main, ["render", str(root)])
