@@ -123,3 +123,55 @@ def test_the_arm_needs_its_command(tmp_path):
     cfg.arm_options = {}
     with pytest.raises(ArmOptionError, match="needs its command"):
         new_run(cfg, tmp_path / "t.jsonl")
+
+
+def test_run_agent_cmd_from_the_command_line_needs_no_model(tmp_path):
+    from click.testing import CliRunner
+
+    from kernelseek_suite.cli import main
+
+    trace = tmp_path / "t.jsonl"
+    r = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "--agent-cmd",
+            STANDIN,
+            "--agent-opt",
+            "start={cmd} start {prompt}",
+            "--agent-opt",
+            "resume={cmd} resume {prompt}",
+            "--task",
+            "cpu-attn",
+            "--task-opt",
+            "budget_ms=2",
+            "--goal",
+            "0.01",
+            "--trace",
+            str(trace),
+        ],
+        env={"OPENAI_API_KEY": None},
+    )
+    assert r.exit_code == 0, r.output
+    assert "exit: submitted" in r.output and "agent  session 1 (start): exited, exit 0" in r.output
+    start = read_trace(trace).events[0]
+    assert start["model"]["name"] == "(the agent command's own)" and start["arm_options"]["command"] == STANDIN
+    r = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "--agent",
+            "toolrich",
+            "--plateau",
+            "3",
+            "--task",
+            "cpu-attn",
+            "--model",
+            "m",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--trace",
+            str(tmp_path / "u.jsonl"),
+        ],
+    )
+    assert r.exit_code == 4 and "unknown option(s) for the toolrich agent: plateau_evals" in r.output

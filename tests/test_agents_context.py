@@ -20,7 +20,7 @@ needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
 def big_kernel(i: int, kb: int = 40) -> str:
     """The faster kernel with a long comment: a whole-file rewrite the size of the Hopper kernel."""
-    return FASTER_KERNEL + "/* version %d\n" % i + ("%d " % i + "x" * 76 + "\n") * (kb * 1024 // 80) + "*/\n"
+    return FASTER_KERNEL + f"/* version {i}\n" + (f"{i} " + "x" * 76 + "\n") * (kb * 1024 // 80) + "*/\n"
 
 
 def workload(steps: int, kb: int = 40) -> list:
@@ -37,7 +37,7 @@ def workload(steps: int, kb: int = 40) -> list:
         elif k == 4 and i % 20 == 4:
             calls = [("evaluate", {})]
         elif k == 5:
-            calls = [("edit_file", {"path": "attn.c", "old_text": "version %d\n" % (i - 4), "new_text": "v%d\n" % i})]
+            calls = [("edit_file", {"path": "attn.c", "old_text": f"version {i - 4}\n", "new_text": f"v{i}\n"})]
         else:
             calls = [("shell", {"command": f"echo step {i}; wc -c attn.c"})]
         script.append(reply(f"Step {i}: next I try something else.", calls))
@@ -222,3 +222,27 @@ def test_the_estimate_is_calibrated_on_what_the_endpoint_reports():
     m.calibrate(msgs, [], 1)  # an endpoint that reports nonsense: clamped
     assert m.estimator.chars_per_token == 6.0
     assert m.room == 9000 and ContextManager(ContextConfig(window_tokens=2000, reserve_tokens=4096)).room == 1500
+
+
+@needs_gcc
+def test_a_resume_with_a_smaller_window_compacts_before_its_first_request(tmp_path):
+    """A run made for one window, resumed on a model with a smaller one (run --resume
+    --context-tokens): the first request of the new session already fits."""
+    with ScriptedChatServer(workload(6, kb=16)) as srv:
+        cfg = config_for(srv, max_steps=6)
+        cfg.tools.sandbox = "none"
+        result, events, agent = run(cfg, tmp_path)
+    assert not of_type(events, "context")
+    with ScriptedChatServer(workload(2, kb=16), context_window=6_000) as srv2:
+        agent2 = resume_run(
+            agent.ctx.trace.path,
+            SECRET,
+            limits={"max_steps": 8},
+            model_overrides={"base_url": srv2.url},
+            context_overrides={"window_tokens": 6_000},
+        )
+        agent2.run()
+        assert srv2.refused == [] and len(srv2.requests) == 2
+    events = read_trace(agent.ctx.trace.path).events
+    ctx = of_type(events, "context")
+    assert ctx and ctx[0]["reason"] == "budget" and ctx[0]["window_source"] == "option"

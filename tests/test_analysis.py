@@ -8,9 +8,9 @@ import csv
 import pytest
 from click.testing import CliRunner
 
-from kernelseek_suite.headtohead.analysis import analyze
 from kernelseek_suite.agents.trace import validate_trace
 from kernelseek_suite.cli import main
+from kernelseek_suite.headtohead.analysis import analyze
 from trace_builder import TraceBuilder
 
 UNROLL = "#pragma unroll 4\nfor (int c = 0; c < d; c++) s = fmaf(q[c], k[c], s);"
@@ -149,3 +149,57 @@ def test_traces_analyze_without_traces_is_a_usage_error(tmp_path):
     (tmp_path / "x.jsonl").write_text('{"type": "llm_call"}\n')
     r = CliRunner().invoke(main, ["traces", "analyze", str(tmp_path / "x.jsonl")])
     assert r.exit_code == 4 and "no traces" in r.output
+
+
+# ---------------------------------------------------------------- the control
+
+
+def _growing(path, arm, run_id, steps, jumps, questions, category="limit-rejection"):
+    """A run whose best rises 1 % a step (below the threshold) and jumps 15 % at `jumps`; a question
+    after each step in `questions`."""
+    b = TraceBuilder(path, arm, run_id)
+    value = 1.0
+    for s in range(1, steps + 1):
+        value *= 1.15 if s in jumps else 1.01
+        b.step(edit="s += 1;").evaluate(round(value, 6))
+        if s in questions:
+            b.question(category, "plateau", f"q-{s}")
+    return b.end()
+
+
+def test_the_same_gains_credited_by_timing_alone_are_no_more_than_chance(tmp_path):
+    """The issue's case: both arms get the same gains; the asking arm asks at every step, so every
+    gain follows a question. The shuffled baseline credits as many, and the other arm's rate
+    accounts for them."""
+    asking = _growing(tmp_path / "k.jsonl", "kernelseek", "k", 20, {6, 12, 18}, set(range(1, 21)))
+    silent = _growing(tmp_path / "t.jsonl", "toolrich", "t", 20, {6, 12, 18}, set())
+    a = analyze([asking, silent], threshold=0.10, shuffles=300)
+    assert [g.category for g in a.gains if g.arm == "kernelseek"] == ["limit-rejection"] * 3
+    (c,) = a.control.categories
+    assert (c.arm, c.category, c.questions, c.credited) == ("kernelseek", "limit-rejection", 20, 3)
+    assert c.chance_mean == 3.0 and c.p == 1.0
+    rates = {r.arm: r for r in a.control.rates}
+    assert rates["kernelseek"].per_eval == rates["toolrich"].per_eval == 3 / 20
+    assert c.evals_after == 19 and c.at_other_rate == pytest.approx(19 * 3 / 20)
+
+
+def test_well_timed_questions_are_credited_above_chance(tmp_path):
+    run = _growing(tmp_path / "s.jsonl", "kernelseek", "s", 60, {20, 40, 60}, {19, 39, 59})
+    silent = _growing(tmp_path / "t.jsonl", "toolrich", "t", 60, {30}, set())
+    a = analyze([run, silent], threshold=0.10, shuffles=500)
+    (c,) = a.control.categories
+    assert c.credited == 3 and c.chance_mean < 0.5 and c.p < 0.01
+    assert c.evals_after == 20 + 20 + 1 and c.at_other_rate == pytest.approx(41 / 60)  # toolrich: 1 in 60
+    again = analyze([run, silent], threshold=0.10, shuffles=500)
+    assert again.control.categories[0].chance_mean == c.chance_mean  # a fixed seed: the same numbers
+
+
+def test_traces_analyze_reports_the_control(tmp_path):
+    asking = _growing(tmp_path / "k.jsonl", "kernelseek", "k", 20, {6, 12, 18}, set(range(1, 21)))
+    silent = _growing(tmp_path / "t.jsonl", "toolrich", "t", 20, {6, 12, 18}, set())
+    r = CliRunner().invoke(main, ["traces", "analyze", str(asking), str(silent), "--out", str(tmp_path / "o")])
+    assert r.exit_code == 0, r.output
+    assert "## Against chance and against the other arms" in r.output
+    assert "| kernelseek | limit-rejection |          20 |          3 | 3.00 [3-3]" in r.output
+    rows = list(csv.DictReader(open(tmp_path / "o" / "attribution.csv")))
+    assert rows[0]["credited"] == "3" and float(rows[0]["p"]) == 1.0

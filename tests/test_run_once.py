@@ -12,14 +12,14 @@ REF = Path(__file__).resolve().parent.parent / "kernels" / "reference" / "attn_f
 def test_beside_without_time_is_refused(capsys):
     with pytest.raises(SystemExit) as e:
         run_once.main([str(REF), "d64-h32kv32-s512", "--beside", str(REF)])
-    assert e.value.code == 2
+    assert e.value.code == 4
     assert "--beside and --baseline need --time" in capsys.readouterr().err
 
 
 def test_an_unknown_baseline_is_refused_before_anything_runs(capsys):
     with pytest.raises(SystemExit) as e:
         run_once.main([str(REF), "d64-h32kv32-s512", "--time", "--baseline", "fa9"])
-    assert e.value.code == 2
+    assert e.value.code == 4
     err = capsys.readouterr().err
     assert "unknown baseline fa9" in err and "fa3" in err
 
@@ -58,6 +58,45 @@ def test_time_beside_itself_gives_two_rows_near_one(capsys):
     assert 0.8 < float(rows[1][-1]) < 1.25  # the same kernel, timed interleaved
     base = [line.split() for line in out.splitlines() if line.startswith("baseline sdpa-flash")]
     assert len(base) == 1 and float(base[0][-1]) > 0
+
+
+def test_scenarios_are_chosen_by_ids_and_globs_in_order_each_once():
+    from kernelseek_suite.scenarios import by_id
+
+    known = by_id("sm90")
+    picked = [s.id for s in run_once.select_scenarios("d96-h16kv16-s512,d96-*-s512*,d64-h32kv32-s1024", known)]
+    assert picked == ["d96-h16kv16-s512", "d96-h16kv16-s512-causal", "d64-h32kv32-s1024"]
+    assert run_once.select_scenarios("d96-h16kv16-s512,nomatch*", known) == []  # a part that names nothing
+    assert run_once.select_scenarios("", known) == []
+    assert [s.id for s in run_once.select_scenarios(" d64-h32kv32-s1024 ", known)] == ["d64-h32kv32-s1024"]
+
+
+def test_a_pattern_that_names_nothing_is_refused(capsys):
+    pytest.importorskip("torch")
+    assert run_once.main([str(REF), "d64-h32kv32-s512,d7*"]) == 4
+    assert "unknown scenario" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+@pytest.mark.nvcc
+def test_several_scenarios_end_with_each_entrys_geomean_and_beside_outputs_checked(capsys):
+    argv = [
+        str(REF),
+        "d64-h32kv32-s512,d64-h32kv32-s512-causal",
+        "--arch",
+        "sm80",
+        "--check",
+        "--check-beside",
+        "--time",
+        "--beside",
+        str(REF),
+    ]
+    assert run_once.main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.count(f" {REF}: ok") == 2  # the beside kernel's output, checked on both scenarios
+    tail = out.splitlines()[-2:]
+    assert tail[0].startswith("speed relative to") and "over 2" in tail[0]
+    assert tail[1].strip().startswith(f"{REF}'") and 0.8 < float(tail[1].split()[1]) < 1.25
 
 
 def test_a_baseline_that_cannot_run_here_says_why_instead_of_a_row():

@@ -9,21 +9,27 @@
 //   (cudaMemsetAsync on the launch stream, from a ring of counters).
 //   The producer announces each tile to the consumers through a two-slot shared-memory ring guarded
 //   by mbarriers, and issues TMA loads (cp.async.bulk.tensor, 4-D maps over (headdim, seqlen, heads,
-//   batch), so a box never spills into the next head or batch) into 128-byte-swizzled shared memory
-//   in 64-column chunks: Q once per tile, K and V through separate STAGES-deep full/empty mbarrier
-//   pipelines. Registers move to the consumers with setmaxnreg (producer 24 and consumers 240 with
-//   2 consumer warpgroups; 32 and 160 with 3).
+//   batch), so a box never spills into the next head or batch) into swizzled shared memory: Q once
+//   per tile, K and V through separate STAGES-deep full/empty mbarrier pipelines; Q and K in
+//   64-column chunks with the 128-byte swizzle, V likewise, or in 32-column chunks with the 64-byte
+//   swizzle where that avoids padding (d 96). Registers move to the consumers with setmaxnreg
+//   (producer 24 and consumers 240 with 2 consumer warpgroups, 32 and 232 at d 256; 32 and 160 with 3).
 //   Consumers: S = Q K^T with wgmma SS (K-major); online softmax in the exp2 domain, the scale folded
 //   into one FFMA, row statistics reduced across the quad; P converted in registers (the fp32
 //   accumulator layout is the bf16 A-operand layout) and O += P V with wgmma RS, V read MN-major.
 //   Intra-warpgroup overlap: S(i) and O += P(i-1) V(i-1) are issued back to back, and the softmax of
-//   S(i) runs while the PV GEMM is in flight. Ping-pong between warpgroups: the consumer warpgroups
-//   take turns to issue their GEMMs (named barriers 1..CWG), so one warpgroup's softmax runs while
-//   the tensor cores work for another. KV blocks are visited last to first, so the masked blocks
-//   (sequence tail, causal diagonal) come first; rows with nothing to attend give 0 and LSE -inf.
-//   O is written from registers.
-//   Tiles (BM x BN, consumer warpgroups, stages): d64 192x128 (3, 2); d96 128x128 (2, 2; d padded
-//   to 128 in shared memory and the PV GEMM); d128 128x128 (2, 2); d256 128x80 (2, 2);
+//   S(i) starts while the PV GEMM is in flight (the release of K(i) after the first row's
+//   exponentials keeps ptxas from hoisting the PV wait above them). Ping-pong between warpgroups: the
+//   consumer warpgroups take turns to issue their GEMMs (named barriers 1..CWG), so one warpgroup's
+//   softmax runs while the tensor cores work for another. Lazy rescaling: O and the row sums are
+//   rescaled only when a row max grows by more than 2^8 (warp-uniform decision), else the stale max
+//   stays the reference. KV blocks are visited last to first, so the blocks that need a mask
+//   (sequence tail, causal diagonal) come first: they run in their own loop and the steady loop has
+//   no mask code; causal is a template parameter. Each wgmma descriptor is a base built once plus a
+//   compile-time offset in its low word. Rows with nothing to attend give 0 and LSE -inf. O is
+//   written from registers.
+//   Tiles (BM x BN, consumer warpgroups, stages): d64 192x128 (3, 2); d96 128x128 (2, 2; the PV GEMM
+//   on N = 96); d128 128x176 non-causal with seqlen_k > 2048, else 128x128 (2, 2); d256 128x80 (2, 2);
 //   d192/128 128x128 (2, 2).
 //
 // MEASURED STANDING
@@ -208,6 +214,43 @@ template <> struct Wgmma<80> {
   }
 };
 
+template <> struct Wgmma<96> {
+  // D(64x96, f32) = (accumulate ? D : 0) + A(64x16, smem, K-major) * B(16x96, smem, K-major)
+  __device__ static __forceinline__ void ss(float (&d)[48], uint64_t a, uint64_t b, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %50, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47"
+        "}, %48, %49, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
+        : "l"(a), "l"(b), "r"(accumulate));
+  }
+  // D(64x96, f32) += A(64x16, registers) * B(16x96, smem, MN-major)
+  __device__ static __forceinline__ void rs(float (&d)[48], const uint32_t (&a)[4], uint64_t b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47"
+        "}, {%48, %49, %50, %51}, %52, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+  }
+};
+
 template <> struct Wgmma<128> {
   // D(64x128, f32) = (accumulate ? D : 0) + A(64x16, smem, K-major) * B(16x128, smem, K-major)
   __device__ static __forceinline__ void ss(float (&d)[64], uint64_t a, uint64_t b, int accumulate) {
@@ -250,6 +293,30 @@ template <> struct Wgmma<128> {
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
   }
 };
+
+template <> struct Wgmma<176> {
+  // D(64x176, f32) = (accumulate ? D : 0) + A(64x16, smem, K-major) * B(16x176, smem, K-major)
+  __device__ static __forceinline__ void ss(float (&d)[88], uint64_t a, uint64_t b, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %90, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87"
+        "}, %88, %89, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87])
+        : "l"(a), "l"(b), "r"(accumulate));
+  }
+  // D(64x176, f32) += A(64x16, registers) * B(16x176, smem, MN-major)
+  __device__ static __forceinline__ void rs(float (&d)[88], const uint32_t (&a)[4], uint64_t b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %93, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87"
+        "}, {%88, %89, %90, %91}, %92, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+  }
+};
+
 
 template <> struct Wgmma<256> {
   // D(64x256, f32) = (accumulate ? D : 0) + A(64x16, smem, K-major) * B(16x256, smem, K-major)
@@ -320,19 +387,23 @@ template <> struct Wgmma<256> {
 
 
 // ------------------------------------------------------------------------------ configuration
-template <int DQK_, int DV_, int BN_, int STAGES_, int CWG_ = 2>
+template <int DQK_, int DV_, int BN_, int STAGES_, int CWG_ = 2, int RESCALE_LOG2_ = 8>
 struct Config {
   static constexpr int DQK = DQK_, DV = DV_;
-  static constexpr int DQK_PAD = (DQK + 63) / 64 * 64;  // shared memory holds 64-column chunks
-  static constexpr int DV_PAD = (DV + 63) / 64 * 64;
-  static constexpr int QK_CHUNKS = DQK_PAD / 64, V_CHUNKS = DV_PAD / 64;
+  static constexpr float RESCALE_LOG2 = RESCALE_LOG2_;  // lazy O rescale threshold, log2 units (0: every block)
+  static constexpr int DQK_PAD = (DQK + 63) / 64 * 64;  // Q and K: 64-column chunks, 128-byte swizzle
+  // V: 64-column chunks with the 128-byte swizzle, or 32-column chunks with the 64-byte swizzle when
+  // that avoids padding (d 96): the PV GEMM then runs on N = DV_MMA columns, no more
+  static constexpr int V_COLS = DV % 64 == 0 ? 64 : 32;
+  static constexpr int DV_MMA = (DV + V_COLS - 1) / V_COLS * V_COLS;
+  static constexpr int QK_CHUNKS = DQK_PAD / 64, V_CHUNKS = DV_MMA / V_COLS;
   static constexpr int CWG = CWG_;                      // consumer warpgroups, 64 rows each
   static constexpr int BM = 64 * CWG, BN = BN_, STAGES = STAGES_;
   static constexpr int QK_STEPS = DQK / 16;             // k16 steps of S = Q K^T (real columns only)
   static constexpr int PV_STEPS = BN / 16;
   static constexpr int Q_BYTES = BM * DQK_PAD * 2;
   static constexpr int K_BYTES = BN * DQK_PAD * 2;      // one stage
-  static constexpr int V_BYTES = BN * DV_PAD * 2;
+  static constexpr int V_BYTES = BN * DV_MMA * 2;
   static constexpr int TILE_BYTES = Q_BYTES + STAGES * (K_BYTES + V_BYTES);
   static constexpr int SMEM_BYTES = TILE_BYTES + 256 + 1024;
   static_assert(8 * (6 + 4 * STAGES) <= 256, "barrier area");  // barriers, and slack for 1024-B alignment
@@ -342,7 +413,7 @@ struct Config {
   // setmaxnreg.inc only draws on what the CTA was launched with (65536 / THREADS, rounded down to a
   // multiple of 8, per thread) and what the producer gave back: ask for more and it waits forever
   static constexpr int REGS_AT_LAUNCH = (65536 / THREADS) / 8 * 8;
-  static constexpr int REGS_PRODUCER = CWG == 2 ? 24 : 32, REGS_CONSUMER = CWG == 2 ? 240 : 160;
+  static constexpr int REGS_PRODUCER = CWG == 2 ? (DV >= 256 ? 32 : 24) : 32, REGS_CONSUMER = CWG == 2 ? (DV >= 256 ? 232 : 240) : 160;
   static_assert(REGS_PRODUCER * 128 + REGS_CONSUMER * 128 * CWG <= REGS_AT_LAUNCH * THREADS, "register budget");
   static_assert(BN % 16 == 0 && BN <= 256, "BN");
   static_assert(SMEM_BYTES <= 232448, "shared memory budget of an sm90 CTA");
@@ -374,13 +445,25 @@ __device__ __forceinline__ Tile tile_at(int t, const DeviceParams& p) {
   return Tile{p.m_blocks - 1 - r / p.section, bh % p.heads_q, bh / p.heads_q};
 }
 
-template <class C>
+// wgmma shared-memory descriptors: only the address field (bits 0-13, address >> 4) varies, so a
+// descriptor is the 16-byte-unit base of its operand plus a compile-time offset in the low word,
+// and a compile-time high word (SBO, swizzle mode). The address field never carries: shared
+// memory is under 256 KB.
+template <uint32_t LBO, uint32_t SBO, uint32_t SWIZZLE = 128>
+__device__ __forceinline__ uint64_t desc_at(uint32_t base16, uint32_t off_bytes) {
+  const uint32_t lo = base16 + (off_bytes >> 4) + ((LBO >> 4) << 16);
+  constexpr uint32_t mode = SWIZZLE == 128 ? 1u : 2u;  // bits 62-63: 1 = 128-byte, 2 = 64-byte swizzle
+  constexpr uint32_t hi = (SBO >> 4) | (mode << 30);
+  return (static_cast<uint64_t>(hi) << 32) | lo;
+}
+
+template <class C, bool CAUSAL>
 __device__ __forceinline__ int kv_blocks(int m0, const DeviceParams& p) {
-  const int n_end = p.causal ? min(p.seqlen_k, m0 + C::BM + p.seqlen_k - p.seqlen_q) : p.seqlen_k;
+  const int n_end = CAUSAL ? min(p.seqlen_k, m0 + C::BM + p.seqlen_k - p.seqlen_q) : p.seqlen_k;
   return n_end > 0 ? (n_end + C::BN - 1) / C::BN : 0;
 }
 
-template <class C>
+template <class C, bool CAUSAL>
 __device__ __forceinline__ void mask_scores(float (&acc_s)[C::BN / 2], int n0, int row_a, int row_b, int col_lane,
                                             int diag, const DeviceParams& p) {
 #pragma unroll
@@ -389,37 +472,69 @@ __device__ __forceinline__ void mask_scores(float (&acc_s)[C::BN / 2], int n0, i
     for (int e = 0; e < 4; ++e) {
       const int col = n0 + j * 8 + col_lane + (e & 1);
       const int row = e < 2 ? row_a : row_b;
-      if (col >= p.seqlen_k || (p.causal && col > row + diag)) acc_s[j * 4 + e] = -INFINITY;
+      if (col >= p.seqlen_k || (CAUSAL && col > row + diag)) acc_s[j * 4 + e] = -INFINITY;
     }
   }
 }
 
-// online softmax of one S tile in place (S -> P, fp32), returning the O correction factors
+// online softmax of one S tile in place (S -> P, fp32). Lazy rescaling: the row max the exponentials
+// are taken against (row_max) is kept unless the block's max exceeds it by more than
+// C::RESCALE_LOG2 in log2 units (P then stays <= 2^RESCALE_LOG2, fine for bf16 and fp32 sums); the
+// decision is warp-uniform. Returns whether O must be multiplied by corr.
 template <class C>
-__device__ __forceinline__ void softmax_step(float (&acc_s)[C::BN / 2], float (&row_max)[2], float (&row_sum)[2],
+__device__ __forceinline__ bool softmax_step(float (&acc_s)[C::BN / 2], float (&row_max)[2], float (&row_sum)[2],
                                              float (&corr)[2], float scale_log2) {
-  float neg_max_scaled[2];
+  float mx[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    float mx = row_max[r];
+    float m4[4] = {row_max[r], -INFINITY, -INFINITY, -INFINITY};  // four chains: shorter latency
 #pragma unroll
-    for (int j = 0; j < C::BN / 8; ++j) mx = fmaxf(mx, fmaxf(acc_s[j * 4 + 2 * r], acc_s[j * 4 + 2 * r + 1]));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
-    const float m_use = mx == -INFINITY ? 0.f : mx;  // nothing visible yet: exp2(-inf - 0) = 0, not NaN
-    corr[r] = row_max[r] == -INFINITY ? 1.f : exp2f((row_max[r] - m_use) * scale_log2);
-    row_max[r] = mx;
-    neg_max_scaled[r] = -m_use * scale_log2;
-    row_sum[r] *= corr[r];
+    for (int j = 0; j < C::BN / 8; ++j)
+      m4[j % 4] = fmaxf(m4[j % 4], fmaxf(acc_s[j * 4 + 2 * r], acc_s[j * 4 + 2 * r + 1]));
+    float m = fmaxf(fmaxf(m4[0], m4[1]), fmaxf(m4[2], m4[3]));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
+    mx[r] = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
   }
+  // grows: NaN-safe (a row that saw nothing yet has row_max = -inf and must take the new max)
+  const bool grows = !((mx[0] - row_max[0]) * scale_log2 <= C::RESCALE_LOG2) ||
+                     !((mx[1] - row_max[1]) * scale_log2 <= C::RESCALE_LOG2);
+  const bool rescale = C::RESCALE_LOG2 == 0.f ? true : __any_sync(0xffffffff, grows);
+  if (rescale) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float m_use = mx[r] == -INFINITY ? 0.f : mx[r];  // nothing visible yet: exp2(-inf - 0) = 0
+      corr[r] = row_max[r] == -INFINITY ? 1.f : exp2f((row_max[r] - m_use) * scale_log2);
+      row_max[r] = mx[r];
+      row_sum[r] *= corr[r];
+    }
+  }
+  float neg_max_scaled[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) neg_max_scaled[r] = row_max[r] == -INFINITY ? 0.f : -row_max[r] * scale_log2;
+  // four partial sums per row: short dependency chains
+  float part[2][4] = {{row_sum[0], 0.f, 0.f, 0.f}, {row_sum[1], 0.f, 0.f, 0.f}};
 #pragma unroll
   for (int j = 0; j < C::BN / 8; ++j) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const float v = exp2f(fmaf(acc_s[j * 4 + e], scale_log2, neg_max_scaled[e / 2]));
       acc_s[j * 4 + e] = v;
-      row_sum[e / 2] += v;
+      part[e / 2][(e & 1) + 2 * (j & 1)] += v;
     }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) row_sum[r] = (part[r][0] + part[r][1]) + (part[r][2] + part[r][3]);
+  return rescale;
+}
+
+template <class C>
+__device__ __forceinline__ void rescale_o(float (&acc_o)[C::DV_MMA / 2], const float (&corr)[2]) {
+#pragma unroll
+  for (int j = 0; j < C::DV_MMA / 8; ++j) {
+    acc_o[j * 4 + 0] *= corr[0];
+    acc_o[j * 4 + 1] *= corr[0];
+    acc_o[j * 4 + 2] *= corr[1];
+    acc_o[j * 4 + 3] *= corr[1];
   }
 }
 
@@ -434,25 +549,28 @@ __device__ __forceinline__ void pack_p(uint32_t (&p_frag)[C::PV_STEPS][4], const
   }
 }
 
+// S = Q K^T: Q (this warpgroup's 64 rows) and K in 64-column chunks, K-major
 template <class C>
-__device__ __forceinline__ void issue_qk(float (&acc_s)[C::BN / 2], uint32_t sQ, uint32_t sK_stage, int cw) {
+__device__ __forceinline__ void issue_qk(float (&acc_s)[C::BN / 2], uint32_t q16, uint32_t k16) {
 #pragma unroll
-  for (int kk = 0; kk < C::QK_STEPS; ++kk) {
-    const uint32_t a = sQ + (kk / 4) * C::BM * 128 + cw * 64 * 128 + (kk % 4) * 32;
-    const uint32_t bk = sK_stage + (kk / 4) * C::BN * 128 + (kk % 4) * 32;
-    Wgmma<C::BN>::ss(acc_s, smem_desc(a, 16, 1024), smem_desc(bk, 16, 1024), kk > 0);
-  }
+  for (int kk = 0; kk < C::QK_STEPS; ++kk)
+    Wgmma<C::BN>::ss(acc_s, desc_at<16, 1024>(q16, (kk / 4) * C::BM * 128 + (kk % 4) * 32),
+                     desc_at<16, 1024>(k16, (kk / 4) * C::BN * 128 + (kk % 4) * 32), kk > 0);
 }
 
+// O += P V: P from registers, V MN-major (LBO = the stride between column chunks, SBO = 8 rows)
 template <class C>
-__device__ __forceinline__ void issue_pv(float (&acc_o)[C::DV_PAD / 2], const uint32_t (&p_frag)[C::PV_STEPS][4],
-                                         uint32_t sV_stage) {
+__device__ __forceinline__ void issue_pv(float (&acc_o)[C::DV_MMA / 2], const uint32_t (&p_frag)[C::PV_STEPS][4],
+                                         uint32_t v16) {
+  constexpr int ROW = C::V_COLS * 2;  // bytes per row of a chunk = the swizzle span
 #pragma unroll
   for (int kk = 0; kk < C::PV_STEPS; ++kk)
-    Wgmma<C::DV_PAD>::rs(acc_o, p_frag[kk], smem_desc(sV_stage + kk * 16 * 128, C::BN * 128, 1024));
+    Wgmma<C::DV_MMA>::rs(acc_o, p_frag[kk], desc_at<C::BN * ROW, 8 * ROW, ROW>(v16, kk * 16 * ROW));
 }
 
-template <class C>
+template <bool B> struct Flag { static constexpr bool value = B; };
+
+template <class C, bool CAUSAL>
 __global__ void __launch_bounds__(C::THREADS, 1)
     flash_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                           const __grid_constant__ CUtensorMap tm_v, const DeviceParams p) {
@@ -472,8 +590,6 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   auto v_full = [&](int s) { return bars + 8 * (2 + 2 * C::STAGES + s); };
   auto v_empty = [&](int s) { return bars + 8 * (2 + 3 * C::STAGES + s); };
 
-  const int num_tiles = p.m_blocks * p.heads_q * p.batch;
-  const int diag = p.seqlen_k - p.seqlen_q;  // causal: column j visible from row i iff j <= i + diag
   const int wg = threadIdx.x / 128;
   if (threadIdx.x == 0) {
     mbar_init(q_full, 1);
@@ -497,6 +613,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     // ---------------------------------------------------------------- producer
     regs_dealloc<C::REGS_PRODUCER>();
     if (threadIdx.x == 0) {
+      const int num_tiles = p.m_blocks * p.heads_q * p.batch;
       int kv_it = 0, q_it = 0;
       for (int j = 0, t = blockIdx.x;; ++j) {
         mbar_wait(tile_empty(j & 1), ((j >> 1) & 1) ^ 1);
@@ -505,7 +622,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         if (t >= num_tiles) break;
         const Tile tile = tile_at(t, p);
         const int m0 = tile.m_block * C::BM, hk = tile.h / p.group;
-        const int n_blocks = kv_blocks<C>(m0, p);
+        const int n_blocks = kv_blocks<C, CAUSAL>(m0, p);
         if (n_blocks > 0) {
           mbar_wait(q_empty, (q_it & 1) ^ 1);
           mbar_expect_tx(q_full, C::Q_BYTES);
@@ -525,8 +642,8 @@ __global__ void __launch_bounds__(C::THREADS, 1)
             mbar_expect_tx(v_full(s), C::V_BYTES);
 #pragma unroll
             for (int c = 0; c < C::V_CHUNKS; ++c)
-              tma_load_4d(sV + s * C::V_BYTES + c * C::BN * 128, &tm_v, v_full(s), c * 64, n_block * C::BN, hk,
-                          tile.b);
+              tma_load_4d(sV + s * C::V_BYTES + c * C::BN * C::V_COLS * 2, &tm_v, v_full(s), c * C::V_COLS,
+                          n_block * C::BN, hk, tile.b);
           }
           ++q_it;
         }
@@ -539,9 +656,14 @@ __global__ void __launch_bounds__(C::THREADS, 1)
 
   // ------------------------------------------------------------------ consumers
   regs_alloc<C::REGS_CONSUMER>();
-  const int cw = wg - 1;  // consumer warpgroup: rows cw*64 .. cw*64+63 of the tile
+  // consumer warpgroup: rows cw*64 .. cw*64+63 of the tile; warp-uniform in the compiler's eyes (a
+  // shuffle's result is), so the descriptors derived from it live in uniform registers
+  const int cw = __shfl_sync(0xffffffff, wg, 0) - 1;
   const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
   const int col_lane = 2 * (lane % 4);
+  const uint32_t q16 = (sQ + cw * 64 * 128) >> 4, k16 = sK >> 4, v16 = sV >> 4;
+  const int num_tiles = p.m_blocks * p.heads_q * p.batch;
+  const int diag = p.seqlen_k - p.seqlen_q;  // causal: column j visible from row i iff j <= i + diag
   int kv_it = 0, q_it = 0;
   // ping-pong: the consumer warpgroups take turns to issue their GEMMs (barrier 1 + cw is this
   // warpgroup's turn), so one warpgroup's softmax runs while the tensor cores work for another
@@ -550,25 +672,32 @@ __global__ void __launch_bounds__(C::THREADS, 1)
 
   for (int j = 0;; ++j) {
     mbar_wait(tile_full(j & 1), (j >> 1) & 1);
-    const int t = tile_slot[j & 1];
+    const int t = __shfl_sync(0xffffffff, tile_slot[j & 1], 0);
     __syncwarp();
     if (lane == 0) mbar_arrive(tile_empty(j & 1));
     if (t >= num_tiles) break;
     const int m0 = tile_at(t, p).m_block * C::BM;  // (head, batch) are recomputed for the epilogue
-    const int n_blocks = kv_blocks<C>(m0, p);
+    const int n_blocks = kv_blocks<C, CAUSAL>(m0, p);
     const int row_a = m0 + cw * 64 + warp * 16 + lane / 4, row_b = row_a + 8;
     const int wg_row0 = m0 + cw * 64;  // smallest row of this warpgroup
+    // blocks 0 .. n_full-1 need no mask for any row of this warpgroup; they are visited last
+    int n_full = p.seqlen_k / C::BN;
+    if (CAUSAL) {
+      const int vis = wg_row0 + diag + 1;  // columns 0 .. vis-1 are visible from every row of the warpgroup
+      n_full = min(n_full, vis > 0 ? vis / C::BN : 0);
+    }
+    const int n_masked = n_blocks - min(n_full, n_blocks);  // the first n_masked iterations mask
 
-    float acc_o[C::DV_PAD / 2];
+    float acc_o[C::DV_MMA / 2];
 #pragma unroll
-    for (int i = 0; i < C::DV_PAD / 2; ++i) acc_o[i] = 0.f;
+    for (int i = 0; i < C::DV_MMA / 2; ++i) acc_o[i] = 0.f;
     float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
 
     if (n_blocks > 0) {
       mbar_wait(q_full, q_it & 1);
       float acc_s[C::BN / 2];
       uint32_t p_frag[C::PV_STEPS][4];
-      float corr[2];
+      float corr[2] = {1.f, 1.f};
 
       // first KV block (the last one: masked first)
       int s = kv_it % C::STAGES;
@@ -576,7 +705,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       mbar_wait(k_full(s), ph);
       named_bar_sync(my_turn, 256);
       wgmma_fence();
-      issue_qk<C>(acc_s, sQ, sK + s * C::K_BYTES, cw);
+      issue_qk<C>(acc_s, q16, k16 + s * (C::K_BYTES >> 4));
       wgmma_commit();
       named_bar_arrive(next_turn, 256);
       wgmma_wait<0>();
@@ -585,60 +714,54 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         mbar_arrive(k_empty(s));
         if (n_blocks == 1) mbar_arrive(q_empty);
       }
-      {
-        const int n0 = (n_blocks - 1) * C::BN;
-        if (n0 + C::BN > p.seqlen_k || (p.causal && n0 + C::BN - 1 > wg_row0 + diag))
-          mask_scores<C>(acc_s, n0, row_a, row_b, col_lane, diag, p);
-      }
-      softmax_step<C>(acc_s, row_max, row_sum, corr, p.scale_log2);
+      if (n_masked > 0) mask_scores<C, CAUSAL>(acc_s, (n_blocks - 1) * C::BN, row_a, row_b, col_lane, diag, p);
+      softmax_step<C>(acc_s, row_max, row_sum, corr, p.scale_log2);  // O is zero: nothing to rescale
       pack_p<C>(p_frag, acc_s);
       int prev_s = s;
       uint32_t prev_ph = ph;
 
       // steady state: S(i) = Q K(i) is issued, then O += P(i-1) V(i-1); the softmax of S(i) runs
       // while the PV GEMM is in flight
-      for (int i = 1; i < n_blocks; ++i) {
+      auto step = [&](int i, auto masked) {
         const int it = kv_it + i;
         s = it % C::STAGES;
         ph = (it / C::STAGES) & 1;
-        const int n0 = (n_blocks - 1 - i) * C::BN;
         mbar_wait(k_full(s), ph);
         mbar_wait(v_full(prev_s), prev_ph);  // V(i-1) was loaded before K(i): one fence covers both GEMMs
         named_bar_sync(my_turn, 256);
         wgmma_fence();
-        issue_qk<C>(acc_s, sQ, sK + s * C::K_BYTES, cw);
+        issue_qk<C>(acc_s, q16, k16 + s * (C::K_BYTES >> 4));
         wgmma_commit();
-        issue_pv<C>(acc_o, p_frag, sV + prev_s * C::V_BYTES);
+        issue_pv<C>(acc_o, p_frag, v16 + prev_s * (C::V_BYTES >> 4));
         wgmma_commit();
         named_bar_arrive(next_turn, 256);
         wgmma_wait<1>();
         fence_regs(acc_s);
-        if (lane == 0) {
-          mbar_arrive(k_empty(s));
-          if (i == n_blocks - 1) mbar_arrive(q_empty);
-        }
-        if (p.causal && n0 + C::BN - 1 > wg_row0 + diag)
-          mask_scores<C>(acc_s, n0, row_a, row_b, col_lane, diag, p);
-        softmax_step<C>(acc_s, row_max, row_sum, corr, p.scale_log2);
+        if (lane == 0 && i == n_blocks - 1) mbar_arrive(q_empty);  // Q is read no more: the next tile's may load
+        if (decltype(masked)::value)
+          mask_scores<C, CAUSAL>(acc_s, (n_blocks - 1 - i) * C::BN, row_a, row_b, col_lane, diag, p);
+        const bool rescale = softmax_step<C>(acc_s, row_max, row_sum, corr, p.scale_log2);
+        // K(i) is released after the softmax, under a condition on its result that always holds: ptxas
+        // then keeps the PV GEMM's wait below the first row's exponentials instead of hoisting it above
+        // all of them (measured: this partial overlap beat both no overlap and the whole softmax above it)
+        if (lane == 0 && __float_as_uint(row_sum[0]) != 0xffffffffu) mbar_arrive(k_empty(s));
         wgmma_wait<0>();
         fence_regs(acc_o);
         if (lane == 0) mbar_arrive(v_empty(prev_s));
-#pragma unroll
-        for (int j = 0; j < C::DV_PAD / 8; ++j) {
-          acc_o[j * 4 + 0] *= corr[0];
-          acc_o[j * 4 + 1] *= corr[0];
-          acc_o[j * 4 + 2] *= corr[1];
-          acc_o[j * 4 + 3] *= corr[1];
-        }
+        if (rescale) rescale_o<C>(acc_o, corr);
         pack_p<C>(p_frag, acc_s);
         prev_s = s;
         prev_ph = ph;
-      }
+      };
+      const int i_mask_end = max(1, n_masked);
+      for (int i = 1; i < i_mask_end; ++i) step(i, Flag<true>());
+      for (int i = i_mask_end; i < n_blocks; ++i) step(i, Flag<false>());
+
       // the last PV GEMM
       mbar_wait(v_full(prev_s), prev_ph);
       named_bar_sync(my_turn, 256);
       wgmma_fence();
-      issue_pv<C>(acc_o, p_frag, sV + prev_s * C::V_BYTES);
+      issue_pv<C>(acc_o, p_frag, v16 + prev_s * (C::V_BYTES >> 4));
       wgmma_commit();
       named_bar_arrive(next_turn, 256);
       wgmma_wait<0>();
@@ -658,7 +781,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     const Tile tile = tile_at(t, p);
     __nv_bfloat16* o = p.out + tile.b * p.o_batch_stride + tile.h * p.o_head_stride;
 #pragma unroll
-    for (int j = 0; j < C::DV_PAD / 8; ++j) {
+    for (int j = 0; j < C::DV_MMA / 8; ++j) {
       const int col = j * 8 + col_lane;
       if (col < C::DV) {
         if (row_a < p.seqlen_q)
@@ -695,29 +818,31 @@ static EncodeTiledFn encode_tiled() {
   return fn;
 }
 
-// a 4-D map over (headdim, seqlen, heads, batch) of a bf16 tensor; box = 64 columns x rows
+// a 4-D map over (headdim, seqlen, heads, batch) of a bf16 tensor; box = 64 columns (128-byte swizzle)
+// or 32 columns (64-byte swizzle) x rows
 static bool make_map(CUtensorMap* map, const void* base, int d, int seqlen, int heads, int batch,
-                     int64_t seq_stride, int64_t head_stride, int64_t batch_stride, int box_rows) {
+                     int64_t seq_stride, int64_t head_stride, int64_t batch_stride, int box_rows, int box_cols = 64) {
   EncodeTiledFn fn = encode_tiled();
   if (fn == nullptr) return false;
   cuuint64_t dims[4] = {(cuuint64_t)d, (cuuint64_t)seqlen, (cuuint64_t)heads, (cuuint64_t)batch};
   cuuint64_t strides[3] = {(cuuint64_t)seq_stride * 2, (cuuint64_t)head_stride * 2, (cuuint64_t)batch_stride * 2};
-  cuuint32_t box[4] = {64, (cuuint32_t)box_rows, 1, 1};
+  cuuint32_t box[4] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows, 1, 1};
   cuuint32_t elem[4] = {1, 1, 1, 1};
   return fn(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<void*>(base), dims, strides, box, elem,
-            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_INTERLEAVE_NONE, box_cols == 64 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
+            CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <class C>
-static int launch(const ks_attn_params& a, cudaStream_t stream) {
+template <class C, bool CAUSAL>
+static int launch_as(const ks_attn_params& a, cudaStream_t stream) {
   CUtensorMap tq, tk, tv;
   if (!make_map(&tq, a.q, a.d_qk, a.seqlen_q, a.heads_q, a.batch, a.q_seq_stride, a.q_head_stride,
                 a.q_batch_stride, C::BM) ||
       !make_map(&tk, a.k, a.d_qk, a.seqlen_k, a.heads_kv, a.batch, a.k_seq_stride, a.k_head_stride,
                 a.k_batch_stride, C::BN) ||
       !make_map(&tv, a.v, a.d_v, a.seqlen_k, a.heads_kv, a.batch, a.v_seq_stride, a.v_head_stride,
-                a.v_batch_stride, C::BN))
+                a.v_batch_stride, C::BN, C::V_COLS))
     return KS_ERR_CUDA;
   DeviceParams p;
   p.out = static_cast<__nv_bfloat16*>(a.out);
@@ -751,7 +876,7 @@ static int launch(const ks_attn_params& a, cudaStream_t stream) {
   if (counters == nullptr && cudaMalloc(&counters, RING * sizeof(int)) != cudaSuccess) return KS_ERR_CUDA;
   p.tile_counter = counters + (next_counter++ % RING);
   if (cudaMemsetAsync(p.tile_counter, 0, sizeof(int), stream) != cudaSuccess) return KS_ERR_CUDA;
-  auto kern = flash_fwd_sm90_kernel<C>;
+  auto kern = flash_fwd_sm90_kernel<C, CAUSAL>;
   if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES) != cudaSuccess)
     return KS_ERR_CUDA;
   static int num_sms = 0;
@@ -766,6 +891,11 @@ static int launch(const ks_attn_params& a, cudaStream_t stream) {
   dim3 grid((unsigned)(tiles < num_sms ? tiles : num_sms));
   kern<<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(tq, tk, tv, p);
   return cudaGetLastError() == cudaSuccess ? KS_OK : KS_ERR_CUDA;
+}
+
+template <class C>
+static int launch(const ks_attn_params& a, cudaStream_t stream) {
+  return a.causal ? launch_as<C, true>(a, stream) : launch_as<C, false>(a, stream);
 }
 
 static bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
@@ -789,9 +919,11 @@ extern "C" int ks_attn_fwd(const ks_attn_params* pp, cudaStream_t stream) {
     if (s % 8 != 0 || s <= 0) return KS_ERR_UNSUPPORTED;
   if (a.o_batch_stride % 2 != 0 || a.o_head_stride % 2 != 0) return KS_ERR_UNSUPPORTED;
   if (a.d_qk == 64 && a.d_v == 64) return launch<Config<64, 64, 128, 2, 3>>(a, stream);
-  if (a.d_qk == 96 && a.d_v == 96) return launch<Config<96, 96, 128, 2>>(a, stream);
-  if (a.d_qk == 128 && a.d_v == 128) return launch<Config<128, 128, 128, 2>>(a, stream);
-  if (a.d_qk == 256 && a.d_v == 256) return launch<Config<256, 256, 80, 2>>(a, stream);
-  if (a.d_qk == 192 && a.d_v == 128) return launch<Config<192, 128, 128, 2>>(a, stream);
+  if (a.d_qk == 96 && a.d_v == 96) return launch<Config<96, 96, 128, 2, 2>>(a, stream);
+  if (a.d_qk == 128 && a.d_v == 128)
+    return a.causal || a.seqlen_k <= 2048 ? launch<Config<128, 128, 128, 2, 2>>(a, stream)
+                                          : launch<Config<128, 128, 176, 2, 2>>(a, stream);
+  if (a.d_qk == 256 && a.d_v == 256) return launch<Config<256, 256, 80, 2, 2>>(a, stream);
+  if (a.d_qk == 192 && a.d_v == 128) return launch<Config<192, 128, 128, 2, 2>>(a, stream);
   return KS_ERR_UNSUPPORTED;
 }

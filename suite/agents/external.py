@@ -16,7 +16,6 @@ run's protections are recorded as incomplete (docs/threat-model.md), and `compar
 
 from __future__ import annotations
 
-import difflib
 import os
 import shlex
 import signal
@@ -28,11 +27,11 @@ from pathlib import Path
 
 from . import layers
 from .agent import RunResult, StepRecord
+from .childenv import SECRET_NAME, user_environment
 from .context import RunContext
 from .exceptions import Interrupted, LimitExceeded, Submitted, Terminate, ToolError
 from .model import ModelResponse
 from .tools import evaluation_text
-from .childenv import SECRET_NAME, user_environment
 
 # how a coding-agent CLI is started with the task and resumed with the harness's message:
 # {cmd} is the command as given (--agent-cmd), {prompt} the text, {kernel} the file to improve.
@@ -161,7 +160,7 @@ class ExternalAgent:
         step = ctx.trace.step = ctx.totals.steps + 1
         mode = "start" if self._sessions() == 0 else "resume"
         prompt = self.messages[-1]["content"]
-        before = self._files()
+        before, texts_before = self._files(), layers.diffable_files(ctx.workspace.files())
         inv = self._invoke(mode, prompt, step)
         ctx.totals.steps += 1
         tail = inv.log.read_bytes()[-int(self.opts["output_chars"]) :].decode("utf-8", "replace")
@@ -191,7 +190,7 @@ class ExternalAgent:
         except ToolError as e:  # no kernel file, or no evaluations left
             note = str(e)
         record = StepRecord(step, ModelResponse(tail, [], "stop", {}, 0.0), evals=ctx.evals[n:])
-        record.layer_scores = layers.scores(self._added(before, after))
+        record.layer_scores = layers.step_scores(texts_before, layers.diffable_files(ctx.workspace.files()), tail)
         record.dominant_layer = layers.dominant(record.layer_scores)
         if ctx.goal_met:
             self._checkpoint(record)
@@ -270,24 +269,6 @@ class ExternalAgent:
     # ---- workspace bookkeeping ----
     def _files(self) -> dict[str, str]:
         return {rel: self.ctx.trace.put_file(p) for rel, p in self.ctx.workspace.files().items()}
-
-    def _added(self, before: dict[str, str], after: dict[str, str]) -> str:
-        """The lines the session added to the workspace's text files (for the layer of its work)."""
-        added = []
-        for rel in sorted(set(after)):
-            if before.get(rel) == after[rel]:
-                continue
-            try:
-                new = self.ctx.trace.get_blob(after[rel]).decode("utf-8").splitlines()
-                old = self.ctx.trace.get_blob(before[rel]).decode("utf-8").splitlines() if rel in before else []
-            except UnicodeDecodeError:
-                continue
-            added += [
-                l[1:]
-                for l in difflib.unified_diff(old, new, lineterm="", n=0)
-                if l.startswith("+") and not l.startswith("+++")
-            ]
-        return "\n".join(added)[:20000]
 
     def _checkpoint(self, record: StepRecord) -> None:
         ctx = self.ctx

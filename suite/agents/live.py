@@ -79,6 +79,10 @@ class LiveView:
             )
         elif t == "retry":
             s["last"] = f"retry {ev['attempt']}: {ev['kind']}"
+        elif t == "context":
+            s["last"] = f"context compacted: {ev['tokens_before']} -> {ev['tokens_after']} tokens"
+        elif t == "invocation":
+            s["last"] = f"session {ev['session']}: {ev['stopped']}"
         elif t == "exit":
             s["last"] = f"exit: {ev['reason']}" + (f" ({ev['limit']})" if ev.get("limit") else "")
         if self.live:

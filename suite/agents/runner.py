@@ -8,19 +8,19 @@ import json
 import os
 import platform
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from .. import __version__
 from ..gpu import default_gpu_index
 from ..provenance import git_sha, host_provenance, package_version
 from .agent import Agent
-from .arms import build_arm
+from .arms import build_arm, check_options
 from .bank import DEFAULT_BANK
+from .childenv import ancestors_holding, make_non_dumpable, take_api_key
 from .config import RunConfig
 from .context import Best, RunContext, Totals, record_retry
-from .childenv import ancestors_holding, make_non_dumpable, take_api_key
 from .model import OpenAIChatModel
 from .seal import SealedEvaluator
 from .tasks import make_task
@@ -129,6 +129,7 @@ def new_run(
     model=None,
 ) -> Agent:
     """A fresh run, ready for Agent.run(). `model` replaces the OpenAI client (any Model)."""
+    check_options(config.arm, dict(config.arm_options))  # an unknown arm or option: nothing written yet
     if config.seed is None:
         config.seed = secrets.randbits(31)
     task = make_task(config.task, **config.task_options)
@@ -298,9 +299,11 @@ def resume_run(
     model_overrides: dict | None = None,
     ask_human: Callable | None = None,
     model=None,
+    context_overrides: dict | None = None,
 ) -> Agent:
-    """Takes a run up again from its last checkpoint, appending to the same trace. `limits` and
-    `model_overrides` replace recorded settings (e.g. a larger budget, another base URL)."""
+    """Takes a run up again from its last checkpoint, appending to the same trace. `limits`,
+    `model_overrides` and `context_overrides` replace recorded settings (e.g. a larger budget, another
+    base URL, the context window of another model)."""
     trace_path = Path(trace_path)
     st = load_resume_state(trace_path)
     config = st.config
@@ -309,6 +312,10 @@ def resume_run(
         setattr(config.limits, k, v)
     for k, v in (model_overrides or {}).items():
         setattr(config.model, k, v)
+    for k, v in (context_overrides or {}).items():
+        setattr(config.context, k, v)
+    if (context_overrides or {}).get("window_tokens"):  # a window given now replaces the one learnt
+        st.context.update(window_tokens=context_overrides["window_tokens"], window_source="option")
     task = make_task(config.task, **config.task_options)
     non_dumpable = make_non_dumpable()
     seal, ws = _confined(task, config, trace_path)

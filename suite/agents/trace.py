@@ -12,11 +12,11 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Callable
 
 from jsonschema import Draft202012Validator
 
@@ -381,6 +381,20 @@ def timeline_lines(events: list[dict]) -> list[str]:
             )
         elif t == "resume":
             lines.append(head + f"RESUMED (session {ev.get('session')}) from step {ev.get('from_step')}")
+        elif t == "context":
+            el = ev.get("elided") or {}
+            lines.append(
+                head + f"context compacted ({ev.get('reason')}): {ev.get('tokens_before')} -> "
+                f"{ev.get('tokens_after')} tokens, window {ev.get('window_tokens')} "
+                f"({ev.get('window_source')}); elided " + ", ".join(f"{k} {v}" for k, v in el.items() if v)
+            )
+        elif t == "invocation":
+            first = next((l for l in (ev.get("output") or "").splitlines() if l.strip()), "")
+            lines.append(
+                head + f"agent  session {ev.get('session')} ({ev.get('mode')}): {ev.get('stopped')}"
+                f"{'' if ev.get('exit_code') is None else ', exit ' + str(ev.get('exit_code'))} after "
+                f"{ev.get('duration_s', 0):.0f}s: {first[:100]}"
+            )
         elif t == "exit":
             lines.append(
                 head + f"exit: {ev.get('reason')}"

@@ -14,7 +14,19 @@ from .common import console, fail, key_values, task_options
 
 @click.command("run")
 @click.option(
-    "--agent", "arm", default="kernelseek", show_default=True, help="the arm: kernelseek, general or toolrich"
+    "--agent",
+    "arm",
+    default="kernelseek",
+    show_default=True,
+    help="the arm: kernelseek, general, toolrich or agent-cmd",
+)
+@click.option(
+    "--agent-cmd",
+    "agent_cmd",
+    default=None,
+    metavar="COMMAND",
+    help="an existing coding-agent command line run in the harness (the agent-cmd arm), e.g. "
+    '"codex exec --sandbox workspace-write" or "claude -p --permission-mode acceptEdits"',
 )
 @click.option("--task", default="fa-fwd-sm90", show_default=True, help="fa-fwd-sm90 or cpu-attn")
 @click.option("--model", "model_name", default=None, help="the model name the endpoint knows")
@@ -50,6 +62,18 @@ from .common import console, fail, key_values, task_options
 @click.option("--task-opt", "task_opts", multiple=True, metavar="KEY=VALUE", help="a task option (repeatable)")
 @click.option("--agent-opt", "agent_opts", multiple=True, metavar="KEY=VALUE", help="an arm option (repeatable)")
 @click.option("--temperature", type=float, default=None)
+@click.option(
+    "--context-tokens",
+    type=click.IntRange(min=1000),
+    default=None,
+    help="the model's context window (default: the endpoint's, where it says it)",
+)
+@click.option("--max-attempts", type=click.IntRange(min=1), default=None, help="tries per model call (default 6)")
+@click.option("--retry-budget", type=float, default=None, help="seconds one model call may spend on retries")
+@click.option("--categories", default=None, help="question categories, comma-separated (kernelseek, agent-cmd)")
+@click.option("--plateau", type=click.IntRange(min=1), default=None, help="K evaluations without a new best")
+@click.option("--repeats", type=click.IntRange(min=1), default=None, help="the same failure N times")
+@click.option("--spacing", type=click.IntRange(min=0), default=None, help="steps between questions")
 @click.option("--seed", type=int, default=None)
 @click.option(
     "--bank",
@@ -66,6 +90,7 @@ from .common import console, fail, key_values, task_options
 @click.option("--no-live", is_flag=True, help="no live view, only the events")
 def run_cmd(
     arm,
+    agent_cmd,
     task,
     model_name,
     base_url,
@@ -83,16 +108,25 @@ def run_cmd(
     task_opts,
     agent_opts,
     temperature,
+    context_tokens,
+    max_attempts,
+    retry_budget,
+    categories,
+    plateau,
+    repeats,
+    spacing,
     seed,
     bank,
     sandbox,
     no_live,
 ):
-    """Run an agent on a task against an OpenAI-compatible endpoint (API key from OPENAI_API_KEY)."""
+    """Run an agent on a task against an OpenAI-compatible endpoint (API key from OPENAI_API_KEY), or an
+    existing coding-agent command in the harness (--agent-cmd)."""
     from ..agents.bank import BankError
     from ..agents.config import RunConfig
     from ..agents.live import LiveView
     from ..agents.runner import RunSetupError, api_key_from_env, new_run, resume_run
+    from .compare import question_options
 
     api_key = api_key_from_env()
     limits = {
@@ -120,26 +154,53 @@ def run_cmd(
 
     try:
         if resume_path:
-            overrides = {k: v for k, v in (("base_url", base_url), ("name", model_name)) if v}
+            overrides = {
+                k: v
+                for k, v in (
+                    ("base_url", base_url),
+                    ("name", model_name),
+                    ("max_attempts", max_attempts),
+                    ("retry_budget_s", retry_budget),
+                )
+                if v
+            }
             if price:
                 overrides.update(price_input_per_mtok=price[0], price_output_per_mtok=price[1])
             agent = resume_run(
-                resume_path, api_key, limits=limits, model_overrides=overrides, ask_human=ask_human if human else None
+                resume_path,
+                api_key,
+                limits=limits,
+                model_overrides=overrides,
+                ask_human=ask_human if human else None,
+                context_overrides={"window_tokens": context_tokens} if context_tokens else None,
             )
         else:
-            if not model_name:
-                raise RunSetupError("--model is required (or --resume a trace)")
-            if not api_key and not base_url:
-                raise RunSetupError("set OPENAI_API_KEY, or give --base-url for an endpoint that needs no key")
+            arm_opts = {
+                **key_values(agent_opts, "--agent-opt"),
+                **question_options(categories, plateau, repeats, spacing),
+            }
+            if agent_cmd:
+                if arm not in ("kernelseek", "agent-cmd"):
+                    raise RunSetupError(f"--agent-cmd runs the agent-cmd arm, not {arm}")
+                arm, arm_opts["command"] = "agent-cmd", agent_cmd
+            if arm != "agent-cmd":  # an agent command brings its own model and credentials
+                if not model_name:
+                    raise RunSetupError("--model is required (or --resume a trace)")
+                if not api_key and not base_url:
+                    raise RunSetupError("set OPENAI_API_KEY, or give --base-url for an endpoint that needs no key")
             cfg = RunConfig(
                 arm=arm,
-                arm_options=key_values(agent_opts, "--agent-opt"),
+                arm_options=arm_opts,
                 task=task,
                 task_options=task_options(kernel, goal, task_opts),
                 seed=seed,
                 human=human,
             )
             cfg.model.name, cfg.model.base_url, cfg.model.temperature = model_name, base_url, temperature
+            cfg.context.window_tokens = context_tokens
+            if max_attempts is not None:
+                cfg.model.max_attempts = max_attempts
+            cfg.model.retry_budget_s = retry_budget
             if price:
                 cfg.model.price_input_per_mtok, cfg.model.price_output_per_mtok = price
             for k, v in limits.items():
@@ -190,7 +251,7 @@ def run_cmd(
 def _plain(console, ev: dict) -> None:
     from ..agents.trace import timeline_lines
 
-    if ev["type"] in ("llm_call", "harness_eval", "question", "retry", "exit", "resume"):
+    if ev["type"] in ("llm_call", "harness_eval", "question", "retry", "exit", "resume", "context", "invocation"):
         for line in timeline_lines([ev]):
             console.print(line, markup=False, highlight=False)
 

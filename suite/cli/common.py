@@ -7,8 +7,9 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, NoReturn
+from typing import Any, NoReturn
 
 import click
 from rich.console import Console
@@ -125,7 +126,11 @@ def key_values(items, hint) -> dict:
         if "=" not in item:
             raise click.BadParameter(f"{item!r}: expected KEY=VALUE", param_hint=hint)
         k, v = item.split("=", 1)
-        opts[k.strip().replace("-", "_")] = yaml.safe_load(v)
+        try:
+            value = yaml.safe_load(v)
+        except yaml.YAMLError:  # not YAML (a template such as "{cmd} resume {prompt}"): the text itself
+            value = v
+        opts[k.strip().replace("-", "_")] = value
     return opts
 
 

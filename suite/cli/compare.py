@@ -19,7 +19,43 @@ Point compare at an OpenAI-compatible endpoint with tool calling:
   kernelseek-suite compare --agents kernelseek,toolrich --task {task} --model MODEL [--base-url URL]
 or, for a local server that needs no key:
   kernelseek-suite compare ... --model MODEL --base-url http://localhost:8000/v1
-To rebuild the table and plot from traces you already have: --from-traces DIR."""
+To see what a comparison would take first: --plan. To rebuild the table and plot from traces you
+already have: --from-traces DIR."""
+
+# options a protocol fixes: given beside --protocol they are an error (edit a copy of the protocol)
+FIXED_BY_PROTOCOL = (
+    "arms",
+    "task",
+    "seeds",
+    "max_steps",
+    "max_evals",
+    "max_wall",
+    "max_tokens",
+    "max_cost",
+    "temperature",
+    "kernel",
+    "goal",
+    "task_opts",
+    "agent_opts",
+    "categories",
+    "plateau",
+    "repeats",
+    "spacing",
+    "sandbox",
+)
+
+
+def _arms(spec: str) -> tuple[list[str], dict[str, str]]:
+    """`kernelseek,info=kernelseek,codex=agent-cmd` -> labels in order, label -> agent."""
+    labels, agents = [], {}
+    for item in (a.strip() for a in spec.split(",")):
+        if not item:
+            continue
+        label, _, agent = item.partition("=")
+        label, agent = label.strip(), (agent.strip() or label.strip())
+        labels.append(label)
+        agents[label] = agent
+    return labels, agents
 
 
 def _arm_options(items) -> dict[str, dict]:
@@ -30,6 +66,61 @@ def _arm_options(items) -> dict[str, dict]:
             raise click.BadParameter(f"{item!r}: expected ARM:KEY=VALUE", param_hint="--agent-opt")
         out.setdefault(arm.strip(), {}).update(key_values([kv], "--agent-opt"))
     return out
+
+
+def question_options(categories, plateau, repeats, spacing) -> dict:
+    """The question settings given on the command line, as arm options."""
+    out = {}
+    if categories:
+        out["categories"] = [c.strip() for c in categories.split(",") if c.strip()]
+    for key, value in (("plateau_evals", plateau), ("repeated_failure", repeats), ("min_steps_between", spacing)):
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def _with_questions(labels, agents, arm_opts: dict, questions: dict) -> dict:
+    """The question settings given to every arm that takes them (an arm's own options win); none taking
+    them is an error."""
+    from ..agents.arms import arm_options
+
+    if not questions:
+        return arm_opts
+
+    def takes(label: str) -> bool:
+        try:
+            return set(questions) <= set(arm_options(agents[label]))
+        except KeyError:  # an unknown agent: _check_arms says so
+            return False
+
+    takers = [label for label in labels if takes(label)]
+    if not takers:
+        raise click.BadParameter(f"no arm takes the question settings ({', '.join(questions)})")
+    return {**arm_opts, **{label: {**questions, **arm_opts.get(label, {})} for label in takers}}
+
+
+def _check_arms(labels, agents, arm_opts) -> None:
+    """Every arm and option checked before anything runs."""
+    from ..agents.arms import ArmOptionError, arm_names, check_options
+    from ..agents.arms.kernelseek import question_settings
+
+    known = arm_names()
+    bad = [agents[label] for label in labels if agents[label] not in known]
+    if bad or len(set(labels)) != len(labels) or not labels:
+        raise click.BadParameter(
+            f"arms are {', '.join(known)} (or LABEL=AGENT), each label once", param_hint="--agents"
+        )
+    for label in arm_opts:
+        if label not in agents:
+            raise click.BadParameter(
+                f"{label!r} is not one of the arms ({', '.join(labels)})", param_hint="--agent-opt"
+            )
+    try:
+        for label in labels:
+            check_options(agents[label], arm_opts.get(label, {}))
+            question_settings(arm_opts.get(label, {}))
+    except ArmOptionError as e:
+        raise click.BadParameter(f"{label}: {e}", param_hint="--agent-opt") from e
 
 
 UNSANDBOXED = """\
@@ -53,10 +144,18 @@ def _sandbox_refusal(what: str, sandbox: str | None, allow_unsandboxed: bool) ->
     return None
 
 
-def _render(traces: list[Path], out_dir: Path, remeasure_runs: bool, note: str = "", sandbox: str = "auto") -> None:
+def _render(
+    traces: list[Path],
+    out_dir: Path,
+    remeasure_runs: bool,
+    final_bench: dict | None,
+    note: str = "",
+    sandbox: str = "auto",
+) -> None:
     from ..agents.exceptions import HarnessTampered
     from ..agents.sandbox import landlock_status
     from ..headtohead.compare import remeasure, remeasured_by_trace, unprotected
+    from ..headtohead.final import FINAL_FILE, bench_all, read_rows
     from ..headtohead.report import render
     from ..headtohead.runstats import stats_from_trace
     from ..reports.trace_html import render_traces
@@ -92,20 +191,150 @@ def _render(traces: list[Path], out_dir: Path, remeasure_runs: bool, note: str =
             "Runs without every protection (docs/threat-model.md), allowed with "
             "--allow-unsandboxed:\n" + "\n".join(f"- {x}" for x in lacking)
         )
-    runs = [stats_from_trace(t, new.get(str(t))) for t in traces]
+    if final_bench and final_bench.get("enabled"):
+        say(f"benching each run's best kernel on its task's full grid ({len(traces)} run(s)) ...")
+        bench_all(
+            traces,
+            out_dir,
+            final_bench.get("timeout_s", 3600),
+            new,
+            sandbox=sandbox,
+            on_result=lambda r: say(
+                f"  {Path(r.trace).name}: {r.status} "
+                + (f"{r.geomean:.3f}x" if r.geomean is not None else "")
+                + (f" ({r.note})" if r.note else "")
+            ),
+        )
+    finals = read_rows(out_dir / FINAL_FILE)
+    runs = [stats_from_trace(t, new.get(str(t)), finals.get(str(t))) for t in traces]
     outs = render(runs, out_dir, note)
     # the runs themselves, browsable: two arms side by side
     page = render_traces(traces, out_dir / "traces.html", title=f"Head-to-head: {len(traces)} runs")
     click.echo(outs.markdown.read_text())
-    say(f"wrote {outs.markdown}, {outs.csv}, {outs.png}, {outs.svg}, {outs.runs_jsonl}, {page}")
+    say(f"wrote {outs.markdown}, {outs.csv}, {outs.stats}, {outs.png}, {outs.svg}, {outs.runs_jsonl}, {page}")
+
+
+def _from_protocol(
+    path, given: dict, model_name, base_url, price, context_tokens, out_dir, final_bench, allow_unsandboxed
+):
+    """A CompareRequest from a protocol file; the command line may fill what the protocol leaves open
+    (the model, the endpoint, the price, the context window), never change what it fixes."""
+    from ..headtohead.compare import CompareRequest
+    from ..headtohead.protocol import ProtocolError, load_protocol
+
+    try:
+        proto = load_protocol(path)
+    except ProtocolError as e:
+        fail(str(e), USAGE)
+    fixed = [k for k in FIXED_BY_PROTOCOL if given.get(k) not in (None, (), False)]
+    if fixed:
+        fail(
+            f"the protocol {proto.path} fixes {', '.join('--' + k.replace('_', '-') for k in fixed)}; edit a "
+            "copy of it instead",
+            USAGE,
+        )
+    model = proto.model()
+    for key, value in (("name", model_name), ("base_url", base_url)):
+        if value is not None:
+            if model.get(key) not in (None, value):
+                fail(
+                    f"the protocol {proto.path} fixes the model's {key} ({model[key]}); edit a copy of it instead",
+                    USAGE,
+                )
+            model[key] = value
+    if price:
+        model.update(price_input_per_mtok=price[0], price_output_per_mtok=price[1])
+    window = proto.data.get("context_tokens")
+    if context_tokens is not None:
+        if window not in (None, context_tokens):
+            fail(f"the protocol {proto.path} fixes the context window ({window} tokens)", USAGE)
+        window = context_tokens
+    arms = proto.arms()
+    labels, agents = list(arms), {label: a["agent"] for label, a in arms.items()}
+    arm_opts = {label: a["options"] for label, a in arms.items() if a["options"]}
+    try:
+        arm_opts = _with_questions(labels, agents, arm_opts, proto.question_options())
+        _check_arms(labels, agents, arm_opts)
+    except click.BadParameter as e:
+        fail(f"{proto.path}: {e.format_message()}", USAGE)
+    fb = proto.final_bench()
+    if final_bench is not None:
+        fb["enabled"] = final_bench
+    req = CompareRequest(
+        arms=labels,
+        task=proto.data["task"]["name"],
+        model=model,
+        seeds=proto.seeds(),
+        limits=proto.limits(),
+        task_options=proto.task_options(),
+        arm_options=arm_opts,
+        # without --allow-unsandboxed a run that cannot have the sandbox fails, not falls back
+        tools={"sandbox": proto.data.get("sandbox") or ("auto" if allow_unsandboxed else "landlock")},
+        out_dir=str(out_dir),
+        allow_unsandboxed=allow_unsandboxed,
+        agents=agents,
+        context={"window_tokens": window} if window else {},
+        final_bench=fb,
+        protocol={"name": proto.name, "path": proto.path, "sha256": proto.sha256},
+    )
+    return req, proto
+
+
+def _print_plan(req, proto) -> None:
+    from ..headtohead.estimate import PlanInputs, make_plan
+
+    plan = (proto.data.get("plan") or {}) if proto else {}
+    price = None
+    if req.model.get("price_input_per_mtok") is not None:
+        price = (req.model["price_input_per_mtok"], req.model.get("price_output_per_mtok") or 0.0)
+    inputs = PlanInputs(
+        proto.name if proto else "command line",
+        {label: req.agent(label) for label in req.arms},
+        req.seeds,
+        req.task,
+        req.limits,
+        plan.get("eval_seconds") or [],
+        plan.get("final_bench_seconds"),
+        bool(req.final_bench.get("enabled")),
+        plan.get("gpu"),
+        req.context.get("window_tokens"),
+        req.model.get("max_output_tokens"),
+        price,
+        req.model.get("name"),
+    )
+    title = f"{inputs.name}" + (f" ({proto.path}, sha256 {proto.sha256[:12]})" if proto else "")
+    click.echo(make_plan(inputs).text(title))
+    if proto:
+        for item in proto.data.get("disclosed") or []:
+            click.echo(f"disclosed: {item}")
+        for key, why in (proto.data.get("choices") or {}).items():
+            click.echo(f"chosen here ({key}): {why}")
 
 
 @click.command("compare")
-@click.option("--agents", "arms", default="kernelseek,toolrich", show_default=True, help="comma-separated arms")
-@click.option("--task", default="fa-fwd-sm90", show_default=True)
+@click.option(
+    "--protocol",
+    "protocol_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="a protocol file that fixes the comparison (protocols/paper.yaml, protocols/smoke.yaml)",
+)
+@click.option(
+    "--plan",
+    "plan_only",
+    is_flag=True,
+    help="print the runs, evaluations, GPU-hours, tokens and cost expected, and exit (no model is called)",
+)
+@click.option(
+    "--agents",
+    "arms",
+    default=None,
+    help="comma-separated arms, LABEL=AGENT to name one [default: kernelseek,toolrich]",
+)
+@click.option("--task", default=None, help="[default: fa-fwd-sm90]")
 @click.option("--model", "model_name", default=None, help="the model name the endpoint knows")
 @click.option("--base-url", default=None, help="an OpenAI-compatible endpoint")
-@click.option("--seeds", type=click.IntRange(min=1), default=1, show_default=True, help="runs per arm (seeds 1..N)")
+@click.option("--seeds", type=click.IntRange(min=1), default=None, help="runs per arm (seeds 1..N) [default: 1]")
 @click.option("--max-steps", type=int, default=None)
 @click.option("--max-evals", type=int, default=None)
 @click.option("--max-wall", type=float, default=None, help="minutes per run")
@@ -113,11 +342,29 @@ def _render(traces: list[Path], out_dir: Path, remeasure_runs: bool, note: str =
 @click.option("--max-cost", type=float, default=None, help="USD per run")
 @click.option("--price", nargs=2, type=float, default=None, metavar="IN OUT", help="USD per million tokens")
 @click.option("--temperature", type=float, default=None)
+@click.option(
+    "--context-tokens",
+    type=click.IntRange(min=1000),
+    default=None,
+    help="the model's context window (default: the endpoint's, where it says it)",
+)
+@click.option("--max-attempts", type=click.IntRange(min=1), default=None, help="tries per model call (default 6)")
+@click.option("--retry-budget", type=float, default=None, help="seconds one model call may spend on retries")
 @click.option("--kernel", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
 @click.option("--goal", type=float, default=None)
 @click.option("--task-opt", "task_opts", multiple=True, metavar="KEY=VALUE")
 @click.option("--agent-opt", "agent_opts", multiple=True, metavar="ARM:KEY=VALUE", help="an option for one arm")
+@click.option("--categories", default=None, help="question categories, comma-separated (arms that ask questions)")
+@click.option("--plateau", type=click.IntRange(min=1), default=None, help="K evaluations without a new best")
+@click.option("--repeats", type=click.IntRange(min=1), default=None, help="the same failure N times")
+@click.option("--spacing", type=click.IntRange(min=0), default=None, help="steps between questions")
 @click.option("--sandbox", type=click.Choice(["auto", "landlock", "none"]), default=None)
+@click.option(
+    "--final-bench/--no-final-bench",
+    "final_bench",
+    default=None,
+    help="bench each run's best kernel on the task's full grid at the end [default: on]",
+)
 @click.option(
     "--out",
     "out_dir",
@@ -140,6 +387,8 @@ def _render(traces: list[Path], out_dir: Path, remeasure_runs: bool, note: str =
 )
 @executor_options
 def compare_cmd(
+    protocol_path,
+    plan_only,
     arms,
     task,
     model_name,
@@ -152,23 +401,34 @@ def compare_cmd(
     max_cost,
     price,
     temperature,
+    context_tokens,
+    max_attempts,
+    retry_budget,
     kernel,
     goal,
     task_opts,
     agent_opts,
+    categories,
+    plateau,
+    repeats,
+    spacing,
     sandbox,
+    final_bench,
     out_dir,
     from_traces,
     remeasure,
     allow_unsandboxed,
     scaleout,
 ):
-    """Run the arms head-to-head on one task, model and budget; table and plot in --out. With
-    --executor dask the runs (arm x seed) are spread over the cluster's GPUs, one run per GPU at a
+    """Run the arms head-to-head on one task, model and budget; table, interval and plot in --out.
+    With --protocol the comparison is the protocol's; --plan prints what it takes and calls no model.
+    With --executor dask the runs (arm x seed) are spread over the cluster's GPUs, one per GPU at a
     time. Every run must have the sandbox (and every protection of docs/threat-model.md) unless
     --allow-unsandboxed is given."""
-    from ..agents.arms import arm_names
+    from functools import partial
+
     from ..agents.runner import api_key_from_env
+    from ..headtohead.compare import CompareRequest, run_compare, run_spec
     from ..headtohead.runstats import find_traces
 
     refusal = _sandbox_refusal("re-measuring" if remeasure else "compare", sandbox, allow_unsandboxed)
@@ -179,31 +439,44 @@ def compare_cmd(
         traces = find_traces(from_traces)
         if not traces:
             fail(f"no traces under {from_traces}", USAGE)
-        _render(traces, out_dir, remeasure, sandbox=remeasure_sandbox)
-        return
-    api_key = api_key_from_env()
-    if not api_key and not base_url:
-        traces = find_traces(out_dir / "traces") if (out_dir / "traces").is_dir() else []
-        if not traces:
-            click.echo(NO_ENDPOINT.format(traces=out_dir / "traces", task=task), err=True)
-            sys.exit(USAGE)
-        say(
-            f"no model endpoint configured (OPENAI_API_KEY or --base-url): regenerating from the "
-            f"{len(traces)} trace(s) under {out_dir / 'traces'}"
+        _render(
+            traces, out_dir, remeasure, {"enabled": bool(final_bench), "timeout_s": 3600.0}, sandbox=remeasure_sandbox
         )
-        _render(traces, out_dir, remeasure, sandbox=remeasure_sandbox)
         return
-    if refusal:
-        fail(refusal, USAGE)
-    from ..headtohead.compare import CompareRequest, run_compare, run_spec
-
-    names = [a.strip() for a in arms.split(",") if a.strip()]
-    try:
-        unknown = [a for a in names if a not in arm_names()]
-        if unknown or len(set(names)) != len(names) or not names:
-            raise click.BadParameter(f"{arms!r}: arms are {', '.join(arm_names())}, each once", param_hint="--agents")
-        if not model_name:
-            raise click.BadParameter("--model is required to run the arms (or use --from-traces)")
+    given = dict(
+        arms=arms,
+        task=task,
+        seeds=seeds,
+        max_steps=max_steps,
+        max_evals=max_evals,
+        max_wall=max_wall,
+        max_tokens=max_tokens,
+        max_cost=max_cost,
+        temperature=temperature,
+        kernel=kernel,
+        goal=goal,
+        task_opts=task_opts,
+        agent_opts=agent_opts,
+        categories=categories,
+        plateau=plateau,
+        repeats=repeats,
+        spacing=spacing,
+        sandbox=sandbox,
+    )
+    proto = None
+    if protocol_path:
+        req, proto = _from_protocol(
+            protocol_path, given, model_name, base_url, price, context_tokens, out_dir, final_bench, allow_unsandboxed
+        )
+    else:
+        try:
+            labels, agents = _arms(arms or "kernelseek,toolrich")
+            arm_opts = _with_questions(
+                labels, agents, _arm_options(agent_opts), question_options(categories, plateau, repeats, spacing)
+            )
+            _check_arms(labels, agents, arm_opts)
+        except click.BadParameter as e:
+            fail(e.format_message(), USAGE)
         model = {"name": model_name, "base_url": base_url, "temperature": temperature}
         if price:
             model.update(price_input_per_mtok=price[0], price_output_per_mtok=price[1])
@@ -219,20 +492,50 @@ def compare_cmd(
             if v is not None
         }
         req = CompareRequest(
-            arms=names,
-            task=task,
+            arms=labels,
+            task=task or "fa-fwd-sm90",
             model=model,
-            seeds=list(range(1, seeds + 1)),
+            seeds=list(range(1, (seeds or 1) + 1)),
             limits=limits,
             task_options=task_options(kernel, goal, task_opts),
-            arm_options=_arm_options(agent_opts),
+            arm_options=arm_opts,
             # without --allow-unsandboxed a run that cannot have the sandbox fails, not falls back
             tools={"sandbox": sandbox or ("auto" if allow_unsandboxed else "landlock")},
             out_dir=str(out_dir),
             allow_unsandboxed=allow_unsandboxed,
+            agents=agents,
+            context={"window_tokens": context_tokens} if context_tokens else {},
+            final_bench={"enabled": final_bench is not False, "timeout_s": 3600.0},
         )
-    except click.BadParameter as e:
-        fail(e.format_message(), USAGE)
+    for key, value in (("max_attempts", max_attempts), ("retry_budget_s", retry_budget)):
+        if value is not None:
+            req.model[key] = value
+    if plan_only:
+        _print_plan(req, proto)
+        return
+    needs_model = any(req.agent(label) != "agent-cmd" for label in req.arms)
+    api_key = api_key_from_env()
+    if needs_model and not api_key and not req.model.get("base_url"):
+        traces = find_traces(out_dir / "traces") if (out_dir / "traces").is_dir() else []
+        if not traces:
+            click.echo(NO_ENDPOINT.format(traces=out_dir / "traces", task=req.task), err=True)
+            sys.exit(USAGE)
+        say(
+            f"no model endpoint configured (OPENAI_API_KEY or --base-url): regenerating from the "
+            f"{len(traces)} trace(s) under {out_dir / 'traces'}"
+        )
+        _render(traces, out_dir, remeasure, None, sandbox=remeasure_sandbox)
+        return
+    if needs_model and not req.model.get("name"):
+        fail(
+            "--model is required to run the arms"
+            + (" (the protocol leaves the model open)" if proto else " (or use --from-traces)"),
+            USAGE,
+        )
+    if proto and proto.data.get("sandbox"):
+        refusal = _sandbox_refusal("compare", proto.data["sandbox"], allow_unsandboxed)
+    if refusal:
+        fail(refusal, USAGE)
 
     def on_run(spec, rec):
         what = (
@@ -252,14 +555,17 @@ def compare_cmd(
         )
         say(f"{spec.arm} seed {spec.seed}: {what}{where} ({spec.trace_path})")
 
-    from functools import partial
-
     run, no_gpu, lost = partial(run_compare, runner=partial(run_spec, api_key=api_key)), (), ()
     if scaleout is not None:
         from ..gpu import NoGPUError
         from ..scaleout.agent_runs import RunsLost, run_compare_distributed
 
         run, no_gpu, lost = partial(run_compare_distributed, scaleout=scaleout), NoGPUError, RunsLost
+    if proto:
+        say(
+            f"protocol {proto.name} ({proto.path}, sha256 {proto.sha256[:12]}): {len(req.arms)} arms x "
+            f"{len(req.seeds)} seeds"
+        )
     try:
         records = run(req, on_run=on_run)
     except no_gpu as e:
@@ -268,7 +574,8 @@ def compare_cmd(
         fail(str(e), FAIL)
     except (ValueError, KeyError, FileNotFoundError, ImportError, RuntimeError) as e:
         fail(e.args[0] if isinstance(e, KeyError) and e.args else str(e), USAGE)
-    _render([Path(r["trace"]) for r in records], out_dir, remeasure, sandbox=remeasure_sandbox)
+    note = f"Protocol {proto.name} ({proto.path}, sha256 {proto.sha256[:12]})." if proto else ""
+    _render([Path(r["trace"]) for r in records], out_dir, remeasure, req.final_bench, note, sandbox=remeasure_sandbox)
     failed = [r for r in records if r.get("exit_reason") in ("model_error", "error", "harness_tampered")]
     sys.exit(FAIL if failed else OK)
 

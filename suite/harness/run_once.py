@@ -1,8 +1,12 @@
 """Run one kernel on one scenario a few times, inside an nvtx range: the target for profilers
 (`ncu`, `compute-sanitizer`) and quick manual checks.
 
-    python -m kernelseek_suite.harness.run_once KERNEL.cu SCENARIO_ID [--arch sm90] [--reps 3] [--check]
+    python -m kernelseek_suite.harness.run_once KERNEL.cu SCENARIOS [--arch sm90] [--reps 3] [--check]
         [--time [--beside OTHER.cu ...] [--baseline fa3 ...]]
+
+SCENARIOS is one scenario id or several, comma-separated, each of which may be a glob
+(`d128-*-s8192,d96-*`). With several, each is run in turn and `--time` ends with the geometric mean,
+over the scenarios, of each entry's speed relative to KERNEL (KERNEL's time / the entry's time).
 
 `--time` times KERNEL on the scenario with the sweep's timing (CUDA events, L2 flushed, warm-up,
 interleaved), beside the `--beside` kernels and the `--baseline`s, and prints each one's median and
@@ -14,16 +18,31 @@ about a correct kernel.
 from __future__ import annotations
 
 import argparse
+import fnmatch
+import math
+import os
 import sys
+
+from .. import config, exitcodes
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # a usage error exits USAGE, as the command line's do
+        self.print_usage(sys.stderr)
+        self.exit(exitcodes.USAGE, f"{self.prog}: error: {message}\n")
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="run_once")
+    """Exit codes as the command line's: 4 bad arguments, 2 the kernel breaks the rules or does not
+    build, 3 no suitable GPU (checked after everything that needs none), 1 a wrong output or a
+    kernel's error code."""
+    ap = _Parser(prog="python -m kernelseek_suite.harness.run_once")
     ap.add_argument("kernel")
-    ap.add_argument("scenario")
-    ap.add_argument("--arch", default="sm90")
+    ap.add_argument("scenario", help="a scenario id, or several comma-separated ids or globs")
+    ap.add_argument("--arch", default="sm90", choices=sorted(config.ARCHES))
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--check", action="store_true", help="also check the output against the reference")
+    ap.add_argument("--check-beside", action="store_true", help="with --check: check the --beside kernels' outputs too")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--time", action="store_true", help="time the kernel (and the --beside kernels)")
     ap.add_argument(
@@ -49,20 +68,72 @@ def main(argv=None) -> int:
     if unknown:
         ap.error(f"unknown baseline {', '.join(unknown)}; known: {', '.join(sorted(REGISTRY))}")
 
+    from ..build import BuildError, build, nvcc_path
+    from ..contract import KernelLibrary
+    from ..gpu import NoGPUError, require_gpu
+    from ..rules import DependencyRuleError, enforce
+    from ..scenarios import by_id
+
+    scenarios = select_scenarios(args.scenario, by_id(args.arch))
+    if not scenarios:
+        print(f"unknown scenario {args.scenario}", file=sys.stderr)
+        return exitcodes.USAGE
+    kernels = list(dict.fromkeys([args.kernel, *args.beside]))
+    missing = [k for k in kernels if not os.path.isfile(k)]
+    if missing:
+        ap.error(f"no such kernel file: {', '.join(missing)}")
+    built = {}
+    try:  # the kernels' static checks (rules; build and exports where nvcc is here) need no GPU
+        for path in kernels:
+            enforce(path)
+        if nvcc_path():
+            built = {path: build(path, args.arch) for path in kernels}
+    except (BuildError, DependencyRuleError) as e:
+        print(f"build failed: {e}", file=sys.stderr)
+        return exitcodes.BUILD
+    try:
+        require_gpu(args.arch)
+    except NoGPUError as e:
+        print(f"no GPU: {e}", file=sys.stderr)
+        return exitcodes.NO_GPU
+    try:
+        built = built or {path: build(path, args.arch) for path in kernels}
+    except BuildError as e:
+        print(f"build failed: {e}", file=sys.stderr)
+        return exitcodes.BUILD
+    lib = KernelLibrary(built[args.kernel].library)
+    others = [(o, KernelLibrary(built[o].library)) for o in args.beside]
+    speeds: dict[str, list[float]] = {}
+    rc = 0
+    for scn in scenarios:
+        rc = max(rc, _run_scenario(args, scn, lib, others, speeds))
+    if args.time and len(scenarios) > 1:
+        print(f"speed relative to {args.kernel} (its time / the entry's time), geometric mean over {len(scenarios)}:")
+        for name, vals in speeds.items():
+            print(f"  {name}: {math.exp(sum(math.log(x) for x in vals) / len(vals)):.3f} ({len(vals)} scenarios)")
+    return rc
+
+
+def select_scenarios(spec: str, known: dict) -> list:
+    """The scenarios named by comma-separated ids or globs, in the order given, each once; [] when
+    any part matches nothing."""
+    out: list = []
+    for part in (p.strip() for p in spec.split(",")):
+        hits = [known[i] for i in known if fnmatch.fnmatchcase(i, part)] if part else []
+        if not hits:
+            return []
+        out += [s for s in hits if s not in out]
+    return out
+
+
+def _run_scenario(args, scn, lib, others, speeds: dict) -> int:
     import torch
 
-    from ..build import build
-    from ..contract import KernelLibrary, make_params
-    from ..scenarios import by_id
+    from ..contract import make_params
     from .check import check_output
     from .inputs import make_inputs
     from .reference import reference_pair
 
-    scn = by_id(args.arch).get(args.scenario)
-    if scn is None:
-        print(f"unknown scenario {args.scenario}", file=sys.stderr)
-        return 4
-    lib = KernelLibrary(build(args.kernel, args.arch).library)
     q, k, v = make_inputs(scn, args.seed)
     out = torch.full((scn.batch, scn.seqlen_q, scn.heads_q, scn.d_v), float("nan"), device="cuda", dtype=torch.bfloat16)
     lse = torch.full((scn.batch, scn.heads_q, scn.seqlen_q), float("nan"), device="cuda")
@@ -73,33 +144,48 @@ def main(argv=None) -> int:
         rc = lib.forward(params, stream)
         if rc != 0:
             print(f"kernel returned {rc}", file=sys.stderr)
-            return 1
+            return exitcodes.FAIL
     torch.cuda.synchronize()
     torch.cuda.nvtx.range_pop()
     rc = 0
     if args.check:
         ref, ref_lse, lowp = reference_pair(q, k, v, scn.causal, scn.softmax_scale)
-        res = check_output(out, ref, lowp, lse, ref_lse)
-        print(f"{scn.id}: {'ok' if res.ok else 'WRONG: ' + res.reason} (max err {res.max_err:.3g}, tol {res.tol:.3g})")
-        rc = 0 if res.ok else 1
+        checked = [(args.kernel, out, lse)]
+        if args.check_beside:
+            for other, other_lib in others:
+                o2, l2 = torch.full_like(out, float("nan")), torch.full_like(lse, float("nan"))
+                if other_lib.forward(make_params(q, k, v, o2, l2, scn.causal, scn.softmax_scale), stream) != 0:
+                    print(f"{scn.id}: {other} returned an error")
+                    rc = 1
+                    continue
+                torch.cuda.synchronize()
+                checked.append((other, o2, l2))
+        for name, o, lo in checked:
+            res = check_output(o, ref, lowp, lo, ref_lse)
+            verdict = "ok" if res.ok else "WRONG: " + res.reason
+            who = "" if name == args.kernel else f" {name}"
+            print(f"{scn.id}{who}: {verdict} (max err {res.max_err:.3g}, tol {res.tol:.3g})")
+            rc = max(rc, 0 if res.ok else 1)
     if args.time:
         first = ("checked: ok" if rc == 0 else "checked: WRONG") if args.check else "not checked"
         entries = [(args.kernel, _kernel_call(lib, params, stream), first)]
-        for other in args.beside:
+        for other, other_lib in others:
             name = other
             while name in [e[0] for e in entries]:  # the same file twice: the timing's own spread
                 name += "'"
-            entries.append(
-                (name, _kernel_call(KernelLibrary(build(other, args.arch).library), params, stream), "not checked")
-            )
+            entries.append((name, _kernel_call(other_lib, params, stream), "not checked"))
         for b in args.baseline:
             call, why = _baseline_call(b, scn, (q, k, v))
             if call is None:
                 print(f"baseline {b}: not timed ({why})")
             else:
                 entries.append((f"baseline {b}", call, "baseline"))
-        for line in time_side_by_side(entries, scn):
+        lines, medians = time_side_by_side(entries, scn)
+        for line in lines:
             print(line)
+        for name, ms in medians.items():
+            if name != args.kernel and ms > 0:
+                speeds.setdefault(name, []).append(medians[args.kernel] / ms)
     return rc
 
 
@@ -118,10 +204,11 @@ def _baseline_call(name: str, scn, inputs: tuple):
     return (lambda: fn(*inputs)), None
 
 
-def time_side_by_side(entries: list, scn) -> list[str]:
+def time_side_by_side(entries: list, scn) -> tuple[list[str], dict[str, float]]:
     """Time each entry (name, call, what its output is) with the sweep's timing, interleaved; the
     first is the one the others are compared with. A call that returns a non-zero code (a kernel's
-    error) is marked. Returns the lines of a table."""
+    error) is marked. Returns the lines of a table and each entry's median in ms (a failed one is
+    left out)."""
     from tabulate import tabulate
 
     from ..config import TimingConfig
@@ -144,7 +231,7 @@ def time_side_by_side(entries: list, scn) -> list[str]:
     rows = [
         [
             n,
-            "returned %d" % failed[n] if n in failed else label,
+            f"returned {failed[n]}" if n in failed else label,
             round(stats[n].median_ms, 4),
             round(stats[n].iqr_ms, 4),
             stats[n].reps,
@@ -153,6 +240,7 @@ def time_side_by_side(entries: list, scn) -> list[str]:
         ]
         for n, _, label in entries
     ]
+    medians = {n: stats[n].median_ms for n in names if n not in failed}
     return [
         f"{scn.id}: median of each call, timed interleaved (L2 flushed before each call)",
         tabulate(
@@ -167,7 +255,7 @@ def time_side_by_side(entries: list, scn) -> list[str]:
                 f"time / {names[0].rsplit('/', 1)[-1]}",
             ],
         ),
-    ]
+    ], medians
 
 
 if __name__ == "__main__":

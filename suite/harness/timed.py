@@ -25,8 +25,9 @@ in Python and a stand-in timer.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 from ..config import CheckConfig, TimingConfig
 from ..results import STATUS_IMPLAUSIBLE, STATUS_REJECTED
@@ -124,7 +125,8 @@ def time_scenario(
             trial.Verdict(
                 STATUS_REJECTED,
                 "cached",
-                f"calls on inputs the kernel had just seen took {kst.repeat_ratio:.2f}x the time of calls on new inputs "
+                f"calls on inputs the kernel had just seen took {kst.repeat_ratio:.2f}x the time of calls on new "
+                "inputs "
                 f"(median of {kst.repeats}; below {timing_cfg.repeat_faster:g}x is not noise): a result kept by input "
                 "contents and replayed",
             ),

@@ -20,8 +20,8 @@ on the CPU with kernels written in Python.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..config import CheckConfig
 from ..contract import ERROR_NAMES, KS_ERR_UNSUPPORTED, KS_OK
@@ -98,7 +98,7 @@ class Expected:
     ref_lse: object
     lowp: object
 
-    def new_data(self, nd: NewData) -> "Expected":
+    def new_data(self, nd: NewData) -> Expected:
         q, k, v = nd.inputs(self.q, self.k, self.v)
         return Expected(q, k, v, nd.output(self.ref), nd.lse(self.ref_lse), nd.output(self.lowp))
 
@@ -295,7 +295,7 @@ def check_timed_outputs(
     against the reference of the inputs that call saw."""
     from .fresh import check_sample
 
-    for t, (bufs, exp) in enumerate(sets):
+    for bufs, exp in sets:
         changed = [
             n
             for n, now, want in (("q", bufs.q, exp.q), ("k", bufs.k, exp.k), ("v", bufs.v, exp.v))

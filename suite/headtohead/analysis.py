@@ -6,6 +6,8 @@ question asked after the previous best and before it (none: `none`), with the qu
 (`layer-shift`, `limit-rejection`, `information`; `human` for a typed one) and the layer of the
 system that the agent's next edits touched (edit_file's added lines and shell commands between the
 question and the gain, scored by layers.py), beside the layer it had worked in before the question.
+control.py says what the same gains would credit by chance (question times shuffled) and at the rate
+of the arms that ask no questions.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from tabulate import tabulate
 
 from ..agents import layers
 from ..agents.trace import question_category, read_trace
-from .runstats import EvalPoint
+from .control import Control, control
+from .runstats import EvalPoint, arm_label
 
 DEFAULT_THRESHOLD = 0.10
 CATEGORIES = ("layer-shift", "limit-rejection", "information", "human", "none")
@@ -49,6 +52,7 @@ class Gain:
     question_text: str | None = None
     layer_before: str | None = None
     layer_after: str | None = None
+    prev_best_step: int = 0  # the step of the best this gain beats
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -74,6 +78,15 @@ class RunAnalysis:
 class Analysis:
     threshold: float
     runs: list[RunAnalysis]
+    shuffles: int = 2000
+    _control: Control | None = None
+
+    @property
+    def control(self) -> Control:
+        """The attribution's baselines (control.py), computed once."""
+        if self._control is None:
+            self._control = control(self.runs, self.shuffles)
+        return self._control
 
     @property
     def gains(self) -> list[Gain]:
@@ -141,7 +154,7 @@ def analyze_events(events: list[dict], trace: str, threshold: float = DEFAULT_TH
     return RunAnalysis(
         trace,
         start.get("run_id", ""),
-        start.get("arm", ""),
+        arm_label(start),
         steps,
         human,
         by_cat,
@@ -159,13 +172,14 @@ def _attribute(ev, p, before, best_step, best_seq, questions, texts, step_layers
     g = Gain(
         trace,
         start.get("run_id", ""),
-        start.get("arm", ""),
+        arm_label(start),
         p.index,
         p.step,
         before,
         p.geomean,
         round((p.geomean / before - 1) * 100, 2),
         "none",
+        prev_best_step=best_step,
     )
     if q is None:
         g.layer_after = _layer(texts, step_layers, best_step, p.step)
@@ -177,14 +191,14 @@ def _attribute(ev, p, before, best_step, best_seq, questions, texts, step_layers
     return g
 
 
-def analyze(paths: list[Path], threshold: float = DEFAULT_THRESHOLD) -> Analysis:
+def analyze(paths: list[Path], threshold: float = DEFAULT_THRESHOLD, shuffles: int = 2000) -> Analysis:
     runs = []
     for path in paths:
         events = read_trace(path).events
         if not events or events[0].get("type") != "run_start":
             raise ValueError(f"{path}: not a trace (no run_start)")
         runs.append(analyze_events(events, str(path), threshold))
-    return Analysis(threshold, runs)
+    return Analysis(threshold, runs, shuffles)
 
 
 # ---------------------------------------------------------------- tables
@@ -251,29 +265,82 @@ def shares_table(a: Analysis) -> str:
     return tabulate(rows, ["followed", "large gains", "share"] + arms, tablefmt="github")
 
 
-def markdown(a: Analysis) -> str:
-    return "\n".join(
+def rates_table(a: Analysis) -> str:
+    rows = [
         [
-            "# Trace analysis",
-            "",
-            f"Large gain: a new best at least {a.threshold * 100:g} % above the run's previous best. Each is "
-            "attributed to the nearest question asked after the previous best (none: `none`); the layers are those "
-            "of the agent's edits and commands before the question and between the question and the gain.",
-            "",
-            "## Share of large gains by the question they followed",
-            "",
-            shares_table(a),
-            "",
-            "## Runs",
-            "",
-            run_table(a),
-            "",
-            "## Large gains",
-            "",
-            gains_table(a) if a.gains else "(none)",
-            "",
+            x.arm,
+            x.runs,
+            x.steps,
+            x.evaluations,
+            x.gains,
+            "-" if x.per_eval is None else f"{x.per_eval * 10:.2f}",
+            "-" if not x.steps else f"{x.gains / x.steps * 100:.1f}",
         ]
+        for x in a.control.rates
+    ]
+    return tabulate(
+        rows,
+        ["arm", "runs", "steps", "evaluations", "large gains", "per 10 evaluations", "per 100 steps"],
+        tablefmt="github",
     )
+
+
+def control_table(a: Analysis) -> str:
+    rows = [
+        [
+            c.arm,
+            c.category,
+            c.questions,
+            c.credited,
+            f"{c.chance_mean:.2f} [{c.chance_low:g}-{c.chance_high:g}]",
+            f"{c.p:.3f}",
+            c.evals_after,
+            "-" if c.at_other_rate is None else f"{c.at_other_rate:.2f}",
+        ]
+        for c in a.control.categories
+    ]
+    return tabulate(
+        rows,
+        [
+            "arm",
+            "category",
+            "questions",
+            "credited",
+            "by chance: mean [95 %]",
+            "p",
+            "evaluations after",
+            "at the other arms' rate",
+        ],
+        tablefmt="github",
+    )
+
+
+def markdown(a: Analysis) -> str:
+    ctl = a.control
+    lines = [
+        "# Trace analysis",
+        "",
+        f"Large gain: a new best at least {a.threshold * 100:g} % above the run's previous best. Each is "
+        "attributed to the nearest question asked after the previous best (none: `none`); the layers are those "
+        "of the agent's edits and commands before the question and between the question and the gain.",
+        "",
+        "## Share of large gains by the question they followed",
+        "",
+        shares_table(a),
+        "",
+        "## Against chance and against the other arms",
+        "",
+        f"`credited`: large gains attributed to the category. `by chance`: the same gains with each run's "
+        f"question times shuffled among its steps ({ctl.shuffles} shuffles, fixed seed): the mean credit and its "
+        "95 % range; `p`: the share of shuffles crediting at least as many. `at the other arms' rate`: the large "
+        "gains the evaluations after the category's questions would give at the rate of the arms without "
+        "questions. A category whose credit is no more than chance and the other arms' rate give is credited "
+        "for its timing, not its effect.",
+        "",
+    ]
+    lines += [control_table(a) if ctl.categories else "(no arm asked questions)", "", rates_table(a), ""]
+    lines += ["## Runs", "", run_table(a), "", "## Large gains", "", gains_table(a) if a.gains else "(none)", ""]
+    return "\n".join(lines)
 
 
 def write_gains_csv(a: Analysis, path: Path) -> None:
@@ -346,9 +413,15 @@ def timeline(r: RunAnalysis, gains: list[Gain], png: Path) -> None:
 def write(a: Analysis, out_dir: Path) -> list[Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    written = [out_dir / "analysis.md", out_dir / "gains.csv"]
+    written = [out_dir / "analysis.md", out_dir / "gains.csv", out_dir / "attribution.csv"]
     written[0].write_text(markdown(a), encoding="utf-8")
     write_gains_csv(a, written[1])
+    fields = list(a.control.categories[0].to_dict()) if a.control.categories else ["arm", "category"]
+    with open(written[2], "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        for c in a.control.categories:
+            w.writerow(c.to_dict())
     for r in a.runs:
         name = re.sub(r"[^\w.-]+", "_", r.run_id or Path(r.trace).stem)
         png = out_dir / f"timeline-{name}.png"

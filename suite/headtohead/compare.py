@@ -13,30 +13,37 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
-from ..provenance import host_provenance, now_utc
 from ..agents.config import RunConfig
 from ..agents.runner import API_KEY_ENV
 from ..agents.trace import artifacts_dir, read_trace
+from ..provenance import host_provenance, now_utc
 
 DEFAULT_OUT = Path("results") / "compare"
 
 
 @dataclass
 class CompareRequest:
-    arms: list[str]
+    arms: list[str]  # the arms' labels, in order
     task: str
     model: dict  # ModelConfig fields (name, base_url, temperature ...)
     seeds: list[int]
     limits: dict = field(default_factory=dict)  # Limits fields
     task_options: dict = field(default_factory=dict)
-    arm_options: dict[str, dict] = field(default_factory=dict)  # arm -> its options
+    arm_options: dict[str, dict] = field(default_factory=dict)  # label -> its options
     tools: dict = field(default_factory=dict)  # ToolsConfig fields
     out_dir: str = str(DEFAULT_OUT)
     allow_unsandboxed: bool = False  # runs without every protection (docs/threat-model.md) allowed
+    agents: dict[str, str] = field(default_factory=dict)  # label -> agent, where they differ
+    context: dict = field(default_factory=dict)  # ContextConfig fields
+    final_bench: dict = field(default_factory=lambda: {"enabled": True, "timeout_s": 3600.0})
+    protocol: dict | None = None  # {name, path, sha256} of the protocol file
+
+    def agent(self, label: str) -> str:
+        return self.agents.get(label, label)
 
 
 @dataclass
@@ -59,19 +66,23 @@ def plan(req: CompareRequest) -> list[RunSpec]:
     for n, seed in enumerate(req.seeds):
         order = req.arms if n % 2 == 0 else list(reversed(req.arms))
         for arm in order:
+            agent = req.agent(arm)
             cfg = RunConfig(
-                arm=arm,
+                arm=agent,
+                label=arm if arm != agent else None,
                 arm_options=dict(req.arm_options.get(arm, {})),
                 task=req.task,
                 task_options=dict(req.task_options),
                 seed=seed,
             )
-            for k, v in req.model.items():
-                setattr(cfg.model, k, v)
-            for k, v in req.limits.items():
-                setattr(cfg.limits, k, v)
-            for k, v in req.tools.items():
-                setattr(cfg.tools, k, v)
+            for part, values in (
+                (cfg.model, req.model),
+                (cfg.limits, req.limits),
+                (cfg.tools, req.tools),
+                (cfg.context, req.context),
+            ):
+                for k, v in values.items():
+                    setattr(part, k, v)
             if cfg.model.seed is None:
                 cfg.model.seed = seed  # sent to endpoints that take one
             trace = Path(req.out_dir) / "traces" / f"{arm}-seed{seed}.jsonl"
@@ -93,7 +104,7 @@ def trace_state(path: Path) -> str:
     events = read_trace(path).events
     if events and events[-1]["type"] == "run_end" and events[-1].get("exit_reason") not in RESUMABLE:
         return "finished"
-    return "unfinished" if any(e["type"] == "llm_call" for e in events) else "absent"
+    return "unfinished" if any(e["type"] in ("llm_call", "step") for e in events) else "absent"
 
 
 def run_spec(spec: RunSpec, api_key: str | None = None, model=None) -> dict:
@@ -235,7 +246,7 @@ def remeasure(
             events = read_trace(path).events
             start = events[0]
             cfg = RunConfig.from_dict(start["config"])
-            task = make_task(cfg.task, **_portable(cfg.task_options, start, path, work))
+            task = make_task(cfg.task, **portable_options(cfg.task_options, start, path, work))
             seal = SealedEvaluator.create(task, sandbox=sandbox, deny=[Path(path).resolve().parent, out_dir.resolve()])
             sandboxes.add("landlock" if seal.sandboxed else "none")
             done: dict[str, Remeasurement] = {}
@@ -289,7 +300,7 @@ def remeasure(
     return rows
 
 
-def _portable(options: dict, start: dict, trace: Path, work: Path) -> dict:
+def portable_options(options: dict, start: dict, trace: Path, work: Path) -> dict:
     """The task's options, with a starting kernel that is not on this machine replaced by the copy of
     it that the trace keeps (the task needs one to be made; candidates come from the blobs)."""
     kernel = options.get("kernel")

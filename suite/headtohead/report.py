@@ -1,7 +1,8 @@
 """The head-to-head's outputs, rendered from the runs' stats (runstats.py): `runs.jsonl` (one
-RunStats per run), a table per run and per arm (`compare.md` with tabulate, `compare.csv`), and the
-best-so-far speed-up against the step for every run with the questions marked (`best_so_far.png`
-and `.svg`, matplotlib)."""
+RunStats per run), a table per run and per arm with each arm's median and spread and a bootstrap
+interval of the difference between arms (stats.py; `compare.md` with tabulate, `compare.csv`,
+`stats.json`), and the best-so-far speed-up against the step for every run with the questions
+marked (`best_so_far.png` and `.svg`, matplotlib)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from .runstats import RunStats
+from .stats import Interval, median_difference, spread
 
 ARM_COLORS = {"kernelseek": "#1f77b4", "toolrich": "#ff7f0e", "general": "#2ca02c"}
 CATEGORY_MARKERS = {"layer-shift": "v", "limit-rejection": "s", "information": "o", "human": "D"}
@@ -26,6 +28,7 @@ class CompareOutputs:
     csv: Path
     png: Path
     svg: Path
+    stats: Path
 
 
 def _num(x, fmt="{:.3f}") -> str:
@@ -51,6 +54,7 @@ def run_rows(runs: list[RunStats]) -> tuple[list[str], list[list]]:
         "cost $",
         "wall min",
         "exit",
+        "full grid",
     ]
     rows = [
         [
@@ -67,10 +71,24 @@ def run_rows(runs: list[RunStats]) -> tuple[list[str], list[list]]:
             _num(r.cost, "{:.4f}"),
             f"{r.wall_s / 60:.1f}",
             r.exit_reason or "-",
+            _final(r),
         ]
         for r in sorted(runs, key=lambda r: (r.arm, r.seed or 0))
     ]
     return head, rows
+
+
+def _final(r: RunStats) -> str:
+    if r.final_geomean is not None:
+        return f"{r.final_geomean:.3f}x"
+    return r.final_status or "-"
+
+
+def _spread(values) -> tuple[str, str, str]:
+    s = spread(list(values))
+    if not s.n:
+        return "-", "-", "-"
+    return (f"{s.median:.3f}x", f"{s.q1:.3f}-{s.q3:.3f}", f"{s.low:.3f}-{s.high:.3f}")
 
 
 def _mean(xs):
@@ -78,12 +96,19 @@ def _mean(xs):
     return statistics.fmean(xs) if xs else None
 
 
+def arm_order(runs: list[RunStats]) -> list[str]:
+    return sorted({r.arm for r in runs})
+
+
 def arm_rows(runs: list[RunStats]) -> tuple[list[str], list[list]]:
     head = [
         "arm",
         "runs",
         "median best",
-        "best of runs",
+        "IQR",
+        "range",
+        "median full grid",
+        "full grid IQR",
         "mean steps to best",
         "mean evals to best",
         "wrong",
@@ -93,16 +118,20 @@ def arm_rows(runs: list[RunStats]) -> tuple[list[str], list[list]]:
         "goal met",
     ]
     rows = []
-    for arm in sorted({r.arm for r in runs}):
+    for arm in arm_order(runs):
         rs = [r for r in runs if r.arm == arm]
-        bests = [r.best for r in rs if r.best is not None]
         costs = [r.cost for r in rs if r.cost is not None]
+        med, iqr, rng = _spread(r.best for r in rs)
+        fmed, fiqr, _ = _spread(r.final_geomean for r in rs)
         rows.append(
             [
                 arm,
                 len(rs),
-                _num(statistics.median(bests) if bests else None, "{:.3f}x"),
-                _num(max(bests) if bests else None, "{:.3f}x"),
+                med,
+                iqr,
+                rng,
+                fmed,
+                fiqr,
                 _num(_mean(r.steps_to_best for r in rs), "{:.1f}"),
                 _num(_mean(r.evals_to_best for r in rs), "{:.1f}"),
                 sum(r.wrong for r in rs),
@@ -143,6 +172,8 @@ def write_csv(runs: list[RunStats], path: Path) -> None:
         "exit_reason",
         "goal_met",
         "remeasured",
+        "final_geomean",
+        "final_status",
         "trace",
     ]
     with open(path, "w", newline="", encoding="utf-8") as f:
@@ -154,6 +185,41 @@ def write_csv(runs: list[RunStats], path: Path) -> None:
             row.update({f"calls_{t}": r.tool_calls.get(t, 0) for t in tools})
             row.update({f"questions_{c}": r.questions_by_category.get(c, 0) for c in cats})
             w.writerow(row)
+
+
+def intervals(runs: list[RunStats]) -> dict[str, list[Interval]]:
+    """Each arm against the first (in arm_order): the difference of medians with its bootstrap interval,
+    of the best over the timed scenarios and, where every run has one, of the full-grid speed-up."""
+    arms = arm_order(runs)
+    out: dict[str, list[Interval]] = {"best": [], "full_grid": []}
+    for other in arms[1:]:
+        for metric, value in (("best", lambda r: r.best), ("full_grid", lambda r: r.final_geomean)):
+            a = {r.seed: value(r) for r in runs if r.arm == arms[0]}
+            b = {r.seed: value(r) for r in runs if r.arm == other}
+            if metric == "full_grid" and not any(v is not None for v in [*a.values(), *b.values()]):
+                continue
+            out[metric].append(median_difference(a, b, arms[0], other))
+    return out
+
+
+def interval_rows(runs: list[RunStats]) -> tuple[list[str], list[list]]:
+    head = ["metric", "difference of medians", "value", "95 % interval", "pairs (same seed)", "runs", "note"]
+    rows = []
+    for metric, items in intervals(runs).items():
+        name = {"best": "best over the timed scenarios", "full_grid": "best kernel on the full grid"}[metric]
+        for iv in items:
+            rows.append(
+                [
+                    name,
+                    f"{iv.b} - {iv.a}",
+                    _num(iv.difference, "{:+.3f}"),
+                    "-" if iv.low is None else f"[{iv.low:+.3f}, {iv.high:+.3f}]",
+                    iv.paired,
+                    f"{iv.n_a}+{iv.n_b}",
+                    iv.note or "",
+                ]
+            )
+    return head, rows
 
 
 def markdown(runs: list[RunStats], note: str = "") -> str:
@@ -169,7 +235,27 @@ def markdown(runs: list[RunStats], note: str = "") -> str:
     if note:
         lines += ["", note]
     h, rows = arm_rows(runs)
-    lines += ["", "## Per arm", "", tabulate(rows, h, tablefmt="github", disable_numparse=True)]
+    lines += [
+        "",
+        "## Per arm",
+        "",
+        tabulate(rows, h, tablefmt="github", disable_numparse=True),
+        "",
+        "`median best`: the median over the arm's runs of each run's best speed-up; `IQR`: its 25th-75th "
+        "percentiles; `range`: lowest-highest; `full grid`: each run's best kernel benched on the task's full "
+        "grid at the end.",
+    ]
+    h, rows = interval_rows(runs)
+    if rows:
+        lines += [
+            "",
+            "## Difference between the arms",
+            "",
+            tabulate(rows, h, tablefmt="github", disable_numparse=True),
+            "",
+            "Percentile bootstrap (10,000 resamples of the seeds, fixed seed): each resample draws the seeds "
+            "with replacement and takes the difference of the two arms' medians over them.",
+        ]
     h, rows = run_rows(runs)
     lines += [
         "",
@@ -239,6 +325,7 @@ def render(runs: list[RunStats], out_dir: Path, note: str = "") -> CompareOutput
         out_dir / "compare.csv",
         out_dir / "best_so_far.png",
         out_dir / "best_so_far.svg",
+        out_dir / "stats.json",
     )
     with open(outs.runs_jsonl, "w", encoding="utf-8") as f:
         for r in runs:
@@ -246,6 +333,21 @@ def render(runs: list[RunStats], out_dir: Path, note: str = "") -> CompareOutput
     runs = read_runs(outs.runs_jsonl)  # tables and plots come from the file, as a reader would
     outs.markdown.write_text(markdown(runs, note), encoding="utf-8")
     write_csv(runs, outs.csv)
+    outs.stats.write_text(
+        json.dumps(
+            {
+                "arms": {
+                    arm: {
+                        "best": spread([r.best for r in runs if r.arm == arm]).to_dict(),
+                        "full_grid": spread([r.final_geomean for r in runs if r.arm == arm]).to_dict(),
+                    }
+                    for arm in arm_order(runs)
+                },
+                "intervals": {k: [iv.to_dict() for iv in v] for k, v in intervals(runs).items()},
+            },
+            indent=1,
+        )
+    )
     tasks = ", ".join(sorted({r.task for r in runs}))
     plot(runs, outs.png, outs.svg, title=f"Best-so-far speed-up against step ({tasks})")
     return outs

@@ -52,6 +52,10 @@ class RunStats:
     exit_reason: str | None
     goal_met: bool
     remeasured: bool = False
+    agent: str = ""  # the agent the arm runs (arm is its label in the comparison)
+    final_geomean: float | None = None  # the best kernel on the task's full grid (final.py)
+    final_status: str | None = None
+    final_note: str = ""
     points: list[EvalPoint] = field(default_factory=list)
     question_steps: list[tuple[int, str]] = field(default_factory=list)  # (step, category)
 
@@ -59,7 +63,7 @@ class RunStats:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "RunStats":
+    def from_dict(cls, d: dict) -> RunStats:
         d = dict(d)
         d["points"] = [EvalPoint(**p) for p in d.get("points", [])]
         d["question_steps"] = [tuple(q) for q in d.get("question_steps", [])]
@@ -97,8 +101,16 @@ def find_traces(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*.jsonl") if is_trace(p))
 
 
-def stats_from_events(events: list[dict], trace: str, remeasured: dict[str, dict] | None = None) -> RunStats:
-    """`remeasured` maps candidate sha256 -> {status, correct, geomean} measured again."""
+def arm_label(start: dict) -> str:
+    """The arm's name in a comparison: its label, or the agent's name."""
+    return (start.get("config") or {}).get("label") or start.get("arm", "")
+
+
+def stats_from_events(
+    events: list[dict], trace: str, remeasured: dict[str, dict] | None = None, final: dict | None = None
+) -> RunStats:
+    """`remeasured` maps candidate sha256 -> {status, correct, geomean} measured again; `final` is the
+    run's row of final.jsonl (its best kernel on the full grid)."""
     start = events[0]
     task = start.get("task") or {}
     points, calls, by_cat, qsteps = [], {}, {}, []
@@ -131,7 +143,8 @@ def stats_from_events(events: list[dict], trace: str, remeasured: dict[str, dict
     return RunStats(
         trace=str(trace),
         run_id=start.get("run_id", ""),
-        arm=start.get("arm", ""),
+        arm=arm_label(start),
+        agent=start.get("arm", ""),
         task=task.get("name", ""),
         model=(start.get("model") or {}).get("name", ""),
         seed=start.get("seed"),
@@ -156,7 +169,21 @@ def stats_from_events(events: list[dict], trace: str, remeasured: dict[str, dict
         remeasured=bool(remeasured),
         points=points,
         question_steps=qsteps,
+        **_final(final, best),
     )
+
+
+def _final(final: dict | None, best: EvalPoint | None) -> dict:
+    """The final bench's numbers, when they are of the run's best candidate (a re-measurement can
+    change which candidate that is: then the row is `stale`)."""
+    if not final:
+        return {}
+    match = final.get("candidate_sha256") == (best.candidate_sha256 if best else None)
+    return {
+        "final_geomean": final.get("geomean") if match else None,
+        "final_status": final.get("status") if match else "stale",
+        "final_note": final.get("note", ""),
+    }
 
 
 def _goal_met(events, end, points, min_geomean, remeasured: bool) -> bool:
@@ -169,8 +196,8 @@ def _goal_met(events, end, points, min_geomean, remeasured: bool) -> bool:
     return any(e.get("goal_met") for e in events if e["type"] == "harness_eval")
 
 
-def stats_from_trace(path: Path, remeasured: dict[str, dict] | None = None) -> RunStats:
+def stats_from_trace(path: Path, remeasured: dict[str, dict] | None = None, final: dict | None = None) -> RunStats:
     events = read_trace(path).events
     if not events or events[0].get("type") != "run_start":
         raise ValueError(f"{path}: not a trace (no run_start)")
-    return stats_from_events(events, str(path), remeasured)
+    return stats_from_events(events, str(path), remeasured, final)

@@ -1,0 +1,246 @@
+"""The head-to-head from a protocol: the smoke protocol end to end on the scripted server (both arms,
+the final bench, the table with spread and the interval), the paper protocol's plan without a model,
+arms named on the command line (an agent command among them), and the statistics on their own."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from agent_runs import FASTER_KERNEL, WRONG_KERNEL
+from chat_server import ScriptedChatServer, reply
+from kernelseek_suite.agents import read_trace, validate_trace
+from kernelseek_suite.cli import main
+from kernelseek_suite.config import REPO_ROOT
+from kernelseek_suite.headtohead.protocol import ProtocolError, load_protocol
+from kernelseek_suite.headtohead.report import read_runs
+from kernelseek_suite.headtohead.stats import median_difference, spread
+from trace_builder import TraceBuilder
+
+needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+SMOKE, PAPER = str(REPO_ROOT / "protocols" / "smoke.yaml"), str(REPO_ROOT / "protocols" / "paper.yaml")
+STANDIN = f"{shlex.quote(sys.executable)} {shlex.quote(str(Path(__file__).with_name('standin_agent.py')))}"
+
+
+def respond(body):
+    """Evaluate, improve, evaluate, break it, claim a limit: the same plan for either arm."""
+    step = sum(m["role"] == "assistant" for m in body["messages"]) + 1
+    return {
+        1: reply(None, [("evaluate", {})]),
+        2: reply("Turn the loop.", [("edit_file", {"path": "attn.c", "new_text": FASTER_KERNEL})]),
+        3: reply(None, [("evaluate", {})]),
+        4: reply(None, [("edit_file", {"path": "attn.c", "new_text": WRONG_KERNEL}), ("evaluate", {})]),
+    }.get(step, reply("It is memory-bound now; it cannot be improved further.", [("shell", {"command": "true"})]))
+
+
+def _cli(args, env=None):
+    return CliRunner().invoke(main, args, env=env, catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    out = tmp_path_factory.mktemp("smoke") / "compare"
+    with ScriptedChatServer([respond] * 100) as srv:
+        r = _cli(
+            ["compare", "--protocol", SMOKE, "--model", "scripted-model", "--base-url", srv.url, "--out", str(out)],
+            env={"OPENAI_API_KEY": None},
+        )
+        bodies = srv.bodies()
+    return out, r, bodies
+
+
+@needs_gcc
+def test_the_smoke_protocol_runs_both_arms_end_to_end_and_prints_the_interval(smoke):
+    out, r, bodies = smoke
+    assert r.exit_code == 0, r.output
+    proto = load_protocol(SMOKE)
+    assert f"protocol smoke ({SMOKE}, sha256 {proto.sha256[:12]})" in r.output
+    traces = sorted((out / "traces").glob("*.jsonl"))
+    assert [t.name for t in traces] == [
+        "kernelseek-seed1.jsonl",
+        "kernelseek-seed2.jsonl",
+        "toolrich-seed1.jsonl",
+        "toolrich-seed2.jsonl",
+    ]
+    for t in traces:
+        assert validate_trace(t).ok
+        cfg = read_trace(t).events[0]["config"]
+        # what the protocol fixes, in every run
+        assert cfg["limits"]["max_steps"] == 5 and cfg["limits"]["max_evals"] == 3
+        assert cfg["limits"]["max_wall_s"] == 600 and cfg["context"]["window_tokens"] == 32000
+        assert cfg["model"]["temperature"] == 0.0 and cfg["model"]["max_output_tokens"] == 1024
+        assert cfg["task_options"] == {"budget_ms": 2, "goal": 1000}
+        if cfg["arm"] == "kernelseek":
+            assert cfg["questions"]["plateau_evals"] == 2 and cfg["questions"]["min_steps_between"] == 1
+    # four steps each: the third evaluation (step 4) spends the evaluation budget
+    assert all(b["temperature"] == 0.0 and b["max_tokens"] == 1024 for b in bodies) and len(bodies) == 4 * 4
+    # the table: per-arm median and spread, the interval of the difference, each run's final bench
+    assert (
+        "## Difference between the arms" in r.output
+        and "| best over the timed scenarios | toolrich - kernelseek" in r.output
+    )
+    assert "| best kernel on the full grid" in r.output
+    stats = json.loads((out / "stats.json").read_text())
+    (iv,) = stats["intervals"]["best"]
+    assert iv["paired"] == 2 and iv["low"] is not None and iv["low"] <= iv["difference"] <= iv["high"]
+    runs = read_runs(out / "runs.jsonl")
+    assert all(x.final_status == "ok" and x.final_geomean > 0 for x in runs)
+    finals = [json.loads(l) for l in (out / "final.jsonl").read_text().splitlines()]
+    assert {f["label"] for f in finals} == {"kernelseek", "toolrich"} and all(f["scenarios_total"] == 6 for f in finals)
+    assert all("20 ms" in f["note"] for f in finals)
+    request = json.loads((out / "request.json").read_text())
+    assert request["protocol"]["sha256"] == proto.sha256 and request["final_bench"]["enabled"] is True
+
+
+def test_the_paper_protocol_plan_needs_no_model(tmp_path):
+    r = _cli(["compare", "--protocol", PAPER, "--plan", "--out", str(tmp_path)], env={"OPENAI_API_KEY": None})
+    assert r.exit_code == 0, r.output
+    rows = {l.split("|")[1].strip(): l.split("|")[2].strip() for l in r.output.splitlines() if l.startswith("| ")}
+    assert rows["runs"] == "10" and rows["evaluations"] == "400 (40 per run)"
+    assert rows["evaluation time (one H100/H200 (sm90))"] == "5.7 h to 6.6 h"  # 400 x 51-59 s
+    assert rows["final full-grid bench (one H100/H200 (sm90))"] == "25.3 min"  # 10 x 152 s
+    assert rows["GPU-hours"] == "6.1 to 7.0" and rows["tokens"] == "not bounded" and rows["cost"] == "not estimated"
+    assert "measured: one evaluation, 59 s" in r.output and "a2a7894" in r.output
+    assert "chosen here (model): not disclosed here" in r.output and "disclosed: the comparison" in r.output
+    assert not (tmp_path / "traces").exists()
+    r = _cli(["compare", "--protocol", PAPER, "--plan", "--price", "1.25", "10", "--context-tokens", "128000"])
+    rows = {l.split("|")[1].strip(): l.split("|")[2].strip() for l in r.output.splitlines() if l.startswith("| ")}
+    assert rows["tokens"] == f"at most {10 * 200 * 128000:,} ({200 * 128000:,} per run)"
+    assert rows["cost"] == f"at most ${10 * 200 * 128000 * 1.25 / 1e6:,.2f}"
+
+
+def test_a_protocol_fixes_what_it_fixes(tmp_path):
+    r = _cli(["compare", "--protocol", SMOKE, "--max-steps", "50", "--plan"])
+    assert r.exit_code == 4 and "fixes --max-steps" in r.output
+    r = _cli(["compare", "--protocol", SMOKE, "--context-tokens", "8000", "--plan"])
+    assert r.exit_code == 4 and "fixes the context window (32000 tokens)" in r.output
+    bad = tmp_path / "p.yaml"
+    bad.write_text(
+        "version: 1\nname: x\ntask: {name: cpu-attn}\nmodel: {}\nseeds: 2\narms: {a: {agent: kernelseek}}\n"
+        "budget: {max_evals: 0}\n"
+    )
+    with pytest.raises(ProtocolError, match="budget/max_evals: 0 is less than the minimum of 1"):
+        load_protocol(bad)
+    r = _cli(["compare", "--protocol", str(bad), "--plan"])
+    assert r.exit_code == 4 and "max_evals" in r.output
+    bad.write_text(
+        "version: 1\nname: x\ntask: {name: cpu-attn}\nmodel: {}\nseeds: 2\n"
+        "arms: {a: {agent: toolrich, options: {plateau_evals: 3}}}\nbudget: {}\n"
+    )
+    r = _cli(["compare", "--protocol", str(bad), "--plan"])
+    assert r.exit_code == 4 and "unknown option(s) for the toolrich agent: plateau_evals" in r.output
+
+
+def test_arms_and_their_options_are_checked_before_anything_runs(tmp_path):
+    base = [
+        "compare",
+        "--task",
+        "cpu-attn",
+        "--model",
+        "m",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--out",
+        str(tmp_path),
+    ]
+    r = _cli([*base, "--agents", "toolrich,general", "--plateau", "3"])
+    assert r.exit_code == 4 and "no arm takes the question settings (plateau_evals)" in r.output
+    r = _cli([*base, "--agents", "kernelseek,toolrich", "--agent-opt", "toolrich:categories=[information]"])
+    assert r.exit_code == 4 and "unknown option(s) for the toolrich agent: categories" in r.output
+    r = _cli([*base, "--agents", "kernelseek,kernelseek"])
+    assert r.exit_code == 4 and "each label once" in r.output
+    r = _cli(
+        [
+            *base,
+            "--agents",
+            "ks=kernelseek,info=kernelseek",
+            "--agent-opt",
+            "info:categories=[information]",
+            "--plateau",
+            "3",
+            "--plan",
+        ]
+    )
+    assert r.exit_code == 0 and "2 arms (ks, info)" in r.output
+    assert not (tmp_path / "traces").exists()
+
+
+@needs_gcc
+def test_an_agent_command_is_an_arm_of_compare(tmp_path):
+    out = tmp_path / "cmp"
+    with ScriptedChatServer([respond] * 20) as srv:
+        r = _cli(
+            [
+                "compare",
+                "--agents",
+                "kernelseek,standin=agent-cmd",
+                "--task",
+                "cpu-attn",
+                "--task-opt",
+                "budget_ms=2",
+                "--goal",
+                "1000",
+                "--model",
+                "scripted-model",
+                "--base-url",
+                srv.url,
+                "--seeds",
+                "1",
+                "--max-steps",
+                "2",
+                "--agent-opt",
+                f"standin:command={STANDIN}",
+                "--agent-opt",
+                "standin:start={cmd} start {prompt}",
+                "--agent-opt",
+                "standin:resume={cmd} resume {prompt}",
+                "--no-final-bench",
+                "--out",
+                str(out),
+            ],
+            env={"OPENAI_API_KEY": None},
+        )
+    assert r.exit_code == 0, r.output
+    runs = {x.arm: x for x in read_runs(out / "runs.jsonl")}
+    assert set(runs) == {"kernelseek", "standin"} and runs["standin"].agent == "agent-cmd"
+    assert runs["standin"].evals == 2 and runs["standin"].steps == 2 and runs["standin"].questions == 1
+    events = read_trace(out / "traces" / "standin-seed1.jsonl").events
+    assert [e["mode"] for e in events if e["type"] == "invocation"] == ["start", "resume"]
+    assert events[0]["config"]["label"] == "standin" and events[0]["arm"] == "agent-cmd"
+    assert "| standin" in r.output and "one run per arm: no interval" in r.output
+
+
+def test_final_bench_without_a_gpu_is_skipped_with_a_note(tmp_path):
+    from kernelseek_suite.gpu import list_gpus
+    from kernelseek_suite.headtohead.final import bench_best
+
+    if list_gpus():
+        pytest.skip("a GPU is here: the bench would run")
+    b = TraceBuilder(tmp_path / "t.jsonl", "toolrich", "r", task="fa-fwd-sm90")
+    b.step().evaluate(0.25, sha="ab" * 32)
+    blobs = tmp_path / "t.d" / "blobs"
+    (blobs / ("ab" * 32)).write_bytes((REPO_ROOT / "kernels" / "reference" / "attn_fwd_ref.cu").read_bytes())
+    row = bench_best(b.end(), tmp_path / "out")
+    assert row.status == "no_gpu" and row.note.startswith("skipped:") and "--final-bench" in row.note
+    assert row.candidate_sha256 == "ab" * 32 and row.geomean is None
+
+
+def test_spread_and_the_bootstrap_interval():
+    s = spread([1.0, 2.0, 3.0, 4.0, None])
+    assert (s.n, s.median, s.q1, s.q3, s.low, s.high) == (4, 2.5, 1.75, 3.25, 1.0, 4.0)
+    a = {1: 1.0, 2: 1.1, 3: 0.9, 4: 1.05, 5: 0.95}
+    b = {k: v + 0.5 for k, v in a.items()}  # every pair differs by exactly 0.5
+    iv = median_difference(a, b, "a", "b")
+    assert iv.difference == pytest.approx(0.5) and iv.paired == 5
+    assert iv.low == pytest.approx(0.5) and iv.high == pytest.approx(0.5)  # paired: no spread in the difference
+    noisy = median_difference(a, {1: 2.0, 2: 0.5, 3: 1.5, 4: 0.7, 5: 1.9}, "a", "c")
+    assert noisy.low < noisy.difference < noisy.high and noisy.low < 0 < noisy.high
+    assert median_difference(a, b) == median_difference(a, b)  # a fixed seed
+    one = median_difference({1: 1.0}, {1: 2.0})
+    assert one.difference == 1.0 and one.low is None and "no interval" in one.note

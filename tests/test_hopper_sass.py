@@ -1,0 +1,135 @@
+"""The Hopper kernel's steady loop, read in its SASS (nvcc + cuobjdump, no GPU needed).
+
+Two properties that the timings depend on and that a harmless-looking edit can lose without any
+test of correctness noticing:
+
+- **Softmax placement.** The softmax of S(i) is meant to start while the PV GEMM of block i-1 is in
+  flight. ptxas hoists the PV GEMM's wait (`WARPGROUP.DEPBAR`) above every exponential unless the
+  code keeps it below them (the kernel releases K(i) after the first row's exponentials). Measured on
+  the H200 (kernels/hopper/NOTES.md, v10): that partial overlap (~60% of the loop's `MUFU.EX2` above
+  the wait) beat both none (0%) and all of them (100%), so the test asks for at least half.
+- **Instruction budget.** Time followed the executed instruction count (ncu beside FA3): the steady
+  loop of every configuration must stay within 3% of the count recorded here when it was measured.
+"""
+
+import os
+import re
+import subprocess
+
+import pytest
+
+from kernelseek_suite import build, config
+from kernelseek_suite.profiling import sass
+
+ROOT = config.REPO_ROOT
+KERNEL = ROOT / "kernels/hopper/flash_fwd_sm90.cu"
+
+# instructions in the unmasked steady loop (one K/V block), per (d_qk, d_v, BN, causal), recorded with
+# nvcc 13.0 for the kernel measured in results/sm90 (v10, 2026-12-03)
+BUDGET = {
+    (64, 64, 128, False): 452,
+    (64, 64, 128, True): 451,
+    (96, 96, 128, False): 473,
+    (96, 96, 128, True): 473,
+    (128, 128, 128, False): 495,
+    (128, 128, 128, True): 495,
+    (128, 128, 176, False): 612,
+    (128, 128, 176, True): 612,
+    (192, 128, 128, False): 519,
+    (192, 128, 128, True): 523,
+    (256, 256, 80, False): 484,
+    (256, 256, 80, True): 482,
+}
+SLACK = 1.03
+MIN_EX2_ABOVE_WAIT = 0.5
+
+_CONFIG = re.compile(r"Config<(\d+), (\d+), (\d+), \d+, \d+, \d+>, (true|false)")
+
+
+def _steady_loops(instrs: list[sass.Instruction]) -> list[list[sass.Instruction]]:
+    """The bodies of the innermost loops that issue both GEMMs and a block's exponentials."""
+    real = [i for i in instrs if i.op != "NOP"]
+    loops = [lp for lp in sass.find_loops(real) if lp.mix.get("tensor", 0) >= 8 and lp.mix.get("mufu", 0) >= 32]
+    inner = [lp for lp in loops if not any(lp.contains(o) for o in loops)]
+    return [[i for i in real if lp.start <= i.address <= lp.end] for lp in inner]
+
+
+def _placement(body: list[sass.Instruction]) -> tuple[int, int]:
+    """(exponentials above the loop's last wgmma wait, exponentials in the loop)."""
+    waits = [k for k, i in enumerate(body) if i.opcode.startswith("WARPGROUP.DEPBAR")]
+    ex2 = [k for k, i in enumerate(body) if i.opcode.startswith("MUFU.EX2")]
+    last = waits[-1] if waits else -1
+    return sum(1 for k in ex2 if k < last), len(ex2)
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory):
+    from kernelseek_suite.agents.profiler_tools import find_executable
+
+    cuobjdump, nvdisasm = find_executable("cuobjdump"), find_executable("nvdisasm")
+    if cuobjdump is None or nvdisasm is None:
+        pytest.skip("needs cuobjdump and nvdisasm (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)")
+    r = build.build(KERNEL, "sm90", cache=tmp_path_factory.mktemp("build"))
+    env = dict(os.environ, NVDISASM_PATH=os.path.dirname(nvdisasm))
+    env["PATH"] = os.path.dirname(nvdisasm) + os.pathsep + env.get("PATH", "")
+    text = subprocess.run(
+        [cuobjdump, "-sass", str(r.library)], capture_output=True, text=True, check=True, env=env
+    ).stdout
+    funcs = sass.parse_functions(text)
+    names = sass.demangle(list(funcs))
+    out = {}
+    for mangled, instrs in funcs.items():
+        m = _CONFIG.search(names[mangled])
+        if m and "flash_fwd_sm90_kernel" in names[mangled]:
+            key = (int(m.group(1)), int(m.group(2)), int(m.group(3)), m.group(4) == "true")
+            out[key] = instrs
+    if not out:
+        pytest.skip("c++filt is needed to name the kernel's configurations")
+    return out
+
+
+@pytest.mark.nvcc
+@pytest.mark.slow
+def test_every_configuration_is_built_and_budgeted(kernels):
+    assert set(kernels) == set(BUDGET)
+
+
+@pytest.mark.nvcc
+@pytest.mark.slow
+@pytest.mark.parametrize("key", sorted(BUDGET), ids=lambda k: f"d{k[0]}-v{k[1]}-bn{k[2]}-{'causal' if k[3] else 'nc'}")
+def test_softmax_starts_above_the_pv_wait(kernels, key):
+    loops = _steady_loops(kernels[key])
+    assert len(loops) == 2, "expected a masked and an unmasked steady loop"
+    for body in loops:
+        above, total = _placement(body)
+        assert total >= 32
+        assert above >= MIN_EX2_ABOVE_WAIT * total, f"{above}/{total} MUFU.EX2 above the PV wait"
+
+
+@pytest.mark.nvcc
+@pytest.mark.slow
+@pytest.mark.parametrize("key", sorted(BUDGET), ids=lambda k: f"d{k[0]}-v{k[1]}-bn{k[2]}-{'causal' if k[3] else 'nc'}")
+def test_steady_loop_within_its_instruction_budget(kernels, key):
+    unmasked = min(len(body) for body in _steady_loops(kernels[key]))
+    assert unmasked <= BUDGET[key] * SLACK, f"steady loop {unmasked} instructions, budget {BUDGET[key]}"
+
+
+def test_placement_counts_exponentials_above_the_last_wait():
+    # the counting itself, on a made-up loop body: 2 of 3 exponentials above the second wait
+    def ins(op):
+        return sass.Instruction(0, op, "")
+
+    body = [
+        ins(o)
+        for o in (
+            "HGMMA.64x128x16.F32.BF16",
+            "WARPGROUP.DEPBAR.LE",
+            "MUFU.EX2",
+            "MUFU.EX2",
+            "WARPGROUP.DEPBAR.LE",
+            "MUFU.EX2",
+            "FADD",
+        )
+    ]
+    assert _placement(body) == (2, 3)
+    assert _placement([ins("MUFU.EX2")]) == (0, 1)
