@@ -216,7 +216,9 @@ def run_bench(
     def annotate(row: ScenarioResult):
         plausibility.annotate(row, prov.get("gemm_tflops"), previous, req.config.plausibility)
 
-    timed = lambda s: not s.extended and (req.timed_ids is None or s.id in req.timed_ids)
+    def timed(s: scenarios.Scenario) -> bool:
+        return not s.extended and (req.timed_ids is None or s.id in req.timed_ids)
+
     spec = SweepSpec(
         library=built.library,
         scenarios=sweep.todo,

@@ -115,7 +115,7 @@ def append_jsonl(path: Path, row: ScenarioResult) -> None:
 
 
 def read_jsonl(path: Path) -> list[ScenarioResult]:
-    rows = []
+    rows: list[ScenarioResult] = []
     if not Path(path).exists():
         return rows
     for line in Path(path).read_text().splitlines():
@@ -141,10 +141,14 @@ def summarize(
 ) -> dict:
     grid_rows = [r for r in rows if not r.extended]
     ext_rows = [r for r in rows if r.extended]
-    gm, mn, mn_id, cnt = {}, {}, {}, {}
+    gm: dict[str, float | None] = {}
+    mn: dict[str, float | None] = {}
+    mn_id: dict[str, str | None] = {}
+    cnt: dict[str, int] = {}
     for b in baselines:
         pairs = [(r.ratio[b], r.scenario) for r in grid_rows if r.correct and r.ratio.get(b)]
-        gm[b] = round(geomean([p[0] for p in pairs]), 4) if pairs else None
+        g = geomean([p[0] for p in pairs])
+        gm[b] = round(g, 4) if g is not None else None
         if pairs:
             lo = min(pairs)
             mn[b], mn_id[b] = round(lo[0], 4), lo[1]

@@ -102,7 +102,8 @@ def time_scenario(
             trial.Verdict(
                 STATUS_REJECTED,
                 "cached",
-                f"calls on inputs the kernel had just seen took {kst.repeat_ratio:.2f}x the time of calls on new inputs "
+                f"calls on inputs the kernel had just seen took {kst.repeat_ratio:.2f}x the time of calls on new "
+                "inputs "
                 f"(median of {kst.repeats}; below {timing_cfg.repeat_faster:g}x is not noise): a result kept by input "
                 "contents and replayed",
             ),

@@ -290,7 +290,7 @@ def check_timed_outputs(
                 f"outputs written during timing (input set {t}) held {n} unwritten or "
                 "non-finite elements: the kernel does less work when it is timed",
             )
-    for t, (bufs, exp) in enumerate(sets):
+    for bufs, exp in sets:
         changed = [
             n
             for n, now, want in (("q", bufs.q, exp.q), ("k", bufs.k, exp.k), ("v", bufs.v, exp.v))
