@@ -307,7 +307,7 @@ def main(argv=None) -> int:
     stale = stale_equivalents(equivalents, results)
     for e in stale:
         print(f"mutation: equivalent.yaml entry matched no survivor of {e.module}: {e.original!r} -> {e.mutant!r}")
-    print(f"\n| module | mutants | killed | survived | equivalent | score |\n|---|---|---|---|---|---|")
+    print("\n| module | mutants | killed | survived | equivalent | score |\n|---|---|---|---|---|---|")
     for r in results:
         print(f"| {r.path} | {r.mutants} | {r.killed} | {r.survived} | {r.equivalent} | {r.score:.1%} |")
     if args.json:

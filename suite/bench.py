@@ -1,16 +1,22 @@
 """`bench`: build a kernel, run it over the grid (and the extended set) beside its baselines in an
-isolated worker, and write bench.jsonl, bench.csv, bench.md, provenance.json and summary.json."""
+isolated worker, and write bench.jsonl, bench.csv, bench.md, provenance.json and summary.json.
+
+Everything that needs no GPU is checked first (`check_statically`): the scenario filter, the baseline
+names, the rules, the build and the contract's exports. Only then the GPU, and only then is anything
+written."""
 
 from __future__ import annotations
 
 import json
 import secrets
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
+from . import baselines as _baselines
 from . import build as _build
-from . import config, report, scenarios
+from . import config, report, rules, scenarios
 from .config import HarnessConfig
 from .gpu import require_gpu
 from .harness import plausibility, sanitize
@@ -20,7 +26,11 @@ from .results import ScenarioResult, read_jsonl, summarize
 
 
 class ResumeMismatch(RuntimeError):
-    pass
+    """--resume in a folder that holds another kernel's results."""
+
+
+class RequestError(ValueError):
+    """The request itself is wrong (a filter that matches nothing, an unknown baseline or arch)."""
 
 
 @dataclass
@@ -31,7 +41,7 @@ class BenchRequest:
     scenario_filter: str | None = None
     extended: bool = False
     grid: bool = True
-    out_dir: Path = Path("results/bench")
+    out_dir: Path | None = Path("results/bench")  # None: a fresh temporary folder, set here once made
     resume: bool = False
     seed: int | None = None
     gpu_index: int = 0
@@ -51,8 +61,32 @@ def select_scenarios(req: BenchRequest) -> list[scenarios.Scenario]:
         chosen += scenarios.extended(req.arch)
     chosen = scenarios.select(chosen, req.scenario_filter)
     if not chosen:
-        raise ValueError(f"no scenario matches {req.scenario_filter!r}")
+        raise RequestError(f"no scenario matches {req.scenario_filter!r}")
     return chosen
+
+
+@dataclass
+class Checked:
+    """What the checks without a GPU found: the scenarios to run and the build (None where nvcc is
+    not here: the rules were checked on the source, and the build waits for the GPU's machine)."""
+
+    scenarios: list[scenarios.Scenario]
+    built: _build.BuildResult | None
+
+
+def check_statically(req: BenchRequest, build: bool = True) -> Checked:
+    """Everything that needs no GPU, before the GPU is looked for: the scenario filter and the
+    baseline names (RequestError), the rules (DependencyRuleError), and, with `build` and where nvcc is
+    here, the build and the contract's exports (BuildError)."""
+    chosen = select_scenarios(req)
+    unknown = [b for b in req.baselines if b not in _baselines.REGISTRY]
+    if unknown:
+        raise RequestError(f"unknown baseline {', '.join(unknown)}; known: {', '.join(sorted(_baselines.REGISTRY))}")
+    if req.arch not in config.ARCHES:
+        raise RequestError(f"unknown arch {req.arch!r}; known: {', '.join(config.ARCHES)}")
+    rules.enforce(req.kernel)
+    built = _build.build(req.kernel, req.arch) if build and _build.nvcc_path() else None
+    return Checked(chosen, built)
 
 
 class SweepOutput:
@@ -135,11 +169,15 @@ def run_bench(
     on_start: Callable[[int, int], None] | None = None,
 ) -> dict:
     """One GPU (req.gpu_index); a Dask cluster is scaleout.bench.run_bench_distributed. Returns
-    summary.json's content. Raises NoGPUError without a suitable GPU, BuildError when the kernel does
-    not build."""
+    summary.json's content. Raises, before anything is written: RequestError for a filter that matches
+    nothing or an unknown baseline, DependencyRuleError or BuildError when the kernel breaks the rules
+    or does not build, and only then NoGPUError without a suitable GPU."""
+    checked = check_statically(req)
     gpu = require_gpu(req.arch, req.gpu_index)
-    built = _build.build(req.kernel, req.arch)
-    chosen = select_scenarios(req)
+    built = checked.built or _build.build(req.kernel, req.arch)
+    chosen = checked.scenarios
+    if req.out_dir is None:
+        req.out_dir = Path(tempfile.mkdtemp(prefix=f"ks-{req.kind}-"))
 
     def fresh() -> dict:
         return {
@@ -167,6 +205,7 @@ def run_bench(
                 "cudnn": h.get("cudnn"),
                 "gemm_tflops": h.get("gemm_tflops"),
                 "ceiling_factor": req.config.plausibility.ceiling_factor,
+                "device_state": h.get("device_state"),
                 "baseline_status": h.get("baselines"),
                 "baseline_versions": h.get("baseline_versions"),
             }
@@ -178,7 +217,9 @@ def run_bench(
     def annotate(row: ScenarioResult):
         plausibility.annotate(row, prov.get("gemm_tflops"), previous, req.config.plausibility)
 
-    timed = lambda s: not s.extended and (req.timed_ids is None or s.id in req.timed_ids)
+    def timed(s: scenarios.Scenario) -> bool:
+        return not s.extended and (req.timed_ids is None or s.id in req.timed_ids)
+
     spec = SweepSpec(
         library=built.library,
         scenarios=sweep.todo,

@@ -5,7 +5,8 @@ fail the build.
 The source is read once: the rules are checked on those bytes and nvcc compiles a private copy of
 them, so the file cannot be swapped between the check and the compile. What the compiled code imports
 and runs at load time is checked against an allow-list, and the library's own imports too
-(imports.py)."""
+(imports.py). So are its exports: the contract's three C functions, read from the library's dynamic
+symbols (`check_exports`), never by loading it."""
 
 from __future__ import annotations
 
@@ -19,11 +20,15 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import config, imports, rules
+from . import config, contract, imports, rules
 
 
 class BuildError(RuntimeError):
     """The kernel did not build; the message holds the compiler's own words."""
+
+
+class ContractError(BuildError):
+    """The kernel builds, but its library does not export what the contract asks for."""
 
 
 @dataclass
@@ -125,6 +130,40 @@ def fatal_warnings(warnings: list[str]) -> list[str]:
     return [w for w in warnings if any(code in w for code in config.FATAL_PTXAS_WARNINGS)]
 
 
+def exported_functions(library: str | Path) -> set[str]:
+    """The names of the functions the shared library exports (its defined global dynamic symbols)."""
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
+
+    with open(library, "rb") as f:
+        dynsym = ELFFile(f).get_section_by_name(".dynsym")
+        if not isinstance(dynsym, SymbolTableSection):
+            return set()
+        return {
+            s.name
+            for s in dynsym.iter_symbols()
+            if s.name
+            and s["st_shndx"] != "SHN_UNDEF"
+            and s["st_info"]["type"] in ("STT_FUNC", "STT_GNU_IFUNC")
+            and s["st_info"]["bind"] in ("STB_GLOBAL", "STB_WEAK")
+        }
+
+
+def missing_exports(exported: set[str]) -> list[str]:
+    """The contract's C functions (contract.REQUIRED_SYMBOLS) that are not among `exported`."""
+    return [name for name in contract.REQUIRED_SYMBOLS if name not in exported]
+
+
+def check_exports(library: str | Path, source: Path) -> None:
+    """Raises ContractError when the library lacks one of the contract's exports."""
+    missing = missing_exports(exported_functions(library))
+    if missing:
+        raise ContractError(
+            f"{source.name} does not export {', '.join(missing)}: a kernel defines "
+            f'{", ".join(contract.REQUIRED_SYMBOLS)} as extern "C" functions (see the kernel contract)'
+        )
+
+
 def import_violations(
     obj: Path | None, library: Path, preprocessed: Path | None = None, source: Path | None = None
 ) -> list[rules.Violation]:
@@ -174,6 +213,7 @@ def build(
         bad = [v for v in bad if "preprocessed source" not in v.text]
         if bad:
             raise rules.DependencyRuleError(str(src), [rules.Violation(0, v.rule + " (cached)", v.text) for v in bad])
+        check_exports(root / "kernel.so", src)
         data = json.loads(report.read_text())
         data["functions"] = [FunctionResources(**f) for f in data["functions"]]
         data.pop("spill_bytes", None)
@@ -210,6 +250,11 @@ def build(
     if bad:
         shutil.rmtree(tmp, ignore_errors=True)
         raise rules.DependencyRuleError(str(src), bad)
+    try:
+        check_exports(lib, src)
+    except ContractError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     shutil.copy(obj, tmp / "kernel.o")
     ptx_files = sorted(keep.glob("*.ptx"))
     ptx_dst = None

@@ -4,7 +4,6 @@ summary. Correct everywhere is the only passing result."""
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 from . import config
@@ -24,14 +23,15 @@ def evaluate(
     previous: Path | None = None,
     gpu_index: int = 0,
 ) -> dict:
-    base = baseline or config.ARCHES[arch]["baseline"]
-    out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="ks-eval-"))
+    """Without `out_dir`, the results go to a fresh temporary folder, made only once the checks
+    without a GPU and the GPU check have passed; summary["out_dir"] says where."""
+    base = baseline or (config.ARCHES[arch]["baseline"] if arch in config.ARCHES else "fa3")
     req = BenchRequest(
         kernel=Path(kernel),
         arch=arch,
         baselines=[base],
         extended=extended,
-        out_dir=out,
+        out_dir=Path(out_dir) if out_dir else None,
         kind="eval",
         timed_ids=set(config.EVAL_TIMED_SUBSET),
         scenario_filter=scenario_filter,
@@ -40,7 +40,7 @@ def evaluate(
         gpu_index=gpu_index,
     )
     summary = run_bench(req, on_row=on_row, on_start=on_start)
-    summary["out_dir"] = str(out)
+    summary["out_dir"] = str(req.out_dir)
     return summary
 
 

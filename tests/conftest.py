@@ -1,8 +1,32 @@
+import os
 import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
-from kernelseek_suite.gpu import list_gpus
+# The tests write only to temporary folders: the build cache too (never ~/.cache/kernelseek-suite).
+# It lives in the system's temporary folder and is kept between sessions (builds are keyed by source,
+# flags and nvcc version, and written atomically, so sessions can share it). Set before the suite is
+# imported, so that every child process the tests start inherits it.
+CACHE = os.path.join(tempfile.gettempdir(), f"kernelseek-suite-test-cache-{os.getuid()}")
+os.environ["KERNELSEEK_CACHE"] = CACHE
+
+from kernelseek_suite.gpu import list_gpus  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+# what tools keep in a checkout (the venv, caches): not written by the tests
+TOOLING = {
+    ".git",
+    ".venv",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".mypy_cache",
+    ".import_linter_cache",
+    "__pycache__",
+    "kernelseek_suite.egg-info",
+    "scratch",
+}
 
 HAS_GPU = bool(list_gpus())
 HAS_NVCC = shutil.which("nvcc") is not None or __import__("os").path.exists("/usr/local/cuda/bin/nvcc")
@@ -24,3 +48,31 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gpu)
         if "nvcc" in item.keywords and not HAS_NVCC:
             item.add_marker(skip_nvcc)
+
+
+def _checkout_paths() -> set[str]:
+    out = set()
+    for dirpath, dirnames, filenames in os.walk(ROOT):
+        dirnames[:] = [d for d in dirnames if d not in TOOLING and not d.startswith(".venv")]
+        rel = os.path.relpath(dirpath, ROOT)
+        out.update(os.path.normpath(os.path.join(rel, n)) for n in dirnames + filenames)
+    return out
+
+
+def pytest_sessionstart(session):
+    session.config._checkout_before = _checkout_paths()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A test that leaves a file in the checkout (runs/<id>/, results/...) fails the session."""
+    before = getattr(session.config, "_checkout_before", None)
+    if before is None:
+        return
+    new = sorted(_checkout_paths() - before)
+    if new:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        lines = ["the tests left files in the checkout (they write only to temporary folders):", *new[:20]]
+        if reporter:
+            reporter.write_line("\n".join(lines), red=True)
+        if session.exitstatus == 0:
+            session.exitstatus = 1

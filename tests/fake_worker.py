@@ -19,7 +19,6 @@ import time
 from kernelseek_suite.harness.channel import MARK, WorkerChannel
 from kernelseek_suite.results import ScenarioResult
 
-
 SEED = None
 HELD = []
 

@@ -5,8 +5,8 @@ gemm_ceiling.json). Nothing here is a measurement."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from kernelseek_suite import scenarios
 from kernelseek_suite.results import ScenarioResult, summarize

@@ -11,7 +11,7 @@ import pytest
 
 from agent_runs import FASTER_KERNEL, SECRET, config_for, of_type, run
 from chat_server import ScriptedChatServer, fault, hang, reply
-from kernelseek_suite.agents import new_run, read_trace, resume_run, validate_trace
+from kernelseek_suite.agents import read_trace, resume_run, validate_trace
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 

@@ -256,6 +256,7 @@ class FakeSeal:
 
     def run(self, argv, scratch, timeout_s, env=None, keep_caps=()):
         import subprocess
+
         from kernelseek_suite.agents.seal import Ran
 
         p = subprocess.run(argv, capture_output=True, text=True, cwd=scratch, timeout=timeout_s)

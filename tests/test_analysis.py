@@ -8,9 +8,9 @@ import csv
 import pytest
 from click.testing import CliRunner
 
-from kernelseek_suite.headtohead.analysis import analyze
 from kernelseek_suite.agents.trace import validate_trace
 from kernelseek_suite.cli import main
+from kernelseek_suite.headtohead.analysis import analyze
 from trace_builder import TraceBuilder
 
 UNROLL = "#pragma unroll 4\nfor (int c = 0; c < d; c++) s = fmaf(q[c], k[c], s);"

@@ -9,12 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
-from browser import browser  # noqa: F401  (the fixture)
-from long_trace import write_long_trace
 
+from browser import browser  # noqa: F401  (the fixture)
 from kernelseek_suite.reports import load
 from kernelseek_suite.reports.html import render_html
 from kernelseek_suite.reports.trace_html import render_traces
+from long_trace import write_long_trace
 
 pytestmark = pytest.mark.browser
 

@@ -15,10 +15,10 @@ from click.testing import CliRunner
 from agent_runs import FASTER_KERNEL, WRONG_KERNEL
 from chat_server import ScriptedChatServer, reply
 from kernelseek_suite.agents import read_trace, validate_trace
+from kernelseek_suite.cli import main
 from kernelseek_suite.headtohead.compare import CompareRequest, RunSpec, plan, run_spec
 from kernelseek_suite.headtohead.report import read_runs, render
 from kernelseek_suite.headtohead.runstats import stats_from_trace
-from kernelseek_suite.cli import main
 from trace_builder import TraceBuilder
 
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
@@ -109,7 +109,7 @@ def test_compare_writes_the_table_and_the_plot(compared):
     out, r, _ = compared
     runs = {(x.arm, x.seed): x for x in read_runs(out / "runs.jsonl")}
     assert set(runs) == {("kernelseek", 1), ("kernelseek", 2), ("toolrich", 1), ("toolrich", 2)}
-    for (arm, seed), x in runs.items():
+    for (arm, _seed), x in runs.items():
         assert x.evals == 3 and x.wrong == 1 and x.steps == 5 and x.total_tokens == 5 * 120
         assert x.best is not None and x.evals_to_best in (1, 2) and x.steps_to_best in (1, 3)
         assert (x.questions > 0) == (arm == "kernelseek")
@@ -242,8 +242,8 @@ def test_run_spec_resumes_an_interrupted_run_and_keeps_a_finished_one(tmp_path):
 def test_run_spec_starts_over_a_run_cut_off_before_its_first_model_call(tmp_path):
     """Nothing to resume (e.g. the endpoint was down from the start, or the worker died at once): the
     run starts anew in the same trace."""
-    from kernelseek_suite.headtohead.compare import trace_state
     from kernelseek_suite.agents.selfcheck import ScriptedModel
+    from kernelseek_suite.headtohead.compare import trace_state
 
     class Down(ScriptedModel):
         def query(self, messages, tools):

@@ -3,11 +3,11 @@ import json
 import docker
 import pytest
 from click.testing import CliRunner
-from test_containers import FakeClient
 
 from kernelseek_suite.cli import main
 from kernelseek_suite.gpu import GPUInfo
 from kernelseek_suite.reproduce import doctor
+from test_containers import FakeClient
 
 
 def h200(**kw):

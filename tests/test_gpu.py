@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from kernelseek_suite import scenarios as sc
 from kernelseek_suite.bench import BenchRequest, run_bench
 from kernelseek_suite.config import HarnessConfig, SweepConfig
 from kernelseek_suite.results import read_jsonl

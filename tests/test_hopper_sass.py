@@ -17,6 +17,7 @@ import re
 import subprocess
 
 import pytest
+
 from kernelseek_suite import build, config
 from kernelseek_suite.profiling import sass
 

@@ -1,12 +1,11 @@
 import csv
 import math
 
-from synthetic_results import make_rows, write_results
-
 from kernelseek_suite.reports import load, render
 from kernelseek_suite.reports.data import SHIPPED
 from kernelseek_suite.reports.tables import geomean_table, scenario_table
 from kernelseek_suite.scenarios import grid
+from synthetic_results import make_rows, write_results
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

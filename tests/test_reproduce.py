@@ -5,13 +5,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from synthetic_results import write_results
 
 from kernelseek_suite import config, exitcodes
 from kernelseek_suite.gpu import NoGPUError, list_gpus
 from kernelseek_suite.reproduce import containers, pipeline
 from kernelseek_suite.reproduce.gemm import measure_in_child
 from kernelseek_suite.reproduce.pipeline import ReproduceRequest, reproduce
+from synthetic_results import write_results
 
 ROOT = config.REPO_ROOT
 
@@ -202,10 +202,9 @@ def _has(arch):
 def test_run_native_end_to_end_with_the_gpu_parts_stood_in(tmp_path, monkeypatch):
     """The CPU-side counterpart of the GPU test: bench and the GEMM child replaced by stand-ins that
     write what they would; everything else (records, provenance of the image, report) is real."""
-    from synthetic_results import make_rows
-
     from kernelseek_suite import bench
     from kernelseek_suite.reproduce.gemm import GemmCeiling
+    from synthetic_results import make_rows
 
     monkeypatch.setattr("kernelseek_suite.gpu.require_gpu", lambda arch, index=0, gpus=None: None)
     ceilings = iter([650.0, 672.0])
@@ -257,10 +256,9 @@ def test_run_native_end_to_end_with_the_gpu_parts_stood_in(tmp_path, monkeypatch
 def test_an_interrupted_run_resumes(tmp_path, monkeypatch):
     """A run cut short (a time limit, a lost session) continues with --resume: the rows and the
     first GEMM ceiling already measured are kept, the restart is recorded."""
-    from synthetic_results import make_rows
-
     from kernelseek_suite import bench
     from kernelseek_suite.reproduce.gemm import GemmCeiling
+    from synthetic_results import make_rows
 
     monkeypatch.setattr("kernelseek_suite.gpu.require_gpu", lambda arch, index=0, gpus=None: None)
     measured = []

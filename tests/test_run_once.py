@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+
 from kernelseek_suite.harness import run_once
 
 REF = Path(__file__).resolve().parent.parent / "kernels" / "reference" / "attn_fwd_ref.cu"
@@ -11,14 +12,14 @@ REF = Path(__file__).resolve().parent.parent / "kernels" / "reference" / "attn_f
 def test_beside_without_time_is_refused(capsys):
     with pytest.raises(SystemExit) as e:
         run_once.main([str(REF), "d64-h32kv32-s512", "--beside", str(REF)])
-    assert e.value.code == 2
+    assert e.value.code == 4
     assert "--beside and --baseline need --time" in capsys.readouterr().err
 
 
 def test_an_unknown_baseline_is_refused_before_anything_runs(capsys):
     with pytest.raises(SystemExit) as e:
         run_once.main([str(REF), "d64-h32kv32-s512", "--time", "--baseline", "fa9"])
-    assert e.value.code == 2
+    assert e.value.code == 4
     err = capsys.readouterr().err
     assert "unknown baseline fa9" in err and "fa3" in err
 

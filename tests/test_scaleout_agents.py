@@ -19,18 +19,18 @@ from click.testing import CliRunner
 distributed = pytest.importorskip("distributed")
 
 from chat_server import ScriptedChatServer, reply  # noqa: E402
-from scaleout_fakes import mixed_probe, shared_probe  # noqa: E402
-from test_compare import ARGS, respond  # noqa: E402
 from kernelseek_suite.agents import read_trace, validate_trace  # noqa: E402
-from kernelseek_suite.headtohead.compare import CompareRequest, plan  # noqa: E402
-from kernelseek_suite.headtohead.report import read_runs  # noqa: E402
 from kernelseek_suite.cli import main  # noqa: E402
 from kernelseek_suite.gpu import GPU_ENV  # noqa: E402
+from kernelseek_suite.headtohead.compare import CompareRequest, plan  # noqa: E402
+from kernelseek_suite.headtohead.report import read_runs  # noqa: E402
 from kernelseek_suite.scaleout import cluster as cluster_mod  # noqa: E402
 from kernelseek_suite.scaleout.agent_runs import run_compare_distributed, run_on_worker  # noqa: E402
 from kernelseek_suite.scaleout.bench import ScaleOut  # noqa: E402
 from kernelseek_suite.scaleout.cluster import ClusterError, ClusterSpec  # noqa: E402
 from kernelseek_suite.scaleout.gpus import MixedGPUs, WorkerGPU  # noqa: E402
+from scaleout_fakes import mixed_probe, shared_probe  # noqa: E402
+from test_compare import ARGS, respond  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
@@ -296,6 +296,7 @@ def test_eval_uses_the_gpu_its_variable_names(tmp_path, monkeypatch):
     taken = []
 
     def run_bench(req, **kw):
+        gpu_mod.require_gpu(req.arch, req.gpu_index)  # as the real one does, after its static checks
         taken.append(req.gpu_index)
         return {"scenarios_total": 1, "scenarios_correct": 1, "extended_total": 0, "extended_correct": 0}
 

@@ -15,14 +15,13 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
+from kernelseek_suite import scenarios  # noqa: E402
 from kernelseek_suite.bench import BenchRequest, ResumeMismatch  # noqa: E402
 from kernelseek_suite.results import ScenarioResult, read_jsonl  # noqa: E402
 from kernelseek_suite.scaleout.bench import ScaleOut, plan_shards, run_bench_distributed  # noqa: E402
-from kernelseek_suite.scaleout.shard import ShardJob, run_shard  # noqa: E402
 from kernelseek_suite.scaleout.executor import NullChannel  # noqa: E402
 from kernelseek_suite.scaleout.gpus import MixedGPUs, WorkerGPU  # noqa: E402
-from kernelseek_suite import scenarios  # noqa: E402
-
+from kernelseek_suite.scaleout.shard import ShardJob, run_shard  # noqa: E402
 from scaleout_fakes import fake_runner, h200_probe, late_h100_probe, mixed_probe  # noqa: E402
 
 KERNEL = Path(__file__).resolve().parent.parent / "kernels" / "reference" / "attn_fwd_ref.cu"

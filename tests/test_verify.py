@@ -1,8 +1,8 @@
 from click.testing import CliRunner
-from synthetic_results import default_ratio, make_rows, write_results
 
 from kernelseek_suite.cli import main
 from kernelseek_suite.reports.verify import FASTER, INCONCLUSIVE, SAME, SLOWER, compare
+from synthetic_results import default_ratio, make_rows, write_results
 
 FAST = "d128-h16kv16-s4096"
 SLOW = "d64-h32kv8-s1024-causal"

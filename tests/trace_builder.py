@@ -45,7 +45,7 @@ class TraceBuilder:
             workspace={},
         )
 
-    def step(self, edit: str | None = None, shell: str | None = None, tool: str | None = None) -> "TraceBuilder":
+    def step(self, edit: str | None = None, shell: str | None = None, tool: str | None = None) -> TraceBuilder:
         """A new step (the previous one gets its checkpoint): an edit (its added lines), a shell command,
         or another tool call; evaluations and questions that follow belong to it."""
         if self.steps:
@@ -74,7 +74,7 @@ class TraceBuilder:
 
     def evaluate(
         self, geomean: float | None, correct: bool = True, status: str | None = None, sha: str | None = None
-    ) -> "TraceBuilder":
+    ) -> TraceBuilder:
         self.evals += 1
         status = status or ("ok" if correct else "wrong")
         new_best = bool(correct and geomean is not None and (self.best is None or geomean > self.best["geomean"]))
@@ -105,7 +105,7 @@ class TraceBuilder:
 
     def question(
         self, category: str | None, trigger: str = "plateau", bank_id: str | None = "q-1", source: str = "bank"
-    ) -> "TraceBuilder":
+    ) -> TraceBuilder:
         self.questions += 1
         self.w.emit(
             "question",
@@ -119,7 +119,7 @@ class TraceBuilder:
         )
         return self
 
-    def checkpoint(self, layers: dict | None = None) -> "TraceBuilder":
+    def checkpoint(self, layers: dict | None = None) -> TraceBuilder:
         self.w.emit(
             "step",
             messages_delta=[],

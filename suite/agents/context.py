@@ -6,8 +6,8 @@ candidate, redacts the evaluator's outputs and records a `harness_eval` event.""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Callable
 
 from .config import RunConfig
 from .exceptions import BudgetSpent, HarnessTampered, LimitExceeded, Terminate

@@ -109,7 +109,7 @@ class DecisionDetector:
         self.config = config
         self.s = DetectorState()
 
-    def observe(self, step: "StepRecord") -> list[DecisionPoint]:
+    def observe(self, step: StepRecord) -> list[DecisionPoint]:
         """Updates the counters with one step and returns the decision points it reached."""
         cfg, s, found = self.config, self.s, []
         claim = claimed_limit(step.response.content, cfg.claimed_limit_patterns)

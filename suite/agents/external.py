@@ -27,11 +27,11 @@ from pathlib import Path
 
 from . import layers
 from .agent import RunResult, StepRecord
+from .childenv import SECRET_NAME, user_environment
 from .context import RunContext
 from .exceptions import Interrupted, LimitExceeded, Submitted, Terminate, ToolError
 from .model import ModelResponse
 from .tools import evaluation_text
-from .childenv import SECRET_NAME, user_environment
 
 # how a coding-agent CLI is started with the task and resumed with the harness's message:
 # {cmd} is the command as given (--agent-cmd), {prompt} the text, {kernel} the file to improve.

@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 from urllib.parse import urlsplit, urlunsplit
 
 from .config import ModelConfig
@@ -220,14 +220,14 @@ class OpenAIChatModel:
             0, c.backoff_initial_s / 2
         )
 
-        def wait(state: "RetryCallState") -> float:
+        def wait(state: RetryCallState) -> float:
             exc = state.outcome.exception()
             hint = getattr(exc, "retry_after_s", None) or 0.0
             w = min(max(base_wait(state), hint), c.backoff_max_s)
             left = self.time_left()  # raises LimitExceeded when the run's wall time is spent
             return w if left is None else max(0.0, min(w, left))
 
-        def before_sleep(state: "RetryCallState") -> None:
+        def before_sleep(state: RetryCallState) -> None:
             exc = state.outcome.exception()
             if self.on_retry:
                 self.on_retry(

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from ..profiling import ncu as ncu_parse
 from ..profiling import sass as sass_parse
-from .context import RunContext
 from .childenv import child_env
+from .context import RunContext
 from .exceptions import ToolError
 from .policy import CAP_SYS_ADMIN
 from .tools import Tool, ToolResult, elide

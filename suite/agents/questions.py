@@ -3,8 +3,8 @@ rotating across layers) or a person at the terminal, who may take the bank's sug
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 from .bank import AskedRecord, Bank, Question, choose
 from .config import QuestionConfig
@@ -23,7 +23,7 @@ class AskedQuestion:
         return asdict(self)
 
     @classmethod
-    def from_bank(cls, q: Question) -> "AskedQuestion":
+    def from_bank(cls, q: Question) -> AskedQuestion:
         return cls(q.text, "bank", q.id, q.category, q.layers)
 
 

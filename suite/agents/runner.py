@@ -8,19 +8,19 @@ import json
 import os
 import platform
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from .. import __version__
 from ..gpu import default_gpu_index
 from ..provenance import git_sha, host_provenance, package_version
 from .agent import Agent
-from .arms import build_arm
+from .arms import build_arm, check_options
 from .bank import DEFAULT_BANK
+from .childenv import ancestors_holding, make_non_dumpable, take_api_key
 from .config import RunConfig
 from .context import Best, RunContext, Totals, record_retry
-from .childenv import ancestors_holding, make_non_dumpable, take_api_key
 from .model import OpenAIChatModel
 from .seal import SealedEvaluator
 from .tasks import make_task
@@ -129,6 +129,7 @@ def new_run(
     model=None,
 ) -> Agent:
     """A fresh run, ready for Agent.run(). `model` replaces the OpenAI client (any Model)."""
+    check_options(config.arm, dict(config.arm_options))  # an unknown arm or option: nothing written yet
     if config.seed is None:
         config.seed = secrets.randbits(31)
     task = make_task(config.task, **config.task_options)

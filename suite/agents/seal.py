@@ -95,9 +95,7 @@ class SealedEvaluator:
         self._n = 0
 
     @classmethod
-    def create(
-        cls, task, sandbox: str = "auto", deny: list[Path] = (), parent: Path | None = None
-    ) -> "SealedEvaluator":
+    def create(cls, task, sandbox: str = "auto", deny: list[Path] = (), parent: Path | None = None) -> SealedEvaluator:
         """Copies the suite and the task's harness (task.seal) into a new private folder and hashes it.
         `deny`: folders the evaluator must not read beyond the usual (e.g. this run's trace)."""
         if sandbox not in ("auto", "landlock", "none"):
@@ -229,7 +227,7 @@ class SealedEvaluator:
 
     def close(self) -> None:
         if self.base.exists():
-            for dirpath, dirnames, _ in os.walk(self.base):
+            for dirpath, _dirnames, _ in os.walk(self.base):
                 os.chmod(dirpath, stat.S_IRWXU)
             shutil.rmtree(self.base, ignore_errors=True)
 
@@ -262,7 +260,7 @@ def collect(scratch_out: Path, out_dir: Path, names: list[str] | None = None) ->
 def _read_only(root: Path) -> None:
     """No write bits in the copy: a stray write fails even where there is no sandbox (a process of the
     same user can put them back; the hashes are what is relied on)."""
-    for dirpath, dirnames, filenames in os.walk(root, topdown=False):
+    for dirpath, _dirnames, filenames in os.walk(root, topdown=False):
         for name in filenames:
             p = os.path.join(dirpath, name)
             if not os.path.islink(p):

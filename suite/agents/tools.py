@@ -8,8 +8,8 @@ from __future__ import annotations
 import difflib
 import json
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from jsonschema import Draft202012Validator
 

@@ -12,11 +12,11 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Callable
 
 from jsonschema import Draft202012Validator
 

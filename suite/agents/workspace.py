@@ -61,7 +61,7 @@ class Workspace:
         self.sandbox_detail = detail if sandbox != "none" else "disabled by configuration"
 
     @classmethod
-    def create(cls, sandbox: str = "auto", parent: Path | None = None, deny: list[Path] = ()) -> "Workspace":
+    def create(cls, sandbox: str = "auto", parent: Path | None = None, deny: list[Path] = ()) -> Workspace:
         base = Path(tempfile.mkdtemp(prefix="ks-ws-", dir=parent))
         return cls(base / "work", base / "scratch", sandbox=sandbox, deny=deny)
 

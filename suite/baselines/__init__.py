@@ -7,8 +7,8 @@ and, if not, how to install it. A missing baseline is reported in its column, ne
 from __future__ import annotations
 
 import importlib.metadata
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..scenarios import Scenario
 

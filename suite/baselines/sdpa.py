@@ -16,8 +16,8 @@ def _probe():
 
 def _make(backend_name: str):
     def prepare(torch, scn):
-        from torch.nn.attention import SDPBackend, sdpa_kernel
         import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
 
         if scn.causal and scn.seqlen_q != scn.seqlen_k:
             raise Unsupported("SDPA's causal mask is aligned top-left; the suite's is bottom-right")

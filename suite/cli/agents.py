@@ -122,11 +122,11 @@ def run_cmd(
 ):
     """Run an agent on a task against an OpenAI-compatible endpoint (API key from OPENAI_API_KEY), or an
     existing coding-agent command in the harness (--agent-cmd)."""
-    from .compare import question_options
     from ..agents.bank import BankError
     from ..agents.config import RunConfig
     from ..agents.live import LiveView
     from ..agents.runner import RunSetupError, api_key_from_env, new_run, resume_run
+    from .compare import question_options
 
     api_key = api_key_from_env()
     limits = {

@@ -5,8 +5,8 @@ from __future__ import annotations
 import functools
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import click
 from tabulate import tabulate
@@ -75,15 +75,6 @@ def build_cmd(kernel, arch, force, as_json):
         click.echo(f"warning: {w}")
 
 
-def gpu_or_exit(arch: str, gpu_index: int = 0, as_json: bool = False) -> None:
-    from ..gpu import NoGPUError, require_gpu
-
-    try:
-        require_gpu(arch, gpu_index)
-    except NoGPUError as e:
-        fail(str(e), NO_GPU, {"status": "no_gpu", "error": str(e)} if as_json else None)
-
-
 def _sanitize_option(f):
     return click.option(
         "--sanitize", is_flag=True, help="also run compute-sanitizer (memcheck, racecheck, initcheck) on a small subset"
@@ -129,24 +120,16 @@ def bench_cmd(
     scaleout,
 ):
     """Run KERNEL over the scenario grid beside the baselines; write results with provenance. With
-    --executor dask the scenarios are sharded over a cluster's GPUs."""
-    from ..bench import BenchRequest, ResumeMismatch, run_bench
+    --executor dask the scenarios are sharded over a cluster's GPUs. What needs no GPU (the filter,
+    the baselines, the rules, the build) is checked first."""
+    from ..bench import BenchRequest, RequestError, ResumeMismatch, run_bench
     from ..build import BuildError
     from ..evaluate import passed
     from ..gpu import NoGPUError
     from ..report import summary_lines
     from ..rules import DependencyRuleError
 
-    if scaleout is None:  # on a cluster, the workers' GPUs are checked instead
-        gpu_or_exit(arch, gpu_index)
     baselines = list(baselines) or [config.ARCHES[arch]["baseline"]]
-    from .. import baselines as bl
-
-    for b in baselines:
-        try:
-            bl.get(b)
-        except KeyError as e:
-            fail(e.args[0], USAGE)
     out_dir = out_dir or Path("results") / arch / kernel.stem
     req = BenchRequest(
         kernel=kernel,
@@ -163,7 +146,7 @@ def bench_cmd(
         previous=previous,
     )
     run: Callable[..., dict] = run_bench
-    usage_errors: tuple[type[Exception], ...] = (ResumeMismatch, ValueError)
+    usage_errors: tuple[type[Exception], ...] = (ResumeMismatch, RequestError)
     if scaleout is not None:  # the Dask path is chosen here, above bench.py (which knows one GPU)
         from ..scaleout.bench import run_bench_distributed
         from ..scaleout.cluster import ClusterError
@@ -207,13 +190,14 @@ def bench_cmd(
 @_previous_option
 def eval_cmd(kernel, arch, baseline, out_dir, no_extended, as_json, gpu_index, sanitize, previous):
     """Compile KERNEL, check it on every scenario, time a representative subset; exit 0 only when
-    everything is correct."""
+    everything is correct. What needs no GPU (the rules, the build, the baseline) is checked first."""
+    from ..bench import RequestError
     from ..build import BuildError
     from ..evaluate import evaluate, passed
+    from ..gpu import NoGPUError
     from ..report import summary_lines
     from ..rules import DependencyRuleError
 
-    gpu_or_exit(arch, gpu_index, as_json=as_json)
     opts = dict(extended=not no_extended, sanitize=sanitize, previous=previous, gpu_index=gpu_index)
     try:
         if as_json:
@@ -224,6 +208,10 @@ def eval_cmd(kernel, arch, baseline, out_dir, no_extended, as_json, gpu_index, s
             )
     except (BuildError, DependencyRuleError) as e:
         fail(f"build failed: {e}", BUILD, {"status": "build_failed", "error": str(e)} if as_json else None)
+    except NoGPUError as e:
+        fail(str(e), NO_GPU, {"status": "no_gpu", "error": str(e)} if as_json else None)
+    except RequestError as e:
+        fail(str(e), USAGE, {"status": "usage", "error": str(e)} if as_json else None)
     if as_json:
         click.echo(json.dumps(summary))
     else:

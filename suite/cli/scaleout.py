@@ -12,7 +12,6 @@ import click
 from ..exitcodes import NO_GPU, USAGE
 from .common import fail
 
-
 _executor_option = click.option(
     "--executor",
     type=click.Choice(["local", "dask"]),

@@ -83,7 +83,7 @@ class WorkerChannel:
         self.seq = 0
 
     @classmethod
-    def open(cls, argv: list[str] | None = None) -> tuple[dict, "WorkerChannel"]:
+    def open(cls, argv: list[str] | None = None) -> tuple[dict, WorkerChannel]:
         argv = sys.argv if argv is None else argv
         fd = int(argv[-1])
         hello = json.loads(sys.stdin.buffer.read())

@@ -5,7 +5,6 @@ A reference that is not finite fails every output (no NaN comparison lets a wron
 from __future__ import annotations
 
 import math
-
 from dataclasses import asdict, dataclass
 
 from ..config import CheckConfig

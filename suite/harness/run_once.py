@@ -20,14 +20,26 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import math
+import os
 import sys
+
+from .. import config, exitcodes
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # a usage error exits USAGE, as the command line's do
+        self.print_usage(sys.stderr)
+        self.exit(exitcodes.USAGE, f"{self.prog}: error: {message}\n")
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="run_once")
+    """Exit codes as the command line's: 4 bad arguments, 2 the kernel breaks the rules or does not
+    build, 3 no suitable GPU (checked after everything that needs none), 1 a wrong output or a
+    kernel's error code."""
+    ap = _Parser(prog="python -m kernelseek_suite.harness.run_once")
     ap.add_argument("kernel")
     ap.add_argument("scenario", help="a scenario id, or several comma-separated ids or globs")
-    ap.add_argument("--arch", default="sm90")
+    ap.add_argument("--arch", default="sm90", choices=sorted(config.ARCHES))
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--check", action="store_true", help="also check the output against the reference")
     ap.add_argument("--check-beside", action="store_true", help="with --check: check the --beside kernels' outputs too")
@@ -56,16 +68,41 @@ def main(argv=None) -> int:
     if unknown:
         ap.error(f"unknown baseline {', '.join(unknown)}; known: {', '.join(sorted(REGISTRY))}")
 
-    from ..build import build
+    from ..build import BuildError, build, nvcc_path
     from ..contract import KernelLibrary
+    from ..gpu import NoGPUError, require_gpu
+    from ..rules import DependencyRuleError, enforce
     from ..scenarios import by_id
 
     scenarios = select_scenarios(args.scenario, by_id(args.arch))
     if not scenarios:
         print(f"unknown scenario {args.scenario}", file=sys.stderr)
-        return 4
-    lib = KernelLibrary(build(args.kernel, args.arch).library)
-    others = [(o, KernelLibrary(build(o, args.arch).library)) for o in args.beside]
+        return exitcodes.USAGE
+    kernels = list(dict.fromkeys([args.kernel, *args.beside]))
+    missing = [k for k in kernels if not os.path.isfile(k)]
+    if missing:
+        ap.error(f"no such kernel file: {', '.join(missing)}")
+    built = {}
+    try:  # the kernels' static checks (rules; build and exports where nvcc is here) need no GPU
+        for path in kernels:
+            enforce(path)
+        if nvcc_path():
+            built = {path: build(path, args.arch) for path in kernels}
+    except (BuildError, DependencyRuleError) as e:
+        print(f"build failed: {e}", file=sys.stderr)
+        return exitcodes.BUILD
+    try:
+        require_gpu(args.arch)
+    except NoGPUError as e:
+        print(f"no GPU: {e}", file=sys.stderr)
+        return exitcodes.NO_GPU
+    try:
+        built = built or {path: build(path, args.arch) for path in kernels}
+    except BuildError as e:
+        print(f"build failed: {e}", file=sys.stderr)
+        return exitcodes.BUILD
+    lib = KernelLibrary(built[args.kernel].library)
+    others = [(o, KernelLibrary(built[o].library)) for o in args.beside]
     speeds: dict[str, list[float]] = {}
     rc = 0
     for scn in scenarios:
@@ -107,7 +144,7 @@ def _run_scenario(args, scn, lib, others, speeds: dict) -> int:
         rc = lib.forward(params, stream)
         if rc != 0:
             print(f"kernel returned {rc}", file=sys.stderr)
-            return 1
+            return exitcodes.FAIL
     torch.cuda.synchronize()
     torch.cuda.nvtx.range_pop()
     rc = 0

@@ -16,9 +16,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from ..config import HarnessConfig
 from ..results import STATUS_CRASH, STATUS_TIMEOUT, ScenarioResult, append_jsonl
@@ -51,7 +51,7 @@ class _Failure:
     reason: str
 
 
-def _reader(chan: ParentChannel, q: "queue.Queue[Message | None]"):
+def _reader(chan: ParentChannel, q: queue.Queue[Message | None]):
     for line in chan.lines():
         msg = chan.verify(line)
         if msg is not None:

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import random
 import statistics
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 from ..config import TimingConfig
 
@@ -198,7 +199,7 @@ def time_interleaved(
                     impl.before(c)
                 if flush is not None:
                     flush()
-                tokens.append((n, kind, timer.run(lambda: impl.call(t))))
+                tokens.append((n, kind, timer.run(lambda impl=impl, t=t: impl.call(t))))
                 if impl.after:
                     impl.after(c)
         timer.sync()

@@ -13,14 +13,14 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
-from ..provenance import host_provenance, now_utc
 from ..agents.config import RunConfig
 from ..agents.runner import API_KEY_ENV
 from ..agents.trace import artifacts_dir, read_trace
+from ..provenance import host_provenance, now_utc
 
 DEFAULT_OUT = Path("results") / "compare"
 

@@ -14,9 +14,9 @@ import json
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 from ..agents.config import RunConfig
 from ..agents.tasks import make_task

@@ -63,7 +63,7 @@ class RunStats:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "RunStats":
+    def from_dict(cls, d: dict) -> RunStats:
         d = dict(d)
         d["points"] = [EvalPoint(**p) for p in d.get("points", [])]
         d["question_steps"] = [tuple(q) for q in d.get("question_steps", [])]

@@ -80,7 +80,7 @@ class Loop:
     def math(self) -> int:
         return sum(self.mix.get(c, 0) for c in MATH)
 
-    def contains(self, other: "Loop") -> bool:
+    def contains(self, other: Loop) -> bool:
         return (
             self.start <= other.start and other.end <= self.end and (self.start, self.end) != (other.start, other.end)
         )

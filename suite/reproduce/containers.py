@@ -11,12 +11,13 @@ import os
 import re
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from .. import config
-from .lock import read_lock, paths as lock_paths
+from .lock import paths as lock_paths
+from .lock import read_lock
 from .registry import ImageRef, parse_ref
 
 WORKDIR = "/opt/kernelseek-suite"
@@ -292,8 +293,8 @@ def run_in_container(req, notify=lambda m: None, cli=None):
     import docker
     from docker.types import DeviceRequest
 
-    from ..provenance import git_sha
     from ..exitcodes import FAIL
+    from ..provenance import git_sha
     from .pipeline import IMAGE_ENV, Outcome
 
     cli = cli or client()

@@ -19,9 +19,10 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .. import config, exitcodes
 from ..reports.data import CEILING, MEASURED, RECORD, SHIPPED, NoResults

@@ -68,7 +68,7 @@ class Manifest:
         return json.dumps(asdict(self), indent=1)
 
     @classmethod
-    def from_json(cls, text: str) -> "Manifest":
+    def from_json(cls, text: str) -> Manifest:
         d = json.loads(text)
         if d.get("schema") != SCHEMA:
             raise WheelhouseError(f"manifest schema {d.get('schema')} is not {SCHEMA}")

@@ -14,13 +14,14 @@ import dataclasses
 import fcntl
 import functools
 import os
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
-from ..headtohead.compare import CompareRequest, RunSpec, prepare, run_spec
 from ..agents.trace import artifacts_dir
 from ..gpu import GPU_ENV
+from ..headtohead.compare import CompareRequest, RunSpec, prepare, run_spec
 from . import cluster
 from .executor import Channel, ItemFailure, WorkItem, run_items
 from .gpus import WorkerGPU, check_cluster, cluster_gpus, probe_this_worker

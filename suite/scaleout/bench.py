@@ -13,12 +13,12 @@ import dataclasses
 import hashlib
 import json
 import math
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
 
-from ..bench import BenchRequest, SweepOutput, select_scenarios
+from ..bench import BenchRequest, RequestError, SweepOutput, check_statically
 from ..provenance import host_provenance
 from ..results import STATUS_CRASH, ScenarioResult
 from ..scenarios import Scenario
@@ -156,14 +156,15 @@ def run_bench_distributed(
     {"per_class": {class: summary}} with one folder per class under req.out_dir. `client` uses an
     existing distributed.Client instead of opening scaleout.cluster; `runner` and `probe` replace the
     GPU parts on the workers (tests)."""
-    from .. import rules
     from ..harness import plausibility
 
     so = scaleout or ScaleOut()
-    rules.enforce(req.kernel)  # here, before any cluster: the workers build the same file
+    # here, before any cluster: the filter, the baselines and the rules (the workers build the file)
+    chosen = check_statically(req, build=False).scenarios
+    if req.out_dir is None:
+        raise RequestError("a sharded bench needs an output folder")
     source = Path(req.kernel).read_bytes()
     sha = hashlib.sha256(source).hexdigest()
-    chosen = select_scenarios(req)
     with _connected(so.cluster, client) as cl:
         gpus = cluster_gpus(cl, probe or probe_this_worker)
         classes = check_cluster(gpus, req.arch, so.per_class_reports)

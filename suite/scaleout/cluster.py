@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..gpu import NoGPUError, list_gpus
 

@@ -14,9 +14,10 @@ import json
 import secrets
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import CancelledError
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .cluster import ClusterError
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import re
 import socket
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 from .. import config
 from ..gpu import NoGPUError, list_gpus
@@ -33,7 +33,7 @@ class WorkerGPU:
 
     @property
     def device_class(self) -> str:
-        cc = "sm%d%d" % tuple(self.compute_capability) if self.compute_capability else "sm?"
+        cc = "sm{}{}".format(*self.compute_capability) if self.compute_capability else "sm?"
         return f"{self.name or 'no GPU'} ({cc})"
 
     @property
@@ -50,7 +50,7 @@ class WorkerGPU:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "WorkerGPU":
+    def from_dict(cls, d: dict) -> WorkerGPU:
         cc = d.get("compute_capability")
         return cls(
             d["host"],

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from ..config import HarnessConfig
 from ..provenance import _clocks
@@ -41,7 +41,7 @@ class ShardJob:
     device_class: str | None = None  # the GPU class this sweep runs on; another one is refused
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _this_gpu(probe: GPUProbe | None) -> WorkerGPU:
     return (probe or probe_this_worker)()
 
@@ -80,7 +80,7 @@ def _worker_dir(gpu: WorkerGPU) -> Path:
     return config.cache_dir() / "scaleout" / tag
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _build_once(kernel_name: str, source: bytes, sha: str, arch: str, where: Path):
     from ..build import build
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..context import RunContext
 from ..protocols import Supervisor

@@ -15,8 +15,8 @@ from __future__ import annotations
 from ..bank import load_bank
 from ..context import RunContext
 from ..decisions import DecisionPoint
-from ..external import OPTIONS as COMMAND_OPTIONS
 from ..external import ADAPTERS, ExternalAgent, adapter_for
+from ..external import OPTIONS as COMMAND_OPTIONS
 from ..questions import BankQuestioner, HumanQuestioner
 from ..tools import ToolRegistry
 from . import ArmOptionError, ArmParts, check_options, register_arm
