@@ -246,3 +246,16 @@ def test_spread_and_the_bootstrap_interval():
     assert median_difference(a, b) == median_difference(a, b)  # a fixed seed
     one = median_difference({1: 1.0}, {1: 2.0})
     assert one.difference == 1.0 and one.low is None and "no interval" in one.note
+
+
+def test_the_agents_never_import_the_head_to_head():
+    import ast
+
+    for path in sorted((REPO_ROOT / "suite" / "agents").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else ([a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            )
+            assert not any("headtohead" in n for n in names), f"{path} imports the head-to-head"

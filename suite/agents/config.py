@@ -129,7 +129,8 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     r"(?:be\s+)?(?:further\s+|any\s+)?(?:improved?|optimi[sz]ed?|made (?:any )?faster|sped up|speed (?:it |this )?up|"
     r"(?:go|get|run) (?:any )?faster|make (?:it|this|the kernel) (?:any )?faster|squeeze|do (?:any )?better|"
     r"push (?:it |this )?(?:any )?further|gain (?:any )?more)",
-    r"\b(?:don't|do not) (?:think|believe|see how) (?:it|this|the kernel|we) can (?:be made |get |go |run )?(?:any )?faster",
+    r"\b(?:don't|do not) (?:think|believe|see how) (?:it|this|the kernel|we) can "
+    r"(?:be made |get |go |run )?(?:any )?faster",
     r"\b(?:speed-?ups?|improvements?|gains?|(?:going |getting |running )?faster|optimi[sz]ations?)\b[^.;,!?]{0,30}?"
     r"\b(?:(?:is|are)(?:n't|\s+not)\s+(?:simply\s+|just\s+)?(?:possible|feasible)|(?:is|are)\s+(?:simply\s+|just\s+)?"
     r"(?:impossible|infeasible))\b",

@@ -232,7 +232,7 @@ class SealedEvaluator:
 
     def close(self) -> None:
         if self.base.exists():
-            for dirpath, dirnames, _ in os.walk(self.base):
+            for dirpath, _dirnames, _ in os.walk(self.base):
                 os.chmod(dirpath, stat.S_IRWXU)
             shutil.rmtree(self.base, ignore_errors=True)
 
@@ -265,7 +265,7 @@ def collect(scratch_out: Path, out_dir: Path, names: list[str] | None = None) ->
 def _read_only(root: Path) -> None:
     """No write bits in the copy: a stray write fails even where there is no sandbox (a process of the
     same user can put them back; the hashes are what is relied on)."""
-    for dirpath, dirnames, filenames in os.walk(root, topdown=False):
+    for dirpath, _dirnames, filenames in os.walk(root, topdown=False):
         for name in filenames:
             p = os.path.join(dirpath, name)
             if not os.path.islink(p):
