@@ -16,7 +16,7 @@ OUT ?=
 RESUME ?=
 REPRODUCE_FLAGS = --arch $(ARCH) --runtime $(RUNTIME) $(if $(OUT),--out $(OUT)) $(if $(RESUME),--resume)
 
-.PHONY: setup test test-gpu reproduce check-containers mutation mutation-changed clean
+.PHONY: setup test test-gpu lint lint-baseline reproduce check-containers mutation mutation-changed clean
 
 # the venv sees the machine's own packages (its CUDA torch), also where python3 runs in a venv itself
 $(VENV)/.ready: pyproject.toml
@@ -29,6 +29,21 @@ setup: $(VENV)/.ready
 
 test: setup
 	$(PY) -m pytest -q
+
+# ruff (lint and format), the import contracts and mypy against .ci/mypy-baseline.txt (docs/development.md)
+$(VENV)/.lint-ready: $(VENV)/.ready pyproject.toml
+	$(PY) -m pip install -q -e ".[lint]"
+	touch $@
+
+lint: $(VENV)/.lint-ready
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
+	$(PY) -m mypy | $(VENV)/bin/mypy-baseline filter
+
+# after fixing type errors listed in the baseline: drop them from it (it only shrinks)
+lint-baseline: $(VENV)/.lint-ready
+	$(PY) -m mypy | $(VENV)/bin/mypy-baseline sync
 
 test-gpu: setup
 	$(PY) -m pytest -q -m "gpu"

@@ -205,6 +205,7 @@ def run_bench(
                 "cudnn": h.get("cudnn"),
                 "gemm_tflops": h.get("gemm_tflops"),
                 "ceiling_factor": req.config.plausibility.ceiling_factor,
+                "device_state": h.get("device_state"),
                 "baseline_status": h.get("baselines"),
                 "baseline_versions": h.get("baseline_versions"),
             }
@@ -216,7 +217,9 @@ def run_bench(
     def annotate(row: ScenarioResult):
         plausibility.annotate(row, prov.get("gemm_tflops"), previous, req.config.plausibility)
 
-    timed = lambda s: not s.extended and (req.timed_ids is None or s.id in req.timed_ids)
+    def timed(s: scenarios.Scenario) -> bool:
+        return not s.extended and (req.timed_ids is None or s.id in req.timed_ids)
+
     spec = SweepSpec(
         library=built.library,
         scenarios=sweep.todo,

@@ -133,10 +133,11 @@ def fatal_warnings(warnings: list[str]) -> list[str]:
 def exported_functions(library: str | Path) -> set[str]:
     """The names of the functions the shared library exports (its defined global dynamic symbols)."""
     from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
 
     with open(library, "rb") as f:
         dynsym = ELFFile(f).get_section_by_name(".dynsym")
-        if dynsym is None:
+        if not isinstance(dynsym, SymbolTableSection):
             return set()
         return {
             s.name

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,7 +22,20 @@ def cache_dir() -> Path:
 
 # Architectures the suite knows: nvcc target, the compute capability a GPU must report exactly,
 # and the default baseline the kernel is judged against.
-ARCHES = {
+class Arch(TypedDict):
+    gencode: str  # nvcc's -gencode
+    cc: tuple[int, int]  # the compute capability a GPU must report exactly
+    baseline: str  # the default baseline
+    gpus: str  # the GPUs, in words
+
+
+class Reproducible(TypedDict):
+    kernel: str  # the architecture's kernel, relative to the checkout
+    baselines: tuple[str, ...]
+    container: str
+
+
+ARCHES: dict[str, Arch] = {
     "sm90": {
         "gencode": "-gencode=arch=compute_90a,code=sm_90a",
         "cc": (9, 0),
@@ -159,7 +173,7 @@ SANITIZER_TIMEOUT_S = 900.0
 # does not exist), the baselines it runs beside (the first is the one the claims are about), the
 # container that pins the software, and the GEMM that measures the GPU's ceiling in the same run.
 REFERENCE_KERNEL = "kernels/reference/attn_fwd_ref.cu"
-REPRODUCE = {
+REPRODUCE: dict[str, Reproducible] = {
     "sm90": {
         "kernel": "kernels/hopper/flash_fwd_sm90.cu",
         "baselines": ("fa3", "fa4", "cudnn"),

@@ -25,7 +25,7 @@ def evaluate(
 ) -> dict:
     """Without `out_dir`, the results go to a fresh temporary folder, made only once the checks
     without a GPU and the GPU check have passed; summary["out_dir"] says where."""
-    base = baseline or config.ARCHES.get(arch, {}).get("baseline", "fa3")
+    base = baseline or (config.ARCHES[arch]["baseline"] if arch in config.ARCHES else "fa3")
     req = BenchRequest(
         kernel=Path(kernel),
         arch=arch,

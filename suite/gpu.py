@@ -112,7 +112,8 @@ def _smi_gpus() -> list[GPUInfo]:
             except ValueError:
                 return None
 
-        cc = tuple(int(x) for x in f[3].split(".")) if "." in f[3] else None
+        major, _, minor = f[3].partition(".")
+        cc = (int(major), int(minor)) if minor else None
         out.append(
             GPUInfo(int(f[0]), f[1], f[2], cc, f[4], num(f[5]), num(f[6]), num(f[7]), num(f[8]), num(f[9], float))
         )
@@ -136,7 +137,7 @@ def require_gpu(arch: str, index: int = 0, gpus: list[GPUInfo] | None = None) ->
     if not gpus:
         raise NoGPUError(
             "no NVIDIA GPU found (NVML and nvidia-smi see none): `bench` and `eval` need a "
-            f"{config.ARCHES.get(arch, {}).get('gpus', arch)} GPU. Without one, `scenarios`, "
+            f"{config.ARCHES[arch]['gpus'] if arch in config.ARCHES else arch} GPU. Without one, `scenarios`, "
             "`build` and rendering saved results still work."
         )
     if index >= len(gpus):
@@ -144,7 +145,7 @@ def require_gpu(arch: str, index: int = 0, gpus: list[GPUInfo] | None = None) ->
     g = gpus[index]
     want = config.ARCHES[arch]["cc"]
     if arch != "sm80" and g.compute_capability is not None and tuple(g.compute_capability) != want:
-        have = "sm%d%d" % tuple(g.compute_capability)
+        have = "sm{}{}".format(*g.compute_capability)
         raise NoGPUError(
             f"{arch} needs a GPU of compute capability {want[0]}.{want[1]} "
             f"({config.ARCHES[arch]['gpus']}); GPU {index} is {g.name} ({have})"

@@ -62,6 +62,7 @@ CODES = {
     "late-work": "work was still running after the harness's stream was done",
     "timed-output": "an output written during timing was unwritten, non-finite or wrong",
     "implausible": "faster than the bf16 GEMM ceiling measured on the GPU (x the margin) allows",
+    "device-state": "the kernel changed device or stream state of the harness (persisting L2, a limit, a window)",
     "cuda-error": "a CUDA error (e.g. an illegal address) in the worker",
     "crash": "the worker process died",
     "timeout": "the worker did not answer in time (a hang)",
@@ -115,7 +116,7 @@ def append_jsonl(path: Path, row: ScenarioResult) -> None:
 
 
 def read_jsonl(path: Path) -> list[ScenarioResult]:
-    rows = []
+    rows: list[ScenarioResult] = []
     if not Path(path).exists():
         return rows
     for line in Path(path).read_text().splitlines():
@@ -141,10 +142,14 @@ def summarize(
 ) -> dict:
     grid_rows = [r for r in rows if not r.extended]
     ext_rows = [r for r in rows if r.extended]
-    gm, mn, mn_id, cnt = {}, {}, {}, {}
+    gm: dict[str, float | None] = {}
+    mn: dict[str, float | None] = {}
+    mn_id: dict[str, str | None] = {}
+    cnt: dict[str, int] = {}
     for b in baselines:
         pairs = [(r.ratio[b], r.scenario) for r in grid_rows if r.correct and r.ratio.get(b)]
-        gm[b] = round(geomean([p[0] for p in pairs]), 4) if pairs else None
+        g = geomean([p[0] for p in pairs])
+        gm[b] = round(g, 4) if g is not None else None
         if pairs:
             lo = min(pairs)
             mn[b], mn_id[b] = round(lo[0], 4), lo[1]

@@ -20,7 +20,7 @@ needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
 def big_kernel(i: int, kb: int = 40) -> str:
     """The faster kernel with a long comment: a whole-file rewrite the size of the Hopper kernel."""
-    return FASTER_KERNEL + "/* version %d\n" % i + ("%d " % i + "x" * 76 + "\n") * (kb * 1024 // 80) + "*/\n"
+    return FASTER_KERNEL + f"/* version {i}\n" + (f"{i} " + "x" * 76 + "\n") * (kb * 1024 // 80) + "*/\n"
 
 
 def workload(steps: int, kb: int = 40) -> list:
@@ -37,7 +37,7 @@ def workload(steps: int, kb: int = 40) -> list:
         elif k == 4 and i % 20 == 4:
             calls = [("evaluate", {})]
         elif k == 5:
-            calls = [("edit_file", {"path": "attn.c", "old_text": "version %d\n" % (i - 4), "new_text": "v%d\n" % i})]
+            calls = [("edit_file", {"path": "attn.c", "old_text": f"version {i - 4}\n", "new_text": f"v{i}\n"})]
         else:
             calls = [("shell", {"command": f"echo step {i}; wc -c attn.c"})]
         script.append(reply(f"Step {i}: next I try something else.", calls))

@@ -51,7 +51,7 @@ def test_require_gpu_refuses_anything_but_compute_capability_10_0(have):
         gpu.require_gpu("sm100", gpus=[have])
     msg = str(e.value)
     assert "compute capability 10.0" in msg and "B200" in msg and have.name in msg
-    assert "sm%d%d" % have.compute_capability in msg
+    assert "sm{}{}".format(*have.compute_capability) in msg
 
 
 def test_require_gpu_accepts_a_b200():

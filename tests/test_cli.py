@@ -177,3 +177,36 @@ def test_the_library_never_imports_the_cli():
             ):
                 bad.append(f"{path.relative_to(SUITE)}: from {'.' * node.level}{node.module}")
     assert bad == []
+
+
+def test_the_wheel_ships_py_typed(tmp_path):
+    """The package says it is typed: py.typed is in the built wheel, beside the code (built from a
+    copy, so that nothing is written into the checkout)."""
+    import shutil
+    import zipfile
+
+    src = tmp_path / "src"
+    shutil.copytree(SUITE, src / "suite", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(SUITE.parent / name, src / name)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(src),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    (wheel,) = tmp_path.glob("kernelseek_suite-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "kernelseek_suite/py.typed" in names and "kernelseek_suite/exitcodes.py" in names

@@ -168,7 +168,10 @@ def test_run_model_counts_every_event(long_trace):
             tools[e["tool"]] = tools.get(e["tool"], 0) + 1
     assert run["tools"] == tools and set(tools) == {"shell", "edit_file", "evaluate"}
     g = run["groups"]
-    count = lambda t, **kw: sum(e["type"] == t and all(e.get(k) == v for k, v in kw.items()) for e in events)
+
+    def count(t, **kw):
+        return sum(e["type"] == t and all(e.get(k) == v for k, v in kw.items()) for e in events)
+
     assert g["model"] == count("llm_call") and g["eval"] == count("harness_eval")
     assert g["question"] == count("question", source="bank") and g["human"] == count("question", source="human") > 0
     assert g["retry"] == count("retry") > 0 and g["resume"] == 1 and g["decision"] == count("decision") > 0
@@ -308,10 +311,13 @@ def test_several_runs_in_one_page(tmp_path):
 # ---------------------------------------------------------------- the commands
 
 
-def test_render_html_command(tmp_path):
+def test_render_html_command(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
     from kernelseek_suite.cli import main
+    from kernelseek_suite.reports import plots
+
+    monkeypatch.setattr(plots, "render_all", lambda res, folder: {})  # the PNGs are tested in test_reports.py
 
     root = write_results(tmp_path / "sm90", make_rows(ratio=_ratio))
     r = CliRunner().invoke(main, ["render", str(root)])
@@ -340,3 +346,18 @@ def test_traces_html_command(long_trace, tmp_path):
     r = CliRunner().invoke(main, ["traces", "html", str(bad)])
     assert r.exit_code == 4 and "not a trace" in r.output
     assert not (tmp_path / "not-a-trace.html").exists()
+
+
+def test_png_heat_maps_use_the_same_scale(tmp_path):
+    import numpy as np
+    from matplotlib.image import imread
+
+    from kernelseek_suite.reports import plots
+
+    res = load(write_results(tmp_path, make_rows(ratio=_ratio)))
+    for baseline, ratio in (("fa3", 0.8), ("cudnn", 1.25)):
+        png = plots.heatmap(res, baseline, False, tmp_path / f"{baseline}.png")
+        pixels = (imread(png)[..., :3] * 255).round()
+        want = np.array([int(scale.color(ratio)[i : i + 2], 16) for i in (1, 3, 5)])
+        # the cells fill a large part of the picture, in the page's colour for that ratio
+        assert (np.abs(pixels - want).max(axis=-1) <= 2).mean() > 0.25

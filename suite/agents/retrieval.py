@@ -3,8 +3,9 @@ into passages, and the `search_docs` tool that queries it. The same index type r
 a run (lessons.py).
 
 By default the documents are the suite's contract docs (what a kernel must do and how it is judged:
-README.md, docs/kernels.md, docs/judging.md and docs/evaluator-hardening.md); a user adds others, e.g. the CUDA and PTX guides saved as
-text or HTML, with the arm option `docs_extra`, or replaces them with `docs`. The repository's
+README.md, docs/kernels.md, docs/judging.md and docs/evaluator-hardening.md); a user adds others,
+e.g. the CUDA and PTX guides saved as text or HTML, with the arm option `docs_extra`, or replaces
+them with `docs`. The repository's
 answers are never documents: a source in (or holding) kernels/, results/, the question bank or the
 runs' traces is refused, and the shell may read the documents given and nothing else of the
 repository (policy.py).

@@ -199,7 +199,7 @@ def time_interleaved(
                     impl.before(c)
                 if flush is not None:
                     flush()
-                tokens.append((n, kind, timer.run(lambda: impl.call(t))))
+                tokens.append((n, kind, timer.run(lambda impl=impl, t=t: impl.call(t))))
                 if impl.after:
                     impl.after(c)
         timer.sync()

@@ -5,8 +5,9 @@ correct evaluation sets the starting level and is not a gain). It is attributed 
 question asked after the previous best and before it (none: `none`), with the question's category
 (`layer-shift`, `limit-rejection`, `information`; `human` for a typed one) and the layer of the
 system that the agent's next edits touched (edit_file's added lines and shell commands between the
-question and the gain, scored by layers.py), beside the layer it had worked in before the question. control.py says what the same gains would
-credit by chance (question times shuffled) and at the rate of the arms that ask no questions.
+question and the gain, scored by layers.py), beside the layer it had worked in before the question.
+control.py says what the same gains would credit by chance (question times shuffled) and at the rate
+of the arms that ask no questions.
 """
 
 from __future__ import annotations

@@ -336,7 +336,7 @@ def summarize(k: KernelProfile) -> ProfileSummary:
     tensor = next(((m, k.value(m)) for m in TENSOR_METRICS if k.value(m) is not None), (None, None))
     per_issue = k.value("Warp Cycles Per Issued Instruction")
     stalls = []
-    for (s, name), m in k.metrics.items():
+    for (_section, name), m in k.metrics.items():
         r = _STALL_RE.match(name)
         if r and m.value is not None and r.group(1) != "selected":
             stalls.append(Stall(r.group(1), m.value, m.value / per_issue if per_issue else None))

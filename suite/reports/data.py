@@ -58,7 +58,7 @@ class ArchResults:
     @property
     def main_baseline(self) -> str:
         """The baseline the claims are about (FA3 on sm90, FA4 on sm100), if it is in the data."""
-        want = config.REPRODUCE.get(self.arch, {}).get("baselines", ("fa3",))[0]
+        want = config.REPRODUCE[self.arch]["baselines"][0] if self.arch in config.REPRODUCE else "fa3"
         return want if want in self.baselines or not self.baselines else self.baselines[0]
 
     @property

@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 from ..scenarios import HEAD_CONFIGS, SEQLENS
+from . import scale
 from .data import ArchResults
 
 
@@ -27,9 +28,8 @@ def _mask_name(causal: bool) -> str:
 
 
 def heatmap(res: ArchResults, baseline: str, causal: bool, path: Path) -> Path | None:
-    """None when no scenario of that mask has a ratio to `baseline`."""
-    from matplotlib.colors import TwoSlopeNorm
-
+    """None when no scenario of that mask has a ratio to `baseline`. Every map is on the one scale of
+    scale.py (log, 0.5x-2x), as are REPORT.html's."""
     plt = _pyplot()
     cell = {(r.head_config, r.seqlen_q): r for r in res.grid_rows if r.causal == causal}
     hcs = [hc.name for hc in HEAD_CONFIGS if any(k[0] == hc.name for k in cell)]
@@ -40,22 +40,23 @@ def heatmap(res: ArchResults, baseline: str, causal: bool, path: Path) -> Path |
     values = [v for row in grid for v in row if v]
     if not values:
         return None
-    lo, hi = min(values + [0.99]), max(values + [1.01])
     fig, ax = plt.subplots(figsize=(8.5, 0.45 * len(hcs) + 1.8))
     data = [[math.nan if v is None else v for v in row] for row in grid]
-    cmap = plt.get_cmap("RdYlGn").with_extremes(bad="#d0d0d0")
-    im = ax.imshow(data, cmap=cmap, norm=TwoSlopeNorm(vcenter=1.0, vmin=lo, vmax=hi), aspect="auto")
+    im = ax.imshow(data, cmap=scale.cmap(), norm=scale.norm(), aspect="auto")
     for i, row in enumerate(grid):
         for j, v in enumerate(row):
             r = cell.get((hcs[i], SEQLENS[j]))
             text = f"{v:.2f}" if v is not None else ("" if r is None else ("n/a" if r.correct else r.status))
-            ax.text(j, i, text, ha="center", va="center", fontsize=8)
+            ax.text(j, i, text, ha="center", va="center", fontsize=8, color=scale.text_color(v))
     ax.set_xticks(range(len(SEQLENS)), [str(s) for s in SEQLENS])
     ax.set_yticks(range(len(hcs)), hcs)
     ax.set_xlabel("sequence length (batch x seqlen = 32768 tokens)")
     gpu = res.provenance.get("gpu_name") or "GPU"
     ax.set_title(f"{baseline} time / kernel time, {_mask_name(causal)} ({gpu}); > 1: kernel faster", fontsize=10)
-    fig.colorbar(im, ax=ax, shrink=0.8)
+    bar = fig.colorbar(im, ax=ax, shrink=0.8, extend="both")
+    bar.set_ticks(scale.TICKS, labels=[f"{t:g}x" for t in scale.TICKS])
+    bar.minorticks_off()
+    bar.set_label(f"{baseline} time / kernel time (log scale)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

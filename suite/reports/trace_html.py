@@ -164,7 +164,7 @@ def _row(ev: dict) -> tuple[str, str, str]:
 # ---------------------------------------------------------------- the conversation
 
 
-def _message(m: dict, seq: int, step: int) -> dict:
+def _message(m: dict, seq: int | None, step: int) -> dict:
     calls = [
         {
             "name": (c.get("function") or {}).get("name") or c.get("name", "?"),
@@ -229,9 +229,14 @@ def run_model(path: Path) -> dict:
     kernel = task.get("kernel")
     start_sha = (start.get("workspace") or {}).get(kernel) if kernel else None
 
-    rows, convo, evals, questions, curve = [], [], [], [], []
+    rows: list[dict] = []
+    convo: list[dict] = []
+    evals: list[dict] = []
+    questions: list[dict] = []
+    curve: list[dict] = []
     groups: dict[str, int] = {}
-    best = best_sha = best_label = None
+    best: float | None = None
+    best_sha: str | None = None
     best_label = "the starting kernel"
     checkpoint_at = 0  # messages in the conversation at the last finished step
     end = exit_ev = None

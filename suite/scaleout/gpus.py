@@ -33,7 +33,7 @@ class WorkerGPU:
 
     @property
     def device_class(self) -> str:
-        cc = "sm%d%d" % tuple(self.compute_capability) if self.compute_capability else "sm?"
+        cc = "sm{}{}".format(*self.compute_capability) if self.compute_capability else "sm?"
         return f"{self.name or 'no GPU'} ({cc})"
 
     @property
