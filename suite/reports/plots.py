@@ -1,6 +1,8 @@
 """The report's plots (matplotlib, PNG): the ratio to a baseline as a heat map over head
-configuration x sequence length, causal and not; TFLOP/s against sequence length per head
-configuration, the kernel beside its baselines, with the measured GEMM ceiling drawn in."""
+configuration x sequence length, causal and not, every one on the same diverging log scale
+(scale.py: 0.5x to 2x, 1x white); TFLOP/s against sequence length per head configuration, the
+kernel (named by its file) beside its baselines, with the measured GEMM ceiling drawn in and
+labelled with its value."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import math
 from pathlib import Path
 
 from ..scenarios import HEAD_CONFIGS, SEQLENS
+from . import scale
 from .data import ArchResults
 
 
@@ -28,8 +31,6 @@ def _mask_name(causal: bool) -> str:
 
 def heatmap(res: ArchResults, baseline: str, causal: bool, path: Path) -> Path | None:
     """None when no scenario of that mask has a ratio to `baseline`."""
-    from matplotlib.colors import TwoSlopeNorm
-
     plt = _pyplot()
     cell = {(r.head_config, r.seqlen_q): r for r in res.grid_rows if r.causal == causal}
     hcs = [hc.name for hc in HEAD_CONFIGS if any(k[0] == hc.name for k in cell)]
@@ -40,22 +41,24 @@ def heatmap(res: ArchResults, baseline: str, causal: bool, path: Path) -> Path |
     values = [v for row in grid for v in row if v]
     if not values:
         return None
-    lo, hi = min(values + [0.99]), max(values + [1.01])
     fig, ax = plt.subplots(figsize=(8.5, 0.45 * len(hcs) + 1.8))
     data = [[math.nan if v is None else v for v in row] for row in grid]
-    cmap = plt.get_cmap("RdYlGn").with_extremes(bad="#d0d0d0")
-    im = ax.imshow(data, cmap=cmap, norm=TwoSlopeNorm(vcenter=1.0, vmin=lo, vmax=hi), aspect="auto")
+    im = ax.imshow(data, cmap=scale.cmap(), norm=scale.norm(), aspect="auto")
     for i, row in enumerate(grid):
         for j, v in enumerate(row):
             r = cell.get((hcs[i], SEQLENS[j]))
             text = f"{v:.2f}" if v is not None else ("" if r is None else ("n/a" if r.correct else r.status))
-            ax.text(j, i, text, ha="center", va="center", fontsize=8)
+            ax.text(j, i, text, ha="center", va="center", fontsize=8, color=scale.text_color(v))
     ax.set_xticks(range(len(SEQLENS)), [str(s) for s in SEQLENS])
     ax.set_yticks(range(len(hcs)), hcs)
     ax.set_xlabel("sequence length (batch x seqlen = 32768 tokens)")
     gpu = res.provenance.get("gpu_name") or "GPU"
-    ax.set_title(f"{baseline} time / kernel time, {_mask_name(causal)} ({gpu}); > 1: kernel faster", fontsize=10)
-    fig.colorbar(im, ax=ax, shrink=0.8)
+    kernel = res.kernel_file
+    ax.set_title(f"{baseline} time / {kernel} time, {_mask_name(causal)} ({gpu}); > 1: {kernel} faster", fontsize=10)
+    bar = fig.colorbar(im, ax=ax, shrink=0.8, ticks=list(scale.TICKS))
+    bar.ax.set_yticklabels([f"{t:g}x" for t in scale.TICKS])
+    bar.ax.minorticks_off()
+    bar.set_label(f"{baseline} time / {kernel} time (log scale, same on every map)", fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -70,6 +73,7 @@ def tflops_vs_seqlen(res: ArchResults, causal: bool, path: Path) -> Path | None:
         return None
     hcs = [hc.name for hc in HEAD_CONFIGS if any(r.head_config == hc.name for r in rows)]
     impls = ["kernel"] + [b for b in res.baselines if any(r.tflops.get(b) for r in rows)]
+    label = {"kernel": res.kernel_file}
     ncol = 4
     nrow = math.ceil(len(hcs) / ncol)
     fig, axes = plt.subplots(nrow, ncol, figsize=(4 * ncol, 2.9 * nrow), squeeze=False)
@@ -79,9 +83,17 @@ def tflops_vs_seqlen(res: ArchResults, causal: bool, path: Path) -> Path | None:
         for impl in impls:
             pts = [(r.seqlen_q, r.tflops[impl]) for r in mine if r.tflops.get(impl) and (impl != "kernel" or r.correct)]
             if pts:
-                ax.plot(*zip(*pts), marker="o", markersize=3, label=impl, linewidth=2.2 if impl == "kernel" else 1.2)
+                ax.plot(
+                    *zip(*pts),
+                    marker="o",
+                    markersize=3,
+                    label=label.get(impl, impl),
+                    linewidth=2.2 if impl == "kernel" else 1.2,
+                )
         if ceiling:
-            ax.axhline(ceiling, color="grey", linestyle="--", linewidth=0.8, label="bf16 GEMM")
+            ax.axhline(
+                ceiling, color="grey", linestyle="--", linewidth=0.8, label=f"bf16 GEMM ceiling, {ceiling:.0f} TFLOP/s"
+            )
         ax.set_xscale("log", base=2)
         ax.set_xticks(SEQLENS, [f"{s // 1024}k" if s >= 1024 else str(s) for s in SEQLENS], fontsize=8)
         ax.minorticks_off()
