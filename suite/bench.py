@@ -205,6 +205,7 @@ def run_bench(
                 "cudnn": h.get("cudnn"),
                 "gemm_tflops": h.get("gemm_tflops"),
                 "ceiling_factor": req.config.plausibility.ceiling_factor,
+                "device_state": h.get("device_state"),
                 "baseline_status": h.get("baselines"),
                 "baseline_versions": h.get("baseline_versions"),
             }

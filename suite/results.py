@@ -62,6 +62,7 @@ CODES = {
     "late-work": "work was still running after the harness's stream was done",
     "timed-output": "an output written during timing was unwritten, non-finite or wrong",
     "implausible": "faster than the bf16 GEMM ceiling measured on the GPU (x the margin) allows",
+    "device-state": "the kernel changed device or stream state of the harness (persisting L2, a limit, a window)",
     "cuda-error": "a CUDA error (e.g. an illegal address) in the worker",
     "crash": "the worker process died",
     "timeout": "the worker did not answer in time (a hang)",

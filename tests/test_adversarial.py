@@ -28,6 +28,7 @@ def test_the_expectations_are_known_codes_and_real_scenarios():
     ids = sc.by_id()
     for a in run_h200.ATTACKS:
         assert a.expect in CODES or a.expect in ("pass", "rules")
+        assert a.unchecked is None or (a.unchecked in CODES and a.expect == "rules")
         assert all(s in ids for s in a.scenarios)
         assert a.scenarios or a.expect == "rules"
 
@@ -73,6 +74,35 @@ def test_the_verdict_of_the_script():
     assert not run_h200.judge(p, [], None).passed
 
 
+def test_the_verdict_on_the_new_classes():
+    for kernel, code in (
+        ("replay_by_content", "cached"),
+        ("replay_by_content_paced", "cached"),
+        ("above_ceiling", "implausible"),
+    ):
+        a = BY_NAME[kernel]
+        caught = [row(s, "implausible" if code == "implausible" else "rejected", code) for s in a.scenarios]
+        o = run_h200.judge(a, caught, None)
+        assert o.passed and o.observed == f"rejected: 1 {code}"
+        assert not run_h200.judge(a, [row(s) for s in a.scenarios], None).passed
+        assert not run_h200.judge(a, [row(s, "rejected", "timed-output") for s in a.scenarios], None).passed
+    for kernel in ("reads_process", "static_constructor", "persisting_l2"):
+        assert run_h200.judge(BY_NAME[kernel], None, "x.cu breaks the rule\n  compiled code: imports `x`").passed
+        assert not run_h200.judge(BY_NAME[kernel], [], None).passed
+    u = run_h200.unchecked_attack(BY_NAME["persisting_l2"])
+    assert u.expect == "device-state" and u.scenarios and "without the allow-list" in u.kernel
+    assert run_h200.judge(u, [row(s, "rejected", "device-state") for s in u.scenarios], None).passed
+    assert not run_h200.judge(u, [row(s) for s in u.scenarios], None).passed
+
+
+@pytest.mark.nvcc
+def test_the_unchecked_build_is_plain_nvcc_outside_the_suites_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELSEEK_CACHE", str(tmp_path / "cache"))
+    lib, why = run_h200.build_unchecked(BY_NAME["persisting_l2"], "sm90", tmp_path)
+    assert why is None and lib.exists() and lib.parent == tmp_path / "unchecked"
+    assert not list((tmp_path / "cache").glob("build/*/kernel.so"))  # not through the suite's build
+
+
 def test_the_script_refuses_to_run_without_a_gpu(monkeypatch, tmp_path):
     from kernelseek_suite import gpu
 
@@ -92,6 +122,10 @@ def test_each_kernel_builds_or_is_refused_as_expected(tmp_path, monkeypatch):
             assert err is None and built is not None, (a.kernel, err)
     assert "PyRun_SimpleString" in libs["python_patch"][1] and "Python C API" in libs["python_patch"][1]
     assert "creating a stream" in libs["creates_stream"][1]
+    for name in ("`environ` (the process environment)", "`fopen64` (files", "`cudaStreamAddCallback` (host code"):
+        assert name in libs["reads_process"][1]
+    assert "static constructor in `.init_array`" in libs["static_constructor"][1]
+    assert "`cudaDeviceSetLimit`" in libs["persisting_l2"][1] and "`cudaStreamSetAttribute`" in libs["persisting_l2"][1]
     names = {re.sub(r"ILi(\d+)E", r"\1", f.name) for f in libs["honest"][0].functions}
     assert len(names) == 2
 

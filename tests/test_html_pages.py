@@ -346,3 +346,18 @@ def test_traces_html_command(long_trace, tmp_path):
     r = CliRunner().invoke(main, ["traces", "html", str(bad)])
     assert r.exit_code == 4 and "not a trace" in r.output
     assert not (tmp_path / "not-a-trace.html").exists()
+
+
+def test_png_heat_maps_use_the_same_scale(tmp_path):
+    import numpy as np
+    from matplotlib.image import imread
+
+    from kernelseek_suite.reports import plots
+
+    res = load(write_results(tmp_path, make_rows(ratio=_ratio)))
+    for baseline, ratio in (("fa3", 0.8), ("cudnn", 1.25)):
+        png = plots.heatmap(res, baseline, False, tmp_path / f"{baseline}.png")
+        pixels = (imread(png)[..., :3] * 255).round()
+        want = np.array([int(scale.color(ratio)[i : i + 2], 16) for i in (1, 3, 5)])
+        # the cells fill a large part of the picture, in the page's colour for that ratio
+        assert (np.abs(pixels - want).max(axis=-1) <= 2).mean() > 0.25

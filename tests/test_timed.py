@@ -181,3 +181,167 @@ def test_late_work_comes_first():
     clock = fakes.StandInClock()
     res = timed(lambda b, t: (full(b), clock.took(1.0, late_ms=2.0))[0], clock)
     assert res.verdict.code == "late-work"
+
+
+def cheap_after_checks(scn, clock, honest_ms=1.0, cheap_ms=0.01):
+    """Computes on the first three calls per output buffer, then writes a copy of V (finite, wrong)
+    in a fraction of the time: above_ceiling.cu in Python."""
+    full = fakes.honest(scn)
+    calls = {}
+
+    def launch(b, t=None):
+        key = b.out.view.data_ptr()
+        calls[key] = calls.get(key, 0) + 1
+        if calls[key] <= 3:
+            clock.took(honest_ms)
+            return full(b)
+        clock.took(cheap_ms)
+        b.out.view.copy_(b.v[:, :, [h // (scn.heads_q // scn.heads_kv) for h in range(scn.heads_q)]])
+        b.lse.view.fill_(1.0)
+        return 0
+
+    return launch
+
+
+def ceiling_at(tflops_max):
+    return lambda tf: f"{tf:.1f} TFLOP/s is above {tflops_max}" if tf > tflops_max else None
+
+
+def test_a_cheap_finite_stand_in_after_the_checks_is_implausible_for_certain():
+    clock = fakes.StandInClock()
+    launch = cheap_after_checks(SCN, clock)
+    v, state = trial.check_scenario(SCN, SEED, launch, lambda: None, "cpu", CFG)
+    # SCN's FLOPs in 0.01 ms: far above a ceiling set at what 1 ms would give
+    ceiling = ceiling_at(SCN.flops / 1e-3 / 1e12 * 1.1)
+    res = time_scenario(
+        SCN,
+        state,
+        launch,
+        {},
+        SEED,
+        random.Random(SEED),
+        "cpu",
+        TCFG,
+        CFG,
+        lambda: None,
+        gap_ms=0.0,
+        timer=clock,
+        ceiling=ceiling,
+    )
+    assert (res.verdict.status, res.verdict.code) == ("implausible", "implausible") and "above" in res.verdict.reason
+    # without a ceiling the sampled check finds it (here: 3 of the counted calls, all of them cheap)
+    launch = cheap_after_checks(SCN, clock)
+    v, state = trial.check_scenario(SCN, SEED, launch, lambda: None, "cpu", CFG)
+    res = time_scenario(
+        SCN, state, launch, {}, SEED, random.Random(SEED), "cpu", TCFG, CFG, lambda: None, gap_ms=0.0, timer=clock
+    )
+    assert res.verdict.code == "timed-output"
+
+
+def test_an_honest_kernel_below_the_ceiling_passes_it():
+    full = fakes.honest(SCN)
+    clock = fakes.StandInClock()
+    res = timed(lambda b, t: (full(b), clock.took(1.0))[0], clock)
+    assert res.verdict.ok
+    v, state = trial.check_scenario(SCN, SEED, full, lambda: None, "cpu", CFG)
+    res = time_scenario(
+        SCN,
+        state,
+        lambda b, t: (full(b), clock.took(1.0))[0],
+        {},
+        SEED,
+        random.Random(SEED),
+        "cpu",
+        TCFG,
+        CFG,
+        lambda: None,
+        gap_ms=0.0,
+        timer=clock,
+        ceiling=ceiling_at(SCN.flops / 1e-3 / 1e12 * 1.1),
+    )
+    assert res.verdict.ok, res.verdict.reason
+
+
+def test_unwritten_outputs_come_before_the_ceiling():
+    """lazy_after_checks.cu returns at once, leaving the poison: `timed-output`, though its time is
+    also impossible."""
+    full = fakes.honest(SCN)
+    clock = fakes.StandInClock()
+    n = [0]
+
+    def launch(b, t=None):
+        n[0] += 1
+        clock.took(0.001)
+        return full(b) if n[0] <= 3 else 0
+
+    v, state = trial.check_scenario(SCN, SEED, launch, lambda: None, "cpu", CFG)
+    res = time_scenario(
+        SCN,
+        state,
+        launch,
+        {},
+        SEED,
+        random.Random(SEED),
+        "cpu",
+        TCFG,
+        CFG,
+        lambda: None,
+        gap_ms=0.0,
+        timer=clock,
+        ceiling=ceiling_at(1e-9),
+    )
+    assert res.verdict.code == "timed-output" and "unwritten or non-finite" in res.verdict.reason
+
+
+class ChangesState:
+    """A device-state guard: reports a change after the kernel's `at`-th call in the timing."""
+
+    def __init__(self, at):
+        self.at, self.calls = at, 0
+
+    def check_and_restore(self):
+        self.calls += 1
+        return ["the persisting-L2 set-aside: 0 -> 4194304"] if self.calls == self.at else []
+
+
+def test_device_state_a_kernel_changed_is_its_verdict():
+    full = fakes.honest(SCN)
+    clock = fakes.StandInClock()
+    v, state = trial.check_scenario(SCN, SEED, full, lambda: None, "cpu", CFG)
+    guard = ChangesState(at=6)
+    res = time_scenario(
+        SCN,
+        state,
+        lambda b, t: (full(b), clock.took(1.0))[0],
+        {},
+        SEED,
+        random.Random(SEED),
+        "cpu",
+        TCFG,
+        CFG,
+        lambda: None,
+        gap_ms=0.0,
+        timer=clock,
+        guard=guard,
+    )
+    assert (res.verdict.status, res.verdict.code) == ("rejected", "device-state")
+    assert "persisting-L2 set-aside" in res.verdict.reason
+    # the guard ran after every call of the kernel: warm-up, counted, repeat
+    assert guard.calls == TCFG.warmup + TCFG.max_reps + TCFG.repeat_calls
+    clean = ChangesState(at=-1)
+    res = time_scenario(
+        SCN,
+        state,
+        lambda b, t: (full(b), clock.took(1.0))[0],
+        {},
+        SEED,
+        random.Random(SEED),
+        "cpu",
+        TCFG,
+        CFG,
+        lambda: None,
+        gap_ms=0.0,
+        timer=clock,
+        guard=clean,
+    )
+    assert res.verdict.ok and clean.calls == TCFG.warmup + TCFG.max_reps + TCFG.repeat_calls + 1  # and the re-check

@@ -119,17 +119,21 @@ def test_timed_outputs_and_inputs_after_timing():
     v, state = judge(fakes.honest)
     sets = [(state.bufs, state.expected)]
     b, exp = state.bufs, state.expected
-    assert trial.check_timed_outputs({0: 0}, [], sets, GRID_LIKE, CFG).ok
-    assert trial.check_timed_outputs({0: 12}, [], sets, GRID_LIKE, CFG).code == "timed-output"
+    assert trial.check_timed_outputs([], sets, GRID_LIKE, CFG).ok
+    assert trial.timed_unwritten({0: 0, 1: 0}).ok
+    assert (
+        trial.timed_unwritten({0: 0, 1: 12}).code == "timed-output"
+        and "input set 1" in trial.timed_unwritten({0: 0, 1: 12}).reason
+    )
     good = take_sample(4, 0, b.q, b.k, b.v, exp.ref.to(torch.bfloat16), exp.ref_lse, random.Random(1))
-    assert trial.check_timed_outputs({0: 0}, [good], sets, GRID_LIKE, CFG).ok
+    assert trial.check_timed_outputs([good], sets, GRID_LIKE, CFG).ok
     wrong = take_sample(
         4, 0, b.q, b.k, b.v, torch.zeros_like(exp.ref, dtype=torch.bfloat16), exp.ref_lse, random.Random(1)
     )
-    bad = trial.check_timed_outputs({0: 0}, [good, wrong], sets, GRID_LIKE, CFG)
+    bad = trial.check_timed_outputs([good, wrong], sets, GRID_LIKE, CFG)
     assert bad.code == "timed-output" and "timed call 4" in bad.reason
     state.bufs.v.mul_(2)
-    assert trial.check_timed_outputs({0: 0}, [], sets, GRID_LIKE, CFG).code == "inputs-modified"
+    assert trial.check_timed_outputs([], sets, GRID_LIKE, CFG).code == "inputs-modified"
 
 
 def test_recheck_after_timing_uses_a_fresh_poisoned_run():
@@ -157,6 +161,4 @@ def test_a_kernel_lazy_after_its_first_calls_fails_once_timed_calls_are_checked(
     state.bufs.lse.poison()
     launch(state.bufs)
     bad = int((~torch.isfinite(state.bufs.out.view)).sum())
-    assert (
-        trial.check_timed_outputs({0: bad}, [], [(state.bufs, state.expected)], GRID_LIKE, CFG).code == "timed-output"
-    )
+    assert trial.timed_unwritten({0: bad}).code == "timed-output"

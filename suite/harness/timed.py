@@ -1,18 +1,25 @@
 """The timed phase of one scenario: the kernel beside its baselines, with new input contents before
-every call of the kernel (fresh.py), then the checks of what it wrote while it was timed.
+every call of the kernel (fresh.py), then the checks of what it did while it was timed.
 
 In order, the first failure being the verdict:
   1. late work: work left running after the call's stream was done (timing.late_work);
-  2. a replay: calls on inputs the kernel had just seen are faster than calls on new ones
-     (timing.replayed) -> `cached`;
+  2. device or stream state the kernel changed (device_state.py; put back after every call, before
+     anything else ran) -> `device-state`;
   3. unwritten or non-finite elements in any timed output (every call is poisoned first);
-  4. the inputs, with the new contents undone, must be the ones before timing, bit for bit;
-  5. a random sample of timed calls, each checked on one random (batch, head) against the reference
+  4. a time no attention kernel can reach: above the GEMM ceiling x its margin -> `implausible`;
+  5. a replay: calls on inputs the kernel had just seen are faster than calls on new ones
+     (timing.replayed) -> `cached`;
+  6. the inputs, with the new contents undone, must be the ones before timing, bit for bit;
+  7. a random sample of timed calls, each checked on one random (batch, head) against the reference
      of the inputs that call saw;
-  6. a re-check on another input set after timing.
+  8. a re-check on another input set after timing.
+The timing's own validity (1-5) comes before what the outputs say (6-8): a kernel that writes a
+cheap, finite stand-in once the checks are past is `implausible` for certain, and `timed-output`
+only when the sample happens to hit it.
 
-Device-agnostic: the launch, the baselines, the timer, the flush and `sync` are passed in; the worker
-runs it on the GPU, the tests on the CPU with kernels written in Python and a stand-in timer.
+Device-agnostic: the launch, the baselines, the timer, the flush, `sync`, the device-state guard and
+the ceiling are passed in; the worker runs it on the GPU, the tests on the CPU with kernels written
+in Python and a stand-in timer.
 """
 
 from __future__ import annotations
@@ -20,9 +27,10 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..config import CheckConfig, TimingConfig
-from ..results import STATUS_REJECTED
+from ..results import STATUS_IMPLAUSIBLE, STATUS_REJECTED
 from ..scenarios import Scenario
 from . import trial
 from .fresh import FreshContent, Reservoir, take_sample
@@ -51,10 +59,13 @@ def time_scenario(
     flush: Callable[[], None] | None = None,
     gap_ms: float | None = None,
     timer: Timer | None = None,
+    guard: StateGuard | None = None,
+    ceiling: Callable[[float], str | None] | None = None,
 ) -> TimedOutcome:
     """`launch(bufs, input_set)` runs the kernel once on the buffers; `baselines` maps a name to a
     callable on (q, k, v). The first input set is the one the trials left in `state`; the others are
-    drawn from the scenario's seed."""
+    drawn from the scenario's seed. `guard.check_and_restore()` runs after every call of the kernel,
+    outside the timed region; `ceiling(tflops)` says why a kernel's TFLOP/s is implausible, or None."""
     sets = [state.bufs] + [
         trial.new_buffers(scn, scenario_seed(seed, scn.id, t), device, check_cfg)
         for t in range(1, timing_cfg.input_sets)
@@ -70,7 +81,11 @@ def time_scenario(
         sets[c.input_set].out.poison()
         sets[c.input_set].lse.poison()
 
+    changed: list[str] = []
+
     def after(c: Call):
+        if guard is not None:
+            changed.extend(f for f in guard.check_and_restore() if f not in changed)
         b = sets[c.input_set]
         bad[c.input_set] = bad[c.input_set] + b.out.count_nonfinite() + b.lse.count_nonfinite()
         if c.kind == COUNTED:
@@ -96,6 +111,14 @@ def time_scenario(
                 f"{kst.median_ms:.3f} ms): work on another stream or a host thread",
             ),
         )
+    if changed:
+        return TimedOutcome(stats, device_state_verdict(changed))
+    unwritten = trial.timed_unwritten({t: int(n) for t, n in enumerate(bad)})
+    if not unwritten.ok:
+        return TimedOutcome(stats, unwritten)
+    why = ceiling(flops_rate(scn.flops, kst.median_ms)) if ceiling is not None else None
+    if why:
+        return TimedOutcome(stats, trial.Verdict(STATUS_IMPLAUSIBLE, "implausible", why))
     if replayed(kst, timing_cfg):
         return TimedOutcome(
             stats,
@@ -108,14 +131,32 @@ def time_scenario(
                 "contents and replayed",
             ),
         )
-    bad_counts = {t: int(n) for t, n in enumerate(bad)}
     expected = [state.expected] + [
         trial.expected_for(scn, scenario_seed(seed, scn.id, t), device) for t in range(1, len(sets))
     ]
-    v = trial.check_timed_outputs(
-        bad_counts, [s for s in samples if s is not None], list(zip(sets, expected)), scn, check_cfg
-    )
+    v = trial.check_timed_outputs([s for s in samples if s is not None], list(zip(sets, expected)), scn, check_cfg)
     if not v.ok:
         return TimedOutcome(stats, v)
     v = trial.recheck(lambda b: launch(b, len(sets) - 1), sets[-1], expected[-1], sync, check_cfg)
+    after_recheck = guard.check_and_restore() if guard is not None else []
+    if v.ok and after_recheck:
+        return TimedOutcome(stats, device_state_verdict(after_recheck), v.check)
     return TimedOutcome(stats, v, v.check)
+
+
+class StateGuard(Protocol):
+    def check_and_restore(self) -> list[str]: ...
+
+
+def flops_rate(flops: float, ms: float) -> float:
+    """TFLOP/s of `flops` done in `ms` milliseconds."""
+    return flops / (ms * 1e-3) / 1e12
+
+
+def device_state_verdict(changed: list[str]) -> trial.Verdict:
+    return trial.Verdict(
+        STATUS_REJECTED,
+        "device-state",
+        "the kernel changed device or stream state that belongs to the harness (put back after each of its calls, "
+        "before anything else ran): " + "; ".join(changed[:4]),
+    )

@@ -273,15 +273,9 @@ def check_scenario(
     return verdict, ScenarioState(bufs, exp_b)
 
 
-def check_timed_outputs(
-    bad_counts: dict[int, int], samples: list, sets: list[tuple[Buffers, Expected]], scn: Scenario, cfg: CheckConfig
-) -> Verdict:
-    """After timing (the inputs restored to their contents before it, fresh.py): every timed launch
-    was poisoned first and its output counted for non-finite elements (`bad_counts` per input set);
-    a random sample of timed calls (fresh.Sample: one (batch, head) each) is checked against the
-    reference of the inputs that call saw; the inputs must be as they were."""
-    from .fresh import check_sample
-
+def timed_unwritten(bad_counts: dict[int, int]) -> Verdict:
+    """Every timed launch was poisoned first and its output counted for non-finite elements
+    (`bad_counts` per input set)."""
     for t, n in sorted(bad_counts.items()):
         if n:
             return Verdict(
@@ -290,6 +284,17 @@ def check_timed_outputs(
                 f"outputs written during timing (input set {t}) held {n} unwritten or "
                 "non-finite elements: the kernel does less work when it is timed",
             )
+    return Verdict()
+
+
+def check_timed_outputs(
+    samples: list, sets: list[tuple[Buffers, Expected]], scn: Scenario, cfg: CheckConfig
+) -> Verdict:
+    """After timing (the inputs restored to their contents before it, fresh.py): the inputs must be as
+    they were, and a random sample of timed calls (fresh.Sample: one (batch, head) each) is checked
+    against the reference of the inputs that call saw."""
+    from .fresh import check_sample
+
     for bufs, exp in sets:
         changed = [
             n

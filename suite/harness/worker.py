@@ -99,11 +99,13 @@ def run_job(job: dict, chan: WorkerChannel) -> int:
     from .. import baselines as bl
     from ..config import CheckConfig, PlausibilityConfig, TimingConfig
     from ..contract import ContractError, KernelLibrary, make_params
-    from ..results import STATUS_ERROR, STATUS_OK, ScenarioResult
+    from ..results import STATUS_ERROR, STATUS_OK, STATUS_WRONG, ScenarioResult
     from ..scenarios import Scenario
     from . import trial
+    from .device_state import CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, CudaDriver, DeviceGuard, DeviceStateError
     from .inputs import scenario_seed
-    from .timed import time_scenario
+    from .plausibility import implausible_reason
+    from .timed import device_state_verdict, time_scenario
     from .timing import L2Flusher, idle_gap_ms
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -115,6 +117,15 @@ def run_job(job: dict, chan: WorkerChannel) -> int:
     stream = torch.cuda.Stream(device=dev)  # non-blocking: see the module docstring
     torch.cuda.set_stream(stream)
     props = torch.cuda.get_device_properties(dev)
+    # the state the kernel must leave alone, read before its library is loaded (device_state.py); if
+    # the driver cannot be reached, every row says so in its flags
+    try:
+        guard = DeviceGuard(CudaDriver(), [stream.cuda_stream, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD])
+        unguarded = ""
+    except (OSError, AttributeError, DeviceStateError) as e:
+        guard = None
+        unguarded = f"unguarded: device state not checked ({type(e).__name__}: {e})"[:300]
+        sys.stderr.write(unguarded + "\n")
     try:
         lib = KernelLibrary(job["library"])
     except ContractError as e:
@@ -133,6 +144,7 @@ def run_job(job: dict, chan: WorkerChannel) -> int:
         cuda=torch.version.cuda,
         cudnn=torch.backends.cudnn.version(),
         gemm_tflops=gemm,
+        device_state="checked after every call" if guard is not None else unguarded,
         baselines={b: bl.get(b).available()[1] for b in job["baselines"]},
         baseline_versions={b: bl.get(b).version() for b in job["baselines"]},
     )
@@ -144,20 +156,38 @@ def run_job(job: dict, chan: WorkerChannel) -> int:
     def sync():
         torch.cuda.synchronize()
 
+    def ceiling(tflops: float) -> str | None:
+        return implausible_reason(tflops, gemm, plaus_cfg.ceiling_factor)
+
     def run_scenario(scn: Scenario, timed: bool, row: ScenarioResult) -> None:
+        changed: list[str] = []
+
         def launch(bufs: trial.Buffers) -> int:
             p = make_params(bufs.q, bufs.k, bufs.v, bufs.out.view, bufs.lse.view, scn.causal, scn.softmax_scale)
             return lib.forward(p, stream.cuda_stream)
+
+        def sync_and_guard():
+            # after a trial's call and its device-wide synchronize (not between the call and the copy
+            # of its output: the late-work check needs that copy right after the call), before the next
+            sync()
+            if guard is not None:
+                changed.extend(f for f in guard.check_and_restore() if f not in changed)
 
         def apply(v: trial.Verdict):
             row.status, row.code, row.reason = v.status, v.code, v.reason
             if v.check is not None and row.check is None:
                 row.check = v.check
 
+        if unguarded:
+            row.flags.append(unguarded)
         with _Range(f"check:{scn.id}"):
-            verdict, state = trial.check_scenario(scn, scenario_seed(seed, scn.id, 0), launch, sync, dev, check_cfg)
+            verdict, state = trial.check_scenario(
+                scn, scenario_seed(seed, scn.id, 0), launch, sync_and_guard, dev, check_cfg
+            )
             apply(verdict)
             row.flags += verdict.flags
+        if changed and row.status in (STATUS_OK, STATUS_WRONG):
+            apply(device_state_verdict(changed))
         if row.status != STATUS_OK or not timed:
             return
 
@@ -178,7 +208,22 @@ def run_job(job: dict, chan: WorkerChannel) -> int:
                 )
                 if fn is not None:
                     fns[b] = fn
-            res = time_scenario(scn, state, launch_set, fns, seed, rng, dev, timing_cfg, check_cfg, sync, flush, gap)
+            res = time_scenario(
+                scn,
+                state,
+                launch_set,
+                fns,
+                seed,
+                rng,
+                dev,
+                timing_cfg,
+                check_cfg,
+                sync,
+                flush,
+                gap,
+                guard=guard,
+                ceiling=ceiling,
+            )
         stats = res.stats
         for name, st in stats.items():
             row.times_ms[name] = st.to_dict()

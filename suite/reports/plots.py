@@ -30,7 +30,8 @@ def _mask_name(causal: bool) -> str:
 
 
 def heatmap(res: ArchResults, baseline: str, causal: bool, path: Path) -> Path | None:
-    """None when no scenario of that mask has a ratio to `baseline`."""
+    """None when no scenario of that mask has a ratio to `baseline`. Every map is on the one scale of
+    scale.py (log, 0.5x-2x), as are REPORT.html's."""
     plt = _pyplot()
     cell = {(r.head_config, r.seqlen_q): r for r in res.grid_rows if r.causal == causal}
     hcs = [hc.name for hc in HEAD_CONFIGS if any(k[0] == hc.name for k in cell)]
@@ -55,10 +56,10 @@ def heatmap(res: ArchResults, baseline: str, causal: bool, path: Path) -> Path |
     gpu = res.provenance.get("gpu_name") or "GPU"
     kernel = res.kernel_file
     ax.set_title(f"{baseline} time / {kernel} time, {_mask_name(causal)} ({gpu}); > 1: {kernel} faster", fontsize=10)
-    bar = fig.colorbar(im, ax=ax, shrink=0.8, ticks=list(scale.TICKS))
-    bar.ax.set_yticklabels([f"{t:g}x" for t in scale.TICKS])
-    bar.ax.minorticks_off()
-    bar.set_label(f"{baseline} time / {kernel} time (log scale, same on every map)", fontsize=8)
+    bar = fig.colorbar(im, ax=ax, shrink=0.8, extend="both")
+    bar.set_ticks(scale.TICKS, labels=[f"{t:g}x" for t in scale.TICKS])
+    bar.minorticks_off()
+    bar.set_label(f"{baseline} time / {kernel} time (log scale, the same on every map)", fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

@@ -4,9 +4,12 @@ print the table attack / defence / expected / observed / pass.
     python tests/adversarial/run_h200.py [--arch sm90] [--out DIR] [--only a,b] [--no-sanitize]
 
 Each kernel runs through `bench` (its own worker, all defences on) on a handful of small scenarios
-chosen for its cheat; two are refused at build time. The compute-sanitizer part runs memcheck on the
-out-of-bounds kernel and on the honest one. The table, and every row, go to DIR (adversarial.md,
-adversarial.json, one bench folder per kernel). Exit code 0 when every line passes.
+chosen for its cheat; five are refused at build time, and one of those (persisting_l2) is also built
+with plain nvcc and run through the sweep, to show the run-time defence under the build's refusal.
+The compute-sanitizer part runs memcheck on the out-of-bounds kernel and on the honest one. Last, what
+the new defences cost per call is measured (fresh inputs, the device-state check, a sampled
+reference). The table, and every row, go to DIR (adversarial.md, adversarial.json, one bench folder
+per kernel). Exit code 0 when every line passes.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -39,6 +42,9 @@ class Attack:
     expect: str  # a reason code of results.CODES, "rules" (refused at build), or "pass"
     scenarios: tuple[str, ...] = DEFAULT
     timeout_s: float = 120.0
+    # refused at build: what the run-time defence under that rule must say when the kernel is built
+    # without it (plain nvcc) and run anyway, or None
+    unchecked: str | None = None
 
 
 ATTACKS = (
@@ -110,6 +116,49 @@ ATTACKS = (
         (),
     ),
     Attack("creates_stream", "creates a stream of its own", "static rules", "rules", ()),
+    Attack(
+        "replay_by_content",
+        "replays outputs kept by a hash of the contents of q, k and v",
+        "new contents before every counted call; repeat calls on seen contents timed apart",
+        "cached",
+        GRID[:1],
+    ),
+    Attack(
+        "replay_by_content_paced",
+        "the same replay, paced to 650 TFLOP/s (about 1.3x FA3): no alarm on speed",
+        "new contents before every counted call; repeat calls on seen contents timed apart",
+        "cached",
+        GRID[:1],
+    ),
+    Attack(
+        "above_ceiling",
+        "after the checks, a copy of V (finite, cheap): faster than a GEMM",
+        "above 1.10x the GEMM ceiling measured on the GPU: implausible, not correct",
+        "implausible",
+        GRID[:1],
+    ),
+    Attack(
+        "reads_process",
+        "reads environ, /proc/self/cmdline (fopen64) and puts a callback on the stream",
+        "allow-list of what the compiled code imports",
+        "rules",
+        (),
+    ),
+    Attack(
+        "static_constructor",
+        "a global object's constructor runs at load and keeps the GPU busy",
+        "no .init_array entry but nvcc's own registration",
+        "rules",
+        (),
+    ),
+    Attack(
+        "persisting_l2",
+        "persisting-L2 set-aside and an access-policy window over K, never reset",
+        "allow-list of imports; under it, limits and stream windows checked and put back after every call",
+        "rules",
+        (),
+        unchecked="device-state",
+    ),
 )
 
 
@@ -187,6 +236,130 @@ def run_one(a: Attack, arch: str, out: Path):
     return read_jsonl(out / a.kernel / "bench.jsonl")
 
 
+def build_unchecked(a: Attack, arch: str, out: Path) -> tuple[Path | None, str | None]:
+    """The kernel compiled by nvcc with the suite's flags and none of its checks (no rules, no
+    allow-list): the only way to show the run-time defence under a build-time refusal."""
+    import subprocess
+
+    from kernelseek_suite import config
+    from kernelseek_suite.build import nvcc_path
+
+    lib = out / "unchecked" / f"{a.kernel}.so"
+    lib.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [nvcc_path() or "nvcc", *config.NVCC_FLAGS, config.ARCHES[arch]["gencode"], "-o", str(lib)]
+    p = subprocess.run([*cmd, str(HERE / f"{a.kernel}.cu")], capture_output=True, text=True)
+    return (lib, None) if p.returncode == 0 else (None, (p.stdout + p.stderr)[-400:])
+
+
+def run_unchecked(a: Attack, arch: str, out: Path, library: Path, gpu_uuid: str | None):
+    """The library straight through the sweep (the worker and all its run-time defences)."""
+    import secrets
+
+    from kernelseek_suite import scenarios as sc
+    from kernelseek_suite.config import HarnessConfig, SweepConfig
+    from kernelseek_suite.harness.sweep import SweepSpec, run_sweep
+
+    folder = out / f"{a.kernel}-unchecked"
+    folder.mkdir(parents=True, exist_ok=True)
+    ids = sc.by_id(arch)
+    spec = SweepSpec(
+        library=str(library),
+        scenarios=[ids[s] for s in a.scenarios],
+        baselines=[],
+        seed=secrets.randbits(48),
+        config=HarnessConfig(sweep=SweepConfig(scenario_timeout_s=a.timeout_s, worker_start_timeout_s=180.0)),
+        worker_log=folder / "worker.log",
+        gpu_uuid=gpu_uuid,
+    )
+    return run_sweep(spec, folder / "bench.jsonl")
+
+
+def unchecked_attack(a: Attack) -> Attack:
+    return replace(
+        a,
+        kernel=f"{a.kernel} (built without the allow-list)",
+        defence="device state read after every call of the kernel, put back, persisting L2 lines reset",
+        expect=a.unchecked,
+        scenarios=GRID[:1],
+    )
+
+
+def measure_costs(arch: str) -> dict:
+    """What the new defences cost per call of the kernel, on this GPU, in a child process (this one
+    keeps no CUDA context): new input contents (GPU time and the CPU time to enqueue them) for the
+    largest and the smallest inputs of the grid, the device-state check (CPU), and the fp32 reference
+    of one sampled (batch, head) of the longest sequence."""
+    import subprocess
+
+    p = subprocess.run([sys.executable, __file__, "--costs-json", "--arch", arch], capture_output=True, text=True)
+    try:
+        return json.loads(p.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        return {"error": (p.stderr or p.stdout)[-400:]}
+
+
+def _costs_json(arch: str) -> dict:
+    import random
+    import statistics
+
+    import torch
+
+    from kernelseek_suite import scenarios as sc
+    from kernelseek_suite.harness.device_state import CU_STREAM_LEGACY, CudaDriver, DeviceGuard
+    from kernelseek_suite.harness.fresh import FreshContent, take_sample
+    from kernelseek_suite.harness.inputs import make_inputs
+    from kernelseek_suite.harness.reference import reference_pair
+
+    def gpu_ms(fn, n=20):
+        fn()
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(n):
+            fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / n
+
+    def cpu_us(fn, n=20):
+        t = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            fn()
+            t.append((time.perf_counter() - t0) * 1e6)
+            torch.cuda.synchronize()
+        return statistics.median(t)
+
+    ids = sc.by_id(arch)
+    costs: dict = {"fresh": {}}
+    for sid in ("d192v128-h16kv16-s32768", "d64-h32kv1-s32768"):
+        scn = ids[sid]
+        q, k, v = make_inputs(scn, 1, "cuda")
+        f = FreshContent((q, k, v), 200, seed=2)
+        mib = sum(t.numel() * t.element_size() for t in (q, k, v)) / (1 << 20)
+        costs["fresh"][sid] = {
+            "inputs_mib": round(mib),
+            "gpu_ms": round(gpu_ms(f.next), 4),
+            "cpu_us": round(cpu_us(f.next), 1),
+        }
+        if sid.startswith("d192"):
+            out = torch.zeros(scn.batch, scn.seqlen_q, scn.heads_q, scn.d_v, dtype=torch.bfloat16, device="cuda")
+            lse = torch.zeros(scn.batch, scn.heads_q, scn.seqlen_q, device="cuda")
+            sample = take_sample(0, 0, q, k, v, out, lse, random.Random(0))
+            t0 = time.perf_counter()
+            reference_pair(sample.q, sample.k, sample.v, scn.causal, scn.softmax_scale)
+            torch.cuda.synchronize()
+            costs["sampled_reference_ms"] = {sid: round((time.perf_counter() - t0) * 1e3, 1)}
+        del q, k, v, f
+    s = torch.cuda.Stream()
+    guard = DeviceGuard(CudaDriver(), [s.cuda_stream, CU_STREAM_LEGACY])
+    costs["device_state_check"] = {
+        "cpu_us": round(cpu_us(guard.check_and_restore, 200), 1),
+        "gpu_ms": round(gpu_ms(guard.check_and_restore), 4),
+    }
+    return costs
+
+
 def alarm_path(rows) -> Outcome:
     """The honest kernel's real rows, thresholds lowered so that both must fire: the ceiling (the GEMM
     taken as half the kernel's speed: `implausible`) and the jump alarm -- the same function the
@@ -248,7 +421,11 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=Path("/tmp/ks-adversarial"))
     ap.add_argument("--only", default=None, help="comma-separated kernel names")
     ap.add_argument("--no-sanitize", action="store_true")
+    ap.add_argument("--costs-json", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.costs_json:
+        print(json.dumps(_costs_json(args.arch)))
+        return 0
 
     from tabulate import tabulate
 
@@ -263,8 +440,11 @@ def main(argv=None) -> int:
     attacks = [a for a in ATTACKS if not args.only or a.kernel in args.only.split(",")]
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    libs = build_all(attacks, args.arch)
-    print(f"built {len(libs)} kernels in {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+    with ThreadPoolExecutor(2) as ex:
+        unchecked = {a.kernel: ex.submit(build_unchecked, a, args.arch, args.out) for a in attacks if a.unchecked}
+        libs = build_all(attacks, args.arch)
+        unchecked = {k: f.result() for k, f in unchecked.items()}
+    print(f"built {len(libs) + len(unchecked)} kernels in {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
     outcomes, honest_rows = [], None
     for a in attacks:
         t = time.time()
@@ -282,11 +462,26 @@ def main(argv=None) -> int:
         if a.kernel == "honest" and rows:
             honest_rows = rows
         print(f"{a.kernel}: {o.observed} ({'pass' if o.passed else 'FAIL'}, {o.wall_s} s)", file=sys.stderr, flush=True)
+        if a.unchecked:
+            t, u = time.time(), unchecked_attack(a)
+            lib, why = unchecked[a.kernel]
+            try:
+                o = (
+                    judge(u, run_unchecked(u, args.arch, args.out, lib, gpu.uuid or None), None)
+                    if lib
+                    else Outcome(u.kernel, u.attack, u.defence, u.expect, f"nvcc failed: {why}", False)
+                )
+            except Exception as e:
+                o = Outcome(u.kernel, u.attack, u.defence, u.expect, f"harness error: {e}"[:200], False)
+            o.wall_s = round(time.time() - t, 1)
+            outcomes.append(o)
+            print(f"{u.kernel}: {o.observed} ({'pass' if o.passed else 'FAIL'}, {o.wall_s} s)", file=sys.stderr)
     if honest_rows:
         outcomes.append(alarm_path(honest_rows))
     if not args.no_sanitize:
         outcomes += sanitizer_checks(libs, args.out)
 
+    costs = measure_costs(args.arch)
     total = time.time() - t0
     table = [[o.kernel, o.attack, o.defence, o.expected, o.observed, "pass" if o.passed else "FAIL"] for o in outcomes]
     text = tabulate(table, headers=["kernel", "attack", "defence", "expected", "observed", "result"], tablefmt="github")
@@ -294,9 +489,11 @@ def main(argv=None) -> int:
         f"Adversarial kernels on {gpu.name} (driver {gpu.driver}), commit {git_sha()}, {now_utc()}, "
         f"{total:.0f} s: {sum(o.passed for o in outcomes)}/{len(outcomes)} pass"
     )
+    cost_line = "costs per call of the kernel: " + json.dumps(costs)
+    print(cost_line)
     print(head)
     print(text)
-    (args.out / "adversarial.md").write_text(head + "\n\n" + text + "\n")
+    (args.out / "adversarial.md").write_text(head + "\n\n" + text + "\n\n" + cost_line + "\n")
     (args.out / "adversarial.json").write_text(
         json.dumps(
             {
@@ -304,6 +501,7 @@ def main(argv=None) -> int:
                 "commit": git_sha(),
                 "date": now_utc(),
                 "wall_s": round(total, 1),
+                "costs": costs,
                 "outcomes": [asdict(o) for o in outcomes],
             },
             indent=1,
