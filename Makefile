@@ -16,7 +16,7 @@ OUT ?=
 RESUME ?=
 REPRODUCE_FLAGS = --arch $(ARCH) --runtime $(RUNTIME) $(if $(OUT),--out $(OUT)) $(if $(RESUME),--resume)
 
-.PHONY: setup test test-gpu lint lint-baseline reproduce check-containers clean
+.PHONY: setup test test-gpu lint lint-baseline reproduce check-containers mutation mutation-changed clean
 
 # the venv sees the machine's own packages (its CUDA torch), also where python3 runs in a venv itself
 $(VENV)/.ready: pyproject.toml
@@ -62,6 +62,20 @@ reproduce:
 	$(PYTHON) suite/reproduce/wheelhouse.py install "$(WHEELHOUSE)" --python $(PY) --root .
 	$(VENV)/bin/kernelseek-suite reproduce $(REPRODUCE_FLAGS)
 endif
+
+# Mutation testing of the modules that decide results (docs/mutation-testing.md), one module at a
+# time, niced: every module, or MODULE=check (see tests/mutation/modules.yaml); the scores are
+# written to tests/mutation/scores.json. JOBS=2 runs two mutants at once.
+MODULE ?=
+JOBS ?= 1
+BASE ?=
+mutation: setup
+	nice $(PY) scripts/mutation.py $(if $(MODULE),--module $(MODULE)) --jobs $(JOBS) --record
+
+# CI: the modules changed since their recorded score (or since the merge base with BASE=REF); fails
+# when one scores below the minimum
+mutation-changed: setup
+	nice $(PY) scripts/mutation.py --changed $(if $(BASE),--base $(BASE)) --jobs $(JOBS)
 
 # CI: the Dockerfiles' digests and labels, and each pinned Python set resolving (pip --dry-run)
 check-containers: setup

@@ -23,12 +23,15 @@ the checkout are never mutated, even when a run is interrupted.
 from __future__ import annotations
 
 import argparse
+import ast
 import datetime as _dt
 import hashlib
 import json
 import os
 import shlex
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -41,6 +44,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = ROOT / "tests" / "mutation"
 PACKAGE = "kernelseek_suite"  # the import name of suite/
+ANNOTATION = "in an annotation, never evaluated"
 
 
 @dataclass
@@ -76,6 +80,7 @@ class ModuleScore:
     survived: int = 0
     equivalent: int = 0
     incompetent: int = 0
+    annotations: int = 0  # mutants inside annotations, not run (see annotation_spans)
     seconds: float = 0.0
     survivors: list[Survivor] = field(default_factory=list)
 
@@ -106,8 +111,9 @@ def _norm(line: str) -> str:
     return " ".join(str(line).split())
 
 
-def fingerprint(mod: Module, root: Path = ROOT) -> str:
+def fingerprint(mod: Module, root: Path | None = None) -> str:
     """What a module's score depends on: its source and its tests."""
+    root = root or ROOT
     h = hashlib.sha256()
     for rel in [mod.path, *mod.tests]:
         h.update(rel.encode() + b"\0" + (root / rel).read_bytes() + b"\0")
@@ -166,9 +172,10 @@ def _env(copy: Path) -> dict:
 
 def _cosmic(copy: Path, env: dict, *args: str, out=None) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "cosmic_ray.cli", *args]
-    return subprocess.run(
-        cmd, cwd=copy, env=env, check=True, text=True, stdout=out or subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
+    r = subprocess.run(cmd, cwd=copy, env=env, text=True, stdout=out or subprocess.DEVNULL, stderr=subprocess.PIPE)
+    if r.returncode != 0:
+        raise SystemExit(f"cosmic-ray {args[0]} failed ({r.returncode}):\n{r.stderr[-3000:]}")
+    return r
 
 
 def _diff_lines(diff: str) -> tuple[int, str, str]:
@@ -184,14 +191,69 @@ def _diff_lines(diff: str) -> tuple[int, str, str]:
     return line, _norm(old), _norm(new)
 
 
-def run_module(mod: Module, equivalents: list[Equivalent], log=print) -> ModuleScore:
+def annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Where the annotations of a module are, when `from __future__ import annotations` keeps them
+    unevaluated (a mutant there cannot change what the module does); else none."""
+    tree = ast.parse(source)
+    if not any(
+        isinstance(n, ast.ImportFrom) and n.module == "__future__" and any(a.name == "annotations" for a in n.names)
+        for n in tree.body
+    ):
+        return []
+    notes = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns is not None:
+            notes.append(node.returns)
+        elif isinstance(node, ast.arg) and node.annotation is not None:
+            notes.append(node.annotation)
+        elif isinstance(node, ast.AnnAssign):
+            notes.append(node.annotation)
+    return [((n.lineno, n.col_offset), (n.end_lineno, n.end_col_offset)) for n in notes]
+
+
+def skip_annotation_mutants(db: str, source: str) -> None:
+    """Mark the mutants inside annotations as skipped before the run (see annotation_spans)."""
+    from cosmic_ray.work_db import use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    spans = annotation_spans(source)
+    with use_db(db) as work_db:
+        for item in list(work_db.pending_work_items):
+            pos = tuple(item.mutations[0].start_pos)
+            if any(a <= pos < b for a, b in spans):
+                work_db.set_result(item.job_id, WorkResult(worker_outcome=WorkerOutcome.SKIPPED, output=ANNOTATION))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen, seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"a cosmic-ray worker exited at start ({proc.returncode})")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise SystemExit(f"a cosmic-ray worker did not listen on port {port} within {seconds:.0f} s")
+
+
+def run_module(mod: Module, equivalents: list[Equivalent], jobs: int = 1) -> ModuleScore:
+    """Mutate one module in copies of the tree; with jobs > 1, that many cosmic-ray http workers, each
+    in its own copy, run the mutants."""
     t0 = time.monotonic()
     result = ModuleScore(mod.name, mod.path)
+    workers: list[subprocess.Popen] = []
     with tempfile.TemporaryDirectory(prefix=f"mutation-{mod.name}-") as tmp:
-        copy = Path(tmp) / "repo"
-        copy.mkdir()
-        copy_tree(copy)
-        env = _env(copy)
+        copies = [Path(tmp) / f"repo{i}" for i in range(max(1, jobs))]
+        for copy in copies:
+            copy.mkdir()
+            copy_tree(copy)
+        copy, env = copies[0], _env(copies[0])
         where = subprocess.run(
             [sys.executable, "-c", f"import {PACKAGE}; print({PACKAGE}.__file__)"],
             cwd=copy,
@@ -204,29 +266,59 @@ def run_module(mod: Module, equivalents: list[Equivalent], log=print) -> ModuleS
             raise SystemExit(f"{PACKAGE} imports from {where}, not from the copy being mutated")
         tests = " ".join(shlex.quote(t) for t in mod.tests)
         command = (
-            f"{shlex.quote(sys.executable)} -m pytest -x -q -p no:cacheprovider -o addopts='' --timeout=60 {tests}"
+            f"{shlex.quote(sys.executable)} -m pytest -x -q -p no:cacheprovider -p no:hypothesispytest -p no:anyio "
+            f"-p no:benchmark -o addopts='' --timeout=60 {tests}"
         )
         t1 = time.monotonic()
         base = subprocess.run(command, shell=True, cwd=copy, env=env, capture_output=True, text=True)
         if base.returncode != 0:
             raise SystemExit(f"{mod.name}: the tests fail unmutated:\n{base.stdout[-3000:]}{base.stderr[-2000:]}")
         timeout = max(30.0, 10 * (time.monotonic() - t1))
-        cfg = copy / "mutation.toml"
+        if jobs > 1:
+            urls = []
+            for c in copies:
+                port = _free_port()
+                workers.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", "cosmic_ray.cli", "http-worker", "--port", str(port)],
+                        cwd=c,
+                        env=_env(c),
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    )
+                )
+                _wait_for_port(port, workers[-1])
+                urls.append(f"http://127.0.0.1:{port}")
+            distributor = (
+                f'[cosmic-ray.distributor]\nname = "http"\n[cosmic-ray.distributor.http]\n'
+                f"worker-urls = {json.dumps(urls)}\n"
+            )
+        else:
+            distributor = '[cosmic-ray.distributor]\nname = "local"\n'
+        cfg = Path(tmp) / "mutation.toml"
         cfg.write_text(
             "[cosmic-ray]\n"
             f"module-path = {json.dumps(mod.path)}\n"
             f"timeout = {timeout:.1f}\n"
             "excluded-modules = []\n"
-            f"test-command = {json.dumps(command)}\n"
-            '[cosmic-ray.distributor]\nname = "local"\n'
+            f"test-command = {json.dumps(command)}\n" + distributor
         )
-        db = str(copy / "session.sqlite")
-        _cosmic(copy, env, "init", str(cfg), db)
-        _cosmic(copy, env, "exec", str(cfg), db)
-        dump = _cosmic(copy, env, "dump", db, out=subprocess.PIPE).stdout
+        db = str(Path(tmp) / "session.sqlite")
+        try:
+            _cosmic(copy, env, "init", str(cfg), db)
+            skip_annotation_mutants(db, (copy / mod.path).read_text())
+            _cosmic(copy, env, "exec", str(cfg), db)
+            dump = _cosmic(copy, env, "dump", db, out=subprocess.PIPE).stdout
+        finally:
+            for w in workers:
+                w.terminate()
+                w.wait(timeout=30)
     for line in dump.splitlines():
         item, res = json.loads(line)
         result.mutants += 1
+        if res and res.get("worker_outcome") == "skipped" and res.get("output") == ANNOTATION:
+            result.annotations += 1
+            continue
         if res is None or res.get("test_outcome") is None or res["test_outcome"] == "incompetent":
             result.incompetent += 1
             continue
@@ -274,7 +366,9 @@ def main(argv=None) -> int:
     ap.add_argument("--base", help="with --changed: a git ref; changed since the merge base with it")
     ap.add_argument("--record", action="store_true", help="write the scores to tests/mutation/scores.json")
     ap.add_argument("--json", help="write the full results (every survivor) to this file")
+    ap.add_argument("--jobs", type=int, default=1, help="mutants run at once (one copy of the tree each)")
     args = ap.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the workers and remove the copies
     mods, min_score = load_modules()
     names = args.module or list(mods)
     unknown = [n for n in names if n not in mods]
@@ -294,14 +388,15 @@ def main(argv=None) -> int:
     results = []
     for n in names:
         print(f"mutation: {n} ({mods[n].path}) against {' '.join(mods[n].tests)}", flush=True)
-        r = run_module(mods[n], equivalents)
+        r = run_module(mods[n], equivalents, args.jobs)
         results.append(r)
         for s in r.survivors:
             tag = f"equivalent: {s.equivalent}" if s.equivalent else "SURVIVED"
             print(f"  {r.path}:{s.line} {s.operator}\n      - {s.original}\n      + {s.mutant}\n      {tag}")
         print(
             f"  {n}: {r.killed} killed, {r.survived} survived ({r.equivalent} equivalent), "
-            f"{r.incompetent} incompetent, of {r.mutants}: score {r.score:.1%} in {r.seconds:.0f} s",
+            f"{r.incompetent} incompetent, {r.annotations} in annotations (not run), of {r.mutants}: "
+            f"score {r.score:.1%} in {r.seconds:.0f} s",
             flush=True,
         )
     stale = stale_equivalents(equivalents, results)
@@ -326,6 +421,7 @@ def main(argv=None) -> int:
                 "survived": r.survived,
                 "equivalent": r.equivalent,
                 "incompetent": r.incompetent,
+                "annotations": r.annotations,
                 "score": round(r.score, 4),
                 "seconds": round(r.seconds),
             }

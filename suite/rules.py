@@ -141,7 +141,14 @@ def _blank(text: str) -> str:
     return "".join(ch if ch == "\n" else " " for ch in text)
 
 
-def _strip(src: str, strings: bool = True) -> str:
+def _blank_quoted(literal: str) -> str:
+    """A string literal blanked inside its quotes (an unterminated one after its opening quote)."""
+    if len(literal) >= 2 and literal.endswith('"'):
+        return '"' + _blank(literal[1:-1]) + '"'
+    return '"' + _blank(literal[1:])
+
+
+def _strip(src: str, strings: bool) -> str:
     """Blank out comments (and string and character literals when `strings`), keeping newlines so
     line numbers stay true. Literals are recognised as the compiler does, so that a quote inside a
     character literal ('"') cannot open a fake string that hides code."""
@@ -175,8 +182,10 @@ def _strip(src: str, strings: bool = True) -> str:
                 j = i + 1
                 while j < n and src[j] != '"' and src[j] != "\n":
                     j += 2 if src[j] == "\\" else 1
-                j = min(j + 1, n)
-            out.append(('"' + _blank(src[i + 1 : j - 1]) + '"') if strings else src[i:j])
+                j = min(j, n)
+                if j < n and src[j] == '"':
+                    j += 1  # the closing quote (a string cut off by the line's end leaves the newline alone)
+            out.append(_blank_quoted(src[i:j]) if strings else src[i:j])
             i = j
         else:
             out.append(c)

@@ -409,3 +409,82 @@ def test_only_files_small_enough_are_diffed(tmp_path):
     small.write_text("__syncthreads();\n")
     big.write_bytes(b"x" * (layers.DIFF_MAX_FILE + 1))
     assert layers.diffable_files({"k.cu": small, "data.bin": big}) == {"k.cu": b"__syncthreads();\n"}
+
+
+def test_a_claim_after_a_condition_in_an_earlier_clause_is_a_claim():
+    found = claimed_limit("It works, if slowly, so we are at the roofline.", PATTERNS)
+    assert found and found["phrase"] == "at the roofline"
+
+
+def test_failures_with_nothing_to_say_still_have_a_signature():
+    det = _quiet()
+    det.observe(_step(1, shell=[("shell", "", True)]))
+    assert det.state()["failure_sig"] == "shell: "
+    det.observe(_step(2, [Evaluation("wrong", False, "baseline", 6, 2)]))
+    assert det.state()["failure_sig"] == "eval wrong: "
+
+
+def test_the_detector_starts_from_nothing():
+    from kernelseek_suite.agents.decisions import DetectorState
+
+    assert DetectorState() == DetectorState(None, 0, [], None, 0, None, 0, 0)
+
+
+def test_a_plateau_and_a_repeated_failure_keep_firing_until_answered():
+    det = _quiet(plateau_evals=2, repeated_failure=2)
+    det.observe(_step(1, [_wrong()]))
+    assert [d.trigger for d in det.observe(_step(2, [_wrong()]))] == ["repeated-failure", "plateau"]
+    found = det.observe(_step(3, [_wrong()]))
+    assert [d.trigger for d in found] == ["repeated-failure", "plateau"]
+    assert found[0].evidence["count"] == 3 and found[1].evidence["evals_without_new_best"] == 3
+
+
+def test_only_failed_shell_commands_count_whatever_the_tools_name_sorts_as():
+    det = _quiet(repeated_failure=2)
+    for i in (1, 2):
+        det.observe(_step(i, shell=[("evaluate", "wrong", True), ("edit_file", "no such file", True)]))
+    assert det.state()["failure_streak"] == 0
+    det.observe(_step(3, shell=[("".join(["sh", "ell"]), "exit code 1\nboom", True)]))  # a name read from JSON
+    assert det.state()["failure_sig"] == "shell: boom"
+
+
+def test_the_first_scenario_that_is_not_ok_gives_the_reason():
+    ok = "".join(["o", "k"])  # as read from JSON, not the literal
+    ev = Evaluation(
+        "wrong",
+        False,
+        "baseline",
+        6,
+        2,
+        per_scenario=[
+            {"status": ok},
+            {"status": "crashed", "reason": "illegal address"},
+            {"status": "wrong", "reason": "x"},
+        ],
+    )
+    det = _quiet()
+    det.observe(_step(1, [ev]))
+    assert det.state()["failure_sig"] == "eval wrong: illegal address"
+
+
+def test_the_layer_dwell_survives_a_resume_through_json():
+    import json
+
+    det = _quiet(layer_dwell_steps=3)
+    det.observe(_step(1, layer="memory"))
+    det.observe(_step(2, layer="memory"))
+    again = _quiet(layer_dwell_steps=3)
+    again.load_state(json.loads(json.dumps(det.state())))
+    assert again.observe(_step(3, layer="".join(["mem", "ory"])))[0].evidence["steps"] == 3
+
+
+@pytest.mark.parametrize(
+    "trigger,key",
+    [("plateau", "evals_since_best"), ("repeated-failure", "failure_streak"), ("layer-dwell", "dwell_steps")],
+)
+def test_an_answer_read_from_json_resets_its_count(trigger, key):
+    det = _quiet(layer_dwell_steps=1, repeated_failure=1, plateau_evals=1)
+    det.observe(_step(1, [_wrong()], layer="memory"))
+    det.answered("".join(trigger))
+    det.answered(str(bytearray(trigger, "ascii"), "ascii"))
+    assert det.state()[key] == 0

@@ -201,12 +201,14 @@ def test_an_agent_command_is_an_arm_of_compare(tmp_path):
                 "--agent-opt",
                 "standin:resume={cmd} resume {prompt}",
                 "--no-final-bench",
+                "--allow-unsandboxed",  # the agent command runs outside the sandbox (docs/threat-model.md)
                 "--out",
                 str(out),
             ],
             env={"OPENAI_API_KEY": None},
         )
     assert r.exit_code == 0, r.output
+    assert "standin-seed1.jsonl: agent command not sandboxed" in r.output
     runs = {x.arm: x for x in read_runs(out / "runs.jsonl")}
     assert set(runs) == {"kernelseek", "standin"} and runs["standin"].agent == "agent-cmd"
     assert runs["standin"].evals == 2 and runs["standin"].steps == 2 and runs["standin"].questions == 1
@@ -244,3 +246,16 @@ def test_spread_and_the_bootstrap_interval():
     assert median_difference(a, b) == median_difference(a, b)  # a fixed seed
     one = median_difference({1: 1.0}, {1: 2.0})
     assert one.difference == 1.0 and one.low is None and "no interval" in one.note
+
+
+def test_the_agents_never_import_the_head_to_head():
+    import ast
+
+    for path in sorted((REPO_ROOT / "suite" / "agents").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else ([a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            )
+            assert not any("headtohead" in n for n in names), f"{path} imports the head-to-head"

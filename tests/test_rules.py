@@ -501,3 +501,101 @@ def test_enforce_text_passes_clean_code_and_names_the_path(tmp_path):
     p = tmp_path / "ok.cu"
     p.write_text(HEAD + "int x;\n")
     rules.enforce(p)
+
+
+# ---- blanking: every comment and literal replaced by spaces, column for column ----------------------
+
+STRIP_SRC = 'a /* b */ c // d\n"e\\"f" \'g\' R"x(h)x" 1\'000 \'\\n\'\n#include "k.h"\n/* two\nlines */ x\n'
+
+
+def test_blanking_keeps_every_column_and_blanks_exactly_the_comments_and_literals():
+    assert rules._strip(STRIP_SRC, strings=True) == (
+        'a         c     \n"    " \' \' R"     " 1\'000 \'  \'\n#include "k.h"\n      \n         x\n'
+    )
+    assert rules._strip(STRIP_SRC, strings=False) == (
+        'a         c     \n"e\\"f" \'g\' R"x(h)x" 1\'000 \'\\n\'\n#include "k.h"\n      \n         x\n'
+    )
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        STRIP_SRC,
+        "int a; /* x */ int b; // y\n",
+        "/*/ exit(1); */ int z;\n",
+        "const char* s = \"a\\\\\"; int n = 1'000'000; char c = '\\x41';\n",
+        'const char* r = R"(a\n)" b\n)"; int q;\n',
+        'const char* r = R"d(x)d"; // tail\n',
+        'const char* u = "unterminated\nint v;\n',
+        'k<<<1, 2, 3, s>>>(p); char q = \'"\'; const char* w = "//";\n',
+    ],
+)
+@pytest.mark.parametrize("strings", [True, False])
+def test_blanking_only_ever_turns_characters_into_spaces(src, strings):
+    out = rules._strip(src, strings=strings)
+    assert len(out) == len(src)
+    assert all(o == s or o == " " for o, s in zip(out, src))
+    assert [i for i, ch in enumerate(out) if ch == "\n"] == [i for i, ch in enumerate(src) if ch == "\n"]
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        "/*/ exit(1); */\n",  # a comment is not closed by its own opening
+        'const char* r = R"(exit(1)',  # a raw string never closed runs to the end
+        'const char* r = R"x(exit(1)\n)" exit(1)',  # ... and is not closed by another delimiter
+        'const char* s = "a\texit(1)";\n',  # a tab inside a string
+        "int " + "x" * 300 + '; const char* s = "exit(1)',  # a string never closed, at the end
+        'const char* s = "ends with a backslash \\',
+    ],
+)
+def test_code_hidden_in_odd_comments_and_literals_is_not_code(src):
+    assert found(src) == []
+
+
+def test_code_right_after_a_raw_string_is_code():
+    assert "ending the process (return a KS_ERR_* code instead)" in found('f(R"(x)", exit(1));\n')
+
+
+def test_an_include_violation_shows_its_own_line():
+    v = rules.check_source('int a;\nint b;\nint c;\n#include <thread>\n#include "x.h"\n#include_next <x>\n')
+    assert [(x.line, x.text) for x in v] == [(4, "#include <thread>"), (5, '#include "x.h"'), (6, "#include_next <x>")]
+
+
+def test_an_unterminated_string_does_not_shift_the_lines_after_it():
+    v = rules.check_source('const char* u = "abc\nint x;\nexit(1);\n')
+    assert [(x.line, x.text) for x in v] == [(3, "exit(1);")]
+
+
+def test_blanking_turns_tabs_and_control_characters_into_spaces_too():
+    src = "/*\tx\x01*/ '\t' \"\t\x02\" // \t\n"
+    assert rules._strip(src, strings=True) == " " * 7 + " ' ' \"  \" " + " " * 4 + "\n"
+
+
+def test_a_launch_on_the_first_line_after_a_blank_one_is_on_line_two():
+    assert [v.line for v in rules.check_source("\nk<<<1, 2>>>(p);\n")] == [2]
+
+
+def test_a_violation_cannot_be_changed_after_it_is_found():
+    import dataclasses
+
+    v = rules.check_source("exit(1);\n")[0]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        v.line = 9
+
+
+def test_a_string_ending_in_an_escaped_backslash_ends_at_its_quote():
+    assert "ending the process (return a KS_ERR_* code instead)" in found('const char* s = "\\\\"; exit(1);\n')
+
+
+def test_a_line_comment_at_the_very_end_of_the_file():
+    assert rules.check_source("int a; // exit(1)") == []
+    assert rules._strip("int a; // x", strings=True) == "int a;     "
+
+
+def test_an_empty_string_keeps_both_quotes():
+    assert rules._strip('x = ""; y = "" "";\n', strings=True) == 'x = ""; y = "" "";\n'
+
+
+def test_an_empty_block_comment_ends_where_it_ends():
+    assert "ending the process (return a KS_ERR_* code instead)" in found("/**/ exit(1);\n")

@@ -107,7 +107,7 @@ def test_the_copy_holds_the_suite_without_bytecode(seal):
     assert seal.command("m", ["a"])[1:4] == ["-I", "-B", str(seal.snapshot / "run.py")]
 
 
-@pytest.mark.parametrize("change", ["object", "bytecode", "source", "added", "link", "removed"])
+@pytest.mark.parametrize("change", ["object", "bytecode", "source", "added", "link", "removed", "pipe"])
 def test_every_change_to_the_copy_is_caught(seal, change):
     seal.check()
     snap = seal.snapshot
@@ -130,6 +130,8 @@ def test_every_change_to_the_copy_is_caught(seal, change):
         (snap / "task" / "harness.o").symlink_to("/dev/null")
     elif change == "removed":
         (snap / "task" / "harness.o").unlink()
+    elif change == "pipe":  # a reader of the copy must not block on it
+        os.mkfifo(snap / "task" / "harness.so")
     with pytest.raises(HarnessTampered) as e:
         seal.check("before an evaluation")
     assert e.value.reason == "harness_tampered" and e.value.details["files"]
@@ -201,3 +203,21 @@ def test_ancestors_holding_the_key_are_named(tmp_path):
         env={**os.environ, "OPENAI_API_KEY": "sk-parent-9876543"},
     )
     assert "bash (" in r.stdout, r.stderr
+
+
+def test_files_left_in_the_trace_folder_are_redacted(tmp_path):
+    from kernelseek_suite.agents.trace import TraceWriter
+
+    trace = TraceWriter(tmp_path / "t.jsonl", secrets=("sk-hidden-123456",))
+    out = trace.artifacts / "evals" / "0001"
+    out.mkdir(parents=True)
+    (out / "harness.out").write_text("key sk-hidden-123456 printed\n")
+    (out / "clean.txt").write_text("nothing\n")
+    log = trace.artifacts / "invocations" / "0001.log"
+    log.parent.mkdir()
+    log.write_bytes(b"\x00binary sk-hidden-123456")
+    assert trace.redact_tree(out) == ["harness.out"] and trace.redact_tree(log) == ["0001.log"]
+    assert (out / "harness.out").read_text() == "key [redacted] printed\n"
+    assert log.read_bytes() == b"\x00binary [redacted]"
+    assert trace.redact("a sk-hidden-123456 b") == "a [redacted] b"
+    trace.close()

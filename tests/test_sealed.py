@@ -450,6 +450,19 @@ def test_compare_refuses_to_run_unsandboxed_unless_allowed(tmp_path):
     assert "Runs without every protection" in table and "general-seed1.jsonl: shell not sandboxed" in table
     request = json.loads((tmp_path / "b" / "request.json").read_text())
     assert request["allow_unsandboxed"] is True
+    cmd = CliRunner().invoke(
+        main,
+        [
+            *args[:2],
+            "general,agent-cmd",
+            *args[3:-2],
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--out",
+            str(tmp_path / "d"),
+        ],
+    )
+    assert cmd.exit_code == 4 and "the agent-cmd arm runs its command outside it" in cmd.output
     again = CliRunner().invoke(
         main,
         [

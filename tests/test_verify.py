@@ -1,7 +1,25 @@
+from pathlib import Path
+
+import pytest
 from click.testing import CliRunner
 
 from kernelseek_suite.cli import main
-from kernelseek_suite.reports.verify import FASTER, INCONCLUSIVE, SAME, SLOWER, compare
+from kernelseek_suite.reports.data import ArchResults
+from kernelseek_suite.reports.verify import (
+    FASTER,
+    INCONCLUSIVE,
+    SAME,
+    SLOWER,
+    VERDICTS,
+    Claim,
+    ScenarioVerdict,
+    Verdict,
+    _classify,
+    _rel_spread,
+    compare,
+    scenario_verdict,
+)
+from kernelseek_suite.results import ScenarioResult
 from synthetic_results import default_ratio, make_rows, write_results
 
 FAST = "d128-h16kv16-s4096"
@@ -68,3 +86,258 @@ def test_missing_baseline_is_inconclusive(tmp_path):
     assert "no ratio in the fresh run (unsupported (synthetic))" in v.scenarios[0].why
     fa3 = [c for c in v.claims if "fa3" in c.claim][0]
     assert fa3.verdict == INCONCLUSIVE
+
+
+# ---- verdicts on constructed pairs -------------------------------------------------------------------
+
+
+def row(sid="s1", ratio=1.0, status="ok", reason="", spread=0.0, baseline="fa3", extended=False, why="ok"):
+    r = ScenarioResult(sid, "h", 1, 64, 64, False, extended, 1.0, status, reason=reason)
+    if extended:
+        return r
+    r.times_ms["kernel"] = {"median_ms": 1.0, "iqr_ms": spread}
+    r.baselines[baseline] = why
+    if ratio is not None:
+        r.ratio[baseline] = ratio
+        r.times_ms[baseline] = {"median_ms": 2.0, "iqr_ms": 2.0 * spread}
+    return r
+
+
+def arch(rows, baselines=("fa3",), summary=None):
+    return ArchResults(Path("."), Path("."), "sm90", list(rows), summary or {}, {"baselines": list(baselines)})
+
+
+@pytest.mark.parametrize(
+    "change,tol,noise,want",
+    [
+        (0.0, 0.05, 0.0, "same"),
+        (0.25, 0.25, 0.0, "same"),
+        (-0.25, 0.25, 0.0, "same"),
+        (0.5, 0.25, 0.5, "inconclusive"),
+        (-0.5, 0.25, 0.5, "inconclusive"),
+        (0.5, 0.25, 0.25, "faster"),
+        (-0.5, 0.25, 0.25, "slower"),
+        (0.375, 0.25, 0.0, "faster"),
+    ],
+)
+def test_classify_at_its_edges(change, tol, noise, want):
+    verdict, why = _classify(change, tol, noise)
+    assert verdict == want
+    if want == "same":
+        assert why == f"within {tol:.0%}"
+    elif want == "inconclusive":
+        assert why == f"the timings' spread ({noise:.0%}) is larger than the change"
+    else:
+        assert why == f"{change:+.1%}"
+
+
+def test_the_relative_spread_of_a_timing():
+    r = row(spread=0.5)
+    assert _rel_spread(r, "kernel") == 0.5 and _rel_spread(r, "fa3") == 0.5
+    assert _rel_spread(r, "cudnn") == 0.0
+    r.times_ms["kernel"] = {"median_ms": 0.0, "iqr_ms": 1.0}
+    assert _rel_spread(r, "kernel") == 0.0
+    r.times_ms["kernel"] = {"median_ms": 2.0, "iqr_ms": None}
+    assert _rel_spread(r, "kernel") == 0.0
+    r.times_ms["kernel"] = {"median_ms": 4.0, "iqr_ms": 0.0}
+    assert _rel_spread(r, "kernel") == 0.0
+
+
+def test_a_scenario_within_the_tolerance_is_the_same_and_beyond_it_moved():
+    assert scenario_verdict(row(ratio=1.0), row(ratio=1.25), "fa3", 0.25).verdict == "same"
+    v = scenario_verdict(row(ratio=1.0), row(ratio=1.5), "fa3", 0.25)
+    assert (v.scenario, v.shipped, v.fresh, v.verdict, v.why) == ("s1", 1.0, 1.5, "faster", "+50.0%")
+    assert v.change == 0.5
+    assert scenario_verdict(row(ratio=1.0), row(ratio=0.5), "fa3", 0.25).verdict == "slower"
+
+
+def test_the_noise_adds_the_four_relative_spreads_in_quadrature():
+    # each side's kernel and baseline spread 0.25: noise sqrt(4 x 0.0625) = 0.5
+    v = scenario_verdict(row(ratio=1.0, spread=0.25), row(ratio=1.5, spread=0.25), "fa3", 0.25)
+    assert v.verdict == "inconclusive" and "(50%)" in v.why
+    v = scenario_verdict(row(ratio=1.0, spread=0.25), row(ratio=1.625, spread=0.25), "fa3", 0.25)
+    assert v.verdict == "faster"
+    # one side noisy: sqrt(2 x 0.25) = 0.707
+    v = scenario_verdict(row(ratio=1.0), row(ratio=1.625, spread=0.5), "fa3", 0.25)
+    assert v.verdict == "inconclusive" and "(71%)" in v.why
+    v = scenario_verdict(row(ratio=1.0, spread=0.5), row(ratio=1.75), "fa3", 0.25)
+    assert v.verdict == "faster"
+
+
+def test_a_scenario_missing_on_one_side_is_inconclusive():
+    v = scenario_verdict(row("a", ratio=1.2), None, "fa3", 0.05)
+    assert (v.scenario, v.shipped, v.fresh, v.verdict, v.why) == (
+        "a",
+        1.2,
+        None,
+        "inconclusive",
+        "not in the fresh run",
+    )
+    v = scenario_verdict(None, row("b", ratio=1.3), "fa3", 0.05)
+    assert (v.scenario, v.shipped, v.fresh, v.verdict, v.why) == ("b", None, 1.3, "inconclusive", "not shipped")
+    assert v.change is None
+
+
+def test_an_incorrect_side_is_inconclusive_and_says_which():
+    v = scenario_verdict(row(ratio=1.0), row(ratio=2.0, status="wrong", reason="x" * 200), "fa3", 0.05)
+    assert (v.shipped, v.fresh, v.verdict) == (1.0, None, "inconclusive")
+    assert v.why == "fresh run: wrong: " + "x" * 120
+    v = scenario_verdict(row(ratio=1.0, status="crashed"), row(ratio=2.0), "fa3", 0.05)
+    assert (v.shipped, v.fresh, v.verdict, v.why) == (None, 2.0, "inconclusive", "shipped run: crashed")
+    v = scenario_verdict(row(status="wrong"), row(status="crashed", reason="boom"), "fa3", 0.05)
+    assert v.why == "fresh run: crashed: boom"
+
+
+def test_a_side_without_a_ratio_is_inconclusive_with_the_baselines_reason():
+    v = scenario_verdict(row(ratio=None, why="y" * 150), row(ratio=1.0), "fa3", 0.05)
+    assert v.verdict == "inconclusive" and v.why == f"no ratio in the shipped run ({'y' * 100})"
+    v = scenario_verdict(row(ratio=1.0), row(ratio=None, why="unsupported"), "fa3", 0.05)
+    assert v.why == "no ratio in the fresh run (unsupported)"
+    v = scenario_verdict(row(ratio=1.0), row(ratio=1.0, baseline="fa4"), "fa3", 0.05)
+    assert v.why == "no ratio in the fresh run (not timed)"
+
+
+def test_change_needs_both_numbers():
+    assert ScenarioVerdict("s", 2.0, 3.0, "faster").change == 0.5
+    assert ScenarioVerdict("s", None, 3.0, "inconclusive").change is None
+    assert ScenarioVerdict("s", 2.0, None, "inconclusive").change is None
+    assert ScenarioVerdict("s", 0.0, 3.0, "inconclusive").change is None
+
+
+def test_reproduced_means_no_claim_came_out_worse():
+    v = Verdict("fa3", 0.05)
+    assert v.reproduced and v.counts() == {k: 0 for k in VERDICTS}
+    for good in ("same", "faster", "reproduced", "inconclusive"):
+        v.claims = [Claim("c", "1", "1", good)]
+        assert v.reproduced
+    for bad in ("slower", "not reproduced"):
+        v.claims = [Claim("a", "1", "1", "same"), Claim("c", "1", "1", bad)]
+        assert not v.reproduced
+    v.scenarios = [
+        ScenarioVerdict("a", 1, 1, "same"),
+        ScenarioVerdict("b", 1, 1, "same"),
+        ScenarioVerdict("c", 1, 1, "slower"),
+    ]
+    assert v.counts() == {"same": 2, "faster": 0, "slower": 1, "inconclusive": 0}
+
+
+def test_compare_covers_every_scenario_of_both_runs_in_order():
+    old = arch([row("a"), row("b"), row("c")])
+    new = arch([row("c"), row("d"), row("a")])
+    v = compare(old, new, tolerance=0.05)
+    assert [(s.scenario, s.verdict) for s in v.scenarios] == [
+        ("a", "same"),
+        ("b", "inconclusive"),
+        ("c", "same"),
+        ("d", "inconclusive"),
+    ]
+    assert v.baseline == "fa3" and v.tolerance == 0.05
+
+
+def test_the_baseline_can_be_chosen():
+    old = arch([row("a", baseline="cudnn", ratio=1.0)], baselines=("fa3", "cudnn"))
+    new = arch([row("a", baseline="cudnn", ratio=2.0)], baselines=("fa3", "cudnn"))
+    assert compare(old, new).baseline == "fa3"
+    v = compare(old, new, baseline="cudnn")
+    assert v.baseline == "cudnn" and v.scenarios[0].verdict == "faster"
+
+
+@pytest.mark.parametrize(
+    "old_ok,new_ok,want",
+    [
+        ((1, 2), (2, 4), "reproduced"),  # the same share with more scenarios
+        ((1, 2), (3, 4), "reproduced"),
+        ((2, 2), (3, 4), "not reproduced"),
+        ((1, 2), (1, 4), "not reproduced"),
+        ((0, 2), (0, 1), "reproduced"),
+    ],
+)
+def test_the_correctness_claim_compares_shares(old_ok, new_ok, want):
+    def rows(ok, n, extended):
+        return [
+            row(f"{'e' if extended else 'g'}{i}", status="ok" if i < ok else "wrong", extended=extended)
+            for i in range(n)
+        ]
+
+    old = arch(rows(*old_ok, False) + rows(*old_ok, True))
+    new = arch(rows(*new_ok, False) + rows(*new_ok, True))
+    claims = {c.claim: c for c in compare(old, new).claims}
+    for label in ("correct on the timed scenarios", "correct on the extended set"):
+        c = claims[label]
+        assert (c.shipped, c.fresh, c.verdict) == (f"{old_ok[0]}/{old_ok[1]}", f"{new_ok[0]}/{new_ok[1]}", want)
+
+
+def test_a_set_the_fresh_run_did_not_run_is_inconclusive_and_one_not_shipped_is_no_claim():
+    old = arch([row("g"), row("e", extended=True)])
+    claims = {c.claim: c for c in compare(old, arch([row("g")])).claims}
+    assert (claims["correct on the extended set"].fresh, claims["correct on the extended set"].verdict) == (
+        "not run",
+        "inconclusive",
+    )
+    claims = {c.claim: c for c in compare(arch([row("g")]), arch([row("g"), row("e", extended=True)])).claims}
+    assert "correct on the extended set" not in claims and "correct on the timed scenarios" in claims
+
+
+def test_the_geomean_claim_of_every_baseline():
+    def both(sid, a_fa3, a_cu, b_fa3, b_cu, ok=("ok", "ok")):
+        a, b = row(sid, ratio=a_fa3, status=ok[0]), row(sid, ratio=b_fa3, status=ok[1])
+        a.ratio["cudnn"], b.ratio["cudnn"] = a_cu, b_cu
+        return a, b
+
+    pairs = [
+        both("s1", 1.0, 2.0, 1.0, 2.0),
+        both("s2", 4.0, 8.0, 4.0, 8.0 * 1.5**2),
+        both("s3", 9.0, 9.0, 1.0, 1.0, ok=("ok", "wrong")),
+        both("s4", 9.0, 9.0, 1.0, 1.0, ok=("wrong", "ok")),
+        both("s5", None, 3.0, 1.0, 0.0),
+    ]
+    old = arch([p[0] for p in pairs], baselines=("fa3", "cudnn"))
+    new = arch([p[1] for p in pairs] + [row("s6", ratio=5.0)], baselines=("fa3", "cudnn"))
+    claims = [c for c in compare(old, new, tolerance=0.25).claims if c.claim.startswith("geomean")]
+    assert [(c.claim, c.shipped, c.fresh, c.verdict) for c in claims] == [
+        ("geomean vs fa3 over 2 common scenarios", "2.000x", "2.000x (within 25%)", "same"),
+        ("geomean vs cudnn over 2 common scenarios", "4.000x", "6.000x (+50.0%)", "faster"),
+    ]
+
+
+def test_a_baseline_with_no_common_scenario_does_not_stop_the_next_ones():
+    old = arch([row("s1", ratio=None)], baselines=("fa3", "fa4", "cudnn"), summary={"geomean": {"fa3": 0.925}})
+    old.rows[0].ratio.update({"cudnn": 1.0})
+    new = arch([row("s1", ratio=1.0)], baselines=("fa3", "fa4", "cudnn"))
+    new.rows[0].ratio.update({"cudnn": 0.5})
+    claims = [(c.claim, c.shipped, c.fresh, c.verdict) for c in compare(old, new).claims if "geomean" in c.claim]
+    assert claims == [
+        ("geomean vs fa3", "0.925x", "no common scenario", "inconclusive"),
+        ("geomean vs fa4", "not measured", "no common scenario", "inconclusive"),
+        ("geomean vs cudnn over 1 common scenarios", "1.000x", "0.500x (-50.0%)", "slower"),
+    ]
+    assert not compare(old, new).reproduced
+
+
+def test_change_is_the_relative_change_either_way():
+    assert ScenarioVerdict("s", 1.0, 0.5, "slower").change == -0.5
+    assert ScenarioVerdict("s", 1.0, 3.0, "faster").change == 2.0
+
+
+def test_counts_compare_verdicts_by_value():
+    # verdicts read back from a file are equal strings, not the same objects
+    v = Verdict("fa3", 0.05, [ScenarioVerdict("a", 1, 1, "".join(["sa", "me"])), ScenarioVerdict("b", 1, 1, "same")])
+    assert v.counts()["same"] == 2
+
+
+def test_a_run_with_only_an_extended_set_still_gets_its_claim():
+    old = arch([row("e1", extended=True), row("e2", extended=True)])
+    new = arch([row("e1", extended=True), row("e2", status="wrong", extended=True)])
+    claims = {c.claim: c for c in compare(old, new).claims}
+    assert "correct on the timed scenarios" not in claims
+    assert (claims["correct on the extended set"].fresh, claims["correct on the extended set"].verdict) == (
+        "1/2",
+        "not reproduced",
+    )
+
+
+@pytest.mark.parametrize("tolerance", [-0.01, float("nan")])
+def test_a_negative_tolerance_is_refused(tolerance):
+    with pytest.raises(ValueError, match="non-negative"):
+        compare(arch([row()]), arch([row()]), tolerance=tolerance)
+    assert compare(arch([row()]), arch([row()]), tolerance=0.0).scenarios[0].verdict == "same"

@@ -162,6 +162,7 @@ class ExternalAgent:
         prompt = self.messages[-1]["content"]
         before, texts_before = self._files(), layers.diffable_files(ctx.workspace.files())
         inv = self._invoke(mode, prompt, step)
+        ctx.trace.redact_tree(inv.log)
         ctx.totals.steps += 1
         tail = inv.log.read_bytes()[-int(self.opts["output_chars"]) :].decode("utf-8", "replace")
         after = self._files()

@@ -49,6 +49,9 @@ def python_roots() -> list[Path]:
         roots.update(site.getsitepackages())
     except AttributeError:
         pass
+    user = site.getusersitepackages() if site.ENABLE_USER_SITE else None
+    if user and user in sys.path:  # packages installed with --user, which the agent's process imports
+        roots.add(user)
     return sorted({r for r in map(_real, roots) if r and r.is_dir()})
 
 
@@ -85,7 +88,11 @@ def path_dirs() -> list[Path]:
 def forbidden(extra: list[Path] = ()) -> list[Path]:
     """Never readable from a sandbox: the repository (answers, results, bank, traces under it), the
     user's home, and `extra` (e.g. the folder of this run's trace)."""
-    out = [suite_config.REPO_ROOT, Path.home(), *extra]
+    try:
+        home = [Path.home()]
+    except RuntimeError:  # no HOME and no passwd entry
+        home = []
+    out = [suite_config.REPO_ROOT, *home, *extra]
     return sorted({r for r in map(_real, out) if r and str(r) != "/"})
 
 

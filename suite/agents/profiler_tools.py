@@ -189,6 +189,7 @@ def profile_tool(options: dict) -> Tool:
         (out / "ncu.csv").write_text(ran.stdout)
         (out / "ncu.log").write_text(ran.stderr)
         (out / "command.json").write_text(json.dumps(cmd))
+        ctx.trace.redact_tree(out)
         rel = out.relative_to(ctx.trace.artifacts)
         if ran.returncode is None:
             return ToolResult(
@@ -266,6 +267,7 @@ def disassemble_tool(options: dict) -> Tool:
         env = child_env({"PATH": f"{Path(exe).parent}{os.pathsep}{os.environ.get('PATH', '')}"})
         ran = run_command([exe, "--dump-sass", built.library], timeout_s, out, env)
         (out / "kernel.sass").write_text(ran.stdout)
+        ctx.trace.redact_tree(out)
         rel = out.relative_to(ctx.trace.artifacts)
         summaries = sass_parse.summarize(ran.stdout) if ran.returncode == 0 else []
         if not summaries:

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import config as suite_config
 from ..provenance import git_sha
 from . import policy as policy_mod
 from . import sandbox as sandbox_mod
@@ -69,15 +70,19 @@ class Ran:
 
 
 def digest(root: Path) -> dict[str, str]:
-    """relative path -> sha256 of every file under `root` (symbolic links: of their target's name)."""
+    """relative path -> sha256 of every file under `root`; a symbolic link is named by its target, any
+    other file that is not a regular one (a pipe, a socket, a device) by its kind, unread."""
     out = {}
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         for name in sorted(filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]):
             p = Path(dirpath) / name
             rel = str(p.relative_to(root))
-            if p.is_symlink():
+            mode = p.lstat().st_mode
+            if stat.S_ISLNK(mode):
                 out[rel] = "link:" + os.readlink(p)
+            elif not stat.S_ISREG(mode):
+                out[rel] = f"special:{stat.S_IFMT(mode):o}"
             else:
                 out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out
@@ -111,7 +116,7 @@ class SealedEvaluator:
             snap = seal.snapshot
             shutil.copytree(PACKAGE_DIR, snap / "lib" / "kernelseek_suite", ignore=COPY_IGNORE)
             (snap / "run.py").write_text(BOOTSTRAP)
-            paths = policy_mod.import_paths([*policy_mod.forbidden(), base])
+            paths = policy_mod.import_paths([suite_config.REPO_ROOT, base])
             (snap / "import-paths.txt").write_text("".join(f"{p}\n" for p in paths))
             task.seal(snap / "task")
             _read_only(snap)

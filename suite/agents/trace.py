@@ -96,10 +96,12 @@ class TraceWriter:
         return text
 
     def redact_tree(self, root: Path) -> list[str]:
-        """Rewrites every file under `root` that holds a secret (an evaluator's outputs, before they
-        stay in the trace's folder); returns those it rewrote."""
+        """Rewrites every file under `root` (or `root` itself, a file) that holds a secret (what an
+        evaluator, a profiler or an agent command left in the trace's folder); returns those it rewrote."""
         done = []
-        for p in sorted(Path(root).rglob("*")) if Path(root).is_dir() else []:
+        root = Path(root)
+        files = sorted(root.rglob("*")) if root.is_dir() else [root] if root.is_file() else []
+        for p in files:
             if p.is_file() and not p.is_symlink():
                 data = p.read_bytes()
                 clean = data
@@ -107,7 +109,7 @@ class TraceWriter:
                     clean = clean.replace(s.encode(), REDACTED.encode())
                 if clean != data:
                     p.write_bytes(clean)
-                    done.append(str(p.relative_to(root)))
+                    done.append(str(p.relative_to(root)) if p != root else p.name)
         return done
 
     def sync(self) -> None:

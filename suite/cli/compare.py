@@ -536,6 +536,8 @@ def compare_cmd(
         refusal = _sandbox_refusal("compare", proto.data["sandbox"], allow_unsandboxed)
     if refusal:
         fail(refusal, USAGE)
+    if not allow_unsandboxed and any(req.agent(label) == "agent-cmd" for label in req.arms):
+        fail(UNSANDBOXED.format(what="compare", why="the agent-cmd arm runs its command outside it"), USAGE)
 
     def on_run(spec, rec):
         what = (

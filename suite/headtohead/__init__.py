@@ -2,9 +2,13 @@
 
   protocol.py   a protocol file (model, seeds, budgets, task, arms, question settings, final bench)
   compare.py    the runs (arm x seed) as plain specs, run or resumed one after another; re-measuring
+  estimate.py   the plan: runs, evaluations, GPU-hours, tokens and cost expected, before any model call
+  final.py      each run's best kernel benched on the task's full grid at the end
   runstats.py   what a run achieved and spent, read back from its trace
-  report.py     runs.jsonl, the tables (compare.md, compare.csv) and the best-so-far plot
+  stats.py      per-arm median and spread, a bootstrap interval of the difference between arms
+  report.py     runs.jsonl, the tables (compare.md, compare.csv, stats.json) and the best-so-far plot
   analysis.py   trace analysis: counts per run, large gains attributed to questions
+  control.py    the attribution's baselines: question times shuffled within the run, the other arms' rate
 
 It uses the agents' library (runner, trace, config, tasks) and is never imported by it. The
 commands are `kernelseek-suite compare` and `kernelseek-suite traces analyze` (suite/cli/).

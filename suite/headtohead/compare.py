@@ -192,6 +192,8 @@ def missing(prot: dict) -> list[str]:
     sec = prot.get("secrets", {})
     if not sec.get("agent_non_dumpable"):
         out.append("agent process dumpable")
+    if "agent_command" in prot:
+        out.append("agent command not sandboxed")
     if sec.get("ancestors_holding_key"):
         out.append("key in the environment of " + ", ".join(sec["ancestors_holding_key"]))
     return out

@@ -135,6 +135,8 @@ def compare(
     baseline: str | None = None,
     tolerance: float = config.VERIFY_TOLERANCE,
 ) -> Verdict:
+    if not tolerance >= 0:
+        raise ValueError(f"the tolerance must be a non-negative fraction, not {tolerance}")
     old = shipped if isinstance(shipped, ArchResults) else load(Path(shipped))
     new = fresh if isinstance(fresh, ArchResults) else load(Path(fresh))
     baseline = baseline or old.main_baseline
