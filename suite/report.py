@@ -8,14 +8,18 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from .results import ScenarioResult, breakdown
+from .results import ScenarioResult, breakdown, missing_columns, row_note
 
 
 def _fmt(x, nd=2):
     return "" if x is None else f"{x:.{nd}f}"
 
 
-def table_rows(rows: list[ScenarioResult], baselines: list[str]) -> tuple[list[str], list[list]]:
+def table_rows(
+    rows: list[ScenarioResult], baselines: list[str], column_notes: dict[str, str] | None = None
+) -> tuple[list[str], list[list]]:
+    """The per-scenario table; a baseline in `column_notes` (missing from the whole column) is left
+    out of the rows' notes."""
     headers = ["scenario", "status", "kernel TFLOP/s"]
     for b in baselines:
         headers += [f"{b} TFLOP/s", f"ratio vs {b}"]
@@ -27,7 +31,7 @@ def table_rows(rows: list[ScenarioResult], baselines: list[str]) -> tuple[list[s
         for b in baselines:
             line += [_fmt(r.tflops.get(b), 1), _fmt(r.ratio.get(b), 3)]
         chk = r.check or {}
-        note = r.reason if r.status != "ok" else "; ".join(f"{b}: {m}" for b, m in r.baselines.items() if m != "ok")
+        note = row_note(r, column_notes)
         if r.flags:
             note = "; ".join(["ALARM " + f for f in r.flags] + ([note] if note else []))
         line += [
@@ -98,7 +102,9 @@ def markdown(rows: list[ScenarioResult], baselines: list[str], summary: dict) ->
             items = ", ".join(f"{k}: {v:.3f}" for k, v in vals.items() if v is not None)
             parts.append(f"- per {group.replace('_', ' ')}: {items}")
         parts.append("")
-    headers, body = table_rows(rows, baselines)
+    missing = missing_columns(rows, baselines)
+    headers, body = table_rows(rows, baselines, missing)
     parts.append("## Per scenario")
+    parts += [f"- {b}: no number in any row: {why}" for b, why in missing.items()] + ([""] if missing else [])
     parts.append(tabulate(body, headers=headers, tablefmt="github"))
     return "\n".join(parts) + "\n"

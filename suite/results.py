@@ -193,6 +193,27 @@ def failure_counts(rows: list[ScenarioResult]) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
+def missing_columns(rows: list[ScenarioResult], baselines: list[str]) -> dict[str, str]:
+    """{baseline: why}: the baselines with no number in any of `rows` for one and the same reason
+    (not installed, say), so that a table says it once for the column instead of on every row."""
+    out = {}
+    for b in baselines:
+        why = {r.baselines.get(b) for r in rows}
+        if rows and len(why) == 1 and not any(r.ratio.get(b) for r in rows):
+            (msg,) = why
+            if msg and msg != "ok":
+                out[b] = msg
+    return out
+
+
+def row_note(r: ScenarioResult, skip: dict[str, str] | None = None) -> str:
+    """A row's note: its reason when it is not ok, else what its baselines said (other than the
+    column-wide notes in `skip`)."""
+    if r.status != STATUS_OK:
+        return r.reason
+    return "; ".join(f"{b}: {m}" for b, m in r.baselines.items() if m != "ok" and b not in (skip or {}))
+
+
 def breakdown(rows: list[ScenarioResult], baseline: str) -> dict[str, dict[str, float | None]]:
     """Geometric means of the ratio per head configuration, per seqlen, and causal vs not."""
     groups: dict[str, dict[str, list[float]]] = {"head_config": {}, "seqlen": {}, "mask": {}}

@@ -100,10 +100,7 @@ def doctor_cmd(arch, runtime, gpu_index, as_json):
     if as_json:
         click.echo(json.dumps(rep.to_dict(), indent=1))
     else:
-        rows = [
-            ["ok" if f.ok else ("note" if f.note_only else f"FAIL {f.code}"), f.check, f.detail, "" if f.ok else f.fix]
-            for f in rep.findings
-        ]
+        rows = [[f.state, f.check, f.detail, "" if f.ok or f.skipped else f.fix] for f in rep.findings]
         click.echo(
             tabulate(rows, headers=["", "check", "state", "fix"], tablefmt="simple", maxcolwidths=[None, None, 60, 70])
         )
@@ -184,6 +181,8 @@ def verify_cmd(shipped, fresh, baseline, tolerance, show_all):
         for s in v.scenarios
         if show_all or s.verdict != SAME
     ]
+    for w in v.warnings:
+        click.echo(f"warning: {w}", err=True)
     click.echo(f"ratio vs {v.baseline} (baseline time / kernel time), tolerance {v.tolerance:.0%}")
     if rows:
         click.echo(tabulate(rows, headers=["scenario", "shipped", "fresh", "change", "verdict", "why"]))

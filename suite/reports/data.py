@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from .. import config
 from ..results import ScenarioResult, read_jsonl
@@ -64,6 +64,54 @@ class ArchResults:
     @property
     def ceiling_tflops(self) -> float | None:
         return (self.ceiling or {}).get("tflops")
+
+    @property
+    def kernel_path(self) -> str:
+        """The kernel's path, relative to the repository (the measuring machine's checkout left out)."""
+        path = (
+            self.record.get("kernel") or (self.summary.get("kernel") or {}).get("path") or self.provenance.get("kernel")
+        )
+        return repo_relative(path or "")
+
+    @property
+    def kernel_file(self) -> str:
+        """The kernel by its file name ("kernel" when the data does not say)."""
+        return PurePosixPath(self.kernel_path).name or "kernel"
+
+
+# the repository's top-level folders a measured file can sit in
+REPO_FOLDERS = ("kernels", "tests", "results", "bank", "scratch")
+
+
+def repo_relative(path: str) -> str:
+    """A path recorded on the measuring machine, made relative to its checkout: as is when relative;
+    relative to this checkout when under it; from the first of the repository's own folders in it
+    (kernels/, tests/, ...) otherwise; else the file name alone."""
+    if not path or not PurePosixPath(path).is_absolute():
+        return path
+    try:
+        return Path(path).relative_to(config.REPO_ROOT).as_posix()
+    except ValueError:
+        pass
+    parts = PurePosixPath(path).parts
+    for i, part in enumerate(parts):
+        if part in REPO_FOLDERS:
+            return PurePosixPath(*parts[i:]).as_posix()
+    return PurePosixPath(path).name
+
+
+def version_of_cudnn(v) -> str | None:
+    """cuDNN's version as people write it: torch reports an integer, 91900 for 9.19.0 (cuDNN 9:
+    major * 10000 + minor * 100 + patch) or 8906 for 8.9.6 (cuDNN 8 and older: * 1000, * 100)."""
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        n = int(v)
+    except (TypeError, ValueError):
+        return str(v)
+    if n >= 10000:
+        return f"{n // 10000}.{n % 10000 // 100}.{n % 100}"
+    return f"{n // 1000}.{n % 1000 // 100}.{n % 100}"
 
 
 def find_run_dir(root: Path) -> Path:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..results import geomean
 from . import plots, tables
-from .data import MEASURED, ArchResults, load
+from .data import MEASURED, ArchResults, load, version_of_cudnn
 
 
 @dataclass
@@ -28,7 +28,7 @@ def _rel(path: Path, start: Path) -> str:
 
 def _provenance_lines(res: ArchResults, status: str) -> list[str]:
     p, rec = res.provenance, res.record
-    kernel = res.summary.get("kernel") or {"path": p.get("kernel"), "sha256": p.get("kernel_sha256")}
+    kernel = res.summary.get("kernel") or {"sha256": p.get("kernel_sha256")}
     versions = p.get("baseline_versions") or {}
     lines = [
         f"- **Data**: {status}. Measured {p.get('date', '?')} to {p.get('date_end', '?')} "
@@ -36,9 +36,9 @@ def _provenance_lines(res: ArchResults, status: str) -> list[str]:
         f"- **GPU**: {p.get('gpu_name') or p.get('device')} ({p.get('sms')} SMs), driver {p.get('driver')}, "
         f"compute capability {'.'.join(map(str, p.get('compute_capability') or [])) or '?'}; "
         f"clocks at start {_clocks(p.get('clocks_start'))}, at end {_clocks(p.get('clocks_end'))}.",
-        f"- **Software**: torch {p.get('torch')}, CUDA {p.get('cuda')}, cuDNN {p.get('cudnn')}, nvcc {p.get('nvcc')}; "
-        + ", ".join(f"{b}: {v or 'not installed'}" for b, v in versions.items()),
-        f"- **Kernel**: `{kernel.get('path')}` (sha256 `{(kernel.get('sha256') or '')[:16]}`), seed {p.get('seed')}.",
+        f"- **Software**: torch {p.get('torch')}, CUDA {p.get('cuda')}, cuDNN {version_of_cudnn(p.get('cudnn'))}, "
+        f"nvcc {p.get('nvcc')}; " + ", ".join(f"{b}: {v or 'not installed'}" for b, v in versions.items()),
+        f"- **Kernel**: `{res.kernel_path}` (sha256 `{(kernel.get('sha256') or '')[:16]}`), seed {p.get('seed')}.",
     ]
     if rec.get("stand_in"):
         lines.append(f"- **Note**: {rec['stand_in']}")
@@ -191,8 +191,10 @@ def render(
             parts += [f"### {name}", f"![{name}]({_rel(p, out)})", ""]
     parts += [
         "## Per scenario",
-        "TFLOP/s at the median time; `kernel % of GEMM` is the kernel's TFLOP/s as a "
-        "share of the bf16 GEMM ceiling measured in the same run.",
+        f"`kernel` is `{res.kernel_file}`. TFLOP/s at the median time; `kernel % of GEMM` is the kernel's "
+        "TFLOP/s as a share of the bf16 GEMM ceiling measured in the same run.",
+        "",
+        *[f"- {b}: no number in any scenario: {why}" for b, why in tables.column_notes(res).items()],
         "",
         t_scen.markdown(),
         "",

@@ -1,6 +1,8 @@
 """The report's plots (matplotlib, PNG): the ratio to a baseline as a heat map over head
-configuration x sequence length, causal and not; TFLOP/s against sequence length per head
-configuration, the kernel beside its baselines, with the measured GEMM ceiling drawn in."""
+configuration x sequence length, causal and not, every one on the same diverging log scale
+(scale.py: 0.5x to 2x, 1x white); TFLOP/s against sequence length per head configuration, the
+kernel (named by its file) beside its baselines, with the measured GEMM ceiling drawn in and
+labelled with its value."""
 
 from __future__ import annotations
 
@@ -52,11 +54,12 @@ def heatmap(res: ArchResults, baseline: str, causal: bool, path: Path) -> Path |
     ax.set_yticks(range(len(hcs)), hcs)
     ax.set_xlabel("sequence length (batch x seqlen = 32768 tokens)")
     gpu = res.provenance.get("gpu_name") or "GPU"
-    ax.set_title(f"{baseline} time / kernel time, {_mask_name(causal)} ({gpu}); > 1: kernel faster", fontsize=10)
+    kernel = res.kernel_file
+    ax.set_title(f"{baseline} time / {kernel} time, {_mask_name(causal)} ({gpu}); > 1: {kernel} faster", fontsize=10)
     bar = fig.colorbar(im, ax=ax, shrink=0.8, extend="both")
     bar.set_ticks(scale.TICKS, labels=[f"{t:g}x" for t in scale.TICKS])
     bar.minorticks_off()
-    bar.set_label(f"{baseline} time / kernel time (log scale)")
+    bar.set_label(f"{baseline} time / {kernel} time (log scale, the same on every map)", fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -71,6 +74,7 @@ def tflops_vs_seqlen(res: ArchResults, causal: bool, path: Path) -> Path | None:
         return None
     hcs = [hc.name for hc in HEAD_CONFIGS if any(r.head_config == hc.name for r in rows)]
     impls = ["kernel"] + [b for b in res.baselines if any(r.tflops.get(b) for r in rows)]
+    label = {"kernel": res.kernel_file}
     ncol = 4
     nrow = math.ceil(len(hcs) / ncol)
     fig, axes = plt.subplots(nrow, ncol, figsize=(4 * ncol, 2.9 * nrow), squeeze=False)
@@ -80,9 +84,17 @@ def tflops_vs_seqlen(res: ArchResults, causal: bool, path: Path) -> Path | None:
         for impl in impls:
             pts = [(r.seqlen_q, r.tflops[impl]) for r in mine if r.tflops.get(impl) and (impl != "kernel" or r.correct)]
             if pts:
-                ax.plot(*zip(*pts), marker="o", markersize=3, label=impl, linewidth=2.2 if impl == "kernel" else 1.2)
+                ax.plot(
+                    *zip(*pts),
+                    marker="o",
+                    markersize=3,
+                    label=label.get(impl, impl),
+                    linewidth=2.2 if impl == "kernel" else 1.2,
+                )
         if ceiling:
-            ax.axhline(ceiling, color="grey", linestyle="--", linewidth=0.8, label="bf16 GEMM")
+            ax.axhline(
+                ceiling, color="grey", linestyle="--", linewidth=0.8, label=f"bf16 GEMM ceiling, {ceiling:.0f} TFLOP/s"
+            )
         ax.set_xscale("log", base=2)
         ax.set_xticks(SEQLENS, [f"{s // 1024}k" if s >= 1024 else str(s) for s in SEQLENS], fontsize=8)
         ax.minorticks_off()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from ..results import ScenarioResult, geomean
+from ..results import ScenarioResult, geomean, missing_columns, row_note
 from ..scenarios import HEAD_CONFIGS, SEQLENS
 from .data import ArchResults
 
@@ -61,8 +61,14 @@ def ceiling_fraction(tflops: float | None, ceiling: float | None) -> float | Non
     return tflops / ceiling
 
 
+def column_notes(res: ArchResults) -> dict[str, str]:
+    """{baseline: why} for a baseline with no number in any timed scenario: said once for its column."""
+    return missing_columns(res.grid_rows, res.baselines)
+
+
 def scenario_table(res: ArchResults) -> Table:
     baselines = res.baselines
+    skip = column_notes(res)
     ceiling = res.ceiling_tflops
     headers = ["scenario", "correct", "kernel TFLOP/s", "kernel % of GEMM"]
     digits: list[int | None] = [None, None, 1, 1]
@@ -79,7 +85,7 @@ def scenario_table(res: ArchResults) -> Table:
         for b in baselines:
             line += [r.tflops.get(b), r.ratio.get(b)]
         chk = r.check or {}
-        note = r.reason if r.status != "ok" else "; ".join(f"{b}: {m}" for b, m in r.baselines.items() if m != "ok")
+        note = row_note(r, skip)
         line += [
             f"{chk['max_err']:.2e}" if chk.get("max_err") is not None else None,
             f"{chk['tol']:.2e}" if chk.get("tol") is not None else None,

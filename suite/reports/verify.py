@@ -54,6 +54,7 @@ class Verdict:
     tolerance: float
     scenarios: list[ScenarioVerdict] = field(default_factory=list)
     claims: list[Claim] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # what makes the comparison one to read with care
 
     def counts(self) -> dict[str, int]:
         return {v: sum(s.verdict == v for s in self.scenarios) for v in VERDICTS}
@@ -106,6 +107,24 @@ def scenario_verdict(
     return ScenarioVerdict(sid, a, b, verdict, why)
 
 
+def kernel_sha(res: ArchResults) -> str | None:
+    return (res.summary.get("kernel") or {}).get("sha256") or res.provenance.get("kernel_sha256") or None
+
+
+def kernel_warnings(old: ArchResults, new: ArchResults) -> list[str]:
+    """The two runs are of different kernels (their sources' sha256 differ): what changed may be the
+    kernel, not the machine or the run."""
+    a, b = kernel_sha(old), kernel_sha(new)
+    if a and b and a != b:
+        return [
+            f"the runs are of different kernels: shipped {old.kernel_path or '?'} (sha256 {a[:16]}), "
+            f"fresh {new.kernel_path or '?'} (sha256 {b[:16]}); a change below may be the kernel's, not the run's"
+        ]
+    if not (a and b):
+        return [f"the kernel's sha256 is not recorded in the {'shipped' if not a else 'fresh'} run: not compared"]
+    return []
+
+
 def _pct(n: int, d: int) -> str:
     return f"{n}/{d}"
 
@@ -121,7 +140,7 @@ def compare(
     old = shipped if isinstance(shipped, ArchResults) else load(Path(shipped))
     new = fresh if isinstance(fresh, ArchResults) else load(Path(fresh))
     baseline = baseline or old.main_baseline
-    v = Verdict(baseline, tolerance)
+    v = Verdict(baseline, tolerance, warnings=kernel_warnings(old, new))
     old_by = {r.scenario: r for r in old.grid_rows}
     new_by = {r.scenario: r for r in new.grid_rows}
     for sid in list(old_by) + [s for s in new_by if s not in old_by]:

@@ -52,13 +52,25 @@ class Finding:
     detail: str
     fix: str = ""
     note_only: bool = False  # a problem that does not stop this runtime (reported, no exit code)
+    skipped: bool = False  # not checked (the detail says why): neither ok nor a problem
 
     @property
     def code(self) -> int:
-        return 0 if self.ok or self.note_only else CODES[self.check]
+        return 0 if self.ok or self.note_only or self.skipped else CODES[self.check]
+
+    @property
+    def state(self) -> str:
+        """What the table shows: ok, skipped, note, or FAIL with the code."""
+        if self.skipped:
+            return "skipped"
+        return "ok" if self.ok else ("note" if self.note_only else f"FAIL {self.code}")
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "code": self.code}
+        return {**asdict(self), "code": self.code, "state": self.state}
+
+
+def skipped(check: str, why: str) -> Finding:
+    return Finding(check, False, f"not checked: {why}", skipped=True)
 
 
 @dataclass
@@ -125,9 +137,7 @@ def check_gpu(arch: str, gpus: list, index: int = 0) -> Finding:
 
 def check_driver(driver: str | None, cuda: str | None, what: str) -> Finding:
     if not driver or not cuda:
-        return Finding(
-            "driver", True, f"not checked (driver {driver or 'unknown'}, CUDA of {what} {cuda or 'unknown'})"
-        )
+        return skipped("driver", f"driver {driver or 'unknown'}, CUDA of {what} {cuda or 'unknown'}")
     need = MIN_DRIVER.get(_version_tuple(cuda)[0])
     if need and _version_tuple(driver) < _version_tuple(need):
         return Finding(
@@ -253,6 +263,8 @@ def diagnose(
         docker_ok = _docker_findings(findings, make_client, note)
         if docker_ok or runtime == "docker":
             findings.append(check_driver(g.driver if g else None, image_cuda(arch, root), f"the {arch} image"))
+    else:
+        findings.append(skipped("docker-engine", "--runtime native"))
     if runtime == "native" or (runtime == "auto" and not docker_ok):
         version = (nvcc_version or _nvcc_version)()
         findings.append(check_nvcc(arch, version))
@@ -260,8 +272,14 @@ def diagnose(
         if g is not None:
             names = list(config.REPRODUCE[arch]["baselines"])
             findings += check_baselines(arch, (baseline_status or probe_baselines)(names))
+        else:
+            findings.append(skipped("baselines", f"no GPU {gpu_index} to import them for"))
+    else:
+        findings.append(skipped("nvcc", "the run builds in the container"))
     if g is not None:
         findings += check_gpu_state(g)
+    else:
+        findings += [skipped(c, f"no GPU {gpu_index} to read") for c in ("gpu-busy", "throttle")]
     return Report(arch, runtime, findings)
 
 
