@@ -150,7 +150,7 @@ def _run_scenario(args, scn, lib, others, speeds: dict) -> int:
     rc = 0
     if args.check:
         ref, ref_lse, lowp = reference_pair(q, k, v, scn.causal, scn.softmax_scale)
-        checked = [(args.kernel, out, lse)]
+        checked = [("", out, lse)]
         if args.check_beside:
             for other, other_lib in others:
                 o2, l2 = torch.full_like(out, float("nan")), torch.full_like(lse, float("nan"))
@@ -159,11 +159,10 @@ def _run_scenario(args, scn, lib, others, speeds: dict) -> int:
                     rc = 1
                     continue
                 torch.cuda.synchronize()
-                checked.append((other, o2, l2))
-        for name, o, lo in checked:
+                checked.append((f" {other}", o2, l2))
+        for who, o, lo in checked:  # the kernel, then each --beside kernel by its path
             res = check_output(o, ref, lowp, lo, ref_lse)
             verdict = "ok" if res.ok else "WRONG: " + res.reason
-            who = "" if name == args.kernel else f" {name}"
             print(f"{scn.id}{who}: {verdict} (max err {res.max_err:.3g}, tol {res.tol:.3g})")
             rc = max(rc, 0 if res.ok else 1)
     if args.time:
