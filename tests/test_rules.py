@@ -599,3 +599,21 @@ def test_an_empty_string_keeps_both_quotes():
 
 def test_an_empty_block_comment_ends_where_it_ends():
     assert "ending the process (return a KS_ERR_* code instead)" in found("/**/ exit(1);\n")
+
+
+def test_code_right_after_a_block_comment_is_code():
+    assert "ending the process (return a KS_ERR_* code instead)" in found("/* a */exit(1);\n")
+    assert rules._strip("/*a*/b", strings=True) == "     b"
+
+
+@pytest.mark.parametrize("before", ["", " ", "x=", "u8", "f(a,\n  "])
+def test_a_raw_string_is_one_literal_wherever_its_quote_sits(before):
+    # the quote at offsets 1, 2, 3, 3 and 8 (the first file starts with the raw string); read as a
+    # plain string, the quotes inside would end it early and show what follows as code
+    assert rules._strip(before + 'R"(a"b)" x', strings=True) == before + 'R"     " x'
+    assert rules.check_source(before + 'R"(a " exit(1) " b)";\n') == []
+
+
+def test_a_lone_quote_at_the_end_of_the_file_stays_one_quote():
+    assert rules._strip('"', strings=True) == '"'
+    assert rules._strip('x = "', strings=True) == 'x = "'

@@ -1,3 +1,4 @@
+import json
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,8 @@ from kernelseek_suite.reports.verify import (
     _classify,
     _rel_spread,
     compare,
+    kernel_sha,
+    kernel_warnings,
     scenario_verdict,
 )
 from kernelseek_suite.results import ScenarioResult
@@ -341,3 +344,108 @@ def test_a_negative_tolerance_is_refused(tolerance):
     with pytest.raises(ValueError, match="non-negative"):
         compare(arch([row()]), arch([row()]), tolerance=tolerance)
     assert compare(arch([row()]), arch([row()]), tolerance=0.0).scenarios[0].verdict == "same"
+
+
+# ---- the kernels the two runs measured --------------------------------------------------------------
+
+# two sources' sha256, each built at run time so that equal hashes are equal strings, never one object
+SHA_A = "".join(["0123456789abcdef"] * 4)
+SHA_B = "".join(["fedcba9876543210"] * 4)
+
+
+def kernel_run(sha=None, path=None, where="summary"):
+    """A run whose kernel's sha256 (and path) is recorded where results record it: in summary.json's
+    kernel, or in provenance.json (older runs)."""
+    summary, prov = {}, {"baselines": ["fa3"]}
+    if where == "summary":
+        summary["kernel"] = {"path": path, "sha256": sha}
+    else:
+        prov.update({"kernel": path, "kernel_sha256": sha})
+    return ArchResults(Path("."), Path("."), "sm90", [row()], summary, prov)
+
+
+def test_the_kernels_sha256_is_read_from_the_summary_else_the_provenance():
+    assert kernel_sha(kernel_run(SHA_A)) == SHA_A
+    assert kernel_sha(kernel_run(SHA_B, where="provenance")) == SHA_B
+    both = kernel_run(SHA_A)
+    both.provenance["kernel_sha256"] = SHA_B
+    assert kernel_sha(both) == SHA_A
+    no_sha = kernel_run(None)
+    no_sha.provenance["kernel_sha256"] = SHA_B
+    assert kernel_sha(no_sha) == SHA_B
+    for empty in (kernel_run(None), kernel_run(""), kernel_run("", where="provenance"), arch([row()])):
+        assert kernel_sha(empty) is None
+
+
+def test_runs_of_the_same_kernel_give_no_warning():
+    old, new = kernel_run(SHA_A, "kernels/hopper/a.cu"), kernel_run("".join(["0123456789abcdef"] * 4), "k.cu")
+    assert kernel_sha(old) == kernel_sha(new) and kernel_sha(old) is not kernel_sha(new)
+    assert kernel_warnings(old, new) == []
+    assert compare(old, new).warnings == []
+    # the same hash, one run recording it in its summary and the other in its provenance
+    assert kernel_warnings(kernel_run(SHA_B), kernel_run("".join(["fedcba9876543210"] * 4), where="provenance")) == []
+
+
+@pytest.mark.parametrize("shipped,fresh", [(SHA_A, SHA_B), (SHA_B, SHA_A)])
+def test_runs_of_different_kernels_are_warned_about_by_path_and_hash(shipped, fresh):
+    old = kernel_run(shipped, "kernels/hopper/v9.cu")
+    new = kernel_run(fresh, "kernels/hopper/v10.cu", where="provenance")
+    want = (
+        f"the runs are of different kernels: shipped kernels/hopper/v9.cu (sha256 {shipped[:16]}), "
+        f"fresh kernels/hopper/v10.cu (sha256 {fresh[:16]}); a change below may be the kernel's, not the run's"
+    )
+    assert kernel_warnings(old, new) == [want]
+    assert compare(old, new).warnings == [want]
+
+
+def test_a_kernel_without_a_path_is_named_by_a_question_mark():
+    (w,) = kernel_warnings(kernel_run(SHA_A), kernel_run(SHA_B, "kernels/hopper/v10.cu"))
+    assert w.startswith("the runs are of different kernels: shipped ? (sha256 0123456789abcdef), ")
+    assert "fresh kernels/hopper/v10.cu (sha256 fedcba9876543210);" in w
+    (w,) = kernel_warnings(kernel_run(SHA_A, "a.cu"), kernel_run(SHA_B))
+    assert "shipped a.cu (sha256 0123456789abcdef), fresh ? (sha256 fedcba9876543210);" in w
+
+
+@pytest.mark.parametrize(
+    "shipped,fresh,side",
+    [(None, SHA_A, "shipped"), (SHA_A, None, "fresh"), (None, None, "shipped"), ("", SHA_B, "shipped")],
+)
+def test_a_run_without_its_kernels_hash_is_said_not_compared(shipped, fresh, side):
+    old, new = kernel_run(shipped, "a.cu"), kernel_run(fresh, "b.cu")
+    want = [f"the kernel's sha256 is not recorded in the {side} run: not compared"]
+    assert kernel_warnings(old, new) == want
+    assert compare(old, new).warnings == want
+
+
+def _set_kernel_sha(run_dir: Path, sha: str) -> None:
+    for name in ("summary.json", "provenance.json"):
+        p = run_dir / name
+        d = json.loads(p.read_text())
+        if isinstance(d.get("kernel"), dict):
+            d["kernel"]["sha256"] = sha
+        if "kernel_sha256" in d:
+            d["kernel_sha256"] = sha
+        p.write_text(json.dumps(d))
+
+
+def test_the_warning_goes_to_stderr_and_leaves_the_exit_code_to_the_claims(tmp_path):
+    rows = make_rows()[:4]
+    shipped = write_results(tmp_path / "shipped", rows)
+    other = write_results(tmp_path / "other", rows)
+    _set_kernel_sha(other / "flash_fwd_sm90", SHA_B)
+    slower = write_results(tmp_path / "slower", make_rows(ratio=lambda s, b: default_ratio(s, b) * 0.8)[:4])
+    _set_kernel_sha(slower / "flash_fwd_sm90", SHA_B)
+    warning = (
+        "warning: the runs are of different kernels: shipped kernels/hopper/flash_fwd_sm90.cu (sha256 "
+        f"{'0' * 16}), fresh kernels/hopper/flash_fwd_sm90.cu (sha256 {SHA_B[:16]}); a change below may be "
+        "the kernel's, not the run's\n"
+    )
+    runner = CliRunner()
+    r = runner.invoke(main, ["verify", str(shipped), "--against", str(shipped)])
+    assert (r.exit_code, r.stderr) == (0, "")
+    r = runner.invoke(main, ["verify", str(shipped), "--against", str(other)])
+    assert (r.exit_code, r.stderr) == (0, warning)
+    assert "warning" not in r.stdout and "scenarios: 4 same" in r.stdout
+    r = runner.invoke(main, ["verify", str(shipped), "--against", str(slower)])
+    assert (r.exit_code, r.stderr) == (1, warning)
+    assert "claim: geomean vs fa3 over 4 common scenarios" in r.stdout and ": slower" in r.stdout
