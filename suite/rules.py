@@ -193,10 +193,6 @@ def _strip(src: str, strings: bool) -> str:
     return "".join(out)
 
 
-def _strip_comments_and_strings(src: str) -> str:
-    return _strip(src, strings=True)
-
-
 def _inside_include(src: str, i: int) -> bool:
     line_start = src.rfind("\n", 0, i) + 1
     return re.match(r"\s*(#|%:)\s*include(_next)?\b", src[line_start:i]) is not None

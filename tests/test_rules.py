@@ -617,3 +617,18 @@ def test_a_raw_string_is_one_literal_wherever_its_quote_sits(before):
 def test_a_lone_quote_at_the_end_of_the_file_stays_one_quote():
     assert rules._strip('"', strings=True) == '"'
     assert rules._strip('x = "', strings=True) == 'x = "'
+
+
+@pytest.mark.parametrize("before", ["", "int a;\n"])
+def test_the_quotes_of_an_include_open_no_string_on_any_line(before):
+    # the first line included, where no newline comes before the include
+    line = before.count("\n") + 1
+    computed = "an include that is not a plain <header> (computed or #include_next)"
+    src = before + '#include <x">\n'
+    assert rules._strip(src, strings=True) == src
+    assert [(v.line, v.rule) for v in rules.check_source(src)] == [(line, computed)]
+    src = before + '#include R"(\nexit(1);\n)"\n'
+    assert [(v.line, v.rule) for v in rules.check_source(src)] == [
+        (line, computed),
+        (line + 1, "ending the process (return a KS_ERR_* code instead)"),
+    ]
