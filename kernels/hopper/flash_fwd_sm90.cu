@@ -423,9 +423,11 @@ struct Config {
   static constexpr int Q_BYTES = BM * DQK_PAD * 2;
   static constexpr int K_BYTES = BN * DQK_PAD * 2;      // one stage
   static constexpr int V_BYTES = BN * DV_MMA * 2;
-  static constexpr int TILE_BYTES = Q_BYTES + STAGES * (K_BYTES + V_BYTES);
+  // Q double-buffered where shared memory allows: the next tile's Q loads while this tile runs
+  static constexpr int Q_STAGES = 2 * Q_BYTES + STAGES * (K_BYTES + V_BYTES) + 256 + 1024 <= 232448 ? 2 : 1;
+  static constexpr int TILE_BYTES = Q_STAGES * Q_BYTES + STAGES * (K_BYTES + V_BYTES);
   static constexpr int SMEM_BYTES = TILE_BYTES + 256 + 1024;
-  static_assert(8 * (6 + 4 * STAGES) <= 256, "barrier area");  // barriers, and slack for 1024-B alignment
+  static_assert(8 * (8 + 4 * STAGES) <= 256, "barrier area");  // barriers, and slack for 1024-B alignment
   static constexpr int THREADS = 128 * (CWG + 1);
   static constexpr int CONSUMER_WARPS = 4 * CWG;
   // registers per thread after setmaxnreg: the producer gives its share to the consumers
@@ -596,23 +598,26 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   extern __shared__ uint8_t smem_raw[];
   const uint32_t smem_base = (smem_u32(smem_raw) + 1023) & ~1023u;
   const uint32_t sQ = smem_base;
-  const uint32_t sK = sQ + C::Q_BYTES;                    // + stage * K_BYTES
+  const uint32_t sK = sQ + C::Q_STAGES * C::Q_BYTES;     // + stage * K_BYTES
   const uint32_t sV = sK + C::STAGES * C::K_BYTES;        // + stage * V_BYTES
   const uint32_t bars = sQ + C::TILE_BYTES;
-  const uint32_t q_full = bars, q_empty = bars + 8;
+  auto q_full = [&](int i) { return bars + 8 * i; };
+  auto q_empty = [&](int i) { return bars + 8 * (2 + i); };
   // a ring of two tile slots: the producer announces the next tile, the consumers read it
-  auto tile_full = [&](int i) { return bars + 8 * (2 + 4 * C::STAGES + i); };
-  auto tile_empty = [&](int i) { return bars + 8 * (4 + 4 * C::STAGES + i); };
+  auto tile_full = [&](int i) { return bars + 8 * (4 + 4 * C::STAGES + i); };
+  auto tile_empty = [&](int i) { return bars + 8 * (6 + 4 * C::STAGES + i); };
   __shared__ int tile_slot[2];
-  auto k_full = [&](int s) { return bars + 8 * (2 + s); };
-  auto k_empty = [&](int s) { return bars + 8 * (2 + C::STAGES + s); };
-  auto v_full = [&](int s) { return bars + 8 * (2 + 2 * C::STAGES + s); };
-  auto v_empty = [&](int s) { return bars + 8 * (2 + 3 * C::STAGES + s); };
+  auto k_full = [&](int s) { return bars + 8 * (4 + s); };
+  auto k_empty = [&](int s) { return bars + 8 * (4 + C::STAGES + s); };
+  auto v_full = [&](int s) { return bars + 8 * (4 + 2 * C::STAGES + s); };
+  auto v_empty = [&](int s) { return bars + 8 * (4 + 3 * C::STAGES + s); };
 
   const int wg = threadIdx.x / 128;
   if (threadIdx.x == 0) {
-    mbar_init(q_full, 1);
-    mbar_init(q_empty, C::CONSUMER_WARPS);  // one arrive per consumer warp
+    for (int i = 0; i < C::Q_STAGES; ++i) {
+      mbar_init(q_full(i), 1);
+      mbar_init(q_empty(i), C::CONSUMER_WARPS);  // one arrive per consumer warp
+    }
     for (int s = 0; s < C::STAGES; ++s) {
       mbar_init(k_full(s), 1);
       mbar_init(v_full(s), 1);
@@ -643,11 +648,12 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         const int m0 = tile.m_block * C::BM, hk = tile.h / p.group;
         const int n_blocks = kv_blocks<C, CAUSAL>(m0, p);
         if (n_blocks > 0) {
-          mbar_wait(q_empty, (q_it & 1) ^ 1);
-          mbar_expect_tx(q_full, C::Q_BYTES);
+          const int qs = q_it % C::Q_STAGES;
+          mbar_wait(q_empty(qs), ((q_it / C::Q_STAGES) & 1) ^ 1);
+          mbar_expect_tx(q_full(qs), C::Q_BYTES);
 #pragma unroll
           for (int c = 0; c < C::QK_CHUNKS; ++c)
-            tma_load_4d(sQ + c * C::BM * 128, &tm_q, q_full, c * 64, m0, tile.h, tile.b);
+            tma_load_4d(sQ + qs * C::Q_BYTES + c * C::BM * 128, &tm_q, q_full(qs), c * 64, m0, tile.h, tile.b);
           for (int i = 0; i < n_blocks; ++i, ++kv_it) {
             const int n_block = n_blocks - 1 - i, s = kv_it % C::STAGES;
             const uint32_t ph = (kv_it / C::STAGES) & 1;
@@ -680,7 +686,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   const int cw = __shfl_sync(0xffffffff, wg, 0) - 1;
   const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
   const int col_lane = 2 * (lane % 4);
-  const uint32_t q16 = (sQ + cw * 64 * 128) >> 4, k16 = sK >> 4, v16 = sV >> 4;
+  const uint32_t q16_0 = (sQ + cw * 64 * 128) >> 4, k16 = sK >> 4, v16 = sV >> 4;
   const int num_tiles = p.m_blocks * p.heads_q * p.batch;
   const int diag = p.seqlen_k - p.seqlen_q;  // causal: column j visible from row i iff j <= i + diag
   int kv_it = 0, q_it = 0;
@@ -713,7 +719,9 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
 
     if (n_blocks > 0) {
-      mbar_wait(q_full, q_it & 1);
+      const int qs = q_it % C::Q_STAGES;
+      const uint32_t q16 = q16_0 + qs * (C::Q_BYTES >> 4);
+      mbar_wait(q_full(qs), (q_it / C::Q_STAGES) & 1);
       float acc_s[C::BN / 2];
       uint32_t p_frag[C::PV_STEPS][4];
       float corr[2] = {1.f, 1.f};
@@ -731,7 +739,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       fence_regs(acc_s);
       if (lane == 0) {
         mbar_arrive(k_empty(s));
-        if (n_blocks == 1) mbar_arrive(q_empty);
+        if (n_blocks == 1) mbar_arrive(q_empty(qs));
       }
       if (n_masked > 0) mask_scores<C, CAUSAL>(acc_s, (n_blocks - 1) * C::BN, row_a, row_b, col_lane, diag, p);
       softmax_step<C>(acc_s, row_max, row_sum, corr, p.scale_log2);  // O is zero: nothing to rescale
@@ -756,7 +764,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         named_bar_arrive(next_turn, 256);
         wgmma_wait<1>();
         fence_regs(acc_s);
-        if (lane == 0 && i == n_blocks - 1) mbar_arrive(q_empty);  // Q is read no more: the next tile's may load
+        if (lane == 0 && i == n_blocks - 1) mbar_arrive(q_empty(qs));  // Q is read no more: the next tile's may load
         if (decltype(masked)::value)
           mask_scores<C, CAUSAL>(acc_s, (n_blocks - 1 - i) * C::BN, row_a, row_b, col_lane, diag, p);
         const bool rescale = softmax_step<C>(acc_s, row_max, row_sum, corr, p.scale_log2);
