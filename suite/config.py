@@ -96,8 +96,11 @@ class TimingConfig:
     repeat_calls: int = 3
     repeat_faster: float = 0.8
     # timed calls whose output is kept (a uniform random sample, drawn as the calls come) and checked
-    # against the fp32 reference of that call's inputs, on one (batch, head) chosen at random
+    # against the fp32 reference of that call's inputs, on one (batch, head) chosen at random and
+    # `checked_rows` of its query rows drawn uniformly (all of them below that): the reference then
+    # costs checked_rows / seqlen_q of a whole head's (harness/fresh.py)
     checked_calls: int = 3
+    checked_rows: int = 256
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,43 @@ def test_reference_matches_a_naive_float64_attention(s, chunk_bytes):
     torch.testing.assert_close(lse.double()[live], want_lse[live], atol=2e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize(
+    "s",
+    [
+        scn(hq=6, hk=2, sq=17, sk=45, causal=True),  # seqlen_q < seqlen_k
+        scn(hq=4, hk=4, sq=45, sk=17, causal=True),  # the first 28 rows see nothing
+        scn(sq=33, sk=33, causal=True),
+        scn(sq=20, sk=31),
+    ],
+)
+@pytest.mark.parametrize("chunk_bytes", [1 << 30, 4 * 6 * 45 * 2])
+def test_the_reference_of_some_rows_is_those_rows_of_the_whole(s, chunk_bytes):
+    # the causal mask of a row depends on its place in the whole problem, not in the subset
+    q, k, v = inputs(s)
+    whole, whole_lse = attention_reference(q, k, v, s.causal, s.softmax_scale)
+    for rows in ([0], [s.seqlen_q - 1], [1, 5, 16], list(range(3, s.seqlen_q, 4)), list(range(s.seqlen_q))):
+        out, lse = attention_reference(
+            q[:, rows], k, v, s.causal, s.softmax_scale, chunk_bytes=chunk_bytes, rows=rows, seqlen_q=s.seqlen_q
+        )
+        torch.testing.assert_close(out, whole[:, rows])
+        assert torch.equal(torch.isneginf(lse), torch.isneginf(whole_lse[:, :, rows]))
+        live = ~torch.isneginf(lse)
+        torch.testing.assert_close(lse[live], whole_lse[:, :, rows][live])
+        lowp, _ = attention_reference(
+            q[:, rows], k, v, s.causal, s.softmax_scale, upcast=False, rows=rows, seqlen_q=s.seqlen_q
+        )
+        full_lowp, _ = attention_reference(q, k, v, s.causal, s.softmax_scale, upcast=False)
+        torch.testing.assert_close(lowp, full_lowp[:, rows])
+
+
+def test_rows_must_be_increasing_and_inside_the_problem():
+    s = scn(sq=10, sk=10, causal=True)
+    q, k, v = inputs(s)
+    for rows, seqlen_q in (([3, 2], 10), ([2, 2], 10), ([1, 10], 10), ([1, 2], None), ([1, 2, 3], 10)):
+        with pytest.raises(ValueError):
+            attention_reference(q[:, :2], k, v, True, s.softmax_scale, rows=rows, seqlen_q=seqlen_q)
+
+
 def test_rows_with_nothing_to_attend_give_zero_and_minus_inf():
     s = scn(sq=40, sk=10, causal=True)
     q, k, v = inputs(s)

@@ -138,6 +138,55 @@ def test_a_sample_is_one_batch_and_head_with_its_kv_head():
         q, k, v = inputs()
 
 
+def test_a_sample_of_rows_holds_those_rows_drawn_uniformly():
+    q, k, v = inputs()
+    out = torch.randn(SCN.batch, SCN.seqlen_q, SCN.heads_q, SCN.d_v).to(torch.bfloat16)
+    lse = torch.randn(SCN.batch, SCN.heads_q, SCN.seqlen_q)
+    rng = random.Random(5)
+    hits = [0] * SCN.seqlen_q
+    for _ in range(300):
+        s = fresh.take_sample(0, 0, q, k, v, out, lse, rng, rows=12)
+        assert len(s.rows) == 12 and s.rows == sorted(set(s.rows)) and s.seqlen_q == SCN.seqlen_q
+        assert torch.equal(s.q[0, :, 0], q[s.batch, s.rows, s.head])
+        assert torch.equal(s.out[0, :, 0], out[s.batch, s.rows, s.head])
+        assert torch.equal(s.lse[0, 0], lse[s.batch, s.head, s.rows])
+        hk = s.head // (SCN.heads_q // SCN.heads_kv)
+        assert torch.equal(s.k[0, :, 0], k[s.batch, :, hk]) and torch.equal(s.v[0, :, 0], v[s.batch, :, hk])
+        for r in s.rows:
+            hits[r] += 1
+    # 300 x 12 / 48 = 75 per row; a binomial's spread here is about 7.5
+    assert all(40 < h < 110 for h in hits), hits
+    # as many rows as the head has, or more: all of them, in order
+    assert fresh.take_sample(0, 0, q, k, v, out, lse, rng, rows=SCN.seqlen_q).rows == list(range(SCN.seqlen_q))
+    assert fresh.take_sample(0, 0, q, k, v, out, lse, rng).rows == list(range(SCN.seqlen_q))
+
+
+def test_a_sample_of_rows_is_checked_with_each_row_s_own_causal_mask():
+    q, k, v = inputs()
+    o, l = fakes.attention_reference(q, k, v, SCN.causal, SCN.softmax_scale)
+    rng = random.Random(2)
+    for _ in range(10):  # right everywhere: every sample of rows passes
+        s = fresh.take_sample(0, 0, q, k, v, o.to(torch.bfloat16), l, rng, rows=7)
+        assert fresh.check_sample(s, SCN, CheckConfig()).ok
+    # wrong on a quarter of the rows (those of the causal diagonal's first quarter): caught by a
+    # sample of 7 rows with probability 1 - (3/4)^7 > 0.86; over 20 samples, all but surely
+    bad = o.clone()
+    bad[:, : SCN.seqlen_q // 4] += 0.5
+    caught = sum(
+        not fresh.check_sample(
+            fresh.take_sample(0, 0, q, k, v, bad.to(torch.bfloat16), l, rng, rows=7), SCN, CheckConfig()
+        ).ok
+        for _ in range(20)
+    )
+    assert caught >= 14
+    f = fresh.FreshContent((q, k, v), 1, seed=9)
+    f.next()  # new contents, the old output: a replay is wrong on every row
+    for _ in range(10):
+        assert not fresh.check_sample(
+            fresh.take_sample(0, 0, q, k, v, o.to(torch.bfloat16), l, rng, rows=3), SCN, CheckConfig()
+        ).ok
+
+
 def test_a_sample_is_checked_against_the_reference_of_its_own_inputs():
     q, k, v = inputs()
     o, l = fakes.attention_reference(q, k, v, SCN.causal, SCN.softmax_scale)

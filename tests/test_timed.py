@@ -92,9 +92,10 @@ def test_the_sampled_calls_are_drawn_over_the_whole_run(monkeypatch):
     drawn = []
     real = timed_module.take_sample
 
-    def spy(rnd, *a):
+    def spy(rnd, *a, **kw):
         drawn.append(rnd)
-        return real(rnd, *a)
+        assert kw == {"rows": TCFG.checked_rows}  # the configured number of rows
+        return real(rnd, *a, **kw)
 
     monkeypatch.setattr(timed_module, "take_sample", spy)
     kept = []

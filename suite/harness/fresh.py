@@ -18,8 +18,12 @@ element are kept), so the kernel's and the baselines' times are measured on the 
 
 `Reservoir` picks a uniform random sample of the counted calls as they come (their number is not
 known in advance, and nothing the kernel can see tells which are kept); `take_sample` keeps the
-inputs and output of one random (batch, q head) of such a call, and `check_sample` judges it against
-the fp32 reference of exactly those inputs with the pass rule. Device-agnostic: tested on the CPU.
+inputs and output of one random (batch, q head) of such a call, on a uniform random set of its query
+rows (all of them when there are few), and `check_sample` judges those rows against the fp32
+reference of exactly those inputs with the pass rule. A replayed output is wrong on every row; a
+kernel that leaves a fraction f of the rows wrong passes one check with probability about
+(1 - f)^rows. The reference of `rows` rows costs rows/seqlen_q of the whole head's (at 32k keys, 256
+rows instead of 32768). Device-agnostic: tested on the CPU.
 """
 
 from __future__ import annotations
@@ -99,7 +103,9 @@ class Reservoir:
 
 @dataclass
 class Sample:
-    """One (batch, q head) of a timed call: its inputs and what the kernel wrote."""
+    """One (batch, q head) of a timed call, on some of its query rows: the inputs and what the kernel
+    wrote there. `rows` (increasing) index the call's `seqlen_q` query rows; q, out and lse hold
+    those rows only, k and v the whole kv head."""
 
     round: int
     input_set: int
@@ -110,26 +116,38 @@ class Sample:
     v: object
     out: object
     lse: object
+    rows: list
+    seqlen_q: int
 
 
-def take_sample(call_round: int, input_set: int, q, k, v, out, lse, rng: random.Random) -> Sample:
-    """Copies of one random (batch, q head): q (1, sq, 1, d), its kv head, the output and LSE."""
+def take_sample(
+    call_round: int, input_set: int, q, k, v, out, lse, rng: random.Random, rows: int | None = None
+) -> Sample:
+    """Copies of one random (batch, q head): `rows` of its query rows drawn uniformly (all of them
+    when `rows` is None or at least seqlen_q) of q, the output and LSE, and its whole kv head."""
+    import torch
+
     b = rng.randrange(q.shape[0])
     h = rng.randrange(q.shape[2])
     hk = h // (q.shape[2] // k.shape[2])
+    sq = q.shape[1]
+    picked = list(range(sq)) if rows is None or rows >= sq else sorted(rng.sample(range(sq), rows))
+    idx = torch.tensor(picked, device=q.device)
     return Sample(
         call_round,
         input_set,
         b,
         h,
-        q[b : b + 1, :, h : h + 1].clone(),
+        q[b : b + 1, :, h : h + 1].index_select(1, idx),
         k[b : b + 1, :, hk : hk + 1].clone(),
         v[b : b + 1, :, hk : hk + 1].clone(),
-        out[b : b + 1, :, h : h + 1].clone(),
-        lse[b : b + 1, h : h + 1].clone(),
+        out[b : b + 1, :, h : h + 1].index_select(1, idx),
+        lse[b : b + 1, h : h + 1].index_select(2, idx),
+        picked,
+        sq,
     )
 
 
 def check_sample(s: Sample, scn: Scenario, cfg: CheckConfig) -> CheckResult:
-    ref, ref_lse, lowp = reference_pair(s.q, s.k, s.v, scn.causal, scn.softmax_scale)
+    ref, ref_lse, lowp = reference_pair(s.q, s.k, s.v, scn.causal, scn.softmax_scale, rows=s.rows, seqlen_q=s.seqlen_q)
     return check_output(s.out, ref, lowp, s.lse, ref_lse, cfg)

@@ -91,7 +91,9 @@ def time_scenario(
         if c.kind == COUNTED:
             slot = reservoir.offer()
             if slot is not None:
-                samples[slot] = take_sample(c.round, c.input_set, b.q, b.k, b.v, b.out.view, b.lse.view, rng)
+                samples[slot] = take_sample(
+                    c.round, c.input_set, b.q, b.k, b.v, b.out.view, b.lse.view, rng, rows=timing_cfg.checked_rows
+                )
 
     fns: dict = {"kernel": Timed(lambda t: launch(sets[t], t), before, after, repeats=True)}
     for name, fn in baselines.items():

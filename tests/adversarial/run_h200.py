@@ -305,6 +305,7 @@ def _costs_json(arch: str) -> dict:
     import torch
 
     from kernelseek_suite import scenarios as sc
+    from kernelseek_suite.config import TimingConfig
     from kernelseek_suite.harness.device_state import CU_STREAM_LEGACY, CudaDriver, DeviceGuard
     from kernelseek_suite.harness.fresh import FreshContent, take_sample
     from kernelseek_suite.harness.inputs import make_inputs
@@ -345,9 +346,12 @@ def _costs_json(arch: str) -> dict:
         if sid.startswith("d192"):
             out = torch.zeros(scn.batch, scn.seqlen_q, scn.heads_q, scn.d_v, dtype=torch.bfloat16, device="cuda")
             lse = torch.zeros(scn.batch, scn.heads_q, scn.seqlen_q, device="cuda")
-            sample = take_sample(0, 0, q, k, v, out, lse, random.Random(0))
+            rows = TimingConfig().checked_rows
+            sample = take_sample(0, 0, q, k, v, out, lse, random.Random(0), rows=rows)
             t0 = time.perf_counter()
-            reference_pair(sample.q, sample.k, sample.v, scn.causal, scn.softmax_scale)
+            reference_pair(
+                sample.q, sample.k, sample.v, scn.causal, scn.softmax_scale, rows=sample.rows, seqlen_q=sample.seqlen_q
+            )
             torch.cuda.synchronize()
             costs["sampled_reference_ms"] = {sid: round((time.perf_counter() - t0) * 1e3, 1)}
         del q, k, v, f
