@@ -17,10 +17,11 @@ from pathlib import Path
 from . import baselines as _baselines
 from . import build as _build
 from . import config, report, rules, scenarios
+from .baselines import fa4_warm
 from .config import HarnessConfig
 from .gpu import require_gpu
 from .harness import plausibility, sanitize
-from .harness.sweep import SweepSpec, run_sweep
+from .harness.sweep import SweepSpec, gpu_env, run_sweep
 from .provenance import clocks_now, host_provenance, now_utc
 from .results import ScenarioResult, read_jsonl, summarize
 
@@ -51,6 +52,7 @@ class BenchRequest:
     previous: Path | None = None  # a previous run's folder: ratios that jump are flagged
     sanitize: bool = False  # also run compute-sanitizer on config.SANITIZE_SUBSET
     worker_command: tuple[str, ...] | None = None  # tests only: a stand-in for the worker
+    warm_fa4: bool = True  # with fa4 among the baselines: compile it before the sweep (baselines/fa4_warm.py)
 
 
 def select_scenarios(req: BenchRequest) -> list[scenarios.Scenario]:
@@ -232,6 +234,11 @@ def run_bench(
         gpu_uuid=gpu.uuid or None,
         worker_command=req.worker_command,
     )
+    to_time = [s for s in sweep.todo if timed(s)]
+    if "fa4" in req.baselines and to_time and req.warm_fa4:
+        warm = fa4_warm.warm(to_time, gpu_env(req.gpu_index, gpu.uuid or None), log=out / "fa4-warm.log")
+        prov["fa4_warm"] = warm.to_dict()
+        sweep.save()
     new_rows = run_sweep(spec, sweep.jsonl, on_row=on_row, on_hello=on_hello, annotate=annotate) if sweep.todo else []
     extra = {}
     if req.sanitize:

@@ -320,3 +320,28 @@ def test_implausible_rows_and_jump_alarms_reach_the_rows_the_summary_and_the_exi
     req.out_dir = tmp_path / "out2"
     summary = bench.run_bench(req)
     assert summary["scenarios_correct"] == 14 and summary["geomean"]["fa3"] and "implausible" not in summary["failures"]
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("warm", [True, False])
+def test_fa4_is_compiled_before_the_sweep_on_the_timed_scenarios(tmp_path, fake_gpu, monkeypatch, warm):
+    from kernelseek_suite.baselines import fa4_warm
+
+    calls = []
+
+    def fake_warm(scns, env, log=None, **kw):
+        calls.append(([s.id for s in scns], env.get("CUDA_VISIBLE_DEVICES"), log))
+        return fa4_warm.WarmResult(scenarios=len(scns), called=len(scns), seconds=1.5, jobs=3)
+
+    monkeypatch.setattr(fa4_warm, "warm", fake_warm)
+    req = request(tmp_path, warm_fa4=warm, extended=True)
+    req.baselines = ["fa3", "fa4"]
+    bench.run_bench(req)
+    prov = json.loads((tmp_path / "out" / "provenance.json").read_text())
+    if not warm:
+        assert calls == [] and "fa4_warm" not in prov
+        return
+    ids = [s.id for s in sc.select(sc.grid(), "d64-h32kv8-*")]
+    assert len(calls) == 1 and calls[0][0] == ids  # the timed grid rows only, not the extended cases
+    assert calls[0][1] == H100.uuid and calls[0][2] == tmp_path / "out" / "fa4-warm.log"
+    assert prov["fa4_warm"] == {"scenarios": 14, "called": 14, "failed": [], "seconds": 1.5, "jobs": 3}

@@ -31,6 +31,9 @@ def _prepare_fa3(mod, scn):
 
 
 def _probe_fa4():
+    from .fa4_warm import enable_disk_cache
+
+    enable_disk_cache()  # what the warm-up before the sweep compiled is loaded, not compiled again
     return importlib.import_module("flash_attn.cute")
 
 

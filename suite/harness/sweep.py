@@ -83,6 +83,17 @@ def _die_with_parent() -> None:
         pass
 
 
+def gpu_env(gpu_index: int, gpu_uuid: str | None) -> dict:
+    """This process's environment with the one GPU a child may see (by UUID where known)."""
+    env = dict(os.environ)
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # the order NVML (and --gpu) uses
+    if gpu_uuid:
+        env["CUDA_VISIBLE_DEVICES"] = gpu_uuid
+    else:
+        env.setdefault("CUDA_VISIBLE_DEVICES", str(gpu_index))
+    return env
+
+
 def _start_worker(spec: SweepSpec, todo: list[Scenario], log) -> tuple[subprocess.Popen, ParentChannel]:
     job = {
         "library": spec.library,
@@ -93,12 +104,7 @@ def _start_worker(spec: SweepSpec, todo: list[Scenario], log) -> tuple[subproces
         "plausibility": asdict(spec.config.plausibility),
         "scenarios": [{"scenario": s.to_dict(), "time": spec.timed(s)} for s in todo],
     }
-    env = dict(os.environ)
-    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # the order NVML (and --gpu) uses
-    if spec.gpu_uuid:
-        env["CUDA_VISIBLE_DEVICES"] = spec.gpu_uuid
-    else:
-        env.setdefault("CUDA_VISIBLE_DEVICES", str(spec.gpu_index))
+    env = gpu_env(spec.gpu_index, spec.gpu_uuid)
     env["PYTHONUNBUFFERED"] = "1"
     chan = ParentChannel()
     cmd = [*(spec.worker_command or WORKER_COMMAND), str(chan.write_fd)]
