@@ -78,7 +78,7 @@ def warm(
     scns: list[Scenario],
     env: dict,
     jobs: int = 8,
-    timeout_s: float = 600.0,
+    timeout_s: float = 180.0,
     log: Path | None = None,
     command: list[str] | None = None,
 ) -> WarmResult:
