@@ -361,3 +361,46 @@ def test_png_heat_maps_use_the_same_scale(tmp_path):
         want = np.array([int(scale.color(ratio)[i : i + 2], 16) for i in (1, 3, 5)])
         # the cells fill a large part of the picture, in the page's colour for that ratio
         assert (np.abs(pixels - want).max(axis=-1) <= 2).mean() > 0.25
+
+
+def test_context_compactions_and_agent_sessions_have_rows_of_their_own():
+    from kernelseek_suite.reports.trace_html import _row
+
+    ctx = {
+        "type": "context",
+        "reason": "window",
+        "tokens_before": 30100,
+        "tokens_after": 9800,
+        "window_tokens": 32768,
+        "window_source": "server",
+        "elided": {"tool_outputs": 12, "messages": 0, "candidates": 3},
+    }
+    assert _row(ctx) == (
+        "context",
+        "context",
+        "context compacted (window): 30100 -> 9800 tokens, window 32768 (server); elided tool_outputs 12, candidates 3",
+    )
+    inv = {
+        "type": "invocation",
+        "session": 2,
+        "mode": "resume",
+        "stopped": "question",
+        "exit_code": 0,
+        "duration_s": 41.6,
+        "output": "\n  compiled ok\nmore",
+    }
+    assert _row(inv) == ("agent", "agent", "agent session 2 (resume): question, exit 0 after 42 s: compiled ok")
+    assert _row({**inv, "exit_code": None, "output": None})[2] == "agent session 2 (resume): question after 42 s:"
+
+
+def test_every_timeline_group_has_a_filter_in_the_viewer():
+    from kernelseek_suite.reports.trace_html import _row
+
+    js = (REPO / "suite/reports/assets/trace.js").read_text()
+    groups = json.loads(re.search(r"const GROUPS = (\[[^\]]*\])", js).group(1).replace("\n", " "))
+    types = ["llm_call", "harness_eval", "question", "decision", "retry", "resume", "context", "invocation"]
+    types += ["exit", "step", "run_start", "run_end", "something_new"]
+    made = {_row({"type": t})[1] for t in types}
+    assert made <= set(groups), made - set(groups)
+    labels = re.search(r"const GROUP_LABEL = \{(.*?)\};", js, re.S).group(1)
+    assert all(re.search(rf"\b{g}: \"", labels) for g in groups)

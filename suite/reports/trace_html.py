@@ -1,10 +1,11 @@
 """The trace viewer: one self-contained HTML page for one or more agent runs, read through the trace
 loader (`agents.trace.read_trace`). Per run: the timeline of its events (model calls, tool calls by
 tool, evaluations with their geomean, questions with their trigger and category, human messages,
-retries, resumes, limits), the best-so-far curve with the questions marked, the conversation with
-tool outputs folded, and each evaluated candidate's diff against the best before it. Two runs (the
-arms of a head-to-head) show side by side. The page renders lazily: rows are drawn as they scroll
-into view, diffs when opened, so traces of 10k+ events stay responsive.
+retries, resumes, context compactions, sessions of an external agent, limits), the best-so-far
+curve with the questions marked, the conversation with tool outputs folded, and each evaluated
+candidate's diff against the best before it. Two runs (the arms of a head-to-head) show side by
+side. The page renders lazily: rows are drawn as they scroll into view, diffs when opened, so
+traces of 10k+ events stay responsive.
 
 Long texts are cut for the page (the trace keeps them whole): a message beyond `MESSAGE_CHARS`
 keeps its head and tail, a diff beyond `DIFF_LINES` its first lines."""
@@ -122,6 +123,28 @@ def _row(ev: dict) -> tuple[str, str, str]:
             (
                 f"resumed (session {ev.get('session')}) from step {ev.get('from_step')}; "
                 f"{ev.get('discarded_events', 0)} events after that checkpoint discarded"
+            ),
+        )
+    if t == "context":
+        elided = ", ".join(f"{k} {v}" for k, v in (ev.get("elided") or {}).items() if v)
+        return (
+            "context",
+            "context",
+            _one_line(
+                f"context compacted ({ev.get('reason')}): {ev.get('tokens_before')} -> {ev.get('tokens_after')} "
+                f"tokens, window {ev.get('window_tokens')} ({ev.get('window_source')})"
+                + (f"; elided {elided}" if elided else "")
+            ),
+        )
+    if t == "invocation":
+        first = next((ln for ln in (ev.get("output") or "").splitlines() if ln.strip()), "")
+        code = "" if ev.get("exit_code") is None else f", exit {ev.get('exit_code')}"
+        return (
+            "agent",
+            "agent",
+            _one_line(
+                f"agent session {ev.get('session')} ({ev.get('mode')}): {ev.get('stopped')}{code} after "
+                f"{ev.get('duration_s') or 0:.0f} s: {first}"
             ),
         )
     if t == "exit":

@@ -10,9 +10,11 @@
   const PALETTE = ["#0969da", "#d1242f", "#1a7f37", "#8250df", "#bc4c00", "#1b7c83", "#bf3989", "#6e7781"];
   const CATEGORY = {"layer-shift": "#1a7f37", "limit-rejection": "#d1242f", "information": "#8250df",
                     "human": "#bc4c00", "uncategorized": "#6e7781"};
-  const GROUPS = ["model", "eval", "question", "human", "decision", "retry", "resume", "exit", "step", "run", "extension"];
+  const GROUPS = ["model", "eval", "question", "human", "decision", "retry", "resume", "context", "agent", "exit",
+                  "step", "run", "extension"];
   const GROUP_LABEL = {model: "model calls", eval: "evaluations", question: "questions", human: "human messages",
-                       decision: "decision points", retry: "retries", resume: "resumes", exit: "exit and limits",
+                       decision: "decision points", retry: "retries", resume: "resumes",
+                       context: "context compactions", agent: "agent sessions", exit: "exit and limits",
                        step: "step checkpoints", run: "run start and end", extension: "extensions"};
 
   function el(tag, attrs, children) {
