@@ -236,7 +236,14 @@ def run_bench(
     )
     to_time = [s for s in sweep.todo if timed(s)]
     if "fa4" in req.baselines and to_time and req.warm_fa4:
-        warm = fa4_warm.warm(to_time, gpu_env(req.gpu_index, gpu.uuid or None), log=out / "fa4-warm.log")
+        sw = req.config.sweep
+        warm = fa4_warm.warm(
+            to_time,
+            gpu_env(req.gpu_index, gpu.uuid or None),
+            jobs=sw.fa4_warm_jobs,
+            timeout_s=sw.fa4_warm_timeout_s,
+            log=out / "fa4-warm.log",
+        )
         prov["fa4_warm"] = warm.to_dict()
         sweep.save()
     new_rows = run_sweep(spec, sweep.jsonl, on_row=on_row, on_hello=on_hello, annotate=annotate) if sweep.todo else []

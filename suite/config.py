@@ -112,6 +112,10 @@ class SweepConfig:
     # reserves far more virtual address space than it uses, so an address-space limit breaks CUDA.
     memory_limit_gb: float = 48.0
     poll_s: float = 0.5
+    # with FA4 among the baselines: processes that compile it before the sweep (baselines/fa4_warm.py),
+    # and the time after which they are stopped (the worker then compiles what is missing)
+    fa4_warm_jobs: int = 8
+    fa4_warm_timeout_s: float = 180.0
 
 
 @dataclass(frozen=True)

@@ -331,6 +331,8 @@ def test_fa4_is_compiled_before_the_sweep_on_the_timed_scenarios(tmp_path, fake_
 
     def fake_warm(scns, env, log=None, **kw):
         calls.append(([s.id for s in scns], env.get("CUDA_VISIBLE_DEVICES"), log))
+        sweep_cfg = req.config.sweep
+        assert kw == {"jobs": sweep_cfg.fa4_warm_jobs, "timeout_s": sweep_cfg.fa4_warm_timeout_s}
         return fa4_warm.WarmResult(scenarios=len(scns), called=len(scns), seconds=1.5, jobs=3)
 
     monkeypatch.setattr(fa4_warm, "warm", fake_warm)

@@ -77,8 +77,8 @@ class WarmResult:
 def warm(
     scns: list[Scenario],
     env: dict,
-    jobs: int = 8,
-    timeout_s: float = 180.0,
+    jobs: int = config.SweepConfig.fa4_warm_jobs,
+    timeout_s: float = config.SweepConfig.fa4_warm_timeout_s,
     log: Path | None = None,
     command: list[str] | None = None,
 ) -> WarmResult:
