@@ -5,12 +5,14 @@
 //   64 query rows each (tile BM = 64 * CWG). The producer's elected thread takes tiles from a global
 //   atomic counter (dynamic scheduling). Causal: sections of (batch, head) pairs whose K/V fit in L2
 //   together, the longest m_blocks first inside a section; non-causal: head-major order, so the CTAs
-//   at work at one time share the K/V of a few heads in L2. The counter is zeroed before each launch
-//   (cudaMemsetAsync on the launch stream, from a ring of counters).
+//   at work at one time share the K/V of a few heads in L2. The counters (a ring of them, in static
+//   device memory) are never zeroed: a launch adds exactly its number of tiles to its counter, and the
+//   host passes the value it starts from.
 //   The producer announces each tile to the consumers through a two-slot shared-memory ring guarded
 //   by mbarriers, and issues TMA loads (cp.async.bulk.tensor, 4-D maps over (headdim, seqlen, heads,
 //   batch), so a box never spills into the next head or batch) into swizzled shared memory: Q once
-//   per tile, K and V through separate STAGES-deep full/empty mbarrier pipelines; Q and K in
+//   per tile (double-buffered where shared memory allows, so the next tile's Q loads during this
+//   one), K and V through separate STAGES-deep full/empty mbarrier pipelines; Q and K in
 //   64-column chunks with the 128-byte swizzle, V likewise, or in 32-column chunks with the 64-byte
 //   swizzle where that avoids padding (d 96). Registers move to the consumers with setmaxnreg
 //   (producer 24 and consumers 240 with 2 consumer warpgroups, 32 and 232 at d 256; 32 and 160 with 3).
@@ -26,8 +28,11 @@
 //   stays the reference. KV blocks are visited last to first, so the blocks that need a mask
 //   (sequence tail, causal diagonal) come first: they run in their own loop and the steady loop has
 //   no mask code; causal is a template parameter. Each wgmma descriptor is a base built once plus a
-//   compile-time offset in its low word. Rows with nothing to attend give 0 and LSE -inf. O is
-//   written from registers.
+//   compile-time offset in its low word. O is never zeroed: a tile's first PV GEMM starts it afresh
+//   (scale-d 0). Causal: a tile's last PV GEMM goes to the tensor cores with the next tile's first S
+//   GEMM, and its epilogue runs under that tile's first softmax, so the many short tiles of causal
+//   attention leave no gap between them (non-causal tiles measured faster with the epilogue at once).
+//   Rows with nothing to attend give 0 and LSE -inf. O is written from registers.
 //   Tiles (BM x BN, consumer warpgroups, stages; the PV GEMM on N = d_v): d64 192x128 (3, 2); d96
 //   192x112 (3, 2) with seqlen_k >= 2048, else 128x128 (2, 2); d128 and d192/128 192x80 (3, 2) with
 //   long K/V (seqlen_k >= 4096 non-causal, >= 8192 causal; d128 non-causal already above 2048), else
@@ -165,8 +170,8 @@ template <> struct Wgmma<64> {
           "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
         : "l"(a), "l"(b), "r"(accumulate));
   }
-  // D(64x64, f32) += A(64x16, registers) * B(16x64, smem, MN-major)
-  __device__ static __forceinline__ void rs(float (&d)[32], const uint32_t (&a)[4], uint64_t b) {
+  // D(64x64, f32) = (accumulate ? D : 0) + A(64x16, registers) * B(16x64, smem, MN-major)
+  __device__ static __forceinline__ void rs(float (&d)[32], const uint32_t (&a)[4], uint64_t b, int accumulate) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
@@ -177,7 +182,7 @@ template <> struct Wgmma<64> {
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
           "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
           "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
   }
 };
 
@@ -198,8 +203,8 @@ template <> struct Wgmma<80> {
           "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39])
         : "l"(a), "l"(b), "r"(accumulate));
   }
-  // D(64x80, f32) += A(64x16, registers) * B(16x80, smem, MN-major)
-  __device__ static __forceinline__ void rs(float (&d)[40], const uint32_t (&a)[4], uint64_t b) {
+  // D(64x80, f32) = (accumulate ? D : 0) + A(64x16, registers) * B(16x80, smem, MN-major)
+  __device__ static __forceinline__ void rs(float (&d)[40], const uint32_t (&a)[4], uint64_t b, int accumulate) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %45, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 {"
@@ -212,7 +217,7 @@ template <> struct Wgmma<80> {
           "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
           "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
           "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
   }
 };
 
@@ -234,8 +239,8 @@ template <> struct Wgmma<96> {
           "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
         : "l"(a), "l"(b), "r"(accumulate));
   }
-  // D(64x96, f32) += A(64x16, registers) * B(16x96, smem, MN-major)
-  __device__ static __forceinline__ void rs(float (&d)[48], const uint32_t (&a)[4], uint64_t b) {
+  // D(64x96, f32) = (accumulate ? D : 0) + A(64x16, registers) * B(16x96, smem, MN-major)
+  __device__ static __forceinline__ void rs(float (&d)[48], const uint32_t (&a)[4], uint64_t b, int accumulate) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 {"
@@ -249,7 +254,7 @@ template <> struct Wgmma<96> {
           "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
           "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
           "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
   }
 };
 
@@ -273,8 +278,8 @@ template <> struct Wgmma<112> {
           "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55])
         : "l"(a), "l"(b), "r"(accumulate));
   }
-  // D(64x112, f32) += A(64x16, registers) * B(16x112, smem, MN-major)
-  __device__ static __forceinline__ void rs(float (&d)[56], const uint32_t (&a)[4], uint64_t b) {
+  // D(64x112, f32) = (accumulate ? D : 0) + A(64x16, registers) * B(16x112, smem, MN-major)
+  __device__ static __forceinline__ void rs(float (&d)[56], const uint32_t (&a)[4], uint64_t b, int accumulate) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %61, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 {"
@@ -290,7 +295,7 @@ template <> struct Wgmma<112> {
           "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
           "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
           "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
   }
 };
 
@@ -315,8 +320,8 @@ template <> struct Wgmma<128> {
           "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
         : "l"(a), "l"(b), "r"(accumulate));
   }
-  // D(64x128, f32) += A(64x16, registers) * B(16x128, smem, MN-major)
-  __device__ static __forceinline__ void rs(float (&d)[64], const uint32_t (&a)[4], uint64_t b) {
+  // D(64x128, f32) = (accumulate ? D : 0) + A(64x16, registers) * B(16x128, smem, MN-major)
+  __device__ static __forceinline__ void rs(float (&d)[64], const uint32_t (&a)[4], uint64_t b, int accumulate) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
@@ -333,7 +338,7 @@ template <> struct Wgmma<128> {
           "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
           "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
           "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
   }
 };
 
@@ -370,8 +375,8 @@ template <> struct Wgmma<256> {
           "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
         : "l"(a), "l"(b), "r"(accumulate));
   }
-  // D(64x256, f32) += A(64x16, registers) * B(16x256, smem, MN-major)
-  __device__ static __forceinline__ void rs(float (&d)[128], const uint32_t (&a)[4], uint64_t b) {
+  // D(64x256, f32) = (accumulate ? D : 0) + A(64x16, registers) * B(16x256, smem, MN-major)
+  __device__ static __forceinline__ void rs(float (&d)[128], const uint32_t (&a)[4], uint64_t b, int accumulate) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
@@ -400,7 +405,7 @@ template <> struct Wgmma<256> {
           "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
           "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
           "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
   }
 };
 
@@ -440,6 +445,16 @@ struct Config {
   static_assert(SMEM_BYTES <= 232448, "shared memory budget of an sm90 CTA");
 };
 
+// the dynamic scheduler's tile counters: a ring, so launches in flight on different streams do not
+// share one. They start at zero with the module and only grow: a launch adds exactly its number of
+// tiles to its counter (each CTA's last atomicAdd is the one that finds no tile left), so the host
+// knows where the next launch on that counter starts, and nothing is zeroed between launches
+// (unsigned arithmetic: wrapping around is harmless)
+constexpr int TILE_COUNTERS = 64;
+__device__ unsigned tile_counters[TILE_COUNTERS];
+static unsigned tile_counter_base[TILE_COUNTERS];
+static unsigned next_tile_counter = 0;
+
 struct DeviceParams {
   __nv_bfloat16* out;
   float* lse;
@@ -448,7 +463,8 @@ struct DeviceParams {
   int seqlen_q, seqlen_k, heads_q, group, batch;  // group = heads_q / heads_kv
   int causal, m_blocks;
   int section;        // (batch, head) pairs whose tiles are scheduled together (their K/V share L2)
-  int* tile_counter;  // dynamic scheduler: zeroed before each launch
+  int tile_slot;        // dynamic scheduler: the counter this launch takes its tiles from (tile_counters)
+  unsigned tile_offset;  // the grid size minus the counter's value when this launch starts
   float scale, scale_log2;
 };
 
@@ -572,21 +588,22 @@ __device__ __forceinline__ void pack_p(uint32_t (&p_frag)[C::PV_STEPS][4], const
 
 // S = Q K^T: Q (this warpgroup's 64 rows) and K in 64-column chunks, K-major
 template <class C>
-__device__ __forceinline__ void issue_qk(float (&acc_s)[C::BN / 2], uint32_t q16, uint32_t k16) {
+__device__ __forceinline__ void issue_qk(float (&acc_s)[C::BN / 2], const uint64_t (&qd)[C::QK_STEPS], uint32_t k16) {
 #pragma unroll
   for (int kk = 0; kk < C::QK_STEPS; ++kk)
-    Wgmma<C::BN>::ss(acc_s, desc_at<16, 1024>(q16, (kk / 4) * C::BM * 128 + (kk % 4) * 32),
-                     desc_at<16, 1024>(k16, (kk / 4) * C::BN * 128 + (kk % 4) * 32), kk > 0);
+    Wgmma<C::BN>::ss(acc_s, qd[kk], desc_at<16, 1024>(k16, (kk / 4) * C::BN * 128 + (kk % 4) * 32), kk > 0);
 }
 
 // O += P V: P from registers, V MN-major (LBO = the stride between column chunks, SBO = 8 rows)
+// (accumulate = 0: the first PV GEMM of a tile starts O afresh, so O is never zeroed in registers)
 template <class C>
 __device__ __forceinline__ void issue_pv(float (&acc_o)[C::DV_MMA / 2], const uint32_t (&p_frag)[C::PV_STEPS][4],
-                                         uint32_t v16) {
+                                         uint32_t v16, int accumulate) {
   constexpr int ROW = C::V_COLS * 2;  // bytes per row of a chunk = the swizzle span
 #pragma unroll
   for (int kk = 0; kk < C::PV_STEPS; ++kk)
-    Wgmma<C::DV_MMA>::rs(acc_o, p_frag[kk], desc_at<C::BN * ROW, 8 * ROW, ROW>(v16, kk * 16 * ROW));
+    Wgmma<C::DV_MMA>::rs(acc_o, p_frag[kk], desc_at<C::BN * ROW, 8 * ROW, ROW>(v16, kk * 16 * ROW),
+                         kk > 0 || accumulate);
 }
 
 template <bool B> struct Flag { static constexpr bool value = B; };
@@ -673,7 +690,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
           ++q_it;
         }
         // the next tile is taken once this one's loads are issued (at most STAGES blocks ahead)
-        t = atomicAdd(p.tile_counter, 1) + gridDim.x;
+        t = static_cast<int>(atomicAdd(&tile_counters[p.tile_slot], 1u) + p.tile_offset);
       }
     }
     return;
@@ -689,123 +706,33 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   const uint32_t q16_0 = (sQ + cw * 64 * 128) >> 4, k16 = sK >> 4, v16 = sV >> 4;
   const int num_tiles = p.m_blocks * p.heads_q * p.batch;
   const int diag = p.seqlen_k - p.seqlen_q;  // causal: column j visible from row i iff j <= i + diag
+  const int row_in_tile = cw * 64 + warp * 16 + lane / 4;  // + 8 for the second row of a thread
   int kv_it = 0, q_it = 0;
   // ping-pong: the consumer warpgroups take turns to issue their GEMMs (barrier 1 + cw is this
   // warpgroup's turn), so one warpgroup's softmax runs while the tensor cores work for another
   const int my_turn = 1 + cw, next_turn = 1 + (cw + 1) % C::CWG;
   if (cw == C::CWG - 1) named_bar_arrive(1, 256);
 
-  for (int j = 0;; ++j) {
-    mbar_wait(tile_full(j & 1), (j >> 1) & 1);
-    const int t = __shfl_sync(0xffffffff, tile_slot[j & 1], 0);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(tile_empty(j & 1));
-    if (t >= num_tiles) break;
-    const int m0 = tile_at(t, p).m_block * C::BM;  // (head, batch) are recomputed for the epilogue
-    const int n_blocks = kv_blocks<C, CAUSAL>(m0, p);
-    const int row_a = m0 + cw * 64 + warp * 16 + lane / 4, row_b = row_a + 8;
-    const int wg_row0 = m0 + cw * 64;  // smallest row of this warpgroup
-    // blocks 0 .. n_full-1 need no mask for any row of this warpgroup; they are visited last
-    int n_full = p.seqlen_k / C::BN;
-    if (CAUSAL) {
-      const int vis = wg_row0 + diag + 1;  // columns 0 .. vis-1 are visible from every row of the warpgroup
-      n_full = min(n_full, vis > 0 ? vis / C::BN : 0);
-    }
-    const int n_masked = n_blocks - min(n_full, n_blocks);  // the first n_masked iterations mask
+  float acc_o[C::DV_MMA / 2], acc_s[C::BN / 2];
+  uint32_t p_frag[C::PV_STEPS][4];
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f}, corr[2] = {1.f, 1.f};
+  int o_acc = 0;     // whether the owed tile's last PV GEMM accumulates (0: it is its first)
+  int prev_s = 0;    // the stage of the V block that P belongs to
+  uint32_t prev_ph = 0;
+  // the tile whose last PV GEMM and epilogue are still owed (-1: none): they are done under the next
+  // tile's first S GEMM and softmax, so the tensor cores see no gap between tiles
+  int t_owed = -1;
 
-    float acc_o[C::DV_MMA / 2];
-#pragma unroll
-    for (int i = 0; i < C::DV_MMA / 2; ++i) acc_o[i] = 0.f;
-    float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
-
-    if (n_blocks > 0) {
-      const int qs = q_it % C::Q_STAGES;
-      const uint32_t q16 = q16_0 + qs * (C::Q_BYTES >> 4);
-      mbar_wait(q_full(qs), (q_it / C::Q_STAGES) & 1);
-      float acc_s[C::BN / 2];
-      uint32_t p_frag[C::PV_STEPS][4];
-      float corr[2] = {1.f, 1.f};
-
-      // first KV block (the last one: masked first)
-      int s = kv_it % C::STAGES;
-      uint32_t ph = (kv_it / C::STAGES) & 1;
-      mbar_wait(k_full(s), ph);
-      named_bar_sync(my_turn, 256);
-      wgmma_fence();
-      issue_qk<C>(acc_s, q16, k16 + s * (C::K_BYTES >> 4));
-      wgmma_commit();
-      named_bar_arrive(next_turn, 256);
-      wgmma_wait<0>();
-      fence_regs(acc_s);
-      if (lane == 0) {
-        mbar_arrive(k_empty(s));
-        if (n_blocks == 1) mbar_arrive(q_empty(qs));
-      }
-      if (n_masked > 0) mask_scores<C, CAUSAL>(acc_s, (n_blocks - 1) * C::BN, row_a, row_b, col_lane, diag, p);
-      softmax_step<C>(acc_s, row_max, row_sum, corr, p.scale_log2);  // O is zero: nothing to rescale
-      pack_p<C>(p_frag, acc_s);
-      int prev_s = s;
-      uint32_t prev_ph = ph;
-
-      // steady state: S(i) = Q K(i) is issued, then O += P(i-1) V(i-1); the softmax of S(i) runs
-      // while the PV GEMM is in flight
-      auto step = [&](int i, auto masked) {
-        const int it = kv_it + i;
-        s = it % C::STAGES;
-        ph = (it / C::STAGES) & 1;
-        mbar_wait(k_full(s), ph);
-        mbar_wait(v_full(prev_s), prev_ph);  // V(i-1) was loaded before K(i): one fence covers both GEMMs
-        named_bar_sync(my_turn, 256);
-        wgmma_fence();
-        issue_qk<C>(acc_s, q16, k16 + s * (C::K_BYTES >> 4));
-        wgmma_commit();
-        issue_pv<C>(acc_o, p_frag, v16 + prev_s * (C::V_BYTES >> 4));
-        wgmma_commit();
-        named_bar_arrive(next_turn, 256);
-        wgmma_wait<1>();
-        fence_regs(acc_s);
-        if (lane == 0 && i == n_blocks - 1) mbar_arrive(q_empty(qs));  // Q is read no more: the next tile's may load
-        if (decltype(masked)::value)
-          mask_scores<C, CAUSAL>(acc_s, (n_blocks - 1 - i) * C::BN, row_a, row_b, col_lane, diag, p);
-        const bool rescale = softmax_step<C>(acc_s, row_max, row_sum, corr, p.scale_log2);
-        // K(i) is released after the softmax, under a condition on its result that always holds: ptxas
-        // then keeps the PV GEMM's wait below the first row's exponentials instead of hoisting it above
-        // all of them (measured: this partial overlap beat both no overlap and the whole softmax above it)
-        if (lane == 0 && __float_as_uint(row_sum[0]) != 0xffffffffu) mbar_arrive(k_empty(s));
-        wgmma_wait<0>();
-        fence_regs(acc_o);
-        if (lane == 0) mbar_arrive(v_empty(prev_s));
-        if (rescale) rescale_o<C>(acc_o, corr);
-        pack_p<C>(p_frag, acc_s);
-        prev_s = s;
-        prev_ph = ph;
-      };
-      const int i_mask_end = max(1, n_masked);
-      for (int i = 1; i < i_mask_end; ++i) step(i, Flag<true>());
-      for (int i = i_mask_end; i < n_blocks; ++i) step(i, Flag<false>());
-
-      // the last PV GEMM
-      mbar_wait(v_full(prev_s), prev_ph);
-      named_bar_sync(my_turn, 256);
-      wgmma_fence();
-      issue_pv<C>(acc_o, p_frag, v16 + prev_s * (C::V_BYTES >> 4));
-      wgmma_commit();
-      named_bar_arrive(next_turn, 256);
-      wgmma_wait<0>();
-      fence_regs(acc_o);
-      if (lane == 0) mbar_arrive(v_empty(prev_s));
-      kv_it += n_blocks;
-      ++q_it;
-    }
-
-    // epilogue: full row sums, normalize, store O and LSE; empty rows give 0 and LSE -inf
+  // epilogue: full row sums, normalize, store O and LSE; empty rows give 0 and LSE -inf
+  auto store_tile = [&](int t, const float (&rmax)[2], float (&rsum)[2]) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      row_sum[r] += __shfl_xor_sync(0xffffffff, row_sum[r], 1);
-      row_sum[r] += __shfl_xor_sync(0xffffffff, row_sum[r], 2);
+      rsum[r] += __shfl_xor_sync(0xffffffff, rsum[r], 1);
+      rsum[r] += __shfl_xor_sync(0xffffffff, rsum[r], 2);
     }
-    const float inv[2] = {row_sum[0] > 0.f ? 1.f / row_sum[0] : 0.f, row_sum[1] > 0.f ? 1.f / row_sum[1] : 0.f};
+    const float inv[2] = {rsum[0] > 0.f ? 1.f / rsum[0] : 0.f, rsum[1] > 0.f ? 1.f / rsum[1] : 0.f};
     const Tile tile = tile_at(t, p);
+    const int row_a = tile.m_block * C::BM + row_in_tile, row_b = row_a + 8;
     __nv_bfloat16* o = p.out + tile.b * p.o_batch_stride + tile.h * p.o_head_stride;
 #pragma unroll
     for (int j = 0; j < C::DV_MMA / 8; ++j) {
@@ -821,10 +748,146 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     }
     if (p.lse != nullptr && (lane % 4) == 0) {
       float* lse = p.lse + tile.b * p.lse_batch_stride + tile.h * p.lse_head_stride;
-      if (row_a < p.seqlen_q) lse[row_a] = row_sum[0] > 0.f ? row_max[0] * p.scale + logf(row_sum[0]) : -INFINITY;
-      if (row_b < p.seqlen_q) lse[row_b] = row_sum[1] > 0.f ? row_max[1] * p.scale + logf(row_sum[1]) : -INFINITY;
+      if (row_a < p.seqlen_q) lse[row_a] = rsum[0] > 0.f ? rmax[0] * p.scale + logf(rsum[0]) : -INFINITY;
+      if (row_b < p.seqlen_q) lse[row_b] = rsum[1] > 0.f ? rmax[1] * p.scale + logf(rsum[1]) : -INFINITY;
     }
+  };
+  // the owed tile's last PV GEMM on its own (before an empty tile, and after the last tile)
+  auto settle_owed = [&]() {
+    mbar_wait(v_full(prev_s), prev_ph);
+    named_bar_sync(my_turn, 256);
+    wgmma_fence();
+    issue_pv<C>(acc_o, p_frag, v16 + prev_s * (C::V_BYTES >> 4), o_acc);
+    wgmma_commit();
+    named_bar_arrive(next_turn, 256);
+    wgmma_wait<0>();
+    fence_regs(acc_o);
+    if (lane == 0) mbar_arrive(v_empty(prev_s));
+    store_tile(t_owed, row_max, row_sum);
+    t_owed = -1;
+  };
+
+  for (int j = 0;; ++j) {
+    mbar_wait(tile_full(j & 1), (j >> 1) & 1);
+    const int t = __shfl_sync(0xffffffff, tile_slot[j & 1], 0);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(tile_empty(j & 1));
+    if (t >= num_tiles) break;
+    const int m0 = tile_at(t, p).m_block * C::BM;  // (head, batch) are recomputed for the epilogue
+    const int n_blocks = kv_blocks<C, CAUSAL>(m0, p);
+    const int row_a = m0 + row_in_tile, row_b = row_a + 8;
+    if (n_blocks == 0) {  // nothing to attend for any row of the tile
+      if (t_owed >= 0) settle_owed();
+#pragma unroll
+      for (int i = 0; i < C::DV_MMA / 2; ++i) acc_o[i] = 0.f;
+      float zmax[2] = {-INFINITY, -INFINITY}, zsum[2] = {0.f, 0.f};
+      store_tile(t, zmax, zsum);
+      continue;
+    }
+    const int wg_row0 = m0 + cw * 64;  // smallest row of this warpgroup
+    // blocks 0 .. n_full-1 need no mask for any row of this warpgroup; they are visited last
+    int n_full = p.seqlen_k / C::BN;
+    if (CAUSAL) {
+      const int vis = wg_row0 + diag + 1;  // columns 0 .. vis-1 are visible from every row of the warpgroup
+      n_full = min(n_full, vis > 0 ? vis / C::BN : 0);
+    }
+    const int n_masked = n_blocks - min(n_full, n_blocks);  // the first n_masked iterations mask
+
+    const int qs = q_it % C::Q_STAGES;
+    const uint32_t q16 = q16_0 + qs * (C::Q_BYTES >> 4);
+    mbar_wait(q_full(qs), (q_it / C::Q_STAGES) & 1);
+    uint64_t qd[C::QK_STEPS];  // this tile's Q descriptors, one per k16 step
+#pragma unroll
+    for (int kk = 0; kk < C::QK_STEPS; ++kk) qd[kk] = desc_at<16, 1024>(q16, (kk / 4) * C::BM * 128 + (kk % 4) * 32);
+
+    // first KV block (the last one: masked first), with the owed tile's last PV GEMM behind it. Two
+    // copies, with and without an owed tile: both end with no GEMM in flight, or ptxas serializes
+    // every wgmma of the kernel
+    int s = kv_it % C::STAGES;
+    uint32_t ph = (kv_it / C::STAGES) & 1;
+    auto first_block = [&](auto owed) {
+      mbar_wait(k_full(s), ph);
+      if (decltype(owed)::value) mbar_wait(v_full(prev_s), prev_ph);
+      named_bar_sync(my_turn, 256);
+      wgmma_fence();
+      issue_qk<C>(acc_s, qd, k16 + s * (C::K_BYTES >> 4));
+      wgmma_commit();
+      if (decltype(owed)::value) {
+        issue_pv<C>(acc_o, p_frag, v16 + prev_s * (C::V_BYTES >> 4), o_acc);
+        wgmma_commit();
+      }
+      named_bar_arrive(next_turn, 256);
+      if (decltype(owed)::value) wgmma_wait<1>(); else wgmma_wait<0>();
+      fence_regs(acc_s);
+      if (lane == 0 && n_blocks == 1) mbar_arrive(q_empty(qs));
+      if (n_masked > 0) mask_scores<C, CAUSAL>(acc_s, (n_blocks - 1) * C::BN, row_a, row_b, col_lane, diag, p);
+      float owed_max[2] = {row_max[0], row_max[1]}, owed_sum[2] = {row_sum[0], row_sum[1]};
+      row_max[0] = row_max[1] = -INFINITY;
+      row_sum[0] = row_sum[1] = 0.f;
+      softmax_step<C>(acc_s, row_max, row_sum, corr, p.scale_log2);  // O starts afresh: nothing to rescale
+      // as in the steady loop: a release under a condition on the softmax keeps the PV wait below it
+      if (lane == 0 && __float_as_uint(row_sum[0]) != 0xffffffffu) mbar_arrive(k_empty(s));
+      if (decltype(owed)::value) {
+        wgmma_wait<0>();
+        fence_regs(acc_o);
+        if (lane == 0) mbar_arrive(v_empty(prev_s));
+        pack_p<C>(p_frag, acc_s);
+        store_tile(t_owed, owed_max, owed_sum);
+      } else {
+        pack_p<C>(p_frag, acc_s);
+      }
+    };
+    if (t_owed >= 0) first_block(Flag<true>()); else first_block(Flag<false>());
+    prev_s = s;
+    prev_ph = ph;
+
+    // steady state: S(i) = Q K(i) is issued, then O += P(i-1) V(i-1); the softmax of S(i) runs
+    // while the PV GEMM is in flight
+    auto step = [&](int i, auto masked, auto first_pv) {
+      const int it = kv_it + i;
+      s = it % C::STAGES;
+      ph = (it / C::STAGES) & 1;
+      mbar_wait(k_full(s), ph);
+      mbar_wait(v_full(prev_s), prev_ph);  // V(i-1) was loaded before K(i): one fence covers both GEMMs
+      named_bar_sync(my_turn, 256);
+      wgmma_fence();
+      issue_qk<C>(acc_s, qd, k16 + s * (C::K_BYTES >> 4));
+      wgmma_commit();
+      issue_pv<C>(acc_o, p_frag, v16 + prev_s * (C::V_BYTES >> 4), !decltype(first_pv)::value);
+      wgmma_commit();
+      named_bar_arrive(next_turn, 256);
+      wgmma_wait<1>();
+      fence_regs(acc_s);
+      if (lane == 0 && i == n_blocks - 1) mbar_arrive(q_empty(qs));  // Q is read no more: the next tile's may load
+      if (decltype(masked)::value)
+        mask_scores<C, CAUSAL>(acc_s, (n_blocks - 1 - i) * C::BN, row_a, row_b, col_lane, diag, p);
+      const bool rescale = softmax_step<C>(acc_s, row_max, row_sum, corr, p.scale_log2);
+      // K(i) is released after the softmax, under a condition on its result that always holds: ptxas
+      // then keeps the PV GEMM's wait below the first row's exponentials instead of hoisting it above
+      // all of them (measured: this partial overlap beat both no overlap and the whole softmax above it)
+      if (lane == 0 && __float_as_uint(row_sum[0]) != 0xffffffffu) mbar_arrive(k_empty(s));
+      wgmma_wait<0>();
+      fence_regs(acc_o);
+      if (lane == 0) mbar_arrive(v_empty(prev_s));
+      if (rescale) rescale_o<C>(acc_o, corr);
+      pack_p<C>(p_frag, acc_s);
+      prev_s = s;
+      prev_ph = ph;
+    };
+    // the tile's first PV GEMM (step 1) starts O afresh: a copy of its own, so the steady loops carry no flag
+    if (n_blocks > 1) {
+      if (n_masked > 1) step(1, Flag<true>(), Flag<true>()); else step(1, Flag<false>(), Flag<true>());
+    }
+    const int i_mask_end = max(2, n_masked);
+    for (int i = 2; i < i_mask_end; ++i) step(i, Flag<true>(), Flag<false>());
+    for (int i = i_mask_end; i < n_blocks; ++i) step(i, Flag<false>(), Flag<false>());
+    o_acc = n_blocks > 1;  // whether the owed PV GEMM accumulates
+    kv_it += n_blocks;
+    ++q_it;
+    t_owed = t;
+    if (!CAUSAL) settle_owed();  // non-causal: the epilogue at once measured faster (equal tiles)
   }
+  if (t_owed >= 0) settle_owed();
 }
 
 // ------------------------------------------------------------------------------ host side
@@ -896,13 +959,8 @@ static int launch_as(const ks_attn_params& a, cudaStream_t stream) {
   while (bh % section != 0) --section;  // whole sections only
   if (!a.causal) section = 1;  // equal tiles: head-major order, the CTAs of a head share its K/V in L2
   p.section = (int)section;
-  // the scheduler's counters: a ring, so launches in flight on different streams do not share one
-  static int* counters = nullptr;
-  static unsigned next_counter = 0;
-  constexpr int RING = 64;
-  if (counters == nullptr && cudaMalloc(&counters, RING * sizeof(int)) != cudaSuccess) return KS_ERR_CUDA;
-  p.tile_counter = counters + (next_counter++ % RING);
-  if (cudaMemsetAsync(p.tile_counter, 0, sizeof(int), stream) != cudaSuccess) return KS_ERR_CUDA;
+  const int slot = static_cast<int>(next_tile_counter++ % TILE_COUNTERS);
+  p.tile_slot = slot;
   auto kern = flash_fwd_sm90_kernel<C, CAUSAL>;
   if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES) != cudaSuccess)
     return KS_ERR_CUDA;
@@ -916,8 +974,11 @@ static int launch_as(const ks_attn_params& a, cudaStream_t stream) {
   const long long tiles = (long long)p.m_blocks * a.heads_q * a.batch;
   if (tiles > 0x7fffffffLL) return KS_ERR_UNSUPPORTED;
   dim3 grid((unsigned)(tiles < num_sms ? tiles : num_sms));
+  p.tile_offset = grid.x - tile_counter_base[slot];
   kern<<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(tq, tk, tv, p);
-  return cudaGetLastError() == cudaSuccess ? KS_OK : KS_ERR_CUDA;
+  if (cudaGetLastError() != cudaSuccess) return KS_ERR_CUDA;
+  tile_counter_base[slot] += static_cast<unsigned>(tiles);
+  return KS_OK;
 }
 
 template <class C>
