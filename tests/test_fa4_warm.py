@@ -51,12 +51,16 @@ def test_the_disk_cache_is_switched_on_without_overriding_a_choice(tmp_path, mon
 
 STAND_IN = """
 import json, os, sys, time
+start = time.time()
 scns = json.loads(sys.stdin.read())
 mode = os.environ.get("STAND_IN_MODE", "ok")
 ids = [s["id"] for s in scns]
+if mode == "slow":
+    time.sleep(1.0)
 with open(os.environ["STAND_IN_RECORD"], "a") as f:
     f.write(json.dumps({"ids": ids, "cache": [os.environ.get("FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED"),
-                        os.environ.get("FLASH_ATTENTION_CUTE_DSL_CACHE_DIR")]}) + "\\n")
+                        os.environ.get("FLASH_ATTENTION_CUTE_DSL_CACHE_DIR")], "start": start,
+                        "end": time.time()}) + "\\n")
 if mode == "silent" and any(s["causal"] for s in scns):
     sys.exit(3)
 if mode == "hang" and any(s["causal"] for s in scns):
@@ -92,6 +96,15 @@ def test_every_scenario_is_called_once_across_the_processes_with_the_cache_on(tm
     assert sorted(f.split(":")[0] for f in res.failed) == sorted(s512)
     d = res.to_dict()
     assert d["scenarios"] == 56 and d["called"] == res.called and len(d["failed"]) == min(10, len(s512))
+
+
+def test_the_processes_run_at_the_same_time(tmp_path, monkeypatch):
+    # each stand-in takes a second: every one must have started before any finished (fed through
+    # pipes in turn, the processes had run one after another)
+    scns, res, seen = run_warm(tmp_path, monkeypatch, "slow")
+    assert len(seen) == 4 and res.called > 0 and not any("exited" in f for f in res.failed)
+    assert max(s["start"] for s in seen) < min(s["end"] for s in seen)
+    assert res.seconds < 3.5
 
 
 def test_a_process_without_its_report_is_a_failure_not_a_crash(tmp_path, monkeypatch):

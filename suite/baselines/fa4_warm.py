@@ -11,7 +11,8 @@ compiled instead of compiling. Nothing is timed here and nothing here decides a 
 only means the worker compiles as before.
 
 The parent never imports torch or FA4 (the harness's own process makes no CUDA context): each
-process is `python -m kernelseek_suite.baselines.fa4_warm`, given its scenarios as JSON on stdin.
+process is `python -m kernelseek_suite.baselines.fa4_warm`, given its scenarios as JSON on stdin
+(a file, so that every process starts at once).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
@@ -96,19 +98,26 @@ def warm(
     try:
         procs = []
         for g in groups:
-            p = subprocess.Popen(
-                cmd,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=out if out is not None else subprocess.DEVNULL,
-                env=child_env,
-                text=True,
-                start_new_session=True,
-            )
-            procs.append((p, json.dumps([s.to_dict() for s in g])))
-        for p, job in procs:
+            # each process reads its scenarios from a file of its own, there from the start: through
+            # a pipe, a process would wait for its input until the parent got round to it, i.e. until
+            # the processes before it had finished (measured: 8 processes one after another, 169 s)
+            with tempfile.TemporaryFile("w+") as job:
+                json.dump([s.to_dict() for s in g], job)
+                job.seek(0)
+                procs.append(
+                    subprocess.Popen(
+                        cmd,
+                        stdin=job,
+                        stdout=subprocess.PIPE,
+                        stderr=out if out is not None else subprocess.DEVNULL,
+                        env=child_env,
+                        text=True,
+                        start_new_session=True,
+                    )
+                )
+        for p in procs:
             try:
-                stdout, _ = p.communicate(job, timeout=max(1.0, timeout_s - (time.time() - t0)))
+                stdout, _ = p.communicate(timeout=max(1.0, timeout_s - (time.time() - t0)))
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.communicate()
