@@ -8,6 +8,7 @@ written."""
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import tempfile
 from collections.abc import Callable
@@ -19,7 +20,7 @@ from . import build as _build
 from . import config, report, rules, scenarios
 from .baselines import fa4_warm
 from .config import HarnessConfig
-from .gpu import require_gpu
+from .gpu import NoGPUError, require_gpu
 from .harness import plausibility, sanitize
 from .harness.sweep import SweepSpec, gpu_env, run_sweep
 from .provenance import clocks_now, host_provenance, now_utc
@@ -155,6 +156,40 @@ class SweepOutput:
         )
 
 
+def _timed(req: BenchRequest, s: scenarios.Scenario) -> bool:
+    """Whether the sweep times a scenario (the extended cases are checked only)."""
+    return not s.extended and (req.timed_ids is None or s.id in req.timed_ids)
+
+
+def _start_fa4_warm(req: BenchRequest, chosen: list[scenarios.Scenario]) -> fa4_warm.Warming | None:
+    """With FA4 among the baselines: its compilations started now, on the timed scenarios (not the
+    extended cases), so that they overlap our kernel's build. None where there is nothing to warm or
+    no suitable GPU (run_bench then reports that after the build, as without FA4). The processes'
+    output goes to a file of its own until the run's folder exists."""
+    to_time = [s for s in chosen if _timed(req, s)]
+    if "fa4" not in req.baselines or not req.warm_fa4 or not to_time:
+        return None
+    try:
+        gpu = require_gpu(req.arch, req.gpu_index)
+    except NoGPUError:
+        return None
+    fd, log = tempfile.mkstemp(prefix="ks-fa4-warm-", suffix=".log")
+    os.close(fd)
+    sw = req.config.sweep
+    return fa4_warm.start(
+        to_time,
+        gpu_env(req.gpu_index, gpu.uuid or None),
+        jobs=sw.fa4_warm_jobs,
+        timeout_s=sw.fa4_warm_timeout_s,
+        log=Path(log),
+    )
+
+
+def _drop(path: Path | None) -> None:
+    if path is not None:
+        path.unlink(missing_ok=True)
+
+
 def dedup(rows: list[ScenarioResult]) -> list[ScenarioResult]:
     """The first row of each scenario."""
     seen, out = set(), []
@@ -174,10 +209,18 @@ def run_bench(
     summary.json's content. Raises, before anything is written: RequestError for a filter that matches
     nothing or an unknown baseline, DependencyRuleError or BuildError when the kernel breaks the rules
     or does not build, and only then NoGPUError without a suitable GPU."""
-    checked = check_statically(req)
-    gpu = require_gpu(req.arch, req.gpu_index)
-    built = checked.built or _build.build(req.kernel, req.arch)
+    checked = check_statically(req, build=False)
     chosen = checked.scenarios
+    warming = _start_fa4_warm(req, chosen)  # FA4 compiles while our kernel builds
+    try:
+        built = _build.build(req.kernel, req.arch) if _build.nvcc_path() else None
+        gpu = require_gpu(req.arch, req.gpu_index)
+        built = built or _build.build(req.kernel, req.arch)
+    except BaseException:
+        if warming is not None:
+            warming.stop()
+            _drop(warming.log)
+        raise
     if req.out_dir is None:
         req.out_dir = Path(tempfile.mkdtemp(prefix=f"ks-{req.kind}-"))
 
@@ -220,7 +263,7 @@ def run_bench(
         plausibility.annotate(row, prov.get("gemm_tflops"), previous, req.config.plausibility)
 
     def timed(s: scenarios.Scenario) -> bool:
-        return not s.extended and (req.timed_ids is None or s.id in req.timed_ids)
+        return _timed(req, s)
 
     spec = SweepSpec(
         library=built.library,
@@ -234,17 +277,12 @@ def run_bench(
         gpu_uuid=gpu.uuid or None,
         worker_command=req.worker_command,
     )
-    to_time = [s for s in sweep.todo if timed(s)]
-    if "fa4" in req.baselines and to_time and req.warm_fa4:
-        sw = req.config.sweep
-        warm = fa4_warm.warm(
-            to_time,
-            gpu_env(req.gpu_index, gpu.uuid or None),
-            jobs=sw.fa4_warm_jobs,
-            timeout_s=sw.fa4_warm_timeout_s,
-            log=out / "fa4-warm.log",
-        )
-        prov["fa4_warm"] = warm.to_dict()
+    if warming is not None:
+        prov["fa4_warm"] = warming.finish().to_dict()
+        if warming.log is not None:  # the processes' own output, kept with the run
+            with open(out / "fa4-warm.log", "a") as log:
+                log.write(warming.log.read_text(errors="replace"))
+            _drop(warming.log)
         sweep.save()
     new_rows = run_sweep(spec, sweep.jsonl, on_row=on_row, on_hello=on_hello, annotate=annotate) if sweep.todo else []
     extra = {}

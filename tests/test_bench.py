@@ -322,28 +322,105 @@ def test_implausible_rows_and_jump_alarms_reach_the_rows_the_summary_and_the_exi
     assert summary["scenarios_correct"] == 14 and summary["geomean"]["fa3"] and "implausible" not in summary["failures"]
 
 
-@pytest.mark.nvcc
-@pytest.mark.parametrize("warm", [True, False])
-def test_fa4_is_compiled_before_the_sweep_on_the_timed_scenarios(tmp_path, fake_gpu, monkeypatch, warm):
+class FakeWarming:
+    """What fa4_warm.start returns, recorded: the order of events goes to `events`."""
+
+    def __init__(self, events, log):
+        self.events, self.log = events, log
+
+    def finish(self):
+        from kernelseek_suite.baselines import fa4_warm
+
+        self.events.append("finish")
+        return fa4_warm.WarmResult(scenarios=14, called=14, seconds=1.5, jobs=3)
+
+    def stop(self):
+        self.events.append("stop")
+
+
+def fake_fa4_start(monkeypatch, req, events, calls):
     from kernelseek_suite.baselines import fa4_warm
 
-    calls = []
+    def start(scns, env, log=None, **kw):
+        calls.append(([s.id for s in scns], env.get("CUDA_VISIBLE_DEVICES"), kw))
+        events.append("start")
+        log.write_text("compiling d64\n")  # what the processes print lands in the run's folder
+        return FakeWarming(events, log)
 
-    def fake_warm(scns, env, log=None, **kw):
-        calls.append(([s.id for s in scns], env.get("CUDA_VISIBLE_DEVICES"), log))
-        sweep_cfg = req.config.sweep
-        assert kw == {"jobs": sweep_cfg.fa4_warm_jobs, "timeout_s": sweep_cfg.fa4_warm_timeout_s}
-        return fa4_warm.WarmResult(scenarios=len(scns), called=len(scns), seconds=1.5, jobs=3)
+    monkeypatch.setattr(fa4_warm, "start", start)
+    real_build = bench._build.build
 
-    monkeypatch.setattr(fa4_warm, "warm", fake_warm)
+    def build(*a, **k):
+        events.append("build")
+        return real_build(*a, **k)
+
+    monkeypatch.setattr(bench._build, "build", build)
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("warm", [True, False])
+def test_fa4_is_compiled_while_the_kernel_builds_on_the_timed_scenarios(tmp_path, fake_gpu, monkeypatch, warm):
+    events, calls = [], []
     req = request(tmp_path, warm_fa4=warm, extended=True)
     req.baselines = ["fa3", "fa4"]
+    fake_fa4_start(monkeypatch, req, events, calls)
     bench.run_bench(req)
     prov = json.loads((tmp_path / "out" / "provenance.json").read_text())
     if not warm:
-        assert calls == [] and "fa4_warm" not in prov
+        assert calls == [] and "fa4_warm" not in prov and "start" not in events
         return
     ids = [s.id for s in sc.select(sc.grid(), "d64-h32kv8-*")]
     assert len(calls) == 1 and calls[0][0] == ids  # the timed grid rows only, not the extended cases
-    assert calls[0][1] == H100.uuid and calls[0][2] == tmp_path / "out" / "fa4-warm.log"
+    sweep_cfg = req.config.sweep
+    assert calls[0][1] == H100.uuid
+    assert calls[0][2] == {"jobs": sweep_cfg.fa4_warm_jobs, "timeout_s": sweep_cfg.fa4_warm_timeout_s}
+    assert events[:2] == ["start", "build"] and events.count("finish") == 1 and "stop" not in events
     assert prov["fa4_warm"] == {"scenarios": 14, "called": 14, "failed": [], "seconds": 1.5, "jobs": 3}
+    assert (tmp_path / "out" / "fa4-warm.log").read_text() == "compiling d64\n"
+
+
+def test_a_kernel_that_breaks_the_rules_starts_no_fa4_warm_up(tmp_path, fake_gpu, monkeypatch):
+    events, calls = [], []
+    bad = tmp_path / "bad.cu"
+    bad.write_text("#include <cublas_v2.h>\n" + (KERNELS / "spin.cu").read_text())
+    req = request(tmp_path)
+    req.kernel, req.baselines = bad, ["fa3", "fa4"]
+    fake_fa4_start(monkeypatch, req, events, calls)
+    with pytest.raises(bench.rules.DependencyRuleError):
+        bench.run_bench(req)
+    assert events == [] and not (tmp_path / "out").exists()
+
+
+def test_a_build_that_fails_stops_the_fa4_warm_up_and_writes_nothing(tmp_path, fake_gpu, monkeypatch):
+    events, calls = [], []
+    req = request(tmp_path)
+    req.baselines = ["fa3", "fa4"]
+    fake_fa4_start(monkeypatch, req, events, calls)
+
+    def broken(*a, **k):
+        events.append("build")
+        raise bench._build.BuildError("nvcc said no")
+
+    monkeypatch.setattr(bench._build, "build", broken)
+    monkeypatch.setattr(bench._build, "nvcc_path", lambda: "/usr/bin/nvcc")
+    with pytest.raises(bench._build.BuildError):
+        bench.run_bench(req)
+    assert events == ["start", "build", "stop"] and not (tmp_path / "out").exists()
+
+
+def test_without_a_gpu_no_fa4_warm_up_starts_and_the_gpu_error_comes_after_the_build(tmp_path, monkeypatch):
+    events, calls = [], []
+    req = request(tmp_path)
+    req.baselines = ["fa3", "fa4"]
+    fake_fa4_start(monkeypatch, req, events, calls)
+
+    def no_gpu(arch, index=0):
+        events.append("gpu?")
+        raise gpu.NoGPUError("no NVIDIA GPU found")
+
+    monkeypatch.setattr(bench, "require_gpu", no_gpu)
+    monkeypatch.setattr(bench._build, "build", lambda *a, **k: events.append("build") or None)
+    monkeypatch.setattr(bench._build, "nvcc_path", lambda: "/usr/bin/nvcc")
+    with pytest.raises(gpu.NoGPUError):
+        bench.run_bench(req)
+    assert events == ["gpu?", "build", "gpu?"] and calls == []

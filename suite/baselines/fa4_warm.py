@@ -5,10 +5,11 @@ from a call's shapes (head dims, heads per KV head, causal, and choices that dep
 length and batch). In the sweep those compilations run one after another inside the worker, before
 the timing of the first scenario of each configuration: about a minute of the sm90 grid's wall time
 on the H200 (2026-12-03). Here several processes call FA4 once on every timed scenario's exact
-shapes before the sweep starts, with FA4's disk cache (`FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED`)
-pointed at one folder; the worker's FA4 adapter points at the same folder, so it loads what was
-compiled instead of compiling. Nothing is timed here and nothing here decides a result: a failure
-only means the worker compiles as before.
+shapes before the sweep starts (`bench` starts them before it builds the kernel: the two overlap),
+with FA4's disk cache (`FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED`) pointed at one folder; the
+worker's FA4 adapter points at the same folder, so it loads what was compiled instead of compiling.
+Nothing is timed here and nothing here decides a result: a failure only means the worker compiles
+as before.
 
 The parent never imports torch or FA4 (the harness's own process makes no CUDA context): each
 process is `python -m kernelseek_suite.baselines.fa4_warm`, given its scenarios as JSON on stdin
@@ -17,8 +18,10 @@ process is `python -m kernelseek_suite.baselines.fa4_warm`, given its scenarios 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -76,16 +79,55 @@ class WarmResult:
         }
 
 
-def warm(
+class Warming:
+    """The warm-up processes `start` launched. `finish` waits for them (until `timeout_s` after the
+    start) and returns what they did; `stop` ends them at once (a build that fails meanwhile)."""
+
+    def __init__(self, procs: list[subprocess.Popen], res: WarmResult, timeout_s: float, t0: float, log: Path | None):
+        self.procs, self.res, self.timeout_s, self.t0, self.log = procs, res, timeout_s, t0, log
+
+    def finish(self) -> WarmResult:
+        res = self.res
+        for p in self.procs:
+            try:
+                stdout, _ = p.communicate(timeout=max(1.0, self.timeout_s - (time.time() - self.t0)))
+            except subprocess.TimeoutExpired:
+                _kill(p)
+                res.failed.append(f"a warm-up process ran past {self.timeout_s:.0f} s")
+                continue
+            try:
+                done = json.loads(stdout.strip().splitlines()[-1])
+                res.called += int(done["called"])
+                res.failed += [str(f) for f in done["failed"]]
+            except (IndexError, ValueError, KeyError, TypeError):
+                res.failed.append(f"a warm-up process exited {p.returncode} without its report")
+        res.seconds = time.time() - self.t0
+        return res
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                _kill(p)
+
+
+def _kill(p: subprocess.Popen) -> None:
+    try:
+        os.killpg(p.pid, signal.SIGKILL)  # its own session: whatever it started goes too
+    except (ProcessLookupError, PermissionError):
+        p.kill()
+    p.communicate()
+
+
+def start(
     scns: list[Scenario],
     env: dict,
     jobs: int = config.SweepConfig.fa4_warm_jobs,
     timeout_s: float = config.SweepConfig.fa4_warm_timeout_s,
     log: Path | None = None,
     command: list[str] | None = None,
-) -> WarmResult:
-    """Calls FA4 on every scenario's shapes in up to `jobs` processes (env: the GPU's, as the
-    worker's); returns what was done. `command` replaces the child's command (tests)."""
+) -> Warming:
+    """Starts the processes that call FA4 on every scenario's shapes, up to `jobs` of them (env: the
+    GPU's, as the worker's), and returns at once; `command` replaces the child's command (tests)."""
     t0 = time.time()
     res = WarmResult(scenarios=len(scns))
     groups = compile_groups(scns, jobs)
@@ -94,9 +136,8 @@ def warm(
     enable_disk_cache(child_env)
     Path(child_env[CACHE_DIR_ENV]).mkdir(parents=True, exist_ok=True)
     cmd = command or [sys.executable, "-m", "kernelseek_suite.baselines.fa4_warm"]
-    out = open(log, "a") if log else None  # noqa: SIM115 (closed below, after every process)
-    try:
-        procs = []
+    procs = []
+    with open(log, "a") if log else contextlib.nullcontext() as out:
         for g in groups:
             # each process reads its scenarios from a file of its own, there from the start: through
             # a pipe, a process would wait for its input until the parent got round to it, i.e. until
@@ -115,25 +156,19 @@ def warm(
                         start_new_session=True,
                     )
                 )
-        for p in procs:
-            try:
-                stdout, _ = p.communicate(timeout=max(1.0, timeout_s - (time.time() - t0)))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.communicate()
-                res.failed.append(f"a warm-up process ran past {timeout_s:.0f} s")
-                continue
-            try:
-                done = json.loads(stdout.strip().splitlines()[-1])
-                res.called += int(done["called"])
-                res.failed += [str(f) for f in done["failed"]]
-            except (IndexError, ValueError, KeyError, TypeError):
-                res.failed.append(f"a warm-up process exited {p.returncode} without its report")
-    finally:
-        if out is not None:
-            out.close()
-    res.seconds = time.time() - t0
-    return res
+    return Warming(procs, res, timeout_s, t0, log)
+
+
+def warm(
+    scns: list[Scenario],
+    env: dict,
+    jobs: int = config.SweepConfig.fa4_warm_jobs,
+    timeout_s: float = config.SweepConfig.fa4_warm_timeout_s,
+    log: Path | None = None,
+    command: list[str] | None = None,
+) -> WarmResult:
+    """`start`, then `finish`: the warm-up from beginning to end."""
+    return start(scns, env, jobs, timeout_s, log, command).finish()
 
 
 def _child() -> int:
