@@ -78,9 +78,9 @@ def run_warm(tmp_path, monkeypatch, mode, timeout_s=60.0):
     monkeypatch.setenv("KERNELSEEK_CACHE", str(tmp_path / "cache"))
     env = {"PATH": "/usr/bin:/bin", "STAND_IN_RECORD": str(record), "STAND_IN_MODE": mode}
     scns = sc.select(GRID, "d64-*")
-    res = fa4_warm.warm(
+    res = fa4_warm.start(
         scns, env, jobs=4, timeout_s=timeout_s, log=tmp_path / "warm.log", command=[sys.executable, str(script)]
-    )
+    ).finish()
     seen = [json.loads(line) for line in record.read_text().splitlines()]
     return scns, res, seen
 

@@ -159,18 +159,6 @@ def start(
     return Warming(procs, res, timeout_s, t0, log)
 
 
-def warm(
-    scns: list[Scenario],
-    env: dict,
-    jobs: int = config.SweepConfig.fa4_warm_jobs,
-    timeout_s: float = config.SweepConfig.fa4_warm_timeout_s,
-    log: Path | None = None,
-    command: list[str] | None = None,
-) -> WarmResult:
-    """`start`, then `finish`: the warm-up from beginning to end."""
-    return start(scns, env, jobs, timeout_s, log, command).finish()
-
-
 def _child() -> int:
     enable_disk_cache()
     scns = [Scenario(**d) for d in json.loads(sys.stdin.read())]
