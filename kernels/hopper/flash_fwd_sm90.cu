@@ -25,7 +25,12 @@
 //   consumer warpgroups take turns to issue their GEMMs (named barriers 1..CWG), so one warpgroup's
 //   softmax runs while the tensor cores work for another. Lazy rescaling: O and the row sums are
 //   rescaled only when a row max grows by more than 2^8 (warp-uniform decision), else the stale max
-//   stays the reference. KV blocks are visited last to first, so the blocks that need a mask
+//   stays the reference. Fast softmax (steady loop, most configurations): the block's row max is not
+//   computed at all; P = exp2(S * scale - reference max) straight away, and the block stands if every
+//   thread's partial row sums are finite and at most 2^16 (so is every P). Otherwise (the max grew by
+//   more than ~2^11, or a row saw nothing before) the warpgroup agrees through a named barrier with an
+//   OR reduction, issues the block's S GEMM again and takes the exact step; K and Q are released only
+//   once the block stands. KV blocks are visited last to first, so the blocks that need a mask
 //   (sequence tail, causal diagonal) come first: they run in their own loop and the steady loop has
 //   no mask code; causal is a template parameter. Each wgmma descriptor is a base built once plus a
 //   compile-time offset in its low word. O is never zeroed: a tile's first PV GEMM starts it afresh
@@ -35,9 +40,11 @@
 //   Rows with nothing to attend give 0 and LSE -inf. O is written from registers.
 //   Tiles (BM x BN, consumer warpgroups, stages; the PV GEMM on N = d_v): d64 192x128 (3, 2); d96
 //   192x112 (3, 2) with seqlen_k >= 2048, else 128x128 (2, 2); d128 and d192/128 192x80 (3, 2) with
-//   long K/V (seqlen_k >= 4096 non-causal, >= 8192 causal; d128 non-causal already above 2048), else
+//   long K/V (seqlen_k >= 4096 non-causal, >= 8192 causal; d128 non-causal from 2048), else
 //   128x128 (2, 2); d256 128x80 (2, 2). Three consumer warpgroups need P in at most 160 registers:
-//   S (BN/2), O (d_v/2) and P (BN/4) per thread, hence the narrower BN.
+//   S (BN/2), O (d_v/2) and P (BN/4) per thread, hence the narrower BN. The fast softmax runs in
+//   every configuration but d256, causal d64 with up to 2048 keys, and the causal 192-row d96 and
+//   d192/128 tiles (slower there, or spilling with it).
 //
 // MEASURED STANDING
 //   The full grid (182 scenarios beside FA3 and cuDNN, and the extended correctness set) is in
@@ -150,6 +157,15 @@ __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// OR of a predicate over the 128 threads of a warpgroup (a named barrier with a reduction)
+__device__ __forceinline__ bool warpgroup_any(int id, bool pred) {
+  uint32_t r;
+  asm volatile(
+      "{\n.reg .pred p, q;\nsetp.ne.u32 p, %1, 0;\nbarrier.cta.red.or.pred q, %2, 128, p;\nselp.u32 %0, 1, 0, q;\n}\n"
+      : "=r"(r) : "r"(static_cast<uint32_t>(pred)), "r"(id) : "memory");
+  return __any_sync(0xffffffff, r != 0);  // the same value, but warp-uniform in ptxas' eyes (else it spills)
 }
 
 // wgmma.mma_async m64nNk16, bf16 inputs, fp32 accumulators; one specialization per N (they differ
@@ -411,7 +427,10 @@ template <> struct Wgmma<256> {
 
 
 // ------------------------------------------------------------------------------ configuration
-template <int DQK_, int DV_, int BN_, int STAGES_, int CWG_ = 2, int RESCALE_LOG2_ = 8>
+// where the steady loop takes the fast softmax (softmax_fast): never, in the non-causal kernel only, or in both
+enum FastSoftmax { FAST_NEVER = 0, FAST_NON_CAUSAL = 1, FAST_ALWAYS = 3 };
+
+template <int DQK_, int DV_, int BN_, int STAGES_, int CWG_ = 2, int RESCALE_LOG2_ = 8, int FAST_ = FAST_ALWAYS>
 struct Config {
   static constexpr int DQK = DQK_, DV = DV_;
   static constexpr float RESCALE_LOG2 = RESCALE_LOG2_;  // lazy O rescale threshold, log2 units (0: every block)
@@ -421,6 +440,8 @@ struct Config {
   static constexpr int V_COLS = DV % 64 == 0 ? 64 : 32;
   static constexpr int DV_MMA = (DV + V_COLS - 1) / V_COLS * V_COLS;
   static constexpr int QK_CHUNKS = DQK_PAD / 64, V_CHUNKS = DV_MMA / V_COLS;
+  // the steady loop's softmax against the reference max, redone exactly when unsafe (softmax_fast)
+  template <bool CAUSAL> static constexpr bool FAST_SOFTMAX = (FAST_ & (CAUSAL ? 2 : 1)) != 0;
   static constexpr int CWG = CWG_;                      // consumer warpgroups, 64 rows each
   static constexpr int BM = 64 * CWG, BN = BN_, STAGES = STAGES_;
   static constexpr int QK_STEPS = DQK / 16;             // k16 steps of S = Q K^T (real columns only)
@@ -586,12 +607,44 @@ __device__ __forceinline__ void pack_p(uint32_t (&p_frag)[C::PV_STEPS][4], const
   }
 }
 
-// S = Q K^T: Q (this warpgroup's 64 rows) and K in 64-column chunks, K-major
+// the steady loop's softmax against the reference max, without the block's max: P = exp2(S * scale_log2
+// - row_max * scale_log2). Returns whether every P of this thread is safe: each row's partial sum
+// finite and at most FAST_LIMIT, so no P is larger either (bf16 and fp32 hold that with room to
+// spare). Otherwise the caller redoes the block exactly: rare, when the row max grew by more than
+// ~2^(16 - 5) (BN / 4 <= 32 terms per partial sum), or when the row saw nothing before (its max is
+// -inf, so P is inf)
+constexpr float FAST_LIMIT = 65536.f;  // 2^16
 template <class C>
-__device__ __forceinline__ void issue_qk(float (&acc_s)[C::BN / 2], const uint64_t (&qd)[C::QK_STEPS], uint32_t k16) {
+__device__ __forceinline__ bool softmax_fast(float (&acc_s)[C::BN / 2], const float (&row_max)[2], float (&blk)[2],
+                                             float scale_log2) {
+  const float neg[2] = {-row_max[0] * scale_log2, -row_max[1] * scale_log2};  // -inf max: +inf, P inf, redo
+  float part[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+  for (int j = 0; j < C::BN / 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float v = exp2f(fmaf(acc_s[j * 4 + e], scale_log2, neg[e / 2]));
+      acc_s[j * 4 + e] = v;
+      part[e / 2][(e & 1) + 2 * (j & 1)] += v;
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) blk[r] = (part[r][0] + part[r][1]) + (part[r][2] + part[r][3]);
+  return blk[0] <= FAST_LIMIT && blk[1] <= FAST_LIMIT;  // false for NaN and inf
+}
+
+// the descriptor of this warpgroup's Q for k16 step kk (Q in 64-column chunks, K-major)
+template <class C>
+__device__ __forceinline__ uint64_t q_desc(uint32_t q16, int kk) {
+  return desc_at<16, 1024>(q16, (kk / 4) * C::BM * 128 + (kk % 4) * 32);
+}
+
+// S = Q K^T: K in 64-column chunks, K-major; q(kk) gives Q's descriptor for k16 step kk
+template <class C, class QDesc>
+__device__ __forceinline__ void issue_qk(float (&acc_s)[C::BN / 2], const QDesc& q, uint32_t k16) {
 #pragma unroll
   for (int kk = 0; kk < C::QK_STEPS; ++kk)
-    Wgmma<C::BN>::ss(acc_s, qd[kk], desc_at<16, 1024>(k16, (kk / 4) * C::BN * 128 + (kk % 4) * 32), kk > 0);
+    Wgmma<C::BN>::ss(acc_s, q(kk), desc_at<16, 1024>(k16, (kk / 4) * C::BN * 128 + (kk % 4) * 32), kk > 0);
 }
 
 // O += P V: P from registers, V MN-major (LBO = the stride between column chunks, SBO = 8 rows)
@@ -711,6 +764,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   // ping-pong: the consumer warpgroups take turns to issue their GEMMs (barrier 1 + cw is this
   // warpgroup's turn), so one warpgroup's softmax runs while the tensor cores work for another
   const int my_turn = 1 + cw, next_turn = 1 + (cw + 1) % C::CWG;
+  constexpr bool FAST = C::template FAST_SOFTMAX<CAUSAL>;  // the steady loop's fast softmax
   if (cw == C::CWG - 1) named_bar_arrive(1, 256);
 
   float acc_o[C::DV_MMA / 2], acc_s[C::BN / 2];
@@ -796,9 +850,17 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     const int qs = q_it % C::Q_STAGES;
     const uint32_t q16 = q16_0 + qs * (C::Q_BYTES >> 4);
     mbar_wait(q_full(qs), (q_it / C::Q_STAGES) & 1);
-    uint64_t qd[C::QK_STEPS];  // this tile's Q descriptors, one per k16 step
+    // Q's descriptors: built once per tile in the causal kernels without the fast softmax, at each
+    // GEMM in the others (ptxas then keeps each steady loop shortest and spills nothing: SASS, nvcc 13.0)
+    constexpr bool Q_PER_TILE = CAUSAL && !FAST;
+    uint64_t qd[C::QK_STEPS];
+    if constexpr (Q_PER_TILE) {
 #pragma unroll
-    for (int kk = 0; kk < C::QK_STEPS; ++kk) qd[kk] = desc_at<16, 1024>(q16, (kk / 4) * C::BM * 128 + (kk % 4) * 32);
+      for (int kk = 0; kk < C::QK_STEPS; ++kk) qd[kk] = q_desc<C>(q16, kk);
+    }
+    auto q = [&](int kk) {
+      if constexpr (Q_PER_TILE) return qd[kk]; else return q_desc<C>(q16, kk);
+    };
 
     // first KV block (the last one: masked first), with the owed tile's last PV GEMM behind it. Two
     // copies, with and without an owed tile: both end with no GEMM in flight, or ptxas serializes
@@ -810,7 +872,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       if (decltype(owed)::value) mbar_wait(v_full(prev_s), prev_ph);
       named_bar_sync(my_turn, 256);
       wgmma_fence();
-      issue_qk<C>(acc_s, qd, k16 + s * (C::K_BYTES >> 4));
+      issue_qk<C>(acc_s, q, k16 + s * (C::K_BYTES >> 4));
       wgmma_commit();
       if (decltype(owed)::value) {
         issue_pv<C>(acc_o, p_frag, v16 + prev_s * (C::V_BYTES >> 4), o_acc);
@@ -837,13 +899,13 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         pack_p<C>(p_frag, acc_s);
       }
     };
-    if (t_owed >= 0) first_block(Flag<true>()); else first_block(Flag<false>());
+    if (CAUSAL && t_owed >= 0) first_block(Flag<true>()); else first_block(Flag<false>());
     prev_s = s;
     prev_ph = ph;
 
     // steady state: S(i) = Q K(i) is issued, then O += P(i-1) V(i-1); the softmax of S(i) runs
     // while the PV GEMM is in flight
-    auto step = [&](int i, auto masked, auto first_pv) {
+    auto step = [&](int i, auto masked, auto first_pv) -> bool {
       const int it = kv_it + i;
       s = it % C::STAGES;
       ph = (it / C::STAGES) & 1;
@@ -851,36 +913,83 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       mbar_wait(v_full(prev_s), prev_ph);  // V(i-1) was loaded before K(i): one fence covers both GEMMs
       named_bar_sync(my_turn, 256);
       wgmma_fence();
-      issue_qk<C>(acc_s, qd, k16 + s * (C::K_BYTES >> 4));
+      issue_qk<C>(acc_s, q, k16 + s * (C::K_BYTES >> 4));
       wgmma_commit();
       issue_pv<C>(acc_o, p_frag, v16 + prev_s * (C::V_BYTES >> 4), !decltype(first_pv)::value);
       wgmma_commit();
       named_bar_arrive(next_turn, 256);
       wgmma_wait<1>();
       fence_regs(acc_s);
-      if (lane == 0 && i == n_blocks - 1) mbar_arrive(q_empty(qs));  // Q is read no more: the next tile's may load
-      if (decltype(masked)::value)
-        mask_scores<C, CAUSAL>(acc_s, (n_blocks - 1 - i) * C::BN, row_a, row_b, col_lane, diag, p);
-      const bool rescale = softmax_step<C>(acc_s, row_max, row_sum, corr, p.scale_log2);
-      // K(i) is released after the softmax, under a condition on its result that always holds: ptxas
-      // then keeps the PV GEMM's wait below the first row's exponentials instead of hoisting it above
-      // all of them (measured: this partial overlap beat both no overlap and the whole softmax above it)
-      if (lane == 0 && __float_as_uint(row_sum[0]) != 0xffffffffu) mbar_arrive(k_empty(s));
+      bool redo = false;
+      if constexpr (decltype(masked)::value || !FAST) {
+        if (lane == 0 && i == n_blocks - 1) mbar_arrive(q_empty(qs));  // Q is read no more: the next tile's may load
+        if constexpr (decltype(masked)::value)
+          mask_scores<C, CAUSAL>(acc_s, (n_blocks - 1 - i) * C::BN, row_a, row_b, col_lane, diag, p);
+        const bool rescale = softmax_step<C>(acc_s, row_max, row_sum, corr, p.scale_log2);
+        // K(i) is released after the softmax, under a condition on its result that always holds: ptxas
+        // then keeps the PV GEMM's wait below the first row's exponentials instead of hoisting it above
+        // all of them (measured: this partial overlap beat both no overlap and the whole softmax above it)
+        if (lane == 0 && __float_as_uint(row_sum[0]) != 0xffffffffu) mbar_arrive(k_empty(s));
+        wgmma_wait<0>();
+        fence_regs(acc_o);
+        if (lane == 0) mbar_arrive(v_empty(prev_s));  // V before the rescale: ptxas keeps the order
+        if (rescale) rescale_o<C>(acc_o, corr);
+      } else {
+        // the fast softmax; a redo issues a GEMM, so the whole warpgroup must agree (named barrier
+        // 4 + cw; 1..CWG are the ping-pong's)
+        float blk[2];
+        redo = warpgroup_any(4 + cw, !softmax_fast<C>(acc_s, row_max, blk, p.scale_log2));
+        if (!redo) {
+          row_sum[0] += blk[0];
+          row_sum[1] += blk[1];
+          if (lane == 0) {
+            if (__float_as_uint(row_sum[0]) != 0xffffffffu) mbar_arrive(k_empty(s));
+            if (i == n_blocks - 1) mbar_arrive(q_empty(qs));
+          }
+        }
+        wgmma_wait<0>();
+        fence_regs(acc_o);
+        if (lane == 0) mbar_arrive(v_empty(prev_s));
+      }
+      if (redo) return false;  // K(i) and Q kept for the redo
+      pack_p<C>(p_frag, acc_s);
+      prev_s = s;
+      prev_ph = ph;
+      return true;
+    };
+    // rare (the row max grew too far for the fast softmax): S(i) again, then the exact step
+    auto redo = [&](int i) {
+      wgmma_fence();
+      issue_qk<C>(acc_s, q, k16 + s * (C::K_BYTES >> 4));
+      wgmma_commit();
       wgmma_wait<0>();
-      fence_regs(acc_o);
-      if (lane == 0) mbar_arrive(v_empty(prev_s));
-      if (rescale) rescale_o<C>(acc_o, corr);
+      fence_regs(acc_s);
+      if (softmax_step<C>(acc_s, row_max, row_sum, corr, p.scale_log2)) rescale_o<C>(acc_o, corr);
+      if (lane == 0) {
+        mbar_arrive(k_empty(s));
+        if (i == n_blocks - 1) mbar_arrive(q_empty(qs));
+      }
       pack_p<C>(p_frag, acc_s);
       prev_s = s;
       prev_ph = ph;
     };
     // the tile's first PV GEMM (step 1) starts O afresh: a copy of its own, so the steady loops carry no flag
     if (n_blocks > 1) {
-      if (n_masked > 1) step(1, Flag<true>(), Flag<true>()); else step(1, Flag<false>(), Flag<true>());
+      if (n_masked > 1)
+        step(1, Flag<true>(), Flag<true>());
+      else if (!step(1, Flag<false>(), Flag<true>()) && FAST)
+        redo(1);
     }
     const int i_mask_end = max(2, n_masked);
     for (int i = 2; i < i_mask_end; ++i) step(i, Flag<true>(), Flag<false>());
-    for (int i = i_mask_end; i < n_blocks; ++i) step(i, Flag<false>(), Flag<false>());
+    if constexpr (FAST) {
+      for (int i = i_mask_end; i < n_blocks;) {  // the redo outside the inner loop (else ptxas spills)
+        while (i < n_blocks && step(i, Flag<false>(), Flag<false>())) ++i;
+        if (i < n_blocks) redo(i++);
+      }
+    } else {
+      for (int i = i_mask_end; i < n_blocks; ++i) step(i, Flag<false>(), Flag<false>());
+    }
     o_acc = n_blocks > 1;  // whether the owed PV GEMM accumulates
     kv_it += n_blocks;
     ++q_it;
@@ -1006,17 +1115,21 @@ extern "C" int ks_attn_fwd(const ks_attn_params* pp, cudaStream_t stream) {
   for (int64_t s : strides)
     if (s % 8 != 0 || s <= 0) return KS_ERR_UNSUPPORTED;
   if (a.o_batch_stride % 2 != 0 || a.o_head_stride % 2 != 0) return KS_ERR_UNSUPPORTED;
-  if (a.d_qk == 64 && a.d_v == 64) return launch<Config<64, 64, 128, 2, 3>>(a, stream);
+  // the fast softmax where it measured faster (kernels/hopper/NOTES.md, v15): not for causal d64 with up
+  // to 2048 keys, d256, and the causal 192x112 (d96) and 192x80 (d192/128) tiles, which spill with it
+  if (a.d_qk == 64 && a.d_v == 64)
+    return a.causal && a.seqlen_k <= 2048 ? launch<Config<64, 64, 128, 2, 3, 8, FAST_NON_CAUSAL>>(a, stream)
+                                          : launch<Config<64, 64, 128, 2, 3>>(a, stream);
   // long K/V: three consumer warpgroups (192 query rows) hide more of the softmax; short K/V: two,
   // whose 128-row tiles leave fewer SMs idle at the end (thresholds measured, kernels/hopper/NOTES.md)
   const bool long_kv = a.seqlen_k >= (a.causal ? 8192 : 4096);
   if (a.d_qk == 96 && a.d_v == 96)
-    return a.seqlen_k >= 2048 ? launch<Config<96, 96, 112, 2, 3>>(a, stream) : launch<Config<96, 96, 128, 2, 2>>(a, stream);
+    return a.seqlen_k >= 2048 ? launch<Config<96, 96, 112, 2, 3, 8, FAST_NON_CAUSAL>>(a, stream) : launch<Config<96, 96, 128, 2, 2>>(a, stream);
   if (a.d_qk == 128 && a.d_v == 128)
-    return long_kv || (!a.causal && a.seqlen_k > 2048) ? launch<Config<128, 128, 80, 2, 3>>(a, stream)
-                                                      : launch<Config<128, 128, 128, 2, 2>>(a, stream);
-  if (a.d_qk == 256 && a.d_v == 256) return launch<Config<256, 256, 80, 2, 2>>(a, stream);
+    return long_kv || (!a.causal && a.seqlen_k >= 2048) ? launch<Config<128, 128, 80, 2, 3>>(a, stream)
+                                                       : launch<Config<128, 128, 128, 2, 2>>(a, stream);
+  if (a.d_qk == 256 && a.d_v == 256) return launch<Config<256, 256, 80, 2, 2, 8, FAST_NEVER>>(a, stream);
   if (a.d_qk == 192 && a.d_v == 128)
-    return long_kv ? launch<Config<192, 128, 80, 2, 3>>(a, stream) : launch<Config<192, 128, 128, 2, 2>>(a, stream);
+    return long_kv ? launch<Config<192, 128, 80, 2, 3, 8, FAST_NON_CAUSAL>>(a, stream) : launch<Config<192, 128, 128, 2, 2>>(a, stream);
   return KS_ERR_UNSUPPORTED;
 }
