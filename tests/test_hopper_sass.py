@@ -52,6 +52,11 @@ BUDGET = {
 SLACK = 1.03
 MIN_EX2_ABOVE_WAIT = 0.5
 
+
+def _key_id(k) -> str:
+    return f"d{k[0]}-v{k[1]}-bn{k[2]}-fast{k[3]}-{'causal' if k[4] else 'nc'}"
+
+
 _CONFIG = re.compile(r"Config<(\d+), (\d+), (\d+), \d+, \d+, \d+, (\d+)>, (true|false)")
 
 
@@ -105,7 +110,7 @@ def test_every_configuration_is_built_and_budgeted(kernels):
 
 @pytest.mark.nvcc
 @pytest.mark.slow
-@pytest.mark.parametrize("key", sorted(BUDGET), ids=lambda k: f"d{k[0]}-v{k[1]}-bn{k[2]}-fast{k[3]}-{'causal' if k[4] else 'nc'}")
+@pytest.mark.parametrize("key", sorted(BUDGET), ids=_key_id)
 def test_softmax_starts_above_the_pv_wait(kernels, key):
     loops = _steady_loops(kernels[key])
     assert len(loops) == 2, "expected a masked and an unmasked steady loop"
@@ -117,7 +122,7 @@ def test_softmax_starts_above_the_pv_wait(kernels, key):
 
 @pytest.mark.nvcc
 @pytest.mark.slow
-@pytest.mark.parametrize("key", sorted(BUDGET), ids=lambda k: f"d{k[0]}-v{k[1]}-bn{k[2]}-fast{k[3]}-{'causal' if k[4] else 'nc'}")
+@pytest.mark.parametrize("key", sorted(BUDGET), ids=_key_id)
 def test_steady_loop_within_its_instruction_budget(kernels, key):
     unmasked = min(len(body) for body in _steady_loops(kernels[key]))
     assert unmasked <= BUDGET[key] * SLACK, f"steady loop {unmasked} instructions, budget {BUDGET[key]}"
