@@ -1,0 +1,93 @@
+"""The Hopper kernel's fast softmax (v15) takes the exponentials against the row max of earlier blocks
+without computing the block's own max, and redoes a block exactly when its sums get too large (the
+max grew by more than ~2^11 in log2 units, up to P = inf). The kernel visits K/V blocks last to first,
+so keys whose scale grows toward the first keys make the row max jump in nearly every row: on a GPU
+every output must still pass the suite's pass rule. Without a GPU: the inputs do force those redos,
+with and without infinite exponentials."""
+
+import math
+
+import pytest
+
+from kernelseek_suite import config
+
+ROOT = config.REPO_ROOT
+KERNEL = ROOT / "kernels/hopper/flash_fwd_sm90.cu"
+
+# (d_qk, d_v, heads_q, heads_kv, batch, seqlen_q, seqlen_k): every head dimension, odd lengths, and
+# seqlen_q != seqlen_k both ways
+SHAPES = [
+    (64, 64, 4, 1, 2, 1000, 3001),
+    (96, 96, 2, 2, 1, 3001, 3001),
+    (128, 128, 4, 1, 1, 3001, 3001),
+    (128, 128, 2, 2, 1, 8192, 8192),
+    (192, 128, 2, 1, 1, 3001, 1000),
+    (256, 256, 2, 1, 1, 1000, 1000),
+]
+AMPS = (4.0, 40.0, 400.0)  # how much larger the first key's scale is than the last one's, minus 1
+FAST_LOG2 = 11  # the growth (log2 units) past which a block's partial sums can exceed 2^16
+
+
+def grow_inputs(shape, amp: float, seed: int, device: str):
+    import torch
+
+    dqk, dv, hq, hk, b, sq, sk = shape
+    g = torch.Generator(device=device)
+    g.manual_seed(seed)
+    q = torch.randn(b, sq, hq, dqk, generator=g, device=device)
+    k = torch.randn(b, sk, hk, dqk, generator=g, device=device)
+    v = torch.randn(b, sk, hk, dv, generator=g, device=device)
+    j = torch.arange(sk, device=device, dtype=torch.float32) / sk
+    k = k * (1 + amp * (1 - j) ** 2).view(1, sk, 1, 1)
+    return q.bfloat16(), k.bfloat16(), v.bfloat16()
+
+
+@pytest.mark.parametrize("amp", AMPS)
+def test_the_inputs_make_the_row_max_jump_past_the_fast_softmax(amp):
+    import torch
+
+    q, k, _ = grow_inputs((128, 128, 1, 1, 1, 1000, 3001), amp, 7, "cpu")
+    s = q[0, :, 0].float() @ k[0, :, 0].float().T * (1 / math.sqrt(128)) * math.log2(math.e)
+    # the first block the kernel visits holds the last keys; the max over all keys is where it ends
+    growth = s.max(dim=1).values - s[:, -128:].max(dim=1).values
+    assert float((growth > FAST_LOG2).float().mean()) > 0.9  # a redo in nearly every row
+    inf_rows = float((growth > 128).float().mean())  # exp2 of the stale-max exponent overflows
+    if amp == AMPS[0]:
+        assert inf_rows == 0.0 and bool(torch.isfinite(growth).all())
+    else:
+        assert inf_rows > 0.8
+
+
+@pytest.mark.gpu
+@pytest.mark.nvcc
+@pytest.mark.slow
+def test_outputs_pass_when_the_row_max_keeps_growing(tmp_path):
+    import torch
+
+    from kernelseek_suite.build import build
+    from kernelseek_suite.contract import KernelLibrary, make_params
+    from kernelseek_suite.gpu import NoGPUError, require_gpu
+    from kernelseek_suite.harness.check import check_output
+    from kernelseek_suite.harness.reference import reference_pair
+
+    try:
+        require_gpu("sm90")
+    except NoGPUError as e:
+        pytest.skip(str(e))
+    lib = KernelLibrary(build(KERNEL, "sm90", cache=tmp_path).library)
+    failures = []
+    for shape in SHAPES:
+        dqk, dv, hq, _, b, sq, _ = shape
+        for causal in (False, True):
+            for amp in AMPS:
+                q, k, v = grow_inputs(shape, amp, 99, "cuda")
+                scale = 1 / math.sqrt(dqk)
+                ref, ref_lse, lowp = reference_pair(q, k, v, causal, scale)
+                out = torch.full((b, sq, hq, dv), float("nan"), device="cuda", dtype=torch.bfloat16)
+                lse = torch.full((b, hq, sq), float("nan"), device="cuda", dtype=torch.float32)
+                rc = lib.forward(make_params(q, k, v, out, lse, causal, scale), torch.cuda.current_stream().cuda_stream)
+                torch.cuda.synchronize()
+                r = check_output(out, ref, lowp, lse, ref_lse) if rc == 0 else None
+                if r is None or not r.ok:
+                    failures.append((shape, causal, amp, rc if r is None else r.reason))
+    assert failures == []
