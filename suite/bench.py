@@ -185,6 +185,20 @@ def _start_fa4_warm(req: BenchRequest, chosen: list[scenarios.Scenario]) -> fa4_
     )
 
 
+def start_fa4_warm(req: BenchRequest) -> fa4_warm.Warming | None:
+    """The FA4 warm-up started ahead of run_bench, for a caller with work of its own first (reproduce
+    measures the GEMM ceiling meanwhile): pass the result to run_bench as `warming`, which finishes it,
+    or stops it if the request fails. Raises RequestError for a filter that matches nothing."""
+    return _start_fa4_warm(req, select_scenarios(req))
+
+
+def stop_fa4_warm(warming: fa4_warm.Warming | None) -> None:
+    """Ends a warm-up at once and drops its log (a run that fails before its sweep)."""
+    if warming is not None:
+        warming.stop()
+        _drop(warming.log)
+
+
 def _drop(path: Path | None) -> None:
     if path is not None:
         path.unlink(missing_ok=True)
@@ -204,22 +218,23 @@ def run_bench(
     req: BenchRequest,
     on_row: Callable[[ScenarioResult], None] | None = None,
     on_start: Callable[[int, int], None] | None = None,
+    warming: fa4_warm.Warming | None = None,
 ) -> dict:
     """One GPU (req.gpu_index); a Dask cluster is scaleout.bench.run_bench_distributed. Returns
     summary.json's content. Raises, before anything is written: RequestError for a filter that matches
     nothing or an unknown baseline, DependencyRuleError or BuildError when the kernel breaks the rules
-    or does not build, and only then NoGPUError without a suitable GPU."""
-    checked = check_statically(req, build=False)
-    chosen = checked.scenarios
-    warming = _start_fa4_warm(req, chosen)  # FA4 compiles while our kernel builds
+    or does not build, and only then NoGPUError without a suitable GPU. `warming`: an FA4 warm-up
+    already started (start_fa4_warm); otherwise one starts here, once the request is checked."""
     try:
+        checked = check_statically(req, build=False)
+        chosen = checked.scenarios
+        if warming is None:
+            warming = _start_fa4_warm(req, chosen)  # FA4 compiles while our kernel builds
         built = _build.build(req.kernel, req.arch) if _build.nvcc_path() else None
         gpu = require_gpu(req.arch, req.gpu_index)
         built = built or _build.build(req.kernel, req.arch)
     except BaseException:
-        if warming is not None:
-            warming.stop()
-            _drop(warming.log)
+        stop_fa4_warm(warming)
         raise
     if req.out_dir is None:
         req.out_dir = Path(tempfile.mkdtemp(prefix=f"ks-{req.kind}-"))

@@ -424,3 +424,28 @@ def test_without_a_gpu_no_fa4_warm_up_starts_and_the_gpu_error_comes_after_the_b
     with pytest.raises(gpu.NoGPUError):
         bench.run_bench(req)
     assert events == ["gpu?", "build", "gpu?"] and calls == []
+
+
+def test_a_warm_up_started_ahead_is_finished_by_run_bench_and_none_started_again(tmp_path, fake_gpu, monkeypatch):
+    events, calls = [], []
+    req = request(tmp_path)
+    req.baselines = ["fa3", "fa4"]
+    fake_fa4_start(monkeypatch, req, events, calls)
+    warming = bench.start_fa4_warm(req)  # as reproduce does, before its GEMM ceiling
+    assert events == ["start"] and len(calls) == 1
+    bench.run_bench(req, warming=warming)
+    assert len(calls) == 1 and events[:2] == ["start", "build"] and events.count("finish") == 1
+    prov = json.loads((tmp_path / "out" / "provenance.json").read_text())
+    assert prov["fa4_warm"]["called"] == 14 and (tmp_path / "out" / "fa4-warm.log").read_text() == "compiling d64\n"
+
+
+def test_a_warm_up_started_ahead_is_stopped_when_the_request_is_refused(tmp_path, fake_gpu, monkeypatch):
+    events, calls = [], []
+    req = request(tmp_path)
+    req.baselines = ["fa3", "fa4"]
+    fake_fa4_start(monkeypatch, req, events, calls)
+    warming = bench.start_fa4_warm(req)
+    req.baselines = ["fa3", "fa9"]  # refused by run_bench's own check, after the warm-up started
+    with pytest.raises(bench.RequestError):
+        bench.run_bench(req, warming=warming)
+    assert events == ["start", "stop"] and not warming.log.exists() and not (tmp_path / "out").exists()

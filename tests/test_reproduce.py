@@ -208,14 +208,20 @@ def test_run_native_end_to_end_with_the_gpu_parts_stood_in(tmp_path, monkeypatch
 
     monkeypatch.setattr("kernelseek_suite.gpu.require_gpu", lambda arch, index=0, gpus=None: None)
     ceilings = iter([650.0, 672.0])
-    monkeypatch.setattr(
-        "kernelseek_suite.reproduce.gemm.measure_in_child",
-        lambda idx, reps: GemmCeiling(next(ceilings), 1.6, 1.5, 1.7, 8192, reps, "H200", "2.11.0"),
-    )
+    events = []
+
+    def measure(idx, reps):
+        events.append("ceiling")
+        return GemmCeiling(next(ceilings), 1.6, 1.5, 1.7, 8192, reps, "H200", "2.11.0")
+
+    monkeypatch.setattr("kernelseek_suite.reproduce.gemm.measure_in_child", measure)
+    warm = object()  # what start_fa4_warm returns: handed to run_bench, which finishes it
+    monkeypatch.setattr(bench, "start_fa4_warm", lambda req: events.append("warm") or warm)
     seen = {}
 
-    def fake_run_bench(req, on_row=None, on_start=None):
-        seen["req"] = req
+    def fake_run_bench(req, on_row=None, on_start=None, warming=None):
+        seen["req"], seen["warming"] = req, warming
+        events.append("bench")
         out = Path(req.out_dir)
         out.mkdir(parents=True, exist_ok=True)
         rows = make_rows()
@@ -234,6 +240,8 @@ def test_run_native_end_to_end_with_the_gpu_parts_stood_in(tmp_path, monkeypatch
     res_dir = root / "results" / "sm90"
     assert out.exit_code == 0 and out.status == "measured" and out.out == res_dir and out.runtime == "docker"
     req = seen["req"]
+    # FA4 compiles while the first GEMM ceiling is measured, and the sweep gets that warm-up
+    assert events == ["warm", "ceiling", "bench", "ceiling"] and seen["warming"] is warm
     # the reference kernel stands in for the missing sm90 kernel, beside every sm90 baseline
     assert req.kernel == root / config.REFERENCE_KERNEL and req.baselines == ["fa3", "fa4", "cudnn"]
     assert req.extended and req.grid and req.seed == 11 and req.out_dir == res_dir / "attn_fwd_ref"
@@ -270,7 +278,7 @@ def test_an_interrupted_run_resumes(tmp_path, monkeypatch):
     monkeypatch.setattr("kernelseek_suite.reproduce.gemm.measure_in_child", ceiling)
     asked = []
 
-    def interrupted(req, on_row=None, on_start=None):
+    def interrupted(req, on_row=None, on_start=None, warming=None):
         asked.append(req.resume)
         raise KeyboardInterrupt
 
@@ -282,7 +290,7 @@ def test_an_interrupted_run_resumes(tmp_path, monkeypatch):
     first = json.loads((res / "reproduce.json").read_text())
     assert first["status"] == "running" and measured == [1]
 
-    def finish(req, on_row=None, on_start=None):
+    def finish(req, on_row=None, on_start=None, warming=None):
         asked.append(req.resume)
         out = Path(req.out_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -302,3 +310,28 @@ def test_an_interrupted_run_resumes(tmp_path, monkeypatch):
     c = json.loads((res / "gemm_ceiling.json").read_text())
     assert (c["before_tflops"], c["after_tflops"], c["tflops"]) == (601.0, 602.0, 602.0)
     assert "resumed 1 time(s)" in out.report.read_text()
+
+
+def test_a_run_cut_short_during_the_first_ceiling_stops_the_fa4_warm_up(tmp_path, monkeypatch):
+    from kernelseek_suite import bench
+
+    monkeypatch.setattr("kernelseek_suite.gpu.require_gpu", lambda arch, index=0, gpus=None: None)
+    events = []
+
+    class Warm:
+        log = None
+
+        def stop(self):
+            events.append("stop")
+
+    monkeypatch.setattr(bench, "start_fa4_warm", lambda req: events.append("warm") or Warm())
+
+    def cut(idx, reps):
+        events.append("ceiling")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("kernelseek_suite.reproduce.gemm.measure_in_child", cut)
+    monkeypatch.setattr(bench, "run_bench", lambda *a, **k: events.append("bench"))
+    with pytest.raises(KeyboardInterrupt):
+        pipeline.run_native(ReproduceRequest(arch="sm90", root=_checkout(tmp_path)))
+    assert events == ["warm", "ceiling", "stop"]
