@@ -32,7 +32,10 @@
 //   OR reduction, issues the block's S GEMM again and takes the exact step; K and Q are released only
 //   once the block stands. KV blocks are visited last to first, so the blocks that need a mask
 //   (sequence tail, causal diagonal) come first: they run in their own loop and the steady loop has
-//   no mask code; causal is a template parameter. Each wgmma descriptor is a base built once plus a
+//   no mask code; causal is a template parameter. Causal, BN = 128, with the fast softmax: a masked
+//   block of which a warpgroup's rows see at most the first 64 columns (the diagonal, or a block masked
+//   whole for that warpgroup) takes its S GEMM on N = 64 and its softmax on those 64 columns only
+//   ("half blocks"). Each wgmma descriptor is a base built once plus a
 //   compile-time offset in its low word. O is never zeroed: a tile's first PV GEMM starts it afresh
 //   (scale-d 0). Causal: a tile's last PV GEMM goes to the tensor cores with the next tile's first S
 //   GEMM, and its epilogue runs under that tile's first softmax, so the many short tiles of causal
@@ -521,11 +524,11 @@ __device__ __forceinline__ int kv_blocks(int m0, const DeviceParams& p) {
   return n_end > 0 ? (n_end + C::BN - 1) / C::BN : 0;
 }
 
-template <class C, bool CAUSAL>
+template <class C, bool CAUSAL, int NJ = C::BN / 8>
 __device__ __forceinline__ void mask_scores(float (&acc_s)[C::BN / 2], int n0, int row_a, int row_b, int col_lane,
                                             int diag, const DeviceParams& p) {
 #pragma unroll
-  for (int j = 0; j < C::BN / 8; ++j) {
+  for (int j = 0; j < NJ; ++j) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int col = n0 + j * 8 + col_lane + (e & 1);
@@ -539,7 +542,7 @@ __device__ __forceinline__ void mask_scores(float (&acc_s)[C::BN / 2], int n0, i
 // are taken against (row_max) is kept unless the block's max exceeds it by more than
 // C::RESCALE_LOG2 in log2 units (P then stays <= 2^RESCALE_LOG2, fine for bf16 and fp32 sums); the
 // decision is warp-uniform. Returns whether O must be multiplied by corr.
-template <class C>
+template <class C, int NJ = C::BN / 8>
 __device__ __forceinline__ bool softmax_step(float (&acc_s)[C::BN / 2], float (&row_max)[2], float (&row_sum)[2],
                                              float (&corr)[2], float scale_log2) {
   float mx[2];
@@ -547,7 +550,7 @@ __device__ __forceinline__ bool softmax_step(float (&acc_s)[C::BN / 2], float (&
   for (int r = 0; r < 2; ++r) {
     float m4[4] = {row_max[r], -INFINITY, -INFINITY, -INFINITY};  // four chains: shorter latency
 #pragma unroll
-    for (int j = 0; j < C::BN / 8; ++j)
+    for (int j = 0; j < NJ; ++j)
       m4[j % 4] = fmaxf(m4[j % 4], fmaxf(acc_s[j * 4 + 2 * r], acc_s[j * 4 + 2 * r + 1]));
     float m = fmaxf(fmaxf(m4[0], m4[1]), fmaxf(m4[2], m4[3]));
     m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
@@ -572,7 +575,7 @@ __device__ __forceinline__ bool softmax_step(float (&acc_s)[C::BN / 2], float (&
   // four partial sums per row: short dependency chains
   float part[2][4] = {{row_sum[0], 0.f, 0.f, 0.f}, {row_sum[1], 0.f, 0.f, 0.f}};
 #pragma unroll
-  for (int j = 0; j < C::BN / 8; ++j) {
+  for (int j = 0; j < NJ; ++j) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const float v = exp2f(fmaf(acc_s[j * 4 + e], scale_log2, neg_max_scaled[e / 2]));
@@ -596,10 +599,12 @@ __device__ __forceinline__ void rescale_o(float (&acc_o)[C::DV_MMA / 2], const f
   }
 }
 
-template <class C>
+template <class C, int STEPS = C::PV_STEPS>
 __device__ __forceinline__ void pack_p(uint32_t (&p_frag)[C::PV_STEPS][4], const float (&acc_s)[C::BN / 2]) {
 #pragma unroll
-  for (int kk = 0; kk < C::PV_STEPS; ++kk) {
+  for (int kk = STEPS; kk < C::PV_STEPS; ++kk) p_frag[kk][0] = p_frag[kk][1] = p_frag[kk][2] = p_frag[kk][3] = 0u;
+#pragma unroll
+  for (int kk = 0; kk < STEPS; ++kk) {
     p_frag[kk][0] = pack_bf16(acc_s[8 * kk + 0], acc_s[8 * kk + 1]);
     p_frag[kk][1] = pack_bf16(acc_s[8 * kk + 2], acc_s[8 * kk + 3]);
     p_frag[kk][2] = pack_bf16(acc_s[8 * kk + 4], acc_s[8 * kk + 5]);
@@ -640,26 +645,28 @@ __device__ __forceinline__ uint64_t q_desc(uint32_t q16, int kk) {
 }
 
 // S = Q K^T: K in 64-column chunks, K-major; q(kk) gives Q's descriptor for k16 step kk
-template <class C, class QDesc>
+template <class C, int N = C::BN, class QDesc>
 __device__ __forceinline__ void issue_qk(float (&acc_s)[C::BN / 2], const QDesc& q, uint32_t k16) {
+  float(&acc)[N / 2] = *reinterpret_cast<float(*)[N / 2]>(&acc_s[0]);  // the first N columns
 #pragma unroll
   for (int kk = 0; kk < C::QK_STEPS; ++kk)
-    Wgmma<C::BN>::ss(acc_s, q(kk), desc_at<16, 1024>(k16, (kk / 4) * C::BN * 128 + (kk % 4) * 32), kk > 0);
+    Wgmma<N>::ss(acc, q(kk), desc_at<16, 1024>(k16, (kk / 4) * C::BN * 128 + (kk % 4) * 32), kk > 0);
 }
 
 // O += P V: P from registers, V MN-major (LBO = the stride between column chunks, SBO = 8 rows)
 // (accumulate = 0: the first PV GEMM of a tile starts O afresh, so O is never zeroed in registers)
-template <class C>
+template <class C, int STEPS = C::PV_STEPS>
 __device__ __forceinline__ void issue_pv(float (&acc_o)[C::DV_MMA / 2], const uint32_t (&p_frag)[C::PV_STEPS][4],
                                          uint32_t v16, int accumulate) {
   constexpr int ROW = C::V_COLS * 2;  // bytes per row of a chunk = the swizzle span
 #pragma unroll
-  for (int kk = 0; kk < C::PV_STEPS; ++kk)
+  for (int kk = 0; kk < STEPS; ++kk)
     Wgmma<C::DV_MMA>::rs(acc_o, p_frag[kk], desc_at<C::BN * ROW, 8 * ROW, ROW>(v16, kk * 16 * ROW),
                          kk > 0 || accumulate);
 }
 
 template <bool B> struct Flag { static constexpr bool value = B; };
+template <int N> struct Int { static constexpr int value = N; };
 
 template <class C, bool CAUSAL>
 __global__ void __launch_bounds__(C::THREADS, 1)
@@ -776,6 +783,13 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   // the tile whose last PV GEMM and epilogue are still owed (-1: none): they are done under the next
   // tile's first S GEMM and softmax, so the tensor cores see no gap between tiles
   int t_owed = -1;
+  // half blocks (causal, BN = 128): a K/V block of whose columns this warpgroup's rows see none past
+  // the first 64 (the causal diagonal, or a block masked whole for it) takes its S GEMM on N = 64 and
+  // its softmax on those columns; P's other half is 0 (the PV GEMM stays whole: a choice of PV GEMM
+  // at run time makes ptxas inject warpgroup.arrive, C7519). Only with the fast softmax, and not at
+  // d96: elsewhere ptxas serializes the wgmmas (C7511)
+  constexpr bool HALVES = CAUSAL && C::BN == 128 && C::DQK != 96 && C::template FAST_SOFTMAX<CAUSAL>;
+  constexpr int HS = C::PV_STEPS / 2;  // P's fragments of the first 64 columns
 
   // epilogue: full row sums, normalize, store O and LSE; empty rows give 0 and LSE -inf
   auto store_tile = [&](int t, const float (&rmax)[2], float (&rsum)[2]) {
@@ -846,6 +860,15 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       n_full = min(n_full, vis > 0 ? vis / C::BN : 0);
     }
     const int n_masked = n_blocks - min(n_full, n_blocks);  // the first n_masked iterations mask
+    // a block is half when this warpgroup's rows see none of its columns past the first 64
+    const int cols_end = min(p.seqlen_k, wg_row0 + 64 + diag);
+    auto is_half = [&](int blk) { return HALVES && cols_end <= blk * C::BN + C::BN / 2; };
+    // a masked block's softmax on its first NJ column groups
+    auto masked_softmax = [&](auto nj, int blk, bool masked_block) {
+      constexpr int NJ = decltype(nj)::value;
+      if (masked_block) mask_scores<C, CAUSAL, NJ>(acc_s, blk * C::BN, row_a, row_b, col_lane, diag, p);
+      return softmax_step<C, NJ>(acc_s, row_max, row_sum, corr, p.scale_log2);
+    };
 
     const int qs = q_it % C::Q_STAGES;
     const uint32_t q16 = q16_0 + qs * (C::Q_BYTES >> 4);
@@ -861,18 +884,25 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     auto q = [&](int kk) {
       if constexpr (Q_PER_TILE) return qd[kk]; else return q_desc<C>(q16, kk);
     };
+    auto qk = [&](bool half, uint32_t k_at) {  // S on the block's first 64 columns when half
+      if constexpr (HALVES) {
+        if (half) { issue_qk<C, C::BN / 2>(acc_s, q, k_at); return; }
+      }
+      issue_qk<C>(acc_s, q, k_at);
+    };
 
     // first KV block (the last one: masked first), with the owed tile's last PV GEMM behind it. Two
     // copies, with and without an owed tile: both end with no GEMM in flight, or ptxas serializes
     // every wgmma of the kernel
     int s = kv_it % C::STAGES;
     uint32_t ph = (kv_it / C::STAGES) & 1;
-    auto first_block = [&](auto owed) {
+    auto first_block = [&](auto owed, auto half_flag) {
+      constexpr bool half = decltype(half_flag)::value;
       mbar_wait(k_full(s), ph);
       if (decltype(owed)::value) mbar_wait(v_full(prev_s), prev_ph);
       named_bar_sync(my_turn, 256);
       wgmma_fence();
-      issue_qk<C>(acc_s, q, k16 + s * (C::K_BYTES >> 4));
+      qk(half, k16 + s * (C::K_BYTES >> 4));
       wgmma_commit();
       if (decltype(owed)::value) {
         issue_pv<C>(acc_o, p_frag, v16 + prev_s * (C::V_BYTES >> 4), o_acc);
@@ -882,38 +912,44 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       if (decltype(owed)::value) wgmma_wait<1>(); else wgmma_wait<0>();
       fence_regs(acc_s);
       if (lane == 0 && n_blocks == 1) mbar_arrive(q_empty(qs));
-      if (n_masked > 0) mask_scores<C, CAUSAL>(acc_s, (n_blocks - 1) * C::BN, row_a, row_b, col_lane, diag, p);
       float owed_max[2] = {row_max[0], row_max[1]}, owed_sum[2] = {row_sum[0], row_sum[1]};
       row_max[0] = row_max[1] = -INFINITY;
       row_sum[0] = row_sum[1] = 0.f;
-      softmax_step<C>(acc_s, row_max, row_sum, corr, p.scale_log2);  // O starts afresh: nothing to rescale
+      // O starts afresh: nothing to rescale
+      if (half) masked_softmax(Int<C::BN / 16>(), n_blocks - 1, true);
+      else masked_softmax(Int<C::BN / 8>(), n_blocks - 1, n_masked > 0);
       // as in the steady loop: a release under a condition on the softmax keeps the PV wait below it
       if (lane == 0 && __float_as_uint(row_sum[0]) != 0xffffffffu) mbar_arrive(k_empty(s));
       if (decltype(owed)::value) {
         wgmma_wait<0>();
         fence_regs(acc_o);
         if (lane == 0) mbar_arrive(v_empty(prev_s));
-        pack_p<C>(p_frag, acc_s);
+        if (half) pack_p<C, HS>(p_frag, acc_s); else pack_p<C>(p_frag, acc_s);
         store_tile(t_owed, owed_max, owed_sum);
       } else {
-        pack_p<C>(p_frag, acc_s);
+        if (half) pack_p<C, HS>(p_frag, acc_s); else pack_p<C>(p_frag, acc_s);
       }
     };
-    if (CAUSAL && t_owed >= 0) first_block(Flag<true>()); else first_block(Flag<false>());
+    if (HALVES && is_half(n_blocks - 1)) {
+      if (CAUSAL && t_owed >= 0) first_block(Flag<true>(), Flag<HALVES>()); else first_block(Flag<false>(), Flag<HALVES>());
+    } else {
+      if (CAUSAL && t_owed >= 0) first_block(Flag<true>(), Flag<false>()); else first_block(Flag<false>(), Flag<false>());
+    }
     prev_s = s;
     prev_ph = ph;
 
     // steady state: S(i) = Q K(i) is issued, then O += P(i-1) V(i-1); the softmax of S(i) runs
     // while the PV GEMM is in flight
-    auto step = [&](int i, auto masked, auto first_pv) -> bool {
+    auto step = [&](int i, auto masked, auto first_pv, auto half_flag) -> bool {
       const int it = kv_it + i;
       s = it % C::STAGES;
       ph = (it / C::STAGES) & 1;
       mbar_wait(k_full(s), ph);
       mbar_wait(v_full(prev_s), prev_ph);  // V(i-1) was loaded before K(i): one fence covers both GEMMs
+      constexpr bool MASKED = decltype(masked)::value, half = decltype(half_flag)::value;
       named_bar_sync(my_turn, 256);
       wgmma_fence();
-      issue_qk<C>(acc_s, q, k16 + s * (C::K_BYTES >> 4));
+      qk(half, k16 + s * (C::K_BYTES >> 4));
       wgmma_commit();
       issue_pv<C>(acc_o, p_frag, v16 + prev_s * (C::V_BYTES >> 4), !decltype(first_pv)::value);
       wgmma_commit();
@@ -923,9 +959,13 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       bool redo = false;
       if constexpr (decltype(masked)::value || !FAST) {
         if (lane == 0 && i == n_blocks - 1) mbar_arrive(q_empty(qs));  // Q is read no more: the next tile's may load
-        if constexpr (decltype(masked)::value)
-          mask_scores<C, CAUSAL>(acc_s, (n_blocks - 1 - i) * C::BN, row_a, row_b, col_lane, diag, p);
-        const bool rescale = softmax_step<C>(acc_s, row_max, row_sum, corr, p.scale_log2);
+        bool rescale;
+        if constexpr (MASKED) {
+          if (half) rescale = masked_softmax(Int<C::BN / 16>(), n_blocks - 1 - i, true);
+          else rescale = masked_softmax(Int<C::BN / 8>(), n_blocks - 1 - i, true);
+        } else {
+          rescale = softmax_step<C>(acc_s, row_max, row_sum, corr, p.scale_log2);
+        }
         // K(i) is released after the softmax, under a condition on its result that always holds: ptxas
         // then keeps the PV GEMM's wait below the first row's exponentials instead of hoisting it above
         // all of them (measured: this partial overlap beat both no overlap and the whole softmax above it)
@@ -952,10 +992,14 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         if (lane == 0) mbar_arrive(v_empty(prev_s));
       }
       if (redo) return false;  // K(i) and Q kept for the redo
-      pack_p<C>(p_frag, acc_s);
+      if (half) pack_p<C, HS>(p_frag, acc_s); else pack_p<C>(p_frag, acc_s);
       prev_s = s;
       prev_ph = ph;
       return true;
+    };
+    auto masked_step = [&](int i, auto first_pv) {
+      if (HALVES && is_half(n_blocks - 1 - i)) step(i, Flag<true>(), first_pv, Flag<HALVES>());
+      else step(i, Flag<true>(), first_pv, Flag<false>());
     };
     // rare (the row max grew too far for the fast softmax): S(i) again, then the exact step
     auto redo = [&](int i) {
@@ -976,19 +1020,19 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     // the tile's first PV GEMM (step 1) starts O afresh: a copy of its own, so the steady loops carry no flag
     if (n_blocks > 1) {
       if (n_masked > 1)
-        step(1, Flag<true>(), Flag<true>());
-      else if (!step(1, Flag<false>(), Flag<true>()) && FAST)
+        masked_step(1, Flag<true>());
+      else if (!step(1, Flag<false>(), Flag<true>(), Flag<false>()) && FAST)
         redo(1);
     }
     const int i_mask_end = max(2, n_masked);
-    for (int i = 2; i < i_mask_end; ++i) step(i, Flag<true>(), Flag<false>());
+    for (int i = 2; i < i_mask_end; ++i) masked_step(i, Flag<false>());
     if constexpr (FAST) {
       for (int i = i_mask_end; i < n_blocks;) {  // the redo outside the inner loop (else ptxas spills)
-        while (i < n_blocks && step(i, Flag<false>(), Flag<false>())) ++i;
+        while (i < n_blocks && step(i, Flag<false>(), Flag<false>(), Flag<false>())) ++i;
         if (i < n_blocks) redo(i++);
       }
     } else {
-      for (int i = i_mask_end; i < n_blocks; ++i) step(i, Flag<false>(), Flag<false>());
+      for (int i = i_mask_end; i < n_blocks; ++i) step(i, Flag<false>(), Flag<false>(), Flag<false>());
     }
     o_acc = n_blocks > 1;  // whether the owed PV GEMM accumulates
     kv_it += n_blocks;
