@@ -84,6 +84,10 @@ class TimingConfig:
     budget_s: float = 0.15  # per implementation per scenario, after warm-up
     input_sets: int = 2  # rotated between repetitions
     l2_flush_bytes: int = 256 << 20
+    # Each timed call starts after the GPU has spun this long on the stream (EventTimer): the call is
+    # enqueued meanwhile, so its host-side overhead stays out of its time (without it, on one H200 host
+    # the baselines' Python wrappers read as 18-23% more GPU time on the s512 rows than on another).
+    launch_lead_ms: float = 0.5
     # Every call ends with a device-wide synchronize; the time from the end of the work on the
     # harness's stream to the device going idle (beyond the calibrated overhead) is work the kernel
     # left running elsewhere. It counts, and more than max(abs, rel * call time) rejects the kernel.

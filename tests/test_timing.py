@@ -437,6 +437,9 @@ class _FakeCuda:
     def synchronize(self):
         self.log.append("synchronize")
 
+    def _sleep(self, cycles):
+        self.log.append(("sleep", cycles))
+
 
 class _FakeTorch:
     """torch as far as timing.py uses it: CUDA events, the device's synchronize, an int8 buffer."""
@@ -469,6 +472,32 @@ def test_the_event_timer_records_around_the_call_then_waits_for_the_device(monke
     assert log[-1] == "synchronize"
 
 
+def test_a_lead_spins_the_gpu_before_the_start_event_and_calibrates_the_clock_once(monkeypatch):
+    log = []
+    monkeypatch.setitem(sys.modules, "torch", _FakeTorch(log))
+    timer = EventTimer(lead_ms=0.5)
+    token = timer.run(lambda: log.append("call"))
+    cal = EventTimer.CALIBRATE_CYCLES
+    # the fake's ev1 -> ev2 reads 21 ms: cal / 21 cycles per ms, so the lead is 0.5 ms of them
+    lead = ("sleep", int(0.5 * cal / 21.0))
+    assert log == [
+        ("record", "ev1"),
+        ("sleep", cal),
+        ("record", "ev2"),
+        "synchronize",  # calibration
+        lead,
+        ("record", "ev3"),
+        "call",
+        ("record", "ev4"),
+        "synchronize",
+        ("record", "ev5"),
+    ]
+    assert timer.read(token) == (43.0, 54.0)
+    log.clear()
+    timer.run(lambda: log.append("call"))  # calibrated once: the lead alone before the start event
+    assert log[:3] == [lead, ("record", "ev6"), "call"]
+
+
 def test_the_l2_flusher_writes_its_whole_buffer_on_every_call(monkeypatch):
     log = []
     monkeypatch.setitem(sys.modules, "torch", _FakeTorch(log))
@@ -483,9 +512,11 @@ def test_the_l2_flusher_writes_its_whole_buffer_on_every_call(monkeypatch):
 
 def test_the_loop_uses_cuda_events_when_no_timer_is_given(monkeypatch):
     made = []
-    monkeypatch.setattr(timing, "EventTimer", lambda: made.append(1) or stand_ins.StandInClock())
-    stats = time_interleaved({"a": lambda t: None}, TimingConfig(warmup=0, min_reps=1, max_reps=1), gap_ms=0.0)
-    assert made == [1] and stats["a"].reps == 1
+    monkeypatch.setattr(timing, "EventTimer", lambda lead_ms: made.append(lead_ms) or stand_ins.StandInClock())
+    cfg = TimingConfig(warmup=0, min_reps=1, max_reps=1, launch_lead_ms=0.25)
+    stats = time_interleaved({"a": lambda t: None}, cfg, gap_ms=0.0)
+    assert made == [0.25] and stats["a"].reps == 1
+    assert TimingConfig().launch_lead_ms > 0  # the sweep's calls start behind a lead by default
     assert sys.modules["kernelseek_suite.harness.timing"] is timing
 
 
