@@ -382,6 +382,7 @@ def test_summarize_late_work_and_repeats():
         "late_ms": 0.25,
         "repeats": 4,
         "repeat_ratio": 3.0,
+        "host_over_lead": 0,
     }
 
 
@@ -493,9 +494,43 @@ def test_a_lead_spins_the_gpu_before_the_start_event_and_calibrates_the_clock_on
         ("record", "ev5"),
     ]
     assert timer.read(token) == (43.0, 54.0)
+    assert not timer.over_lead(token)  # the fake's call returns at once
     log.clear()
     timer.run(lambda: log.append("call"))  # calibrated once: the lead alone before the start event
     assert log[:3] == [lead, ("record", "ev6"), "call"]
+
+
+def test_a_call_whose_host_side_outlasts_the_lead_is_said_so(monkeypatch):
+    log = []
+    monkeypatch.setitem(sys.modules, "torch", _FakeTorch(log))
+    ticks = iter([0.0, 0.0003, 0.0, 0.0005, 1.0, 1.0007])  # host seconds: 0.3, 0.5 and 0.7 ms calls
+    monkeypatch.setattr(EventTimer, "clock", staticmethod(lambda: next(ticks)))
+    timer = EventTimer(lead_ms=0.5)
+    assert not timer.over_lead(timer.run(lambda: None))
+    assert not timer.over_lead(timer.run(lambda: None))  # as long as the lead: still under it
+    assert timer.over_lead(timer.run(lambda: None))
+    # without a lead, or with a negative one: no spin, and nothing to outlast (the call takes 5 s)
+    for no_lead in (EventTimer(), EventTimer(lead_ms=-1.0)):
+        slow = iter([0.0, 5.0])
+        monkeypatch.setattr(EventTimer, "clock", staticmethod(lambda slow=slow: next(slow)))
+        log.clear()
+        token = no_lead.run(lambda: None)
+        assert not no_lead.over_lead(token)
+        assert not [e for e in log if isinstance(e, tuple) and e[0] == "sleep"]
+
+
+def test_the_loop_counts_the_calls_that_outlast_the_lead_per_implementation():
+    class Clock(stand_ins.StandInClock):
+        def over_lead(self, token):
+            return token[0] > 1.5  # a stand-in rule: the slow calls
+
+    clock = Clock()
+    cfg = TimingConfig(warmup=0, min_reps=4, max_reps=4, budget_s=0.0)
+    stats = time_interleaved(
+        {"slow": lambda t: clock.took(2.0), "fast": lambda t: clock.took(1.0)}, cfg, gap_ms=0.0, timer=clock
+    )
+    assert (stats["slow"].host_over_lead, stats["fast"].host_over_lead) == (4, 0)
+    assert stats["slow"].to_dict()["host_over_lead"] == 4  # recorded with the row's times
 
 
 def test_the_l2_flusher_writes_its_whole_buffer_on_every_call(monkeypatch):

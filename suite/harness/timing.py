@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import random
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Protocol
@@ -50,6 +51,10 @@ class TimingStats:
     late_ms: float = 0.0  # median work after the stream was done, beyond the calibrated gap
     repeats: int = 0  # repeat calls timed (not counted in the statistics above)
     repeat_ratio: float | None = None  # median of repeat time / counted time of the same round
+    # counted calls whose host side (from the start event's record to the call's return) took longer
+    # than the launch lead: their time may include host time again (EventTimer); 0 when the timer has
+    # no lead to compare with
+    host_over_lead: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -131,6 +136,7 @@ class EventTimer:
     time: tens of microseconds, a fifth of a baseline's time on the shortest scenarios."""
 
     CALIBRATE_CYCLES = 2_000_000  # about 1 ms: the spin that measures the GPU's clock once
+    clock = staticmethod(time.perf_counter)  # the host's clock, for the host time of each call
 
     def __init__(self, lead_ms: float = 0.0):
         self.lead_ms = lead_ms
@@ -145,7 +151,7 @@ class EventTimer:
             torch.cuda._sleep(self.CALIBRATE_CYCLES)
             b.record()
             torch.cuda.synchronize()
-            self.cycles_per_ms = self.CALIBRATE_CYCLES / max(a.elapsed_time(b), 1e-3)
+            self.cycles_per_ms = self.CALIBRATE_CYCLES / a.elapsed_time(b)
         torch.cuda._sleep(int(self.lead_ms * self.cycles_per_ms))
 
     def run(self, fn: Callable[[], object]):
@@ -155,11 +161,13 @@ class EventTimer:
             self._lead()
         start, end, idle = (torch.cuda.Event(enable_timing=True) for _ in range(3))
         start.record()
+        t0 = self.clock()
         fn()
+        host_ms = (self.clock() - t0) * 1e3
         end.record()
         torch.cuda.synchronize()
         idle.record()
-        return start, end, idle
+        return start, end, idle, host_ms
 
     def sync(self) -> None:
         import torch
@@ -167,8 +175,12 @@ class EventTimer:
         torch.cuda.synchronize()
 
     def read(self, token) -> tuple[float, float]:
-        start, end, idle = token
+        start, end, idle, _ = token
         return start.elapsed_time(end), end.elapsed_time(idle)
+
+    def over_lead(self, token) -> bool:
+        """Whether the call's host side outlasted the lead (a lead of 0: never said)."""
+        return self.lead_ms > 0 and token[3] > self.lead_ms
 
 
 def idle_gap_ms(reps: int = 21, timer: Timer | None = None) -> float:
@@ -212,6 +224,8 @@ def time_interleaved(
     late: dict[str, list[float]] = {n: [] for n in names}
     ratios: dict[str, list[float]] = {n: [] for n in names}
     spent = {n: 0.0 for n in names}
+    over = {n: 0 for n in names}
+    over_lead = getattr(timer, "over_lead", None)  # EventTimer's; stand-in timers have none
     rnd = 0
     while rnd < cfg.max_reps:
         order = names if rnd % 2 == 0 else names[::-1]
@@ -238,10 +252,15 @@ def time_interleaved(
                     ratios[n].append(ms / counted[n])
                 continue
             counted[n] = ms
+            if over_lead is not None and over_lead(token):
+                over[n] += 1
             samples[n].append(ms)
             late[n].append(max(0.0, idle - gap))
             spent[n] += ms / 1000.0
         rnd += 1
         if rnd >= cfg.min_reps and all(spent[n] >= cfg.budget_s for n in names):
             break
-    return {n: summarize(samples[n], late[n], ratios[n]) for n in names}
+    stats = {n: summarize(samples[n], late[n], ratios[n]) for n in names}
+    for n in names:
+        stats[n].host_over_lead = over[n]
+    return stats
