@@ -538,6 +538,25 @@ __device__ __forceinline__ void mask_scores(float (&acc_s)[C::BN / 2], int n0, i
   }
 }
 
+// P = exp2(S * scale_log2 + neg[row]) in place over the first NJ column groups, and each row's sum of
+// them added to sum[row], through four partial sums per row (short dependency chains)
+template <class C, int NJ = C::BN / 8>
+__device__ __forceinline__ void exp_and_sum(float (&acc_s)[C::BN / 2], const float (&neg)[2], float scale_log2,
+                                            float (&sum)[2]) {
+  float part[2][4] = {{sum[0], 0.f, 0.f, 0.f}, {sum[1], 0.f, 0.f, 0.f}};
+#pragma unroll
+  for (int j = 0; j < NJ; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float v = exp2f(fmaf(acc_s[j * 4 + e], scale_log2, neg[e / 2]));
+      acc_s[j * 4 + e] = v;
+      part[e / 2][(e & 1) + 2 * (j & 1)] += v;
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) sum[r] = (part[r][0] + part[r][1]) + (part[r][2] + part[r][3]);
+}
+
 // online softmax of one S tile in place (S -> P, fp32). Lazy rescaling: the row max the exponentials
 // are taken against (row_max) is kept unless the block's max exceeds it by more than
 // C::RESCALE_LOG2 in log2 units (P then stays <= 2^RESCALE_LOG2, fine for bf16 and fp32 sums); the
@@ -572,19 +591,7 @@ __device__ __forceinline__ bool softmax_step(float (&acc_s)[C::BN / 2], float (&
   float neg_max_scaled[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) neg_max_scaled[r] = row_max[r] == -INFINITY ? 0.f : -row_max[r] * scale_log2;
-  // four partial sums per row: short dependency chains
-  float part[2][4] = {{row_sum[0], 0.f, 0.f, 0.f}, {row_sum[1], 0.f, 0.f, 0.f}};
-#pragma unroll
-  for (int j = 0; j < NJ; ++j) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const float v = exp2f(fmaf(acc_s[j * 4 + e], scale_log2, neg_max_scaled[e / 2]));
-      acc_s[j * 4 + e] = v;
-      part[e / 2][(e & 1) + 2 * (j & 1)] += v;
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < 2; ++r) row_sum[r] = (part[r][0] + part[r][1]) + (part[r][2] + part[r][3]);
+  exp_and_sum<C, NJ>(acc_s, neg_max_scaled, scale_log2, row_sum);
   return rescale;
 }
 
@@ -623,18 +630,8 @@ template <class C>
 __device__ __forceinline__ bool softmax_fast(float (&acc_s)[C::BN / 2], const float (&row_max)[2], float (&blk)[2],
                                              float scale_log2) {
   const float neg[2] = {-row_max[0] * scale_log2, -row_max[1] * scale_log2};  // -inf max: +inf, P inf, redo
-  float part[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-#pragma unroll
-  for (int j = 0; j < C::BN / 8; ++j) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const float v = exp2f(fmaf(acc_s[j * 4 + e], scale_log2, neg[e / 2]));
-      acc_s[j * 4 + e] = v;
-      part[e / 2][(e & 1) + 2 * (j & 1)] += v;
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < 2; ++r) blk[r] = (part[r][0] + part[r][1]) + (part[r][2] + part[r][3]);
+  blk[0] = blk[1] = 0.f;
+  exp_and_sum<C>(acc_s, neg, scale_log2, blk);
   return blk[0] <= FAST_LIMIT && blk[1] <= FAST_LIMIT;  // false for NaN and inf
 }
 
