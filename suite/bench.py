@@ -11,6 +11,7 @@ import json
 import os
 import secrets
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from .baselines import fa4_warm
 from .config import HarnessConfig
 from .gpu import NoGPUError, require_gpu
 from .harness import plausibility, sanitize
+from .harness.gate import Gate
 from .harness.sweep import SweepSpec, gpu_env, run_sweep
 from .provenance import clocks_now, host_provenance, now_utc
 from .results import ScenarioResult, read_jsonl, summarize
@@ -53,7 +55,8 @@ class BenchRequest:
     previous: Path | None = None  # a previous run's folder: ratios that jump are flagged
     sanitize: bool = False  # also run compute-sanitizer on config.SANITIZE_SUBSET
     worker_command: tuple[str, ...] | None = None  # tests only: a stand-in for the worker
-    warm_fa4: bool = True  # with fa4 among the baselines: compile it before the sweep (baselines/fa4_warm.py)
+    # with fa4 among the baselines: compile it before the sweep measures anything (baselines/fa4_warm.py)
+    warm_fa4: bool = True
 
 
 def select_scenarios(req: BenchRequest) -> list[scenarios.Scenario]:
@@ -219,12 +222,18 @@ def run_bench(
     on_row: Callable[[ScenarioResult], None] | None = None,
     on_start: Callable[[int, int], None] | None = None,
     warming: fa4_warm.Warming | None = None,
+    on_phase: Callable[[str], None] | None = None,
 ) -> dict:
     """One GPU (req.gpu_index); a Dask cluster is scaleout.bench.run_bench_distributed. Returns
     summary.json's content. Raises, before anything is written: RequestError for a filter that matches
     nothing or an unknown baseline, DependencyRuleError or BuildError when the kernel breaks the rules
     or does not build, and only then NoGPUError without a suitable GPU. `warming`: an FA4 warm-up
-    already started (start_fa4_warm); otherwise one starts here, once the request is checked."""
+    already started (start_fa4_warm); otherwise one starts here, once the request is checked.
+
+    With a warm-up, the sweep's worker starts while it runs and measures nothing until it has ended
+    (harness/gate.py): the gate opens when `warming.finish()` returns. `on_phase` is called with
+    "build_done", "fa4_warm_done" (from another thread) and "worker_ready" (each worker's hello)."""
+    phase = on_phase or (lambda _name: None)
     try:
         checked = check_statically(req, build=False)
         chosen = checked.scenarios
@@ -236,6 +245,7 @@ def run_bench(
     except BaseException:
         stop_fa4_warm(warming)
         raise
+    phase("build_done")
     if req.out_dir is None:
         req.out_dir = Path(tempfile.mkdtemp(prefix=f"ks-{req.kind}-"))
 
@@ -249,28 +259,22 @@ def run_bench(
             },
         }
 
-    sweep = SweepOutput(Path(req.out_dir), req, built.source_sha256, chosen, fresh)
+    try:
+        sweep = SweepOutput(Path(req.out_dir), req, built.source_sha256, chosen, fresh)
+    except BaseException:
+        stop_fa4_warm(warming)
+        raise
     out, prov = sweep.out, sweep.prov
+    lock = threading.Lock()  # prov is also written by the thread that finishes the warm-up
     sweep.save()
     if on_start:
         on_start(len(chosen), len(chosen) - len(sweep.todo))
 
     def on_hello(h: dict):
-        prov.update(
-            {
-                "device": h.get("device"),
-                "sms": h.get("sms"),
-                "torch": h.get("torch"),
-                "cuda": h.get("cuda"),
-                "cudnn": h.get("cudnn"),
-                "gemm_tflops": h.get("gemm_tflops"),
-                "ceiling_factor": req.config.plausibility.ceiling_factor,
-                "device_state": h.get("device_state"),
-                "baseline_status": h.get("baselines"),
-                "baseline_versions": h.get("baseline_versions"),
-            }
-        )
-        sweep.save()
+        phase("worker_ready")
+        with lock:
+            _record_hello(prov, h, req.config.plausibility.ceiling_factor)
+            sweep.save()
 
     previous = plausibility.load_previous(req.previous)
 
@@ -280,6 +284,7 @@ def run_bench(
     def timed(s: scenarios.Scenario) -> bool:
         return _timed(req, s)
 
+    gate = Gate(req.config.sweep.fa4_warm_gate_timeout_s) if warming is not None else None
     spec = SweepSpec(
         library=built.library,
         scenarios=sweep.todo,
@@ -291,15 +296,27 @@ def run_bench(
         worker_log=out / "worker.log",
         gpu_uuid=gpu.uuid or None,
         worker_command=req.worker_command,
+        gate=gate,
     )
-    if warming is not None:
-        prov["fa4_warm"] = warming.finish().to_dict()
-        if warming.log is not None:  # the processes' own output, kept with the run
-            with open(out / "fa4-warm.log", "a") as log:
-                log.write(warming.log.read_text(errors="replace"))
-            _drop(warming.log)
-        sweep.save()
-    new_rows = run_sweep(spec, sweep.jsonl, on_row=on_row, on_hello=on_hello, annotate=annotate) if sweep.todo else []
+    finisher = None
+    if warming is not None and gate is not None:
+        finisher = threading.Thread(
+            target=_finish_warm, args=(warming, gate, prov, lock, sweep, out, phase), name="fa4-warm", daemon=True
+        )
+        finisher.start()
+    try:
+        new_rows = (
+            run_sweep(spec, sweep.jsonl, on_row=on_row, on_hello=on_hello, annotate=annotate) if sweep.todo else []
+        )
+    except BaseException:
+        if warming is not None:  # the run is cut short: its processes go, and `finish` returns
+            warming.kill()
+        raise
+    finally:
+        if finisher is not None:
+            finisher.join()
+        if gate is not None:
+            gate.remove()
     extra = {}
     if req.sanitize:
         runs = sanitize.run_sanitizer(
@@ -314,6 +331,55 @@ def run_bench(
         (out / "sanitize.json").write_text(json.dumps(extra["sanitize"], indent=1))
     prov["clocks_end"] = clocks_now(req.gpu_index)
     return sweep.finish(sweep.prior + new_rows, extra)
+
+
+def _record_hello(prov: dict, h: dict, ceiling_factor: float) -> None:
+    """What a worker's hello says about the GPU and the software, in the run's provenance; the gate's
+    record (how long the worker waited for the FA4 warm-up) only where there was a gate."""
+    prov.update(
+        {
+            "device": h.get("device"),
+            "sms": h.get("sms"),
+            "torch": h.get("torch"),
+            "cuda": h.get("cuda"),
+            "cudnn": h.get("cudnn"),
+            "gemm_tflops": h.get("gemm_tflops"),
+            "ceiling_factor": ceiling_factor,
+            "device_state": h.get("device_state"),
+            "baseline_status": h.get("baselines"),
+            "baseline_versions": h.get("baseline_versions"),
+        }
+    )
+    if h.get("gate") is not None:  # a worker started after another's hello has none: the first one's stays
+        prov["worker_gate"] = h["gate"]
+
+
+def _finish_warm(
+    warming: fa4_warm.Warming,
+    gate: Gate,
+    prov: dict,
+    lock: threading.Lock,
+    sweep: SweepOutput,
+    out: Path,
+    phase: Callable[[str], None],
+) -> None:
+    """In a thread of its own, beside the sweep: waits for the warm-up, opens the gate at once, then
+    keeps the warm-up's record and its processes' output with the run. A failure here only means the
+    worker compiles what is missing, as without the warm-up."""
+    try:
+        record = warming.finish().to_dict()
+    except Exception as e:
+        record = {"error": f"{type(e).__name__}: {e}"[:500]}
+    finally:
+        gate.open()
+    phase("fa4_warm_done")
+    with lock:
+        prov["fa4_warm"] = record
+        if warming.log is not None:  # the processes' own output, kept with the run
+            with open(out / "fa4-warm.log", "a") as log:
+                log.write(warming.log.read_text(errors="replace"))
+            _drop(warming.log)
+        sweep.save()
 
 
 def write_outputs(

@@ -120,6 +120,13 @@ class SweepConfig:
     # and the time after which they are stopped (the worker then compiles what is missing)
     fa4_warm_jobs: int = 8
     fa4_warm_timeout_s: float = 180.0
+    # the sweep's worker starts while the warm-up runs and measures nothing on the GPU until it has
+    # ended (harness/gate.py); it waits at most the warm-up's own timeout plus this margin
+    fa4_warm_gate_margin_s: float = 60.0
+
+    @property
+    def fa4_warm_gate_timeout_s(self) -> float:
+        return self.fa4_warm_timeout_s + self.fa4_warm_gate_margin_s
 
 
 @dataclass(frozen=True)

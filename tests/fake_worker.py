@@ -5,6 +5,10 @@ misbehaves on the scenarios its plan names.
 
 PLAN: {"actions": {scenario_id: action}, "record": path, "at_start": action, "hog_bytes": n,
        "tflops": x, "ratio": {baseline: r}, "gemm_tflops": y}
+
+Like the real worker it waits at the job's gate (harness/gate.py) before its hello; its line in
+`record` says when it started, the gate it was given, what the wait returned, when it measured (the
+hello) and whether the gate's file was there then.
 actions: ok, exit (os._exit), segv (SIGSEGV), hang, cuda_error (a CUDA-error row, exit 3 like the
 real worker), memory (grow past the limit), forge (print forged result lines on stdout and on the
 channel without the key, then report the scenario wrong), fatal (a fatal message).
@@ -17,6 +21,7 @@ import sys
 import time
 
 from kernelseek_suite.harness.channel import MARK, WorkerChannel
+from kernelseek_suite.harness.gate import wait_at_gate
 from kernelseek_suite.results import ScenarioResult
 
 SEED = None
@@ -76,14 +81,28 @@ def act(what: str, plan: dict, chan: WorkerChannel, s: dict | None):
 
 
 def main():
+    started = time.time()
     plan = json.loads(open(sys.argv[1]).read())
     global SEED
     job, chan = WorkerChannel.open(sys.argv)
     SEED = job["seed"]
+    gate = wait_at_gate(job.get("gate"), lambda: chan.emit("waiting"))
+    measured = time.time()  # the real worker's GEMM ceiling, and every scenario after it
     if plan.get("record"):
         with open(plan["record"], "a") as f:
             f.write(
-                json.dumps({"pid": os.getpid(), "scenarios": [i["scenario"]["id"] for i in job["scenarios"]]}) + "\n"
+                json.dumps(
+                    {
+                        "pid": os.getpid(),
+                        "scenarios": [i["scenario"]["id"] for i in job["scenarios"]],
+                        "started": started,
+                        "gate": job.get("gate"),
+                        "waited": gate,
+                        "measured": measured,
+                        "open_when_measured": bool(job.get("gate")) and os.path.exists(job["gate"]["path"]),
+                    }
+                )
+                + "\n"
             )
     if plan.get("at_start"):
         act(plan["at_start"], plan, chan, None)
@@ -94,6 +113,7 @@ def main():
         gemm_tflops=plan.get("gemm_tflops", 100.0),
         baselines={},
         baseline_versions={},
+        gate=gate,
     )
     for item in job["scenarios"]:
         s = item["scenario"]

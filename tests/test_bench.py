@@ -3,6 +3,7 @@ interrupted sweep (with the stand-in worker, on the CPU)."""
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -449,3 +450,94 @@ def test_a_warm_up_started_ahead_is_stopped_when_the_request_is_refused(tmp_path
     with pytest.raises(bench.RequestError):
         bench.run_bench(req, warming=warming)
     assert events == ["start", "stop"] and not warming.log.exists() and not (tmp_path / "out").exists()
+
+
+# ---- the sweep's worker and the FA4 warm-up ----------------------------------------------------
+
+
+class SlowWarming(FakeWarming):
+    """A warm-up that takes `seconds` to finish, and says when it did."""
+
+    def __init__(self, events, log, seconds):
+        super().__init__(events, log)
+        self.seconds, self.finished_at = seconds, None
+
+    def finish(self):
+        time.sleep(self.seconds)
+        res = super().finish()
+        self.finished_at = time.time()
+        return res
+
+    def kill(self):
+        self.events.append("kill")
+
+
+def stood_in_build(monkeypatch):
+    """The kernel's build stood in (the stand-in worker loads no library): no nvcc needed."""
+    from kernelseek_suite.build import BuildResult
+
+    built = BuildResult("spin.cu", "a" * 64, "sm90", "unused.so", None, "stand-in", [], True)
+    monkeypatch.setattr(bench._build, "nvcc_path", lambda: None)
+    monkeypatch.setattr(bench._build, "build", lambda *a, **k: built)
+
+
+def test_the_worker_starts_during_the_fa4_warm_up_and_measures_after_it(tmp_path, fake_gpu, monkeypatch):
+    from kernelseek_suite.baselines import fa4_warm
+
+    stood_in_build(monkeypatch)
+    events, warmings = [], []
+
+    def start(scns, env, log=None, **kw):
+        log.write_text("compiling d64\n")
+        warmings.append(SlowWarming(events, log, 2.0))
+        return warmings[0]
+
+    monkeypatch.setattr(fa4_warm, "start", start)
+    req = request(tmp_path)
+    req.baselines = ["fa3", "fa4"]
+    phases = []
+    bench.run_bench(req, on_phase=lambda name: phases.append((name, time.time())))
+    warming = warmings[0]
+    (w,) = [json.loads(l) for l in (tmp_path / "record.jsonl").read_text().splitlines()]
+    # started while the warm-up ran; the hello's ceiling (and every row after it) only once it ended
+    assert w["started"] < warming.finished_at <= w["measured"] and w["open_when_measured"]
+    assert w["gate"]["timeout_s"] == req.config.sweep.fa4_warm_gate_timeout_s
+    assert not Path(w["gate"]["path"]).parent.exists()  # the gate's folder goes with the run
+    prov = json.loads((tmp_path / "out" / "provenance.json").read_text())
+    assert prov["worker_gate"]["waited_s"] > 0.5 and prov["worker_gate"]["timed_out"] is False
+    assert prov["worker_gate"]["open_at_hello"] is True
+    assert prov["fa4_warm"]["called"] == 14 and (tmp_path / "out" / "fa4-warm.log").read_text() == "compiling d64\n"
+    assert [n for n, _ in phases] == ["build_done", "fa4_warm_done", "worker_ready"]
+    assert phases[1][1] <= phases[2][1] and events == ["finish"]
+    assert len(read_jsonl(tmp_path / "out" / "bench.jsonl")) == 14
+
+
+def test_without_fa4_the_worker_gets_no_gate(tmp_path, fake_gpu, monkeypatch):
+    stood_in_build(monkeypatch)
+    phases = []
+    bench.run_bench(request(tmp_path), on_phase=phases.append)
+    (w,) = [json.loads(l) for l in (tmp_path / "record.jsonl").read_text().splitlines()]
+    assert w["gate"] is None and w["waited"] is None
+    prov = json.loads((tmp_path / "out" / "provenance.json").read_text())
+    assert "worker_gate" not in prov and "fa4_warm" not in prov
+    assert phases == ["build_done", "worker_ready"]
+
+
+def test_a_sweep_cut_short_kills_the_fa4_warm_up_and_waits_for_it(tmp_path, fake_gpu, monkeypatch):
+    from kernelseek_suite.baselines import fa4_warm
+
+    stood_in_build(monkeypatch)
+    events = []
+    monkeypatch.setattr(fa4_warm, "start", lambda scns, env, log=None, **kw: SlowWarming(events, log, 0.5))
+    req = request(tmp_path)
+    req.baselines = ["fa3", "fa4"]
+
+    def cut(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bench, "run_sweep", cut)
+    with pytest.raises(KeyboardInterrupt):
+        bench.run_bench(req)
+    assert events == ["kill", "finish"]  # killed, then its thread had ended before run_bench returned
+    prov = json.loads((tmp_path / "out" / "provenance.json").read_text())
+    assert prov["fa4_warm"]["called"] == 14

@@ -119,6 +119,23 @@ def test_a_process_past_its_time_is_stopped(tmp_path, monkeypatch):
     assert 0 < res.called < len(scns)
 
 
+def test_kill_from_another_thread_ends_a_finish_that_waits(tmp_path, monkeypatch):
+    """A sweep cut short kills the warm-up while `finish` waits for it in another thread."""
+    import threading
+
+    script = tmp_path / "stand_in.py"
+    script.write_text(STAND_IN)
+    monkeypatch.setenv("KERNELSEEK_CACHE", str(tmp_path / "cache"))
+    env = {"PATH": "/usr/bin:/bin", "STAND_IN_RECORD": str(tmp_path / "record.jsonl"), "STAND_IN_MODE": "hang"}
+    warming = fa4_warm.start(
+        sc.select(GRID, "d64-*"), env, jobs=4, timeout_s=60.0, command=[sys.executable, str(script)]
+    )
+    threading.Timer(1.0, warming.kill).start()
+    res = warming.finish()
+    assert res.seconds < 30 and any("without its report" in f for f in res.failed)
+    assert all(p.returncode is not None for p in warming.procs)
+
+
 def test_the_real_child_reports_fa4_missing_and_exits_cleanly(tmp_path):
     pytest.importorskip("torch")
     try:

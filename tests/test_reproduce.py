@@ -2,6 +2,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -219,15 +220,29 @@ def test_run_native_end_to_end_with_the_gpu_parts_stood_in(tmp_path, monkeypatch
     monkeypatch.setattr(bench, "start_fa4_warm", lambda req: events.append("warm") or warm)
     seen = {}
 
-    def fake_run_bench(req, on_row=None, on_start=None, warming=None):
+    def fake_run_bench(req, on_row=None, on_start=None, warming=None, on_phase=None):
         seen["req"], seen["warming"] = req, warming
         events.append("bench")
         out = Path(req.out_dir)
         out.mkdir(parents=True, exist_ok=True)
         rows = make_rows()
+        for name in ("build_done", "fa4_warm_done", "worker_ready"):  # each a step later than the one before
+            time.sleep(0.15)
+            on_phase(name)
         with open(out / "bench.jsonl", "w") as f:
-            f.writelines(json.dumps(r.to_dict()) + "\n" for r in rows)
-        prov = {"gpu_name": "NVIDIA H200", "arch": req.arch, "baselines": req.baselines, "kernel": str(req.kernel)}
+            for r in rows:
+                if r is rows[0] or r is rows[-1]:
+                    time.sleep(0.15)
+                f.write(json.dumps(r.to_dict()) + "\n")
+                on_row(r)
+        time.sleep(0.15)
+        prov = {
+            "gpu_name": "NVIDIA H200",
+            "arch": req.arch,
+            "baselines": req.baselines,
+            "kernel": str(req.kernel),
+            "fa4_warm": {"scenarios": 14, "called": 14, "failed": [], "seconds": 41.5, "jobs": 8},
+        }
         (out / "provenance.json").write_text(json.dumps(prov))
         return bench.write_outputs(out, rows, req.baselines, req.arch, "bench", str(req.kernel), "f" * 64, prov)
 
@@ -248,6 +263,12 @@ def test_run_native_end_to_end_with_the_gpu_parts_stood_in(tmp_path, monkeypatch
     record = json.loads((res_dir / "reproduce.json").read_text())
     assert record["status"] == "measured" and record["run"] == "attn_fwd_ref" and record["runtime"] == "docker"
     assert "is not in this checkout" in record["stand_in"] and record["wall_s"] >= 0
+    # when each step ended, in seconds from the start, in the order they run
+    phases = record["phases"]
+    assert list(phases) == list(pipeline.PHASES) and phases["fa4_warm_s"] == 41.5
+    order = [phases[k] for k in pipeline.PHASES if k != "fa4_warm_s"]
+    assert all(isinstance(t, float) for t in order) and order == sorted(order) and len(set(order)) == len(order)
+    assert phases["last_row"] <= record["wall_s"] <= phases["report_done"]
     assert record["head_to_head"]["status"].startswith("skipped")
     assert record["image"]["tag"] == image["tag"]
     ceiling = json.loads((res_dir / "gemm_ceiling.json").read_text())
@@ -278,7 +299,7 @@ def test_an_interrupted_run_resumes(tmp_path, monkeypatch):
     monkeypatch.setattr("kernelseek_suite.reproduce.gemm.measure_in_child", ceiling)
     asked = []
 
-    def interrupted(req, on_row=None, on_start=None, warming=None):
+    def interrupted(req, on_row=None, on_start=None, warming=None, on_phase=None):
         asked.append(req.resume)
         raise KeyboardInterrupt
 
@@ -290,7 +311,7 @@ def test_an_interrupted_run_resumes(tmp_path, monkeypatch):
     first = json.loads((res / "reproduce.json").read_text())
     assert first["status"] == "running" and measured == [1]
 
-    def finish(req, on_row=None, on_start=None, warming=None):
+    def finish(req, on_row=None, on_start=None, warming=None, on_phase=None):
         asked.append(req.resume)
         out = Path(req.out_dir)
         out.mkdir(parents=True, exist_ok=True)

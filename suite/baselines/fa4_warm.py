@@ -5,8 +5,9 @@ from a call's shapes (head dims, heads per KV head, causal, and choices that dep
 length and batch). In the sweep those compilations run one after another inside the worker, before
 the timing of the first scenario of each configuration: about a minute of the sm90 grid's wall time
 on the H200 (2026-12-03). Here several processes call FA4 once on every timed scenario's exact
-shapes before the sweep starts (`bench` starts them before it builds the kernel: the two overlap),
-with FA4's disk cache (`FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED`) pointed at one folder; the
+shapes before the sweep measures anything (`bench` starts them before it builds the kernel: the two
+overlap; the sweep's worker starts meanwhile and waits at a gate, harness/gate.py, until they have
+ended), with FA4's disk cache (`FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED`) pointed at one folder; the
 worker's FA4 adapter points at the same folder, so it loads what was compiled instead of compiling.
 Nothing is timed here and nothing here decides a result: a failure only means the worker compiles
 as before.
@@ -108,6 +109,16 @@ class Warming:
         for p in self.procs:
             if p.poll() is None:
                 _kill(p)
+
+    def kill(self) -> None:
+        """Kills the processes without waiting for them: for a `finish` running in another thread,
+        which then returns (with the processes' failures) instead of waiting for them."""
+        for p in self.procs:
+            if p.returncode is None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
 
 
 def _kill(p: subprocess.Popen) -> None:

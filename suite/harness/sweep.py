@@ -25,6 +25,7 @@ from ..results import STATUS_CRASH, STATUS_TIMEOUT, ScenarioResult, append_jsonl
 from ..scenarios import Scenario
 from .channel import Message, ParentChannel
 from .containment import rss_bytes
+from .gate import Gate
 
 WORKER_COMMAND = (sys.executable, "-m", "kernelseek_suite.harness.worker")
 
@@ -42,6 +43,9 @@ class SweepSpec:
     gpu_uuid: str | None = None  # pins the worker to this GPU (CUDA_VISIBLE_DEVICES)
     # the command that starts a worker; the channel's fd is appended. Tests put a stand-in here.
     worker_command: tuple[str, ...] | None = None
+    # where other work still runs on the GPU: the worker starts, and waits here before it measures
+    # anything (gate.py). The caller opens it; None: nothing to wait for
+    gate: Gate | None = None
 
 
 @dataclass
@@ -94,7 +98,9 @@ def gpu_env(gpu_index: int, gpu_uuid: str | None) -> dict:
     return env
 
 
-def _start_worker(spec: SweepSpec, todo: list[Scenario], log) -> tuple[subprocess.Popen, ParentChannel]:
+def _start_worker(
+    spec: SweepSpec, todo: list[Scenario], log, gate: Gate | None
+) -> tuple[subprocess.Popen, ParentChannel]:
     job = {
         "library": spec.library,
         "baselines": spec.baselines,
@@ -103,6 +109,7 @@ def _start_worker(spec: SweepSpec, todo: list[Scenario], log) -> tuple[subproces
         "timing": asdict(spec.config.timing),
         "plausibility": asdict(spec.config.plausibility),
         "scenarios": [{"scenario": s.to_dict(), "time": spec.timed(s)} for s in todo],
+        "gate": gate.job() if gate is not None else None,
     }
     env = gpu_env(spec.gpu_index, spec.gpu_uuid)
     env["PYTHONUNBUFFERED"] = "1"
@@ -161,12 +168,14 @@ def run_sweep(
     annotate: Callable[[ScenarioResult], None] | None = None,
 ) -> list[ScenarioResult]:
     """Run every scenario of the spec; returns the rows in the order they finished. `annotate` sees
-    each row before it is written (the plausibility alarms)."""
+    each row before it is written (the plausibility alarms). With `spec.gate`, a worker's hello
+    carries `gate`: how long it waited (its word) and whether the gate was open (the parent's)."""
     rows: list[ScenarioResult] = []
     todo = list(spec.scenarios)
     log_path = spec.worker_log or Path(tempfile.mkstemp(prefix="ks-worker-", suffix=".log")[1])
     sweep_cfg = spec.config.sweep
     restarts = 0
+    gate_passed = False  # a worker has said hello: no later worker waits at the gate
 
     def record(row: ScenarioResult):
         if annotate:
@@ -182,7 +191,8 @@ def run_sweep(
             log.write(f"\n=== worker start, {len(todo)} scenarios to go, {time.ctime()}\n")
             log.flush()
             offset = log.tell()
-            proc, chan = _start_worker(spec, todo, log)
+            gate = None if gate_passed else spec.gate
+            proc, chan = _start_worker(spec, todo, log, gate)
         try:
             q: queue.Queue = queue.Queue()
             threading.Thread(target=_reader, args=(chan, q), daemon=True).start()
@@ -222,9 +232,17 @@ def run_sweep(
                         failure = _exit_failure(proc.returncode, log_path, offset)
                     break
                 deadline = time.monotonic() + timeout
-                if ev.kind == "hello":
+                if ev.kind == "waiting" and gate is not None and not gate_passed:
+                    # at the gate: it may wait that long, then start
+                    timeout = gate.timeout_s + sweep_cfg.worker_start_timeout_s
+                    deadline = time.monotonic() + timeout
+                elif ev.kind == "hello":
+                    gate_passed = True
+                    hello = dict(ev.payload)
+                    if gate is not None:
+                        hello["gate"] = {**(hello.get("gate") or {}), "open_at_hello": gate.is_open()}
                     if on_hello:
-                        on_hello(ev.payload)
+                        on_hello(hello)
                     timeout = sweep_cfg.scenario_timeout_s
                     deadline = time.monotonic() + timeout
                 elif ev.kind == "start":

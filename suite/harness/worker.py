@@ -8,6 +8,10 @@ with it, and is caught. A CUDA error leaves this process's context unusable: the
 scenario and exits, and the parent starts a fresh worker for the rest. A crash, a hang or too much
 memory is detected by the parent.
 
+Everything that measures nothing comes first: imports (torch, the baselines), the CUDA context, the
+kernel's library. Where the job has a gate (gate.py: the FA4 warm-up still runs on the GPU), the
+worker then waits there, and only then measures: the GEMM ceiling of its hello, then the scenarios.
+
 Run as `python -m kernelseek_suite.harness.worker CHANNEL_FD`, with the job on stdin.
 """
 
@@ -19,6 +23,7 @@ import time
 import traceback
 
 from .channel import WorkerChannel
+from .gate import wait_at_gate
 
 
 def _is_cuda_error(e: BaseException) -> bool:
@@ -131,6 +136,12 @@ def run_job(job: dict, chan: WorkerChannel) -> int:
     except ContractError as e:
         chan.emit("fatal", error=str(e)[:1000], code="contract")
         return 2
+    # the baselines imported now (FA4 takes seconds): nothing measured yet
+    baseline_status = {b: bl.get(b).available()[1] for b in job["baselines"]}
+    baseline_versions = {b: bl.get(b).version() for b in job["baselines"]}
+    gate = wait_at_gate(job.get("gate"), lambda: chan.emit("waiting"))
+    if gate is not None and gate["timed_out"]:
+        sys.stderr.write(f"the gate did not open within {gate['waited_s']:.0f} s: measuring anyway\n")
     try:
         gemm = measure_gemm_tflops(plaus_cfg.gemm_size)
     except Exception as e:  # the alarm is then off, and says so in provenance
@@ -145,8 +156,9 @@ def run_job(job: dict, chan: WorkerChannel) -> int:
         cudnn=torch.backends.cudnn.version(),
         gemm_tflops=gemm,
         device_state="checked after every call" if guard is not None else unguarded,
-        baselines={b: bl.get(b).available()[1] for b in job["baselines"]},
-        baseline_versions={b: bl.get(b).version() for b in job["baselines"]},
+        baselines=baseline_status,
+        baseline_versions=baseline_versions,
+        gate=gate,
     )
     flush = L2Flusher(timing_cfg.l2_flush_bytes)
     gap = idle_gap_ms()

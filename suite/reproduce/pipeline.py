@@ -30,6 +30,20 @@ from . import kernels as _kernels
 
 RUNTIMES = ("auto", "docker", "native")
 IMAGE_ENV = "KERNELSEEK_IMAGE"  # set by the container runner: the image's tag, id and digests (JSON)
+# reproduce.json's `phases`: seconds from the run's start to the end of each step (None where a step
+# did not happen in this run: no FA4 warm-up, no row, or the sweep on a Dask cluster). `fa4_warm_s` is
+# the warm-up's own length (provenance.json's fa4_warm.seconds)
+PHASES = (
+    "ceiling_before_done",
+    "build_done",
+    "fa4_warm_done",
+    "fa4_warm_s",
+    "worker_ready",
+    "first_row",
+    "last_row",
+    "ceiling_after_done",
+    "report_done",
+)
 
 
 @dataclass
@@ -119,6 +133,22 @@ def _read(path: Path) -> dict:
         return {}
 
 
+class Phases:
+    """When each step of a run ended, in seconds from `t0`; a step seen again keeps its first time,
+    except the last row. Marked from the sweep's threads too (one dict item set at a time)."""
+
+    def __init__(self, t0: float):
+        self.t0 = t0
+        self.seconds: dict[str, float | None] = dict.fromkeys(PHASES)
+
+    def mark(self, name: str) -> None:
+        if self.seconds.get(name) is None or name == "last_row":
+            self.seconds[name] = round(time.time() - self.t0, 1)
+
+    def to_dict(self) -> dict:
+        return dict(self.seconds)
+
+
 def ceiling_record(before: dict, after: dict) -> dict:
     """The ceiling the report divides by is the higher of the two medians: what the GPU showed it
     can do in this run."""
@@ -149,6 +179,7 @@ def run_native(req: ReproduceRequest, notify: Notify = _quiet, on_row=None, on_s
     baselines = list(config.REPRODUCE[req.arch]["baselines"])
     image = json.loads(os.environ[IMAGE_ENV]) if os.environ.get(IMAGE_ENV) else None
     t0 = time.time()
+    phases = Phases(t0)
     previous = _read(out / RECORD) if req.resume else {}
     record = {
         "arch": req.arch,
@@ -194,14 +225,23 @@ def run_native(req: ReproduceRequest, notify: Notify = _quiet, on_row=None, on_s
     except BaseException:
         stop_fa4_warm(warming)
         raise
+    phases.mark("ceiling_before_done")
     notify(f"bench: {record['kernel']} on {req.arch} beside {', '.join(baselines)} -> {run_dir}")
+
+    def row_done(row) -> None:
+        phases.mark("first_row")
+        phases.mark("last_row")
+        if on_row is not None:
+            on_row(row)
+
     if req.scaleout is None:
-        summary = run_bench(bench, on_row=on_row, on_start=on_start, warming=warming)
+        summary = run_bench(bench, on_row=row_done, on_start=on_start, warming=warming, on_phase=phases.mark)
     else:
         from ..scaleout.bench import run_bench_distributed
 
-        summary = run_bench_distributed(bench, on_row=on_row, on_start=on_start, scaleout=req.scaleout)
+        summary = run_bench_distributed(bench, on_row=row_done, on_start=on_start, scaleout=req.scaleout)
     after = _ceiling(req, notify, "after")
+    phases.mark("ceiling_after_done")
     (out / CEILING).write_text(json.dumps(ceiling_record(before, after), indent=1))
     if image:  # the image is part of the provenance of every number in the run
         prov_path = run_dir / "provenance.json"
@@ -213,9 +253,20 @@ def run_native(req: ReproduceRequest, notify: Notify = _quiet, on_row=None, on_s
     from ..results import read_jsonl
 
     sweep_s = sum(r.wall_s for r in read_jsonl(run_dir / "bench.jsonl"))
-    record.update(status=MEASURED, date_end=_now(), wall_s=round(time.time() - t0, 1), sweep_s=round(sweep_s, 1))
+    warm = _read(run_dir / "provenance.json").get("fa4_warm") if phases.seconds["fa4_warm_done"] is not None else None
+    phases.seconds["fa4_warm_s"] = warm.get("seconds") if isinstance(warm, dict) else None
+    record.update(
+        status=MEASURED,
+        date_end=_now(),
+        wall_s=round(time.time() - t0, 1),
+        sweep_s=round(sweep_s, 1),
+        phases=phases.to_dict(),
+    )
     (out / RECORD).write_text(json.dumps(record, indent=1))
     rendered = render(out, html=True)
+    phases.mark("report_done")
+    record["phases"] = phases.to_dict()
+    (out / RECORD).write_text(json.dumps(record, indent=1))
     ok = (
         summary["scenarios_correct"] == summary["scenarios_total"]
         and summary["extended_correct"] == summary["extended_total"]
