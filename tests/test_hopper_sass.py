@@ -26,7 +26,8 @@ ROOT = config.REPO_ROOT
 KERNEL = ROOT / "kernels/hopper/flash_fwd_sm90.cu"
 
 # instructions in the unmasked steady loop (one K/V block), per (d_qk, d_v, BN, fast-softmax mode of
-# the Config, causal), recorded with nvcc 13.0 for the kernel measured in results/sm90 (v15, 2026-12-03).
+# the Config, causal), recorded with nvcc 13.0 for the kernel measured in results/sm90 (v15, 2026-12-03;
+# v17 where marked).
 # Mode 3 (FAST_ALWAYS) and mode 1 (FAST_NON_CAUSAL) in a non-causal kernel take the fast softmax (no
 # block max: 242-354 instructions); the others take the exact step (416-500).
 BUDGET = {
@@ -39,7 +40,7 @@ BUDGET = {
     (96, 96, 128, 3, False): 329,
     (96, 96, 128, 3, True): 332,
     (128, 128, 80, 3, False): 242,
-    (128, 128, 80, 3, True): 247,
+    (128, 128, 80, 3, True): 268,  # 247 until v17; TMA-stored O costs this kernel registers (run 17: not slower)
     (128, 128, 128, 3, False): 335,
     (128, 128, 128, 3, True): 338,
     (192, 128, 80, 1, False): 261,
@@ -126,6 +127,14 @@ def test_softmax_starts_above_the_pv_wait(kernels, key):
 def test_steady_loop_within_its_instruction_budget(kernels, key):
     unmasked = min(len(body) for body in _steady_loops(kernels[key]))
     assert unmasked <= BUDGET[key] * SLACK, f"steady loop {unmasked} instructions, budget {BUDGET[key]}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", sorted(BUDGET), ids=_key_id)
+def test_steady_loop_touches_no_local_memory(kernels, key):
+    for body in _steady_loops(kernels[key]):
+        local = [f"{i.address:#x} {i.opcode}" for i in body if i.opcode.startswith(("LDL", "STL"))]
+        assert local == [], f"spill traffic in the steady loop: {local}"
 
 
 def test_placement_counts_exponentials_above_the_last_wait():

@@ -34,6 +34,13 @@ KERNELS = [
 ]
 
 
+# bytes of spill (stores, loads) and stack a kernel function may have. The Hopper kernel's TMA-stored O
+# (v17) leaves a few words in local memory in four 3-warpgroup kernels (at most 20 stored, 32 loaded):
+# written once in the prologue and read outside the steady loops, which tests/test_hopper_sass.py keeps
+# free of local memory; the A/B run that introduced it measured those kernels no slower
+SPILL_ALLOWANCE = {"kernels/hopper/flash_fwd_sm90.cu": 32}
+
+
 @pytest.mark.parametrize("path,arch,needles", KERNELS, ids=[k[0] for k in KERNELS])
 def test_kernel_follows_the_dependency_free_rule(path, arch, needles):
     src = ROOT / path
@@ -46,8 +53,9 @@ def test_kernel_follows_the_dependency_free_rule(path, arch, needles):
 def test_kernel_compiles_clean_with_the_right_instructions(path, arch, needles, tmp_path):
     r = build.build(ROOT / path, arch, cache=tmp_path)
     assert r.functions, "ptxas reported no kernel"
-    assert r.spill_bytes == 0, [(f.name, f.spill_store_bytes, f.spill_load_bytes) for f in r.functions]
-    assert all(f.stack_bytes == 0 for f in r.functions)
+    allowed = SPILL_ALLOWANCE.get(path, 0)
+    worst = [(f.name, f.spill_store_bytes, f.spill_load_bytes, f.stack_bytes) for f in r.functions]
+    assert all(max(f.spill_store_bytes, f.spill_load_bytes, f.stack_bytes) <= allowed for f in r.functions), worst
     assert not build.fatal_warnings(r.warnings)
     # none at all: the one note the build may add is about the symbol check, not the compiler
     assert [w for w in r.warnings if not w.startswith("imported symbols not checked")] == []

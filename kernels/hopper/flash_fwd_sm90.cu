@@ -40,7 +40,13 @@
 //   (scale-d 0). Causal: a tile's last PV GEMM goes to the tensor cores with the next tile's first S
 //   GEMM, and its epilogue runs under that tile's first softmax, so the many short tiles of causal
 //   attention leave no gap between them (non-causal tiles measured faster with the epilogue at once).
-//   Rows with nothing to attend give 0 and LSE -inf. O is written from registers.
+//   Rows with nothing to attend give 0 and LSE -inf. Epilogue: where shared memory has room after Q
+//   and K/V (every configuration but d256, the 192x112 d96 tile and the 128x128 d192/128 tile), each
+//   warpgroup writes its normalized O to its own staging buffer with stmatrix (64-column chunks,
+//   128-byte swizzle) and one thread stores it with TMA (bulk groups: the warps go on at once; the
+//   buffer is reused once the previous stores have read it); elsewhere each quad transposes its
+//   values with shuffles so that every thread writes 16 contiguous bytes. Rows past seqlen_q are
+//   clipped by the TMA box or skipped.
 //   Tiles (BM x BN, consumer warpgroups, stages; the PV GEMM on N = d_v): d64 192x128 (3, 2); d96
 //   192x112 (3, 2) with seqlen_k >= 2048, else 128x128 (2, 2); d128 and d192/128 192x80 (3, 2) with
 //   long K/V (seqlen_k >= 4096 non-causal, >= 8192 causal; d128 non-causal from 2048), else
@@ -123,6 +129,27 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map
       : "memory");
 }
 
+// TMA: a 4-D box from shared memory to global memory (a bulk group; parts of the box outside the
+// tensor are not written)
+__device__ __forceinline__ void tma_store_4d(const CUtensorMap* map, uint32_t src, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// the committed bulk stores have read their shared memory (.read) / are complete
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
+// four 8x8 bf16 matrices to shared memory, each thread holding a pair of one row of each (the
+// wgmma accumulator layout); thread i gives the address of row i % 8 of matrix i / 8
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
+
 // register reallocation between warpgroups
 template <int N> __device__ __forceinline__ void regs_dealloc() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
@@ -160,6 +187,20 @@ __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// a quad's 4x4 block of 32-bit values transposed: afterwards lane q of the quad holds, in m[0..3], the
+// element q of lanes 0..3 (two exchanges through shuffles, each swapping 2x2 sub-blocks)
+__device__ __forceinline__ void quad_transpose(uint32_t (&m)[4], int lane) {
+  const bool odd = lane & 1, hi = lane & 2;
+  uint32_t r = __shfl_xor_sync(0xffffffff, odd ? m[0] : m[1], 1);
+  if (odd) m[0] = r; else m[1] = r;
+  r = __shfl_xor_sync(0xffffffff, odd ? m[2] : m[3], 1);
+  if (odd) m[2] = r; else m[3] = r;
+  r = __shfl_xor_sync(0xffffffff, hi ? m[0] : m[2], 2);
+  if (hi) m[0] = r; else m[2] = r;
+  r = __shfl_xor_sync(0xffffffff, hi ? m[1] : m[3], 2);
+  if (hi) m[1] = r; else m[3] = r;
 }
 
 // OR of a predicate over the 128 threads of a warpgroup (a named barrier with a reduction)
@@ -454,7 +495,12 @@ struct Config {
   static constexpr int V_BYTES = BN * DV_MMA * 2;
   // Q double-buffered where shared memory allows: the next tile's Q loads while this tile runs
   static constexpr int Q_STAGES = 2 * Q_BYTES + STAGES * (K_BYTES + V_BYTES) + 256 + 1024 <= 232448 ? 2 : 1;
-  static constexpr int TILE_BYTES = Q_STAGES * Q_BYTES + STAGES * (K_BYTES + V_BYTES);
+  // O staged in shared memory (64-column chunks, 128-byte swizzle) and written by TMA stores, where
+  // shared memory allows after Q and K/V; elsewhere it is written from registers
+  static constexpr int DV_PAD = (DV + 63) / 64 * 64;
+  static constexpr int O_BYTES = BM * DV_PAD * 2;
+  static constexpr bool O_TMA = Q_STAGES * Q_BYTES + STAGES * (K_BYTES + V_BYTES) + O_BYTES + 256 + 1024 <= 232448;
+  static constexpr int TILE_BYTES = Q_STAGES * Q_BYTES + STAGES * (K_BYTES + V_BYTES) + (O_TMA ? O_BYTES : 0);
   static constexpr int SMEM_BYTES = TILE_BYTES + 256 + 1024;
   static_assert(8 * (8 + 4 * STAGES) <= 256, "barrier area");  // barriers, and slack for 1024-B alignment
   static constexpr int THREADS = 128 * (CWG + 1);
@@ -668,12 +714,14 @@ template <int N> struct Int { static constexpr int value = N; };
 template <class C, bool CAUSAL>
 __global__ void __launch_bounds__(C::THREADS, 1)
     flash_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
-                          const __grid_constant__ CUtensorMap tm_v, const DeviceParams p) {
+                          const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_o,
+                          const DeviceParams p) {
   extern __shared__ uint8_t smem_raw[];
   const uint32_t smem_base = (smem_u32(smem_raw) + 1023) & ~1023u;
   const uint32_t sQ = smem_base;
   const uint32_t sK = sQ + C::Q_STAGES * C::Q_BYTES;     // + stage * K_BYTES
   const uint32_t sV = sK + C::STAGES * C::K_BYTES;        // + stage * V_BYTES
+  const uint32_t sO = sV + C::STAGES * C::V_BYTES;        // O_TMA: + warpgroup * 64 * DV_PAD * 2
   const uint32_t bars = sQ + C::TILE_BYTES;
   auto q_full = [&](int i) { return bars + 8 * i; };
   auto q_empty = [&](int i) { return bars + 8 * (2 + i); };
@@ -798,17 +846,47 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     const float inv[2] = {rsum[0] > 0.f ? 1.f / rsum[0] : 0.f, rsum[1] > 0.f ? 1.f / rsum[1] : 0.f};
     const Tile tile = tile_at(t, p);
     const int row_a = tile.m_block * C::BM + row_in_tile, row_b = row_a + 8;
-    __nv_bfloat16* o = p.out + tile.b * p.o_batch_stride + tile.h * p.o_head_stride;
+    if constexpr (C::O_TMA) {
+      // this warpgroup's 64 rows in DV_PAD / 64 chunks of 64 x 64 (8 KB, 128-byte swizzle); one thread
+      // stores them with TMA, and waits until they are read before the buffer is written again
+      const uint32_t o_wg = sO + cw * 64 * C::DV_PAD * 2;
+      if (tid == 0) bulk_wait_read();
+      named_bar_sync(7 + cw, 128);
+      const int mat = lane / 8, r_in = warp * 16 + (mat & 1) * 8 + (lane & 7);
+      const uint32_t row_at = o_wg + r_in * 128, unit_x = (mat >> 1) ^ (lane & 7);
 #pragma unroll
-    for (int j = 0; j < C::DV_MMA / 8; ++j) {
-      const int col = j * 8 + col_lane;
-      if (col < C::DV) {
-        if (row_a < p.seqlen_q)
-          *reinterpret_cast<uint32_t*>(o + row_a * p.o_seq_stride + col) =
-              pack_bf16(acc_o[j * 4 + 0] * inv[0], acc_o[j * 4 + 1] * inv[0]);
-        if (row_b < p.seqlen_q)
-          *reinterpret_cast<uint32_t*>(o + row_b * p.o_seq_stride + col) =
-              pack_bf16(acc_o[j * 4 + 2] * inv[1], acc_o[j * 4 + 3] * inv[1]);
+      for (int j = 0; j < C::DV_MMA / 8; j += 2)  // matrices: rows a, rows b of groups j, then j + 1
+        stmatrix_x4(row_at + (j / 8) * 8192 + (((j % 8) ^ unit_x) << 4),
+                    pack_bf16(acc_o[j * 4 + 0] * inv[0], acc_o[j * 4 + 1] * inv[0]),
+                    pack_bf16(acc_o[j * 4 + 2] * inv[1], acc_o[j * 4 + 3] * inv[1]),
+                    pack_bf16(acc_o[j * 4 + 4] * inv[0], acc_o[j * 4 + 5] * inv[0]),
+                    pack_bf16(acc_o[j * 4 + 6] * inv[1], acc_o[j * 4 + 7] * inv[1]));
+      fence_proxy_async();  // the writes, visible to the TMA unit
+      named_bar_sync(7 + cw, 128);
+      if (tid == 0) {
+#pragma unroll
+        for (int c = 0; c < C::DV_PAD / 64; ++c)
+          tma_store_4d(&tm_o, o_wg + c * 8192, c * 64, tile.m_block * C::BM + cw * 64, tile.h, tile.b);
+        bulk_commit();
+      }
+    } else {
+      // 16-byte stores: a quad's column groups transposed four at a time, so each thread holds 8
+      // consecutive columns of its row (O's strides are multiples of 8 elements: checked at launch)
+      __nv_bfloat16* o = p.out + tile.b * p.o_batch_stride + tile.h * p.o_head_stride;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = r == 0 ? row_a : row_b;
+#pragma unroll
+        for (int k = 0; k < C::DV_MMA / 32; ++k) {
+          uint32_t m[4];
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+            m[i] = pack_bf16(acc_o[(4 * k + i) * 4 + 2 * r] * inv[r], acc_o[(4 * k + i) * 4 + 2 * r + 1] * inv[r]);
+          quad_transpose(m, lane);
+          const int col = 32 * k + 8 * (lane % 4);
+          if (col < C::DV && row < p.seqlen_q)
+            *reinterpret_cast<uint4*>(o + row * p.o_seq_stride + col) = make_uint4(m[0], m[1], m[2], m[3]);
+        }
       }
     }
     if (p.lse != nullptr && (lane % 4) == 0) {
@@ -1038,6 +1116,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     if (!CAUSAL) settle_owed();  // non-causal: the epilogue at once measured faster (equal tiles)
   }
   if (t_owed >= 0) settle_owed();
+  if (C::O_TMA && tid == 0) bulk_wait();  // the last stores complete before the CTA's shared memory goes
 }
 
 // ------------------------------------------------------------------------------ host side
@@ -1076,13 +1155,15 @@ static bool make_map(CUtensorMap* map, const void* base, int d, int seqlen, int 
 
 template <class C, bool CAUSAL>
 static int launch_as(const ks_attn_params& a, cudaStream_t stream) {
-  CUtensorMap tq, tk, tv;
+  CUtensorMap tq, tk, tv, to;
   if (!make_map(&tq, a.q, a.d_qk, a.seqlen_q, a.heads_q, a.batch, a.q_seq_stride, a.q_head_stride,
                 a.q_batch_stride, C::BM) ||
       !make_map(&tk, a.k, a.d_qk, a.seqlen_k, a.heads_kv, a.batch, a.k_seq_stride, a.k_head_stride,
                 a.k_batch_stride, C::BN) ||
       !make_map(&tv, a.v, a.d_v, a.seqlen_k, a.heads_kv, a.batch, a.v_seq_stride, a.v_head_stride,
-                a.v_batch_stride, C::BN, C::V_COLS))
+                a.v_batch_stride, C::BN, C::V_COLS) ||
+      !make_map(&to, a.out, a.d_v, a.seqlen_q, a.heads_q, a.batch, a.o_seq_stride, a.o_head_stride,
+                a.o_batch_stride, 64))
     return KS_ERR_CUDA;
   DeviceParams p;
   p.out = static_cast<__nv_bfloat16*>(a.out);
@@ -1125,7 +1206,7 @@ static int launch_as(const ks_attn_params& a, cudaStream_t stream) {
   if (tiles > 0x7fffffffLL) return KS_ERR_UNSUPPORTED;
   dim3 grid((unsigned)(tiles < num_sms ? tiles : num_sms));
   p.tile_offset = grid.x - tile_counter_base[slot];
-  kern<<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(tq, tk, tv, p);
+  kern<<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(tq, tk, tv, to, p);
   if (cudaGetLastError() != cudaSuccess) return KS_ERR_CUDA;
   tile_counter_base[slot] += static_cast<unsigned>(tiles);
   return KS_OK;
@@ -1152,10 +1233,9 @@ extern "C" int ks_attn_fwd(const ks_attn_params* pp, cudaStream_t stream) {
   if (!aligned16(a.q) || !aligned16(a.k) || !aligned16(a.v) || !aligned16(a.out)) return KS_ERR_UNSUPPORTED;
   const int64_t strides[] = {a.q_batch_stride, a.q_seq_stride, a.q_head_stride, a.k_batch_stride,
                              a.k_seq_stride,   a.k_head_stride, a.v_batch_stride, a.v_seq_stride,
-                             a.v_head_stride,  a.o_seq_stride};
+                             a.v_head_stride,  a.o_seq_stride, a.o_batch_stride, a.o_head_stride};
   for (int64_t s : strides)
     if (s % 8 != 0 || s <= 0) return KS_ERR_UNSUPPORTED;
-  if (a.o_batch_stride % 2 != 0 || a.o_head_stride % 2 != 0) return KS_ERR_UNSUPPORTED;
   // the fast softmax where it measured faster (kernels/hopper/NOTES.md, v15): not for causal d64 with up
   // to 2048 keys, d256, and the causal 192x112 (d96) and 192x80 (d192/128) tiles, which spill with it
   if (a.d_qk == 64 && a.d_v == 64)
