@@ -47,12 +47,13 @@
 //   buffer is reused once the previous stores have read it); elsewhere each quad transposes its
 //   values with shuffles so that every thread writes 16 contiguous bytes. Rows past seqlen_q are
 //   clipped by the TMA box or skipped.
-//   Tiles (BM x BN, consumer warpgroups, stages; the PV GEMM on N = d_v): d64 192x128 (3, 2); d96
+//   Tiles (BM x BN, consumer warpgroups, stages; the PV GEMM on N = d_v): d64 192x128 (3, 2), causal
+//   with up to 1024 keys 128x128 (2, 2); d96
 //   192x112 (3, 2) with seqlen_k >= 2048, else 128x128 (2, 2); d128 and d192/128 192x80 (3, 2) with
 //   long K/V (seqlen_k >= 4096 non-causal, >= 8192 causal; d128 non-causal from 2048), else
 //   128x128 (2, 2); d256 128x80 (2, 2). Three consumer warpgroups need P in at most 160 registers:
 //   S (BN/2), O (d_v/2) and P (BN/4) per thread, hence the narrower BN. The fast softmax runs in
-//   every configuration but d256, causal d64 with up to 2048 keys, and the causal 192-row d96 and
+//   every configuration but d256, causal d64 with up to 1024 keys, and the causal 192-row d96 and
 //   d192/128 tiles (slower there, or spilling with it).
 //
 // MEASURED STANDING
@@ -1236,10 +1237,11 @@ extern "C" int ks_attn_fwd(const ks_attn_params* pp, cudaStream_t stream) {
                              a.v_head_stride,  a.o_seq_stride, a.o_batch_stride, a.o_head_stride};
   for (int64_t s : strides)
     if (s % 8 != 0 || s <= 0) return KS_ERR_UNSUPPORTED;
-  // the fast softmax where it measured faster (kernels/hopper/NOTES.md, v15): not for causal d64 with up
-  // to 2048 keys, d256, and the causal 192x112 (d96) and 192x80 (d192/128) tiles, which spill with it
+  // the fast softmax where it measured faster (kernels/hopper/NOTES.md, v15 and v17): not for causal d64
+  // with up to 1024 keys (there two consumer warpgroups and the exact step: A/B run 18), d256, and the
+  // causal 192x112 (d96) and 192x80 (d192/128) tiles, which spill with it
   if (a.d_qk == 64 && a.d_v == 64)
-    return a.causal && a.seqlen_k <= 2048 ? launch<Config<64, 64, 128, 2, 3, 8, FAST_NON_CAUSAL>>(a, stream)
+    return a.causal && a.seqlen_k <= 1024 ? launch<Config<64, 64, 128, 2, 2, 8, FAST_NON_CAUSAL>>(a, stream)
                                           : launch<Config<64, 64, 128, 2, 3>>(a, stream);
   // long K/V: three consumer warpgroups (192 query rows) hide more of the softmax; short K/V: two,
   // whose 128-row tiles leave fewer SMs idle at the end (thresholds measured, kernels/hopper/NOTES.md)
