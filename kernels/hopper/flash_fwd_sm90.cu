@@ -39,7 +39,8 @@
 //   compile-time offset in its low word. O is never zeroed: a tile's first PV GEMM starts it afresh
 //   (scale-d 0). Causal: a tile's last PV GEMM goes to the tensor cores with the next tile's first S
 //   GEMM, and its epilogue runs under that tile's first softmax, so the many short tiles of causal
-//   attention leave no gap between them (non-causal tiles measured faster with the epilogue at once).
+//   attention leave no gap between them (non-causal tiles, and the causal d192/128 128x128 tile whose
+//   single Q buffer holds the next tile back, measured faster with the epilogue at once).
 //   Rows with nothing to attend give 0 and LSE -inf. Epilogue: where shared memory has room after Q
 //   and K/V (every configuration but d256, the 192x112 d96 tile and the 128x128 d192/128 tile), each
 //   warpgroup writes its normalized O to its own staging buffer with stmatrix (64-column chunks,
@@ -49,7 +50,7 @@
 //   clipped by the TMA box or skipped.
 //   Tiles (BM x BN, consumer warpgroups, stages; the PV GEMM on N = d_v): d64 192x128 (3, 2), causal
 //   with up to 1024 keys 128x128 (2, 2); d96
-//   192x112 (3, 2) with seqlen_k >= 2048, else 128x128 (2, 2); d128 and d192/128 192x80 (3, 2) with
+//   192x112 (3, 2) with seqlen_k >= 2048 (causal: >= 8192), else 128x128 (2, 2); d128 and d192/128 192x80 (3, 2) with
 //   long K/V (seqlen_k >= 4096 non-causal, >= 8192 causal; d128 non-causal from 2048), else
 //   128x128 (2, 2); d256 128x80 (2, 2). Three consumer warpgroups need P in at most 160 registers:
 //   S (BN/2), O (d_v/2) and P (BN/4) per thread, hence the narrower BN. The fast softmax runs in
@@ -1114,7 +1115,9 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     kv_it += n_blocks;
     ++q_it;
     t_owed = t;
-    if (!CAUSAL) settle_owed();  // non-causal: the epilogue at once measured faster (equal tiles)
+    // non-causal: the epilogue at once measured faster (equal tiles); so did the causal d192/128
+    // 128x128 tile, whose single Q buffer would hold the next tile's first S GEMM back (A/B run 22)
+    if (!CAUSAL || (C::DQK == 192 && C::CWG == 2)) settle_owed();
   }
   if (t_owed >= 0) settle_owed();
   if (C::O_TMA && tid == 0) bulk_wait();  // the last stores complete before the CTA's shared memory goes
@@ -1247,7 +1250,8 @@ extern "C" int ks_attn_fwd(const ks_attn_params* pp, cudaStream_t stream) {
   // whose 128-row tiles leave fewer SMs idle at the end (thresholds measured, kernels/hopper/NOTES.md)
   const bool long_kv = a.seqlen_k >= (a.causal ? 8192 : 4096);
   if (a.d_qk == 96 && a.d_v == 96)
-    return a.seqlen_k >= 2048 ? launch<Config<96, 96, 112, 2, 3, 8, FAST_NON_CAUSAL>>(a, stream) : launch<Config<96, 96, 128, 2, 2>>(a, stream);
+    return a.seqlen_k >= (a.causal ? 8192 : 2048) ? launch<Config<96, 96, 112, 2, 3, 8, FAST_NON_CAUSAL>>(a, stream)
+                                                 : launch<Config<96, 96, 128, 2, 2>>(a, stream);
   if (a.d_qk == 128 && a.d_v == 128)
     return long_kv || (!a.causal && a.seqlen_k >= 2048) ? launch<Config<128, 128, 80, 2, 3>>(a, stream)
                                                        : launch<Config<128, 128, 128, 2, 2>>(a, stream);
