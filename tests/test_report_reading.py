@@ -139,3 +139,16 @@ def test_doctor_says_skipped_for_what_it_did_not_check():
     r = CliRunner().invoke(main, ["doctor", "--arch", "sm90", "--runtime", "native", "--json"])
     findings = json.loads(r.output)["findings"]
     assert all(f["state"] in ("ok", "skipped") or f["state"].startswith(("FAIL", "note")) for f in findings)
+
+
+def test_the_plots_drawn_in_parallel_processes_are_the_ones_drawn_in_this_one(tmp_path):
+    res = load(write_results(tmp_path / "sm90", make_rows(ratio=_fa3_narrow_cudnn_wide)))
+    serial = plots.render_all(res, tmp_path / "serial", processes=1)
+    parallel = plots.render_all(res, tmp_path / "parallel", processes=3)
+    assert list(serial) == list(parallel) and len(serial) >= 4  # same plots, same order
+    for name, path in serial.items():
+        assert path.read_bytes() == parallel[name].read_bytes(), name
+    # a second render leaves no stale PNG behind
+    (tmp_path / "parallel" / "stale.png").write_bytes(b"old")
+    again = plots.render_all(res, tmp_path / "parallel", processes=2)
+    assert sorted(p.name for p in (tmp_path / "parallel").glob("*.png")) == sorted(p.name for p in again.values())

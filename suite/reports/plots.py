@@ -7,6 +7,9 @@ labelled with its value."""
 from __future__ import annotations
 
 import math
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from ..scenarios import HEAD_CONFIGS, SEQLENS
@@ -124,20 +127,32 @@ def available() -> bool:
         return False
 
 
-def render_all(res: ArchResults, folder: Path) -> dict[str, Path]:
+def _draw(task: tuple[str, ArchResults, str | None, bool, Path]) -> Path | None:
+    kind, res, baseline, causal, path = task
+    if kind == "heatmap":
+        assert baseline is not None
+        return heatmap(res, baseline, causal, path)
+    return tflops_vs_seqlen(res, causal, path)
+
+
+def render_all(res: ArchResults, folder: Path, processes: int | None = None) -> dict[str, Path]:
     """Every plot there is data for, keyed by a short name; old PNGs in `folder` are removed first
-    so nothing stale is left beside a fresh report."""
+    so nothing stale is left beside a fresh report. The plots are independent and each takes most
+    of a second to lay out and draw: they are drawn in up to `processes` processes at once (default:
+    one per core, at most one per plot; 1: in this process)."""
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.glob("*.png"):
         old.unlink()
-    out: dict[str, Path] = {}
+    tasks: list[tuple[str, tuple[str, ArchResults, str | None, bool, Path]]] = []
     for causal in (False, True):
         m = _mask_name(causal)
         for b in res.baselines:
-            p = heatmap(res, b, causal, folder / f"ratio_vs_{b}_{m}.png")
-            if p:
-                out[f"ratio vs {b}, {m}"] = p
-        p = tflops_vs_seqlen(res, causal, folder / f"tflops_vs_seqlen_{m}.png")
-        if p:
-            out[f"TFLOP/s vs seqlen, {m}"] = p
-    return out
+            tasks.append((f"ratio vs {b}, {m}", ("heatmap", res, b, causal, folder / f"ratio_vs_{b}_{m}.png")))
+        tasks.append((f"TFLOP/s vs seqlen, {m}", ("tflops", res, None, causal, folder / f"tflops_vs_seqlen_{m}.png")))
+    n = min(len(tasks), processes or os.cpu_count() or 1)
+    if n <= 1:
+        paths = [_draw(t) for _, t in tasks]
+    else:  # spawned, not forked: the caller may have threads running
+        with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn")) as pool:
+            paths = list(pool.map(_draw, [t for _, t in tasks]))
+    return {name: p for (name, _), p in zip(tasks, paths) if p}
