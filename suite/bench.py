@@ -21,10 +21,11 @@ from . import build as _build
 from . import config, report, rules, scenarios
 from .baselines import fa4_warm
 from .config import HarnessConfig
-from .gpu import NoGPUError, require_gpu
+from .gpu import GPUInfo, NoGPUError, require_gpu
 from .harness import plausibility, sanitize
+from .harness.bytecode import share_bytecode
 from .harness.gate import Gate
-from .harness.sweep import SweepSpec, gpu_env, run_sweep
+from .harness.sweep import EarlyWorker, SweepSpec, gpu_env, run_sweep, start_early
 from .provenance import clocks_now, host_provenance, now_utc
 from .results import ScenarioResult, read_jsonl, summarize
 
@@ -172,9 +173,8 @@ def _start_fa4_warm(req: BenchRequest, chosen: list[scenarios.Scenario]) -> fa4_
     to_time = [s for s in chosen if _timed(req, s)]
     if "fa4" not in req.baselines or not req.warm_fa4 or not to_time:
         return None
-    try:
-        gpu = require_gpu(req.arch, req.gpu_index)
-    except NoGPUError:
+    gpu = _gpu_or_none(req)
+    if gpu is None:
         return None
     fd, log = tempfile.mkstemp(prefix="ks-fa4-warm-", suffix=".log")
     os.close(fd)
@@ -186,6 +186,35 @@ def _start_fa4_warm(req: BenchRequest, chosen: list[scenarios.Scenario]) -> fa4_
         timeout_s=sw.fa4_warm_timeout_s,
         log=Path(log),
     )
+
+
+def _gpu_or_none(req: BenchRequest) -> GPUInfo | None:
+    """The GPU, for what may start before the build; its absence is reported after the build."""
+    try:
+        return require_gpu(req.arch, req.gpu_index)
+    except NoGPUError:
+        return None
+
+
+def _start_early_worker(req: BenchRequest, gate: Gate | None) -> EarlyWorker | None:
+    """With the FA4 warm-up (its gate) and nvcc here: the sweep's first worker, started now so that
+    its imports overlap the build (harness/sweep.py, `start_early`). It loads the kernel's library only
+    once the build has passed, and is killed if it fails."""
+    if gate is None or not _build.nvcc_path():
+        return None
+    gpu = _gpu_or_none(req)
+    if gpu is None:
+        return None
+    return start_early(req.baselines, req.config, req.gpu_index, gpu.uuid or None, req.worker_command, gate)
+
+
+def _abandon(warming: fa4_warm.Warming | None, gate: Gate | None, early: EarlyWorker | None) -> None:
+    """What started before the sweep, ended when the run fails before it: nothing is left running."""
+    if early is not None:
+        early.stop()
+    if gate is not None:
+        gate.remove()
+    stop_fa4_warm(warming)
 
 
 def start_fa4_warm(req: BenchRequest) -> fa4_warm.Warming | None:
@@ -231,44 +260,37 @@ def run_bench(
     already started (start_fa4_warm); otherwise one starts here, once the request is checked.
 
     With a warm-up, the sweep's worker starts while it runs and measures nothing until it has ended
-    (harness/gate.py): the gate opens when `warming.finish()` returns. `on_phase` is called with
+    (harness/gate.py): the gate opens when `warming.finish()` returns. Where nvcc is here, that worker
+    starts even before the build, so that its imports overlap it; it loads the kernel's library only
+    once the build has passed, and is killed (nothing written) if it fails. `on_phase` is called with
     "build_done", "fa4_warm_done" (from another thread) and "worker_ready" (each worker's hello)."""
     phase = on_phase or (lambda _name: None)
+    share_bytecode()  # the worker and FA4's warm-up import torch: one bytecode cache where it ships none
+    gate: Gate | None = None
+    early: EarlyWorker | None = None
     try:
         checked = check_statically(req, build=False)
         chosen = checked.scenarios
         if warming is None:
             warming = _start_fa4_warm(req, chosen)  # FA4 compiles while our kernel builds
+        gate = Gate(req.config.sweep.fa4_warm_gate_timeout_s) if warming is not None else None
+        early = _start_early_worker(req, gate)  # and the worker imports meanwhile
         built = _build.build(req.kernel, req.arch) if _build.nvcc_path() else None
         gpu = require_gpu(req.arch, req.gpu_index)
         built = built or _build.build(req.kernel, req.arch)
-    except BaseException:
-        stop_fa4_warm(warming)
-        raise
-    phase("build_done")
-    if req.out_dir is None:
-        req.out_dir = Path(tempfile.mkdtemp(prefix=f"ks-{req.kind}-"))
-
-    def fresh() -> dict:
-        return {
-            **host_provenance(req.gpu_index),
-            "build": {
-                "nvcc": built.nvcc_version,
-                "flags": built.flags,
-                "functions": [f.__dict__ for f in built.functions],
-            },
-        }
-
-    try:
-        sweep = SweepOutput(Path(req.out_dir), req, built.source_sha256, chosen, fresh)
-    except BaseException:
-        stop_fa4_warm(warming)
+        phase("build_done")
+        if req.out_dir is None:
+            req.out_dir = Path(tempfile.mkdtemp(prefix=f"ks-{req.kind}-"))
+        sweep = SweepOutput(Path(req.out_dir), req, built.source_sha256, chosen, lambda: _fresh_provenance(req, built))
+        sweep.save()
+        if on_start:
+            on_start(len(chosen), len(chosen) - len(sweep.todo))
+        previous = plausibility.load_previous(req.previous)
+    except BaseException:  # nothing that started ahead of the sweep is left running
+        _abandon(warming, gate, early)
         raise
     out, prov = sweep.out, sweep.prov
     lock = threading.Lock()  # prov is also written by the thread that finishes the warm-up
-    sweep.save()
-    if on_start:
-        on_start(len(chosen), len(chosen) - len(sweep.todo))
 
     def on_hello(h: dict):
         phase("worker_ready")
@@ -276,15 +298,12 @@ def run_bench(
             _record_hello(prov, h, req.config.plausibility.ceiling_factor)
             sweep.save()
 
-    previous = plausibility.load_previous(req.previous)
-
     def annotate(row: ScenarioResult):
         plausibility.annotate(row, prov.get("gemm_tflops"), previous, req.config.plausibility)
 
     def timed(s: scenarios.Scenario) -> bool:
         return _timed(req, s)
 
-    gate = Gate(req.config.sweep.fa4_warm_gate_timeout_s) if warming is not None else None
     spec = SweepSpec(
         library=built.library,
         scenarios=sweep.todo,
@@ -297,6 +316,7 @@ def run_bench(
         gpu_uuid=gpu.uuid or None,
         worker_command=req.worker_command,
         gate=gate,
+        early=early,
     )
     finisher = None
     if warming is not None and gate is not None:
@@ -317,6 +337,8 @@ def run_bench(
             finisher.join()
         if gate is not None:
             gate.remove()
+        if early is not None:
+            early.stop()
     extra = {}
     if req.sanitize:
         runs = sanitize.run_sanitizer(
@@ -331,6 +353,17 @@ def run_bench(
         (out / "sanitize.json").write_text(json.dumps(extra["sanitize"], indent=1))
     prov["clocks_end"] = clocks_now(req.gpu_index)
     return sweep.finish(sweep.prior + new_rows, extra)
+
+
+def _fresh_provenance(req: BenchRequest, built: _build.BuildResult) -> dict:
+    return {
+        **host_provenance(req.gpu_index),
+        "build": {
+            "nvcc": built.nvcc_version,
+            "flags": built.flags,
+            "functions": [f.__dict__ for f in built.functions],
+        },
+    }
 
 
 def _record_hello(prov: dict, h: dict, ceiling_factor: float) -> None:

@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -178,6 +179,12 @@ def import_violations(
     return bad
 
 
+# one build at a time in a process: a build started in the background (reproduce starts the kernel's
+# beside its first GEMM ceiling) and the same build asked for meanwhile (run_bench's) make one nvcc
+# run, the second call waiting for the first and finding its result in the cache
+_ONE_AT_A_TIME = threading.Lock()
+
+
 def build(
     source: str | Path,
     arch: str = "sm90",
@@ -185,6 +192,11 @@ def build(
     cache: Path | None = None,
     force: bool = False,
 ) -> BuildResult:
+    with _ONE_AT_A_TIME:
+        return _build(source, arch, extra_flags, cache, force)
+
+
+def _build(source: str | Path, arch: str, extra_flags: tuple[str, ...], cache: Path | None, force: bool) -> BuildResult:
     src = Path(source).resolve()
     if not src.is_file():
         raise BuildError(f"kernel source not found: {src}")

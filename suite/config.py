@@ -137,6 +137,9 @@ class SweepConfig:
     # the sweep's worker starts while the warm-up runs and measures nothing on the GPU until it has
     # ended (harness/gate.py); it waits at most the warm-up's own timeout plus this margin
     fa4_warm_gate_margin_s: float = 60.0
+    # with the FA4 warm-up, the sweep's first worker starts before the kernel's build and imports
+    # what it needs meanwhile (harness/gate.py, `await_build`); it waits at most this long for the build
+    build_gate_timeout_s: float = 1800.0
 
     @property
     def fa4_warm_gate_timeout_s(self) -> float:

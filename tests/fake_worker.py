@@ -6,9 +6,11 @@ misbehaves on the scenarios its plan names.
 PLAN: {"actions": {scenario_id: action}, "record": path, "at_start": action, "hog_bytes": n,
        "tflops": x, "ratio": {baseline: r}, "gemm_tflops": y}
 
-Like the real worker it waits at the job's gate (harness/gate.py) before its hello; its line in
-`record` says when it started, the gate it was given, what the wait returned, when it measured (the
-hello) and whether the gate's file was there then.
+Like the real worker it waits for its library at the job's build gate where it has one (a worker
+started during the build: harness/gate.py, `await_build`), then at the job's gate before its hello;
+its line in `record` says when it started, the build gate it was given, when it had its library (and
+which), the gate it was given, what the wait returned, when it measured (the hello) and whether the
+gate's file was there then.
 actions: ok, exit (os._exit), segv (SIGSEGV), hang, cuda_error (a CUDA-error row, exit 3 like the
 real worker), memory (grow past the limit), forge (print forged result lines on stdout and on the
 channel without the key, then report the scenario wrong), fatal (a fatal message).
@@ -21,7 +23,7 @@ import sys
 import time
 
 from kernelseek_suite.harness.channel import MARK, WorkerChannel
-from kernelseek_suite.harness.gate import wait_at_gate
+from kernelseek_suite.harness.gate import await_build, wait_at_gate
 from kernelseek_suite.results import ScenarioResult
 
 SEED = None
@@ -85,6 +87,9 @@ def main():
     plan = json.loads(open(sys.argv[1]).read())
     global SEED
     job, chan = WorkerChannel.open(sys.argv)
+    build_gate = job.get("build_gate")
+    job = await_build(job)
+    built = time.time()  # the real worker loads the kernel's library here
     SEED = job["seed"]
     gate = wait_at_gate(job.get("gate"), lambda: chan.emit("waiting"))
     measured = time.time()  # the real worker's GEMM ceiling, and every scenario after it
@@ -96,6 +101,9 @@ def main():
                         "pid": os.getpid(),
                         "scenarios": [i["scenario"]["id"] for i in job["scenarios"]],
                         "started": started,
+                        "build_gate": build_gate,
+                        "library": job["library"],
+                        "built": built,
                         "gate": job.get("gate"),
                         "waited": gate,
                         "measured": measured,

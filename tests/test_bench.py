@@ -2,6 +2,7 @@
 interrupted sweep (with the stand-in worker, on the CPU)."""
 
 import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -472,13 +473,31 @@ class SlowWarming(FakeWarming):
         self.events.append("kill")
 
 
-def stood_in_build(monkeypatch):
-    """The kernel's build stood in (the stand-in worker loads no library): no nvcc needed."""
+def stood_in_build(monkeypatch, nvcc=False, seconds=0.0):
+    """The kernel's build stood in (the stand-in worker loads no library): no nvcc needed. With
+    `nvcc`, the build is said to be here (the sweep's first worker then starts before it) and takes
+    `seconds`; returns when it ended."""
     from kernelseek_suite.build import BuildResult
 
     built = BuildResult("spin.cu", "a" * 64, "sm90", "unused.so", None, "stand-in", [], True)
-    monkeypatch.setattr(bench._build, "nvcc_path", lambda: None)
-    monkeypatch.setattr(bench._build, "build", lambda *a, **k: built)
+    ended = {}
+
+    def build(*a, **k):
+        time.sleep(seconds)
+        ended["at"] = time.time()
+        return built
+
+    monkeypatch.setattr(bench._build, "nvcc_path", lambda: "/usr/bin/nvcc" if nvcc else None)
+    monkeypatch.setattr(bench._build, "build", build)
+    return ended
+
+
+def spy_early(monkeypatch) -> list:
+    """The early workers run_bench starts, kept to look at."""
+    started = []
+    real = bench.start_early
+    monkeypatch.setattr(bench, "start_early", lambda *a, **k: started.append(real(*a, **k)) or started[-1])
+    return started
 
 
 def test_the_worker_starts_during_the_fa4_warm_up_and_measures_after_it(tmp_path, fake_gpu, monkeypatch):
@@ -541,3 +560,66 @@ def test_a_sweep_cut_short_kills_the_fa4_warm_up_and_waits_for_it(tmp_path, fake
     assert events == ["kill", "finish"]  # killed, then its thread had ended before run_bench returned
     prov = json.loads((tmp_path / "out" / "provenance.json").read_text())
     assert prov["fa4_warm"]["called"] == 14
+
+
+# ---- the sweep's first worker, started before the kernel's build -----------------------------------
+
+
+def fa4_request(tmp_path, monkeypatch, seconds=0.3):
+    from kernelseek_suite.baselines import fa4_warm
+
+    monkeypatch.setattr(fa4_warm, "start", lambda scns, env, log=None, **kw: SlowWarming([], log, seconds))
+    req = request(tmp_path)
+    req.baselines = ["fa3", "fa4"]
+    return req
+
+
+def test_with_nvcc_the_worker_imports_during_the_build_and_loads_the_library_after_it(tmp_path, fake_gpu, monkeypatch):
+    build = stood_in_build(monkeypatch, nvcc=True, seconds=1.0)
+    early = spy_early(monkeypatch)
+    req = fa4_request(tmp_path, monkeypatch)
+    phases = []
+    bench.run_bench(req, on_phase=lambda name: phases.append((name, time.time())))
+    (w,) = [json.loads(l) for l in (tmp_path / "record.jsonl").read_text().splitlines()]
+    assert len(early) == 1 and w["pid"] == early[0].proc.pid
+    # started before the build ended, its library only after, and measured after the FA4 warm-up
+    assert w["started"] < build["at"] <= w["built"] <= w["measured"] and w["library"] == "unused.so"
+    assert w["open_when_measured"] and w["gate"]["timeout_s"] == req.config.sweep.fa4_warm_gate_timeout_s
+    assert [n for n, _ in phases] == ["build_done", "fa4_warm_done", "worker_ready"]
+    assert len(read_jsonl(tmp_path / "out" / "bench.jsonl")) == 14
+    assert "during the kernel's build" in (tmp_path / "out" / "worker.log").read_text()
+    assert not early[0].log.exists() and not early[0].build_gate.folder.exists()
+
+
+def test_a_build_that_fails_kills_the_early_worker_and_writes_nothing(tmp_path, fake_gpu, monkeypatch):
+    early = spy_early(monkeypatch)
+    req = fa4_request(tmp_path, monkeypatch)
+    alive = []
+
+    def broken(*a, **k):
+        time.sleep(0.3)
+        alive.append(early[0].proc.poll() is None)
+        raise bench._build.BuildError("nvcc said no")
+
+    monkeypatch.setattr(bench._build, "build", broken)
+    monkeypatch.setattr(bench._build, "nvcc_path", lambda: "/usr/bin/nvcc")
+    with pytest.raises(bench._build.BuildError, match="nvcc said no"):
+        bench.run_bench(req)
+    (worker,) = early
+    assert alive == [True] and worker.proc.returncode == -signal.SIGKILL  # killed and reaped
+    assert not (tmp_path / "out").exists() and not (tmp_path / "record.jsonl").exists()
+    assert not worker.log.exists() and not worker.build_gate.folder.exists()
+    assert not Path(worker.build_gate.job()["path"]).exists()
+
+
+def test_without_nvcc_or_without_the_warm_up_no_worker_starts_before_the_build(tmp_path, fake_gpu, monkeypatch):
+    early = spy_early(monkeypatch)
+    stood_in_build(monkeypatch, nvcc=False)
+    bench.run_bench(fa4_request(tmp_path, monkeypatch))
+    stood_in_build(monkeypatch, nvcc=True)
+    req = request(tmp_path)
+    req.out_dir = tmp_path / "out2"
+    bench.run_bench(req)
+    assert early == []
+    workers = [json.loads(l) for l in (tmp_path / "record.jsonl").read_text().splitlines()]
+    assert len(workers) == 2 and all(w["build_gate"] is None and w["library"] == "unused.so" for w in workers)

@@ -24,6 +24,11 @@ def _no_gpu(monkeypatch):
     monkeypatch.setattr("kernelseek_suite.gpu.require_gpu", fail)
 
 
+def _no_nvcc(monkeypatch):
+    """No build beside the first ceiling: these tests stand in for run_bench, which would use it."""
+    monkeypatch.setattr("kernelseek_suite.build.nvcc_path", lambda: None)
+
+
 def _checkout(tmp_path, broken_sm90=False):
     root = tmp_path / "repo"
     (root / "kernels" / "reference").mkdir(parents=True)
@@ -211,11 +216,26 @@ def test_run_native_end_to_end_with_the_gpu_parts_stood_in(tmp_path, monkeypatch
     ceilings = iter([650.0, 672.0])
     events = []
 
-    def measure(idx, reps):
+    def measure(idx=0, reps=3):
         events.append("ceiling")
         return GemmCeiling(next(ceilings), 1.6, 1.5, 1.7, 8192, reps, "H200", "2.11.0")
 
+    class Child:  # the second ceiling's child: started when the worker is ready, measured after the sweep
+        def __init__(self, idx, reps, gate_timeout_s):
+            events.append("child")
+            self.reps = reps
+
+        def measure(self):
+            return measure(reps=self.reps)
+
+        def kill(self):
+            pass
+
     monkeypatch.setattr("kernelseek_suite.reproduce.gemm.measure_in_child", measure)
+    monkeypatch.setattr("kernelseek_suite.reproduce.gemm.GatedChild", Child)
+    built = []
+    monkeypatch.setattr("kernelseek_suite.build.nvcc_path", lambda: "/usr/local/cuda/bin/nvcc")
+    monkeypatch.setattr("kernelseek_suite.build.build", lambda kernel, arch: built.append((kernel, arch, events[:])))
     warm = object()  # what start_fa4_warm returns: handed to run_bench, which finishes it
     monkeypatch.setattr(bench, "start_fa4_warm", lambda req: events.append("warm") or warm)
     seen = {}
@@ -255,8 +275,11 @@ def test_run_native_end_to_end_with_the_gpu_parts_stood_in(tmp_path, monkeypatch
     res_dir = root / "results" / "sm90"
     assert out.exit_code == 0 and out.status == "measured" and out.out == res_dir and out.runtime == "docker"
     req = seen["req"]
-    # FA4 compiles while the first GEMM ceiling is measured, and the sweep gets that warm-up
-    assert events == ["warm", "ceiling", "bench", "ceiling"] and seen["warming"] is warm
+    # FA4 compiles while the first GEMM ceiling is measured, and the sweep gets that warm-up; the
+    # second ceiling's child starts during the sweep, at the worker's hello
+    assert events == ["warm", "ceiling", "bench", "child", "ceiling"] and seen["warming"] is warm
+    # the kernel was built once beside the first ceiling, before bench (which finds it in the cache)
+    assert [(k, a) for k, a, _ in built] == [(req.kernel, "sm90")] and "bench" not in built[0][2]
     # the reference kernel stands in for the missing sm90 kernel, beside every sm90 baseline
     assert req.kernel == root / config.REFERENCE_KERNEL and req.baselines == ["fa3", "fa4", "cudnn"]
     assert req.extended and req.grid and req.seed == 11 and req.out_dir == res_dir / "attn_fwd_ref"
@@ -290,6 +313,7 @@ def test_an_interrupted_run_resumes(tmp_path, monkeypatch):
     from synthetic_results import make_rows
 
     monkeypatch.setattr("kernelseek_suite.gpu.require_gpu", lambda arch, index=0, gpus=None: None)
+    _no_nvcc(monkeypatch)
     measured = []
 
     def ceiling(idx, reps):
@@ -337,6 +361,7 @@ def test_a_run_cut_short_during_the_first_ceiling_stops_the_fa4_warm_up(tmp_path
     from kernelseek_suite import bench
 
     monkeypatch.setattr("kernelseek_suite.gpu.require_gpu", lambda arch, index=0, gpus=None: None)
+    _no_nvcc(monkeypatch)
     events = []
 
     class Warm:

@@ -4,6 +4,9 @@ worker. Rows are appended to JSONL as they come, so nothing measured is lost; a 
 
 The parent never creates a CUDA context (it does not even import torch), so no kernel can poison
 it. Results come back over the worker's private, signed channel (channel.py), never its stdout.
+
+The first worker may be started before the kernel's library is built (`start_early`), so that its
+imports overlap the build; the sweep then takes it over and gives it the rest of its job.
 """
 
 from __future__ import annotations
@@ -46,6 +49,9 @@ class SweepSpec:
     # where other work still runs on the GPU: the worker starts, and waits here before it measures
     # anything (gate.py). The caller opens it; None: nothing to wait for
     gate: Gate | None = None
+    # the first worker, started during the build with the same baselines, config, GPU, command and
+    # gate (`start_early`); the sweep takes it over, and the caller stops it at the end (`stop`)
+    early: EarlyWorker | None = None
 
 
 @dataclass
@@ -98,23 +104,30 @@ def gpu_env(gpu_index: int, gpu_uuid: str | None) -> dict:
     return env
 
 
-def _start_worker(
-    spec: SweepSpec, todo: list[Scenario], log, gate: Gate | None
-) -> tuple[subprocess.Popen, ParentChannel]:
-    job = {
-        "library": spec.library,
-        "baselines": spec.baselines,
-        "seed": spec.seed,
-        "check": asdict(spec.config.check),
-        "timing": asdict(spec.config.timing),
-        "plausibility": asdict(spec.config.plausibility),
-        "scenarios": [{"scenario": s.to_dict(), "time": spec.timed(s)} for s in todo],
+def _setup_job(baselines: list[str], config: HarnessConfig, gate: Gate | None) -> dict:
+    """The part of a worker's job that is known before the kernel is built."""
+    return {
+        "baselines": baselines,
+        "check": asdict(config.check),
+        "timing": asdict(config.timing),
+        "plausibility": asdict(config.plausibility),
         "gate": gate.job() if gate is not None else None,
     }
-    env = gpu_env(spec.gpu_index, spec.gpu_uuid)
-    env["PYTHONUNBUFFERED"] = "1"
+
+
+def _built_job(spec: SweepSpec, todo: list[Scenario]) -> dict:
+    """The rest, known once the library is built and the run's folder is there."""
+    return {
+        "library": spec.library,
+        "seed": spec.seed,
+        "scenarios": [{"scenario": s.to_dict(), "time": spec.timed(s)} for s in todo],
+    }
+
+
+def _spawn(command: tuple[str, ...] | None, env: dict, job: dict, log) -> tuple[subprocess.Popen, ParentChannel]:
+    env = {**env, "PYTHONUNBUFFERED": "1"}
     chan = ParentChannel()
-    cmd = [*(spec.worker_command or WORKER_COMMAND), str(chan.write_fd)]
+    cmd = [*(command or WORKER_COMMAND), str(chan.write_fd)]
     proc = subprocess.Popen(
         cmd,
         stdin=subprocess.PIPE,
@@ -132,6 +145,69 @@ def _start_worker(
     except (BrokenPipeError, OSError):
         pass  # it died at once; the event loop sees it exit
     return proc, chan
+
+
+def _start_worker(
+    spec: SweepSpec, todo: list[Scenario], log, gate: Gate | None
+) -> tuple[subprocess.Popen, ParentChannel]:
+    job = {**_setup_job(spec.baselines, spec.config, gate), **_built_job(spec, todo)}
+    return _spawn(spec.worker_command, gpu_env(spec.gpu_index, spec.gpu_uuid), job, log)
+
+
+class EarlyWorker:
+    """A sweep's first worker, started while the kernel is still being built: it imports torch and the
+    baselines meanwhile, then waits at its build gate (gate.py, `await_build`) until the sweep takes
+    it over (`take`). Its output goes to a file of its own until the run's folder exists; the sweep
+    moves it into the worker log when the worker has ended."""
+
+    def __init__(self, proc: subprocess.Popen, chan: ParentChannel, log: Path, offset: int, build_gate: Gate):
+        self.proc, self.chan, self.log, self.offset, self.build_gate = proc, chan, log, offset, build_gate
+        self.taken = False
+
+    def take(self, spec: SweepSpec, todo: list[Scenario]) -> tuple[subprocess.Popen, ParentChannel]:
+        """The build has passed: the gate opens with the rest of the job."""
+        self.build_gate.open(_built_job(spec, todo))
+        self.taken = True  # from here on the sweep ends it, and reads its channel
+        return self.proc, self.chan
+
+    def stop(self) -> None:
+        """Ends a worker the sweep has not taken over (the build failed, or nothing was left to run),
+        with its channel; drops its gate and, where the sweep has not moved it, its log."""
+        if not self.taken:
+            self.taken = True
+            if self.proc.poll() is None:
+                _kill(self.proc)
+            os.close(self.chan.read_fd)
+        self.build_gate.remove()
+        self.log.unlink(missing_ok=True)
+
+
+def start_early(
+    baselines: list[str],
+    config: HarnessConfig,
+    gpu_index: int,
+    gpu_uuid: str | None,
+    worker_command: tuple[str, ...] | None,
+    gate: Gate | None,
+) -> EarlyWorker:
+    """The first worker of a sweep whose spec will carry these same values, started before the
+    kernel's build. The caller passes it in the spec (`early`) or stops it."""
+    build_gate = Gate(config.sweep.build_gate_timeout_s)
+    fd, name = tempfile.mkstemp(prefix="ks-worker-early-", suffix=".log")
+    with os.fdopen(fd, "a") as log:
+        log.write(f"\n=== worker start, during the kernel's build, {time.ctime()}\n")
+        log.flush()
+        offset = log.tell()
+        job = {**_setup_job(baselines, config, gate), "build_gate": build_gate.job()}
+        proc, chan = _spawn(worker_command, gpu_env(gpu_index, gpu_uuid), job, log)
+    return EarlyWorker(proc, chan, Path(name), offset, build_gate)
+
+
+def _move_log(src: Path, dst: Path) -> None:
+    """An early worker's output appended to the sweep's worker log."""
+    with open(dst, "ab") as out:
+        out.write(src.read_bytes())
+    src.unlink()
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -176,6 +252,7 @@ def run_sweep(
     sweep_cfg = spec.config.sweep
     restarts = 0
     gate_passed = False  # a worker has said hello: no later worker waits at the gate
+    early = spec.early  # the first worker, already started
 
     def record(row: ScenarioResult):
         if annotate:
@@ -187,12 +264,17 @@ def run_sweep(
             on_row(row)
 
     while todo:
-        with open(log_path, "a") as log:
-            log.write(f"\n=== worker start, {len(todo)} scenarios to go, {time.ctime()}\n")
-            log.flush()
-            offset = log.tell()
-            gate = None if gate_passed else spec.gate
-            proc, chan = _start_worker(spec, todo, log, gate)
+        gate = None if gate_passed else spec.gate
+        if early is not None:
+            proc, chan = early.take(spec, todo)
+            this_log, offset, early = early.log, early.offset, None
+        else:
+            this_log = log_path
+            with open(log_path, "a") as log:
+                log.write(f"\n=== worker start, {len(todo)} scenarios to go, {time.ctime()}\n")
+                log.flush()
+                offset = log.tell()
+                proc, chan = _start_worker(spec, todo, log, gate)
         try:
             q: queue.Queue = queue.Queue()
             threading.Thread(target=_reader, args=(chan, q), daemon=True).start()
@@ -229,7 +311,7 @@ def run_sweep(
                 if ev is None:  # the channel closed: the worker exited
                     proc.wait()
                     if failure is None and (current is not None or not finished or proc.returncode != 0):
-                        failure = _exit_failure(proc.returncode, log_path, offset)
+                        failure = _exit_failure(proc.returncode, this_log, offset)
                     break
                 deadline = time.monotonic() + timeout
                 if ev.kind == "waiting" and gate is not None and not gate_passed:
@@ -266,6 +348,8 @@ def run_sweep(
                 _kill(proc)
             if proc.stdin and not proc.stdin.closed:
                 proc.stdin.close()
+            if this_log != log_path:
+                _move_log(this_log, log_path)
         todo = [s for s in todo if s.id not in done_ids]
         if failure is not None and current is not None:
             record(_failed_row(current, spec.seed, failure, time.time() - t_start))

@@ -8,9 +8,11 @@ with it, and is caught. A CUDA error leaves this process's context unusable: the
 scenario and exits, and the parent starts a fresh worker for the rest. A crash, a hang or too much
 memory is detected by the parent.
 
-Everything that measures nothing comes first: imports (torch, the baselines), the CUDA context, the
-kernel's library. Where the job has a gate (gate.py: the FA4 warm-up still runs on the GPU), the
-worker then waits there, and only then measures: the GEMM ceiling of its hello, then the scenarios.
+Everything that measures nothing comes first: torch, the CUDA context, the device state read (before
+the kernel's library can change it), the baselines' imports, then the kernel's library. A worker
+started while the kernel was still being built waits for its library before loading it (gate.py,
+`await_build`). Where the job has a gate (gate.py: the FA4 warm-up still runs on the GPU), the worker
+then waits there, and only then measures: the GEMM ceiling of its hello, then the scenarios.
 
 Run as `python -m kernelseek_suite.harness.worker CHANNEL_FD`, with the job on stdin.
 """
@@ -23,7 +25,7 @@ import time
 import traceback
 
 from .channel import WorkerChannel
-from .gate import wait_at_gate
+from .gate import await_build, wait_at_gate
 
 
 def _is_cuda_error(e: BaseException) -> bool:
@@ -131,14 +133,15 @@ def run_job(job: dict, chan: WorkerChannel) -> int:
         guard = None
         unguarded = f"unguarded: device state not checked ({type(e).__name__}: {e})"[:300]
         sys.stderr.write(unguarded + "\n")
+    # the baselines imported now (FA4 takes seconds): nothing measured yet
+    baseline_status = {b: bl.get(b).available()[1] for b in job["baselines"]}
+    baseline_versions = {b: bl.get(b).version() for b in job["baselines"]}
+    job = await_build(job)  # a worker started during the build waits here for its library
     try:
         lib = KernelLibrary(job["library"])
     except ContractError as e:
         chan.emit("fatal", error=str(e)[:1000], code="contract")
         return 2
-    # the baselines imported now (FA4 takes seconds): nothing measured yet
-    baseline_status = {b: bl.get(b).available()[1] for b in job["baselines"]}
-    baseline_versions = {b: bl.get(b).version() for b in job["baselines"]}
     gate = wait_at_gate(job.get("gate"), lambda: chan.emit("waiting"))
     if gate is not None and gate["timed_out"]:
         sys.stderr.write(f"the gate did not open within {gate['waited_s']:.0f} s: measuring anyway\n")

@@ -2,7 +2,9 @@
 with CUDA events over several runs after a warm-up; the median gives TFLOP/s = 2 n^3 / time.
 
 It runs in a child process (`python -m kernelseek_suite.reproduce.gemm`), never in the caller's
-CUDA context, the same way the harness's worker does."""
+CUDA context, the same way the harness's worker does. A child may also be started ahead of its
+measurement (`GatedChild`): it imports torch, then waits at a gate (harness/gate.py) before it
+touches the GPU."""
 
 from __future__ import annotations
 
@@ -15,12 +17,18 @@ import time
 from dataclasses import asdict, dataclass
 
 from .. import config
+from ..harness.gate import Gate, wait_at_gate
 
 MARK = "@@GEMM "
+GATE_TIMED_OUT = 4  # a gated child's exit status when its gate did not open in time: it measured nothing
 
 
 class CeilingError(RuntimeError):
     pass
+
+
+class GateTimedOut(RuntimeError):
+    """A gated child waited its whole timeout at the gate and measured nothing."""
 
 
 @dataclass
@@ -70,6 +78,26 @@ def measure(n: int, reps: int, warmup: int = 3, device: str = "cuda") -> GemmCei
     return GemmCeiling(2 * n**3 / (med * 1e-3) / 1e12, med, min(times), max(times), n, reps, name, torch.__version__)
 
 
+def _child_env(gpu_index: int, device: str) -> dict[str, str]:
+    env = dict(os.environ)
+    if device == "cuda":
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu_index)
+    return env
+
+
+def _command(n: int, reps: int, device: str, gate: dict | None = None) -> list[str]:
+    cmd = [sys.executable, "-m", "kernelseek_suite.reproduce.gemm", str(n), str(reps), device]
+    return cmd + [json.dumps(gate)] if gate is not None else cmd
+
+
+def _parse(returncode: int, stdout: str, stderr: str) -> GemmCeiling:
+    for line in stdout.splitlines():
+        if line.startswith(MARK):
+            return GemmCeiling(**json.loads(line[len(MARK) :]))
+    tail = (stderr or stdout).strip().splitlines()[-5:]
+    raise CeilingError(f"the GEMM ceiling child exited with {returncode}: {' | '.join(tail)}")
+
+
 def measure_in_child(
     gpu_index: int = 0,
     n: int = config.GEMM_CEILING_N,
@@ -77,23 +105,85 @@ def measure_in_child(
     device: str = "cuda",
     timeout_s: float = 600,
 ) -> GemmCeiling:
-    env = dict(os.environ)
-    if device == "cuda":
-        env["CUDA_VISIBLE_DEVICES"] = str(gpu_index)
-    cmd = [sys.executable, "-m", "kernelseek_suite.reproduce.gemm", str(n), str(reps), device]
+    cmd = _command(n, reps, device)
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=_child_env(gpu_index, device))
     except subprocess.TimeoutExpired as e:
         raise CeilingError(f"the GEMM ceiling did not finish within {timeout_s:.0f} s") from e
-    for line in p.stdout.splitlines():
-        if line.startswith(MARK):
-            return GemmCeiling(**json.loads(line[len(MARK) :]))
-    tail = (p.stderr or p.stdout).strip().splitlines()[-5:]
-    raise CeilingError(f"the GEMM ceiling child exited with {p.returncode}: {' | '.join(tail)}")
+    return _parse(p.returncode, p.stdout, p.stderr)
+
+
+class GatedChild:
+    """A ceiling's child started before the GPU is free: its Python and torch imports (CPU only)
+    happen meanwhile, and it creates no CUDA context until `measure` opens its gate. `kill` ends it
+    early. It dies with the thread that started it (PDEATHSIG is per thread), so that thread must
+    outlive it: start it from the thread that measures or kills it."""
+
+    def __init__(
+        self,
+        gpu_index: int = 0,
+        n: int = config.GEMM_CEILING_N,
+        reps: int = config.GEMM_CEILING_REPS,
+        device: str = "cuda",
+        gate_timeout_s: float = 3600,
+    ):
+        # the harness's own guard against orphans on the GPU; imported here, the child never needs it
+        from ..harness.sweep import _die_with_parent
+
+        self.gate = Gate(gate_timeout_s)
+        try:
+            self.proc = subprocess.Popen(
+                _command(n, reps, device, self.gate.job()),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=_child_env(gpu_index, device),
+                preexec_fn=_die_with_parent,
+            )
+        except BaseException:
+            self.gate.remove()
+            raise
+
+    def measure(self, timeout_s: float = 600) -> GemmCeiling:
+        """Opens the gate and waits for the result: CeilingError as measure_in_child, GateTimedOut
+        when the child gave up waiting before."""
+        self.gate.open()
+        try:
+            stdout, stderr = self.proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired as e:
+            self.kill()
+            raise CeilingError(f"the GEMM ceiling did not finish within {timeout_s:.0f} s") from e
+        finally:
+            self.gate.remove()
+        if self.proc.returncode == GATE_TIMED_OUT:
+            raise GateTimedOut(f"the GEMM ceiling child waited {self.gate.timeout_s:.0f} s at its gate and gave up")
+        return _parse(self.proc.returncode, stdout, stderr)
+
+    def kill(self) -> None:
+        """Ends a child that has not been measured yet and reaps it; nothing after `measure`."""
+        if self.proc.returncode is None:
+            self.proc.kill()
+            self.proc.communicate()
+        self.gate.remove()
+
+
+def _wait_at_gate(gate: dict) -> bool:
+    """In a gated child: torch is imported first (that creates no CUDA context), then the child waits.
+    False when the timeout passed first: the GPU may still be in use, so nothing is measured."""
+    import torch  # noqa: F401
+
+    waited = wait_at_gate(gate)
+    if waited is not None and waited["timed_out"]:
+        sys.stderr.write(f"the gate did not open within {float(gate['timeout_s']):.0f} s\n")
+        return False
+    return True
 
 
 def main(argv: list[str]) -> int:
+    """argv: n, reps, and optionally the device and a gate (Gate.job() as JSON)."""
     n, reps, device = int(argv[0]), int(argv[1]), argv[2] if len(argv) > 2 else "cuda"
+    if len(argv) > 3 and not _wait_at_gate(json.loads(argv[3])):
+        return GATE_TIMED_OUT
     sys.stdout.write(MARK + json.dumps(measure(n, reps, device=device).to_dict()) + "\n")
     return 0
 

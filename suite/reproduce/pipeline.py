@@ -5,7 +5,8 @@ With the GPU (natively, or inside the pinned container, which runs this same cod
   1. the bf16 GEMM ceiling, in a child process;
   2. `bench` of the architecture's kernel (the reference kernel stands in while it does not exist)
      over the 182 scenarios and the extended set, beside the baselines;
-  3. the GEMM ceiling again; the higher median is the ceiling the report divides by;
+  3. the GEMM ceiling again, in a child started during the sweep that waits for its end; the higher
+     median is the ceiling the report divides by;
   4. the head-to-head table and plots, where agent traces exist and the `compare` command is here;
   5. REPORT.md, tables and plots, rendered from the raw data.
 Without it: the static checks of every architecture's kernels (rule and nvcc build), and the
@@ -18,17 +19,25 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import config, exitcodes
+from ..harness.bytecode import share_bytecode
 from ..reports.data import CEILING, MEASURED, RECORD, SHIPPED, NoResults
 from . import kernels as _kernels
 
+if TYPE_CHECKING:
+    from .gemm import GatedChild, GemmCeiling
+
 RUNTIMES = ("auto", "docker", "native")
+# how long the second ceiling's child, started during the sweep, waits for the sweep to end: only a
+# backstop, for the parent ends it itself (and it dies with the parent); past it, a fresh child measures
+CEILING_GATE_TIMEOUT_S = 4 * 3600.0
 IMAGE_ENV = "KERNELSEEK_IMAGE"  # set by the container runner: the image's tag, id and digests (JSON)
 # reproduce.json's `phases`: seconds from the run's start to the end of each step (None where a step
 # did not happen in this run: no FA4 warm-up, no row, or the sweep on a Dask cluster). `fa4_warm_s` is
@@ -115,15 +124,85 @@ def head_to_head(root: Path, notify: Notify = _quiet) -> dict:
     }
 
 
-def _ceiling(req: ReproduceRequest, notify: Notify, when: str) -> dict:
+def _ceiling(
+    req: ReproduceRequest, notify: Notify, when: str, measure: Callable[[], GemmCeiling] | None = None
+) -> dict:
+    """A ceiling measured by `measure` (a fresh child by default); its failure is recorded, not raised."""
     from .gemm import CeilingError, measure_in_child
 
     notify(f"GEMM ceiling ({when} the sweep): bf16 {config.GEMM_CEILING_N}^3, {req.ceiling_reps} runs")
     try:
-        return measure_in_child(req.gpu_index, reps=req.ceiling_reps).to_dict()
+        if measure is None:
+            return measure_in_child(req.gpu_index, reps=req.ceiling_reps).to_dict()
+        return measure().to_dict()
     except CeilingError as e:
         notify(f"GEMM ceiling not measured: {e}")
         return {"error": str(e)}
+
+
+def _build_beside(kernel: Path, arch: str) -> threading.Thread | None:
+    """The kernel's nvcc build, started in a thread to run beside the first ceiling (a GPU measurement
+    in another process): run_bench's own build waits for it (build.py builds one at a time) and finds
+    it in the build cache. Where nvcc is not
+    here, run_bench says so, as before. An error is dropped here: run_bench builds again (a failed
+    build is never cached) and raises it as it would have without this thread."""
+    from .. import build as _build
+
+    if not _build.nvcc_path():
+        return None
+
+    def work() -> None:
+        try:
+            _build.build(kernel, arch)
+        except Exception:
+            pass  # raised again, from the same source, by run_bench's build
+
+    thread = threading.Thread(target=work, name="kernel-build", daemon=True)
+    thread.start()
+    return thread
+
+
+class CeilingAfter:
+    """The second ceiling. Its child starts once the sweep's worker is ready, so that its imports
+    overlap the sweep and not the worker's own start; it waits at a gate, off the GPU, until
+    `measure` opens it after the sweep. Without a worker (nothing left to measure) a fresh child
+    measures, as it does after a sweep on a Dask cluster. `kill` ends the child if the sweep fails."""
+
+    def __init__(self, req: ReproduceRequest, notify: Notify):
+        self.req, self.notify = req, notify
+        self.child: GatedChild | None = None
+
+    def on_phase(self, name: str) -> None:
+        """Called from the sweep's loop, in the thread of the run: the child dies with that thread."""
+        if name != "worker_ready" or self.child is not None:
+            return
+        from . import gemm
+
+        try:
+            self.child = gemm.GatedChild(
+                self.req.gpu_index, reps=self.req.ceiling_reps, gate_timeout_s=CEILING_GATE_TIMEOUT_S
+            )
+        except OSError as e:  # the sweep goes on; a fresh child measures after it
+            self.notify(f"GEMM ceiling child not started early: {e}")
+
+    def measure(self) -> dict:
+        from .gemm import GateTimedOut
+
+        child, self.child = self.child, None
+        if child is None:
+            return _ceiling(self.req, self.notify, "after")
+        try:
+            return _ceiling(self.req, self.notify, "after", child.measure)
+        except GateTimedOut as e:
+            self.notify(f"{e}; measuring in a fresh child")
+            return _ceiling(self.req, self.notify, "after")
+        finally:
+            child.kill()
+
+    def kill(self) -> None:
+        child, self.child = self.child, None
+        if child is not None:
+            child.kill()
 
 
 def _read(path: Path) -> dict:
@@ -216,7 +295,11 @@ def run_native(req: ReproduceRequest, notify: Notify = _quiet, on_row=None, on_s
     # build (the warm-up took 40.2 s in the run of 2026-12-03T18:52). Its processes spend their first
     # seconds importing (11-14 s each, measured on the H200), and the report divides by the higher of
     # the two ceilings, so the one measured meanwhile loses nothing
+    share_bytecode()  # the children below import torch: one bytecode cache where torch ships none
     warming = start_fa4_warm(bench) if req.scaleout is None else None
+    # on a Dask cluster, the workers build the kernel themselves
+    if req.scaleout is None:
+        _build_beside(bench.kernel, bench.arch)
     try:
         before = _read(out / CEILING).get("before") if req.resume else None
         if not before:
@@ -226,6 +309,8 @@ def run_native(req: ReproduceRequest, notify: Notify = _quiet, on_row=None, on_s
         stop_fa4_warm(warming)
         raise
     phases.mark("ceiling_before_done")
+    # the build thread is not waited for here: run_bench starts the sweep's worker first (its imports
+    # overlap the rest of the build), and its own build() waits for this one and finds it cached
     notify(f"bench: {record['kernel']} on {req.arch} beside {', '.join(baselines)} -> {run_dir}")
 
     def row_done(row) -> None:
@@ -234,13 +319,22 @@ def run_native(req: ReproduceRequest, notify: Notify = _quiet, on_row=None, on_s
         if on_row is not None:
             on_row(row)
 
-    if req.scaleout is None:
-        summary = run_bench(bench, on_row=row_done, on_start=on_start, warming=warming, on_phase=phases.mark)
-    else:
-        from ..scaleout.bench import run_bench_distributed
+    ceiling_after = CeilingAfter(req, notify)
 
-        summary = run_bench_distributed(bench, on_row=row_done, on_start=on_start, scaleout=req.scaleout)
-    after = _ceiling(req, notify, "after")
+    def on_phase(name: str) -> None:
+        phases.mark(name)
+        ceiling_after.on_phase(name)
+
+    try:
+        if req.scaleout is None:
+            summary = run_bench(bench, on_row=row_done, on_start=on_start, warming=warming, on_phase=on_phase)
+        else:
+            from ..scaleout.bench import run_bench_distributed
+
+            summary = run_bench_distributed(bench, on_row=row_done, on_start=on_start, scaleout=req.scaleout)
+        after = ceiling_after.measure()
+    finally:  # a sweep that fails or is interrupted leaves no ceiling child behind
+        ceiling_after.kill()
     phases.mark("ceiling_after_done")
     (out / CEILING).write_text(json.dumps(ceiling_record(before, after), indent=1))
     if image:  # the image is part of the provenance of every number in the run
