@@ -41,6 +41,8 @@
 //   GEMM, and its epilogue runs under that tile's first softmax, so the many short tiles of causal
 //   attention leave no gap between them (non-causal tiles, and the causal d192/128 128x128 tile whose
 //   single Q buffer holds the next tile back, measured faster with the epilogue at once).
+//   Where Q has a single buffer, the owed PV GEMM goes to the tensor cores before the next tile's Q
+//   has landed, and its S GEMM follows once it has.
 //   Rows with nothing to attend give 0 and LSE -inf. Epilogue: where shared memory has room after Q
 //   and K/V (every configuration but d256, the 192x112 d96 tile and the 128x128 d192/128 tile), each
 //   warpgroup writes its normalized O to its own staging buffer with stmatrix (64-column chunks,
@@ -949,7 +951,6 @@ __global__ void __launch_bounds__(C::THREADS, 1)
 
     const int qs = q_it % C::Q_STAGES;
     const uint32_t q16 = q16_0 + qs * (C::Q_BYTES >> 4);
-    mbar_wait(q_full(qs), (q_it / C::Q_STAGES) & 1);
     // Q's descriptors: built once per tile in the causal kernels without the fast softmax, at each
     // GEMM in the others (ptxas then keeps each steady loop shortest and spills nothing: SASS, nvcc 13.0)
     constexpr bool Q_PER_TILE = CAUSAL && !FAST;
@@ -975,18 +976,29 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     uint32_t ph = (kv_it / C::STAGES) & 1;
     auto first_block = [&](auto owed, auto half_flag) {
       constexpr bool half = decltype(half_flag)::value;
+      // with a single Q buffer the owed PV GEMM goes first, while this tile's Q is still loading
+      constexpr bool EARLY = decltype(owed)::value && C::Q_STAGES == 1;
+      if constexpr (EARLY) {
+        mbar_wait(v_full(prev_s), prev_ph);
+        named_bar_sync(my_turn, 256);
+        wgmma_fence();
+        issue_pv<C>(acc_o, p_frag, v16 + prev_s * (C::V_BYTES >> 4), o_acc);
+        wgmma_commit();
+        named_bar_arrive(next_turn, 256);
+      }
+      mbar_wait(q_full(qs), (q_it / C::Q_STAGES) & 1);
       mbar_wait(k_full(s), ph);
-      if (decltype(owed)::value) mbar_wait(v_full(prev_s), prev_ph);
+      if (decltype(owed)::value && !EARLY) mbar_wait(v_full(prev_s), prev_ph);
       named_bar_sync(my_turn, 256);
       wgmma_fence();
       qk(half, k16 + s * (C::K_BYTES >> 4));
       wgmma_commit();
-      if (decltype(owed)::value) {
+      if (decltype(owed)::value && !EARLY) {
         issue_pv<C>(acc_o, p_frag, v16 + prev_s * (C::V_BYTES >> 4), o_acc);
         wgmma_commit();
       }
       named_bar_arrive(next_turn, 256);
-      if (decltype(owed)::value) wgmma_wait<1>(); else wgmma_wait<0>();
+      if (EARLY) wgmma_wait<0>(); else if (decltype(owed)::value) wgmma_wait<1>(); else wgmma_wait<0>();
       fence_regs(acc_s);
       if (lane == 0 && n_blocks == 1) mbar_arrive(q_empty(qs));
       float owed_max[2] = {row_max[0], row_max[1]}, owed_sum[2] = {row_sum[0], row_sum[1]};
