@@ -23,7 +23,6 @@ from .baselines import fa4_warm
 from .config import HarnessConfig
 from .gpu import GPUInfo, NoGPUError, require_gpu
 from .harness import plausibility, sanitize
-from .harness.bytecode import share_bytecode
 from .harness.gate import Gate
 from .harness.sweep import EarlyWorker, SweepSpec, gpu_env, run_sweep, start_early
 from .provenance import clocks_now, host_provenance, now_utc
@@ -265,7 +264,6 @@ def run_bench(
     once the build has passed, and is killed (nothing written) if it fails. `on_phase` is called with
     "build_done", "fa4_warm_done" (from another thread) and "worker_ready" (each worker's hello)."""
     phase = on_phase or (lambda _name: None)
-    share_bytecode()  # the worker and FA4's warm-up import torch: one bytecode cache where it ships none
     gate: Gate | None = None
     early: EarlyWorker | None = None
     try:

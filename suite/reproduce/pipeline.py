@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import config, exitcodes
-from ..harness.bytecode import share_bytecode
 from ..reports.data import CEILING, MEASURED, RECORD, SHIPPED, NoResults
 from . import kernels as _kernels
 
@@ -295,7 +294,6 @@ def run_native(req: ReproduceRequest, notify: Notify = _quiet, on_row=None, on_s
     # build (the warm-up took 40.2 s in the run of 2026-12-03T18:52). Its processes spend their first
     # seconds importing (11-14 s each, measured on the H200), and the report divides by the higher of
     # the two ceilings, so the one measured meanwhile loses nothing
-    share_bytecode()  # the children below import torch: one bytecode cache where torch ships none
     warming = start_fa4_warm(bench) if req.scaleout is None else None
     # on a Dask cluster, the workers build the kernel themselves
     if req.scaleout is None:
