@@ -12,6 +12,7 @@ its own scenario fail, and the driver frees it when the worker exits.
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 
@@ -64,3 +65,17 @@ def writable(paths: list[Path]) -> list[Path]:
                     bad.append(child)
                     break
     return bad
+
+
+def die_with_parent() -> None:
+    """In a child before exec (`preexec_fn`): it is killed when the thread that started it ends or its
+    process dies, even by SIGKILL (Linux PR_SET_PDEATHSIG), so a killed sweep never leaves a kernel
+    running on the GPU, nor a run a measurement child."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass

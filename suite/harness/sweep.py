@@ -27,7 +27,7 @@ from ..config import HarnessConfig
 from ..results import STATUS_CRASH, STATUS_TIMEOUT, ScenarioResult, append_jsonl
 from ..scenarios import Scenario
 from .channel import Message, ParentChannel
-from .containment import rss_bytes
+from .containment import die_with_parent, rss_bytes
 from .gate import Gate
 
 WORKER_COMMAND = (sys.executable, "-m", "kernelseek_suite.harness.worker")
@@ -80,19 +80,6 @@ def _tail(path: Path | None, offset: int = 0, n: int = 12) -> str:
     return " | ".join((interesting or lines)[-n:])[-800:]
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: the kernel's worker is killed when the sweep's process dies, even
-    by SIGKILL (Linux), so a killed sweep never leaves a kernel running on the GPU."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        PR_SET_PDEATHSIG = 1
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
-
-
 def gpu_env(gpu_index: int, gpu_uuid: str | None) -> dict:
     """This process's environment with the one GPU a child may see (by UUID where known)."""
     env = dict(os.environ)
@@ -136,7 +123,7 @@ def _spawn(command: tuple[str, ...] | None, env: dict, job: dict, log) -> tuple[
         env=env,
         pass_fds=(chan.write_fd,),
         start_new_session=True,
-        preexec_fn=_die_with_parent,
+        preexec_fn=die_with_parent,
     )
     chan.after_spawn()
     try:

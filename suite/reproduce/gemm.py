@@ -128,7 +128,7 @@ class GatedChild:
         gate_timeout_s: float = 3600,
     ):
         # the harness's own guard against orphans on the GPU; imported here, the child never needs it
-        from ..harness.sweep import _die_with_parent
+        from ..harness.containment import die_with_parent
 
         self.gate = Gate(gate_timeout_s)
         try:
@@ -138,7 +138,7 @@ class GatedChild:
                 stderr=subprocess.PIPE,
                 text=True,
                 env=_child_env(gpu_index, device),
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
         except BaseException:
             self.gate.remove()
