@@ -25,7 +25,7 @@ from .gpu import GPUInfo, NoGPUError, require_gpu
 from .harness import plausibility, sanitize
 from .harness.gate import Gate
 from .harness.sweep import EarlyWorker, SweepSpec, gpu_env, run_sweep, start_early
-from .provenance import clocks_now, host_provenance, now_utc
+from .provenance import clocks_now, hello_provenance, host_provenance, now_utc
 from .results import ScenarioResult, read_jsonl, summarize
 
 
@@ -367,20 +367,7 @@ def _fresh_provenance(req: BenchRequest, built: _build.BuildResult) -> dict:
 def _record_hello(prov: dict, h: dict, ceiling_factor: float) -> None:
     """What a worker's hello says about the GPU and the software, in the run's provenance; the gate's
     record (how long the worker waited for the FA4 warm-up) only where there was a gate."""
-    prov.update(
-        {
-            "device": h.get("device"),
-            "sms": h.get("sms"),
-            "torch": h.get("torch"),
-            "cuda": h.get("cuda"),
-            "cudnn": h.get("cudnn"),
-            "gemm_tflops": h.get("gemm_tflops"),
-            "ceiling_factor": ceiling_factor,
-            "device_state": h.get("device_state"),
-            "baseline_status": h.get("baselines"),
-            "baseline_versions": h.get("baseline_versions"),
-        }
-    )
+    prov.update(hello_provenance(h, ceiling_factor))
     if h.get("gate") is not None:  # a worker started after another's hello has none: the first one's stays
         prov["worker_gate"] = h["gate"]
 

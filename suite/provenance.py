@@ -93,3 +93,20 @@ def _clocks(g) -> dict | None:
 def clocks_now(gpu_index: int = 0) -> dict | None:
     gpus = list_gpus()
     return _clocks(gpus[gpu_index]) if gpu_index < len(gpus) else None
+
+
+def hello_provenance(hello: dict, ceiling_factor: float) -> dict:
+    """What a worker's hello says about the GPU and the software, under the names the run's
+    provenance uses (None where the hello does not say)."""
+    return {
+        "device": hello.get("device"),
+        "sms": hello.get("sms"),
+        "torch": hello.get("torch"),
+        "cuda": hello.get("cuda"),
+        "cudnn": hello.get("cudnn"),
+        "gemm_tflops": hello.get("gemm_tflops"),
+        "ceiling_factor": ceiling_factor,
+        "device_state": hello.get("device_state"),
+        "baseline_status": hello.get("baselines"),
+        "baseline_versions": hello.get("baseline_versions"),
+    }

@@ -119,6 +119,7 @@ def main():
         device="stand-in",
         sms=1,
         gemm_tflops=plan.get("gemm_tflops", 100.0),
+        device_state="checked after every call",
         baselines={},
         baseline_versions={},
         gate=gate,

@@ -327,6 +327,8 @@ def test_the_real_shard_runner_builds_once_per_worker_and_isolates_a_crash(tmp_p
     assert [i for i, n in handed.items() if n > 1] == [chosen[6].id, chosen[7].id]
     prov = json.loads((tmp_path / "out" / "provenance.json").read_text())
     assert prov["gemm_tflops"] == 100.0 and prov["build"]["flags"]
+    # the hello's record is the single-GPU run's (bench.py): the device-state check is said too
+    assert prov["device_state"] == "checked after every call" and prov["ceiling_factor"] == 1.1
     # the sanitizer ran as one more item; on a machine without a GPU it cannot pass
     assert summary["sanitize"]["ok"] is False and (tmp_path / "out" / "sanitize.json").exists()
 

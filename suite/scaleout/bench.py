@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..bench import BenchRequest, RequestError, SweepOutput, check_statically
-from ..provenance import host_provenance
+from ..provenance import hello_provenance, host_provenance
 from ..results import STATUS_CRASH, ScenarioResult
 from ..scenarios import Scenario
 from .cluster import ClusterSpec, open_client
@@ -84,17 +84,7 @@ class _Sweep(SweepOutput):
                 for k in ("device", "sms", "torch", "cuda", "cudnn", "gemm_tflops", "baselines", "baseline_versions")
             }
             if not self.prov.get("device"):
-                got = {
-                    "device": h.get("device"),
-                    "sms": h.get("sms"),
-                    "torch": h.get("torch"),
-                    "cuda": h.get("cuda"),
-                    "cudnn": h.get("cudnn"),
-                    "gemm_tflops": h.get("gemm_tflops"),
-                    "baseline_status": h.get("baselines"),
-                    "baseline_versions": h.get("baseline_versions"),
-                    "ceiling_factor": self.req.config.plausibility.ceiling_factor,
-                }
+                got = hello_provenance(h, self.req.config.plausibility.ceiling_factor)
                 self.prov.update({k: v for k, v in got.items() if v is not None})
         if res.get("build") and "build" not in self.prov:
             self.prov["build"] = res["build"]
