@@ -123,3 +123,17 @@ def write_results(
             )
         )
     return Path(root)
+
+
+def stand_in_bench_outputs(req) -> dict:
+    """What a finished `run_bench` leaves in `req.out_dir` (synthetic rows, a short provenance), and
+    the summary it returns: for tests that stand in for the sweep."""
+    from kernelseek_suite import bench
+
+    out = Path(req.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = make_rows()
+    (out / "bench.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in rows))
+    prov = {"gpu_name": "NVIDIA H200", "arch": req.arch, "baselines": req.baselines}
+    (out / "provenance.json").write_text(json.dumps(prov))
+    return bench.write_outputs(out, rows, req.baselines, req.arch, "bench", str(req.kernel), "f" * 64, prov)

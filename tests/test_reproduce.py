@@ -310,7 +310,7 @@ def test_an_interrupted_run_resumes(tmp_path, monkeypatch):
     first GEMM ceiling already measured are kept, the restart is recorded."""
     from kernelseek_suite import bench
     from kernelseek_suite.reproduce.gemm import GemmCeiling
-    from synthetic_results import make_rows
+    from synthetic_results import stand_in_bench_outputs
 
     monkeypatch.setattr("kernelseek_suite.gpu.require_gpu", lambda arch, index=0, gpus=None: None)
     _no_nvcc(monkeypatch)
@@ -337,13 +337,7 @@ def test_an_interrupted_run_resumes(tmp_path, monkeypatch):
 
     def finish(req, on_row=None, on_start=None, warming=None, on_phase=None):
         asked.append(req.resume)
-        out = Path(req.out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        rows = make_rows()
-        (out / "bench.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in rows))
-        prov = {"gpu_name": "NVIDIA H200", "arch": req.arch, "baselines": req.baselines}
-        (out / "provenance.json").write_text(json.dumps(prov))
-        return bench.write_outputs(out, rows, req.baselines, req.arch, "bench", str(req.kernel), "f" * 64, prov)
+        return stand_in_bench_outputs(req)
 
     monkeypatch.setattr(bench, "run_bench", finish)
     (res / "attn_fwd_ref").mkdir()

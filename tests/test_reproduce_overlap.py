@@ -207,18 +207,11 @@ def test_a_sweep_cut_short_leaves_no_ceiling_child(tmp_path, monkeypatch, failur
 
 
 def test_a_failed_second_ceiling_is_recorded_as_before(tmp_path, monkeypatch):
-    from kernelseek_suite import bench
-    from synthetic_results import make_rows
+    from synthetic_results import stand_in_bench_outputs
 
     def sweep(req, on_row=None, on_start=None, warming=None, on_phase=None):
         on_phase("worker_ready")
-        out = Path(req.out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        rows = make_rows()
-        (out / "bench.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in rows))
-        prov = {"gpu_name": "NVIDIA H200", "arch": req.arch, "baselines": req.baselines}
-        (out / "provenance.json").write_text(json.dumps(prov))
-        return bench.write_outputs(out, rows, req.baselines, req.arch, "bench", str(req.kernel), "f" * 64, prov)
+        return stand_in_bench_outputs(req)
 
     _stand_in_run(monkeypatch, sweep)
     _Child.made = []
