@@ -1,18 +1,30 @@
 """Typed results: one row per scenario (JSONL, appended as it comes), and summary.json.
 
-summary.json is a contract that tools read. Schema version 2, fields:
-  schema_version      2
+summary.json is a contract that tools read. Schema version 3, fields:
+  schema_version      3
   kind                "bench" | "eval"
   arch                "sm90" | "sm100" | ...
   scenarios_total     timed grid scenarios in this run (182 for a full sweep)
   scenarios_correct   of those, how many passed the check (and the re-check after timing)
   extended_total      extended-set cases run (0 when not run)
   extended_correct    of those, how many passed
-  geomean             {baseline: geometric mean of baseline_time / kernel_time over the scenarios
-                       where both were measured}; > 1 means the kernel is faster
-  min_ratio           {baseline: the smallest such ratio}
+  geomean             {baseline: the headline: the geometric mean of baseline_time / kernel_time over
+                       the scenarios where both were measured, on the input distribution where it
+                       is lowest (`worst_distribution`)}; > 1 means the kernel is faster
+  min_ratio           {baseline: the smallest ratio of any scenario on any distribution}
   min_ratio_scenario  {baseline: the scenario id of that smallest ratio}
   ratio_count         {baseline: how many scenarios entered the geomean}
+  distributions       [the input distributions every scenario was checked and timed on, in order]
+                       (harness/distributions.py); [] for a run that timed one (version 2 rows)
+  worst_distribution  {baseline: the distribution whose geomean is the headline}
+  by_distribution     {distribution: {"geomean": {baseline: x}, "min_ratio": {baseline: y},
+                       "min_ratio_scenario": {baseline: id}, "ratio_count": {baseline: n}}}
+  data_dependent      {"threshold": t, "scenarios": {id: {"kernel": s, "baselines": s_b}}}: the
+                       rows where the kernel's time moves across distributions by more than any
+                       baseline's does anywhere in the run: a row's spread is its slowest
+                       distribution's median over its fastest; `threshold` is the largest spread
+                       of any baseline on any correct row (the baselines' own noise and data
+                       dependence), and a row is listed when the kernel's spread exceeds it
   kernel              {"path": ..., "sha256": ...}
   provenance          {"gpu_name", "git_sha", "date", ... see provenance.py}
   failures            {reason code: number of rows with it}, e.g. {"unwritten": 3}; see CODES
@@ -23,6 +35,10 @@ summary.json is a contract that tools read. Schema version 2, fields:
                       `implausible` (not correct); null when no GEMM was measured
   sanitize            present with `--sanitize`: {"ok": bool, "runs": [...]} (harness/sanitize.py)
 Readers must ignore keys they do not know.
+Version 3 (was 2): every scenario checked and timed on several input distributions; `geomean` is the
+worst distribution's (was: one distribution's); `distributions`, `worst_distribution`,
+`by_distribution` and `data_dependent` added. A row's `ratio` is its lowest over the distributions,
+`ratio_by_distribution` has each; `times_ms` and `tflops` pool every distribution's calls.
 Version 2 (was 1): `ceiling` added; a row faster than the ceiling is `implausible` (counted in
 `failures`, left out of the geomeans) where version 1 kept it correct with a "roofline" flag.
 """
@@ -34,7 +50,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-SUMMARY_SCHEMA_VERSION = 2
+SUMMARY_SCHEMA_VERSION = 3
 
 # statuses of a row; only "ok" is correct
 STATUS_OK = "ok"
@@ -87,14 +103,22 @@ class ScenarioResult:
     code: str = ""  # one of CODES when status != ok
     check: dict | None = None
     recheck: dict | None = None
-    times_ms: dict = field(default_factory=dict)  # impl -> TimingStats as dict
-    tflops: dict = field(default_factory=dict)  # impl -> TFLOP/s at the median
-    ratio: dict = field(default_factory=dict)  # baseline -> baseline_ms / kernel_ms
+    times_ms: dict = field(default_factory=dict)  # impl -> TimingStats as dict, every distribution's calls
+    tflops: dict = field(default_factory=dict)  # impl -> TFLOP/s at that median
+    # baseline -> baseline_ms / kernel_ms on the distribution where it is lowest
+    ratio: dict = field(default_factory=dict)
     baselines: dict = field(default_factory=dict)  # baseline -> "ok" or why it has no number
     seed: int | None = None
     wall_s: float = 0.0
     gpu: dict | None = None
     flags: list = field(default_factory=list)  # plausibility alarms and other notes
+    # per input distribution (harness/distributions.py), in the run's order: the check of that
+    # distribution's inputs, and the timing on them ({dist: {impl: TimingStats as dict}}, {dist:
+    # {impl: TFLOP/s}}, {dist: {baseline: ratio}})
+    checks_by_distribution: dict = field(default_factory=dict)
+    times_ms_by_distribution: dict = field(default_factory=dict)
+    tflops_by_distribution: dict = field(default_factory=dict)
+    ratio_by_distribution: dict = field(default_factory=dict)
 
     @property
     def correct(self) -> bool:
@@ -137,37 +161,109 @@ def geomean(values: list[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in vals) / len(vals))
 
 
+def _ratio_stats(pairs: list[tuple[float, str]]) -> tuple[float | None, float | None, str | None, int]:
+    """(geomean, min, the scenario of the min, count) of (ratio, scenario) pairs."""
+    g = geomean([p[0] for p in pairs])
+    if not pairs:
+        return None, None, None, 0
+    lo = min(pairs)
+    return (round(g, 4) if g is not None else None), round(lo[0], 4), lo[1], len(pairs)
+
+
+def distribution_names(rows: list[ScenarioResult]) -> list[str]:
+    """The input distributions the rows were timed on, in the order the first row that has them
+    gives (rows of a version-2 run have none)."""
+    out: list[str] = []
+    for r in rows:
+        for d in list(r.ratio_by_distribution) + list(r.times_ms_by_distribution):
+            if d not in out:
+                out.append(d)
+    return out
+
+
+def by_distribution(rows: list[ScenarioResult], baselines: list[str]) -> dict[str, dict]:
+    """{distribution: {"geomean", "min_ratio", "min_ratio_scenario", "ratio_count"}} over the
+    correct grid rows."""
+    grid = [r for r in rows if not r.extended and r.correct]
+    out: dict[str, dict] = {}
+    for d in distribution_names(rows):
+        entry: dict[str, dict] = {"geomean": {}, "min_ratio": {}, "min_ratio_scenario": {}, "ratio_count": {}}
+        for b in baselines:
+            pairs = [
+                (r.ratio_by_distribution[d][b], r.scenario)
+                for r in grid
+                if (r.ratio_by_distribution.get(d) or {}).get(b)
+            ]
+            g, mn, mn_id, n = _ratio_stats(pairs)
+            entry["geomean"][b], entry["min_ratio"][b], entry["min_ratio_scenario"][b] = g, mn, mn_id
+            entry["ratio_count"][b] = n
+        out[d] = entry
+    return out
+
+
+def time_spread(row: ScenarioResult, impl: str) -> float | None:
+    """The slowest distribution's median time of `impl` over its fastest (1.0: the same on all)."""
+    meds = [
+        t[impl]["median_ms"] for t in row.times_ms_by_distribution.values() if impl in t and t[impl].get("median_ms")
+    ]
+    if len(meds) < 2:
+        return None
+    return max(meds) / min(meds)
+
+
+def data_dependence(rows: list[ScenarioResult], baselines: list[str]) -> dict:
+    """summary.json's `data_dependent`: the rows whose kernel time moves across the distributions
+    by more than any baseline's does on any correct grid row of the run."""
+    grid = [r for r in rows if not r.extended and r.correct]
+    base = [s for r in grid for b in baselines if (s := time_spread(r, b)) is not None]
+    if not base:
+        return {"threshold": None, "scenarios": {}}
+    threshold = max(base)
+    flagged = {}
+    for r in grid:
+        k = time_spread(r, "kernel")
+        if k is not None and k > threshold:
+            worst_b = max((s for b in baselines if (s := time_spread(r, b)) is not None), default=None)
+            flagged[r.scenario] = {"kernel": round(k, 4), "baselines": round(worst_b, 4) if worst_b else None}
+    return {"threshold": round(threshold, 4), "scenarios": flagged}
+
+
 def summarize(
     rows: list[ScenarioResult], kind: str, arch: str, kernel: dict, provenance: dict, baselines: list[str]
 ) -> dict:
     grid_rows = [r for r in rows if not r.extended]
-    ext_rows = [r for r in rows if r.extended]
     gm: dict[str, float | None] = {}
     mn: dict[str, float | None] = {}
     mn_id: dict[str, str | None] = {}
     cnt: dict[str, int] = {}
     for b in baselines:
         pairs = [(r.ratio[b], r.scenario) for r in grid_rows if r.correct and r.ratio.get(b)]
-        g = geomean([p[0] for p in pairs])
-        gm[b] = round(g, 4) if g is not None else None
-        if pairs:
-            lo = min(pairs)
-            mn[b], mn_id[b] = round(lo[0], 4), lo[1]
+        gm[b], mn[b], mn_id[b], cnt[b] = _ratio_stats(pairs)
+    per_dist = by_distribution(rows, baselines)
+    worst: dict[str, str | None] = {}
+    for b in baselines:
+        measured = [(e["geomean"][b], d) for d, e in per_dist.items() if e["geomean"].get(b) is not None]
+        if measured:  # the headline: the lowest distribution's geomean
+            gm[b], worst[b] = min(measured)
+            cnt[b] = per_dist[worst[b]]["ratio_count"][b]
         else:
-            mn[b], mn_id[b] = None, None
-        cnt[b] = len(pairs)
+            worst[b] = None
     return {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "kind": kind,
         "arch": arch,
         "scenarios_total": len(grid_rows),
         "scenarios_correct": sum(r.correct for r in grid_rows),
-        "extended_total": len(ext_rows),
-        "extended_correct": sum(r.correct for r in ext_rows),
+        "extended_total": len(rows) - len(grid_rows),
+        "extended_correct": sum(r.correct for r in rows if r.extended),
         "geomean": gm,
         "min_ratio": mn,
         "min_ratio_scenario": mn_id,
         "ratio_count": cnt,
+        "distributions": distribution_names(rows),
+        "worst_distribution": worst,
+        "by_distribution": per_dist,
+        "data_dependent": data_dependence(rows, baselines),
         "kernel": kernel,
         "provenance": provenance,
         "failures": failure_counts(rows),

@@ -314,7 +314,7 @@ def test_implausible_rows_and_jump_alarms_reach_the_rows_the_summary_and_the_exi
     assert summary["flagged"][s[0].id] == ["jump"] and summary["scenarios_correct"] == 0
     assert summary["failures"] == {"implausible": 14} and summary["geomean"] == {"fa3": None}
     assert summary["ceiling"] == {"gemm_tflops": 100.0, "factor": 0.25, "implausible_above_tflops": 25.0}
-    assert summary["schema_version"] == 2
+    assert summary["schema_version"] == 3
     from kernelseek_suite.evaluate import passed
 
     assert not passed(summary)  # bench and eval exit 1 on it
