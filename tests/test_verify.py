@@ -449,3 +449,65 @@ def test_the_warning_goes_to_stderr_and_leaves_the_exit_code_to_the_claims(tmp_p
     r = runner.invoke(main, ["verify", str(shipped), "--against", str(slower)])
     assert (r.exit_code, r.stderr) == (1, warning)
     assert "claim: geomean vs fa3 over 4 common scenarios" in r.stdout and ": slower" in r.stdout
+
+
+# ---- a fresh run that lacks scenarios the shipped run has --------------------------------------------
+
+
+def test_a_fresh_run_with_one_of_the_shipped_scenarios_is_not_a_reproduction(tmp_path):
+    rows = make_rows()
+    shipped = write_results(tmp_path / "shipped", rows)
+    fresh = write_results(tmp_path / "fresh", rows[:1])
+    ids = [r.scenario for r in rows if not r.extended]
+    r = CliRunner().invoke(main, ["verify", str(shipped), "--against", str(fresh)])
+    assert r.exit_code == 1, r.output
+    missing = f"181 missing: {', '.join(ids[1:4])}, ..."
+    assert f"claim: every timed scenario run again: shipped 182, fresh 1/182 ({missing}): not reproduced" in r.output
+    v = compare(shipped, fresh)
+    assert not v.reproduced
+    assert v.counts()[INCONCLUSIVE] == 181 and v.counts()[SAME] == 1
+
+
+def test_a_fresh_run_with_every_shipped_scenario_has_the_claim_reproduced():
+    old = arch([row("a"), row("b"), row("e", extended=True)])
+    new = arch([row("b"), row("a"), row("x"), row("e", extended=True)])
+    claims = {c.claim: c for c in compare(old, new).claims}
+    c = claims["every timed scenario run again"]
+    assert (c.shipped, c.fresh, c.verdict) == ("2", "2/2", "reproduced")
+    c = claims["every scenario of the extended set run again"]
+    assert (c.shipped, c.fresh, c.verdict) == ("1", "1/1", "reproduced")
+    assert compare(old, new).reproduced
+
+
+@pytest.mark.parametrize("n_missing,listed", [(1, "b"), (3, "b, c, d"), (4, "b, c, d, ...")])
+def test_the_missing_scenarios_are_counted_and_the_first_three_named(n_missing, listed):
+    names = ["a", "b", "c", "d", "e"][: 1 + n_missing]
+    old = arch([row(s) for s in names])
+    v = compare(old, arch([row("a")]))
+    (c,) = [c for c in v.claims if c.claim == "every timed scenario run again"]
+    n = len(names)
+    assert (c.shipped, c.fresh, c.verdict) == (str(n), f"1/{n} ({n_missing} missing: {listed})", "not reproduced")
+    assert not v.reproduced
+
+
+def test_an_extended_set_run_in_part_is_not_reproduced_and_one_not_run_stays_inconclusive():
+    old = arch([row("g"), row("e1", extended=True), row("e2", extended=True)])
+    v = compare(old, arch([row("g"), row("e2", extended=True)]))
+    claims = {c.claim: c for c in v.claims}
+    c = claims["every scenario of the extended set run again"]
+    assert (c.shipped, c.fresh, c.verdict) == ("2", "1/2 (1 missing: e1)", "not reproduced")
+    assert not v.reproduced
+    v = compare(old, arch([row("g")]))
+    claims = {c.claim: c for c in v.claims}
+    c = claims["every scenario of the extended set run again"]
+    assert (c.shipped, c.fresh, c.verdict) == ("2", "not run", "inconclusive")
+    assert claims["correct on the extended set"].verdict == "inconclusive"
+    assert v.reproduced
+
+
+def test_a_fresh_run_of_no_timed_scenario_is_not_a_reproduction():
+    old = arch([row("g1"), row("g2"), row("e", extended=True)])
+    v = compare(old, arch([row("e", extended=True)]))
+    c = {c.claim: c for c in v.claims}["every timed scenario run again"]
+    assert (c.shipped, c.fresh, c.verdict) == ("2", "0/2 (2 missing: g1, g2)", "not reproduced")
+    assert not v.reproduced

@@ -9,6 +9,8 @@ absolute TFLOP/s. For each scenario the verdict is:
   slower        ... slower, by more than the tolerance
   inconclusive  a side has no ratio or is not correct, or the timings' own spread is larger
                 than the change
+Then each claim: the fresh run has every scenario the shipped run has (a count and the first few
+missing ids otherwise), is correct on as large a share, and has the same geometric mean of the ratio.
 """
 
 from __future__ import annotations
@@ -129,6 +131,31 @@ def _pct(n: int, d: int) -> str:
     return f"{n}/{d}"
 
 
+MISSING_SHOWN = 3  # how many missing scenarios a claim names
+
+
+def completeness_claim(
+    label: str, shipped_rows: list[ScenarioResult], fresh_rows: list[ScenarioResult], optional: bool
+) -> Claim:
+    """Whether the fresh run has every scenario of a set the shipped run has: a run that leaves some
+    out reproduces none of the claims about them. An optional set (the extended one) that the fresh
+    run did not run at all is inconclusive; one run in part is not reproduced."""
+    ran = {r.scenario for r in fresh_rows}
+    missing = [r.scenario for r in shipped_rows if r.scenario not in ran]
+    n = len(shipped_rows)
+    if optional and not fresh_rows:
+        return Claim(f"every {label} run again", str(n), "not run", INCONCLUSIVE)
+    if not missing:
+        return Claim(f"every {label} run again", str(n), _pct(n, n), "reproduced")
+    named = ", ".join(missing[:MISSING_SHOWN]) + (", ..." if len(missing) > MISSING_SHOWN else "")
+    return Claim(
+        f"every {label} run again",
+        str(n),
+        f"{_pct(n - len(missing), n)} ({len(missing)} missing: {named})",
+        "not reproduced",
+    )
+
+
 def compare(
     shipped: Path | ArchResults,
     fresh: Path | ArchResults,
@@ -145,6 +172,14 @@ def compare(
     new_by = {r.scenario: r for r in new.grid_rows}
     for sid in list(old_by) + [s for s in new_by if s not in old_by]:
         v.scenarios.append(scenario_verdict(old_by.get(sid), new_by.get(sid), baseline, tolerance))
+
+    # claim: the fresh run has every scenario the shipped run has
+    for label, a_rows, b_rows, optional in (
+        ("timed scenario", old.grid_rows, new.grid_rows, False),
+        ("scenario of the extended set", old.extended_rows, new.extended_rows, True),
+    ):
+        if a_rows:
+            v.claims.append(completeness_claim(label, a_rows, b_rows, optional))
 
     # claim: correct everywhere (timed grid and extended set)
     for label, a_rows, b_rows in (
