@@ -1,8 +1,8 @@
 """The pages in a real browser (headless Chromium, see browser.py): REPORT.html of the shipped
 results/sm90 data and the viewer of the shipped self-check trace load from file:// with no console
-error and no request; the heat maps' hover card and the table's filters and sorting work; a
-constructed trace of 10k events is ready in under 2 s and draws its rows lazily; two runs show side by
-side."""
+error and no request; the heat maps' hover card and the table's filters and sorting work; the heat maps
+and the table of a run timed on several input distributions switch between them; a constructed trace
+of 10k events is ready in under 2 s and draws its rows lazily; two runs show side by side."""
 
 import json
 import time
@@ -15,6 +15,7 @@ from kernelseek_suite.reports import load
 from kernelseek_suite.reports.html import render_html
 from kernelseek_suite.reports.trace_html import render_traces
 from long_trace import write_long_trace
+from synthetic_results import SLOW, make_rows, write_results
 
 pytestmark = pytest.mark.browser
 
@@ -145,6 +146,55 @@ def test_table_filters_and_sorting(browser, report):  # noqa: F811
     assert ext.get_attribute("open") is None and not p.locator("#extended table").is_visible()
     p.click("#extended summary")
     assert p.locator("#extended table").is_visible()
+    assert o.problems == []
+    p.close()
+
+
+def test_heat_maps_and_table_switch_between_input_distributions(browser, tmp_path):  # noqa: F811
+    root = write_results(tmp_path / "sm90", make_rows(by_distribution=True))
+    res = load(root)
+    (slow,) = SLOW
+    row = next(r for r in res.grid_rows if r.scenario == slow)
+    o = browser.open(render_html(root, tmp_path / "out"), height=1400)
+    p = o.page
+    label = """([id, sid]) => window.ksReport.charts[id].data.datasets[0].data.find((c) => c.scenario === sid).label"""
+    caption = p.locator("#heatmap-fa3-causal figcaption")
+    # the heat maps start on each baseline's worst distribution (the headline's): fa3's is rising
+    assert p.locator("#heatmap-view").input_value() == "worst"
+    assert p.evaluate(label, ["fa3-causal", slow]) == f"{row.ratio_by_distribution['rising']['fa3']:.2f}*"
+    assert caption.inner_text() == "vs fa3, causal (on rising, the headline's)"
+    assert "(on wide, the headline's)" in p.locator("#heatmap-cudnn-causal figcaption").inner_text()
+    p.select_option("#heatmap-view", "standard")
+    assert p.evaluate(label, ["fa3-causal", slow]) == f"{row.ratio_by_distribution['standard']['fa3']:.2f}*"
+    assert caption.inner_text() == "vs fa3, causal (on standard)"
+    # the hover card shows that distribution's times, and every distribution's ratios
+    p.locator("#heatmap-fa3-causal").scroll_into_view_if_needed()
+    c = _cell_center(p, "fa3-causal", slow)
+    p.mouse.move(c["x"], c["y"])
+    tip = p.locator("#tooltip")
+    tip.wait_for(state="visible", timeout=2000)
+    text = tip.inner_text()
+    assert "on the standard inputs" in text and "data-dependent" in text
+    assert f"{row.times_ms_by_distribution['standard']['kernel']['median_ms']:.4f}" in text
+    assert f"{row.ratio_by_distribution['rising']['fa3']:.3f}x" in text
+    # the table starts on each row's lowest ratio; switched to a distribution, the cells change
+    tr = p.locator(f"#scenario-table tr[data-scenario='{slow}']")
+    col = res.baselines.index("fa3") * 2 + 5  # scenario, correct, kernel TFLOP/s, % of GEMM, fa3 TFLOP/s, ratio
+    cell = tr.locator("td").nth(col)
+    assert cell.inner_text() == f"{row.ratio['fa3']:.3f}" and "data-dependent" in tr.inner_text()
+    p.select_option("select[name=view]", "standard")
+    assert cell.inner_text() == f"{row.ratio_by_distribution['standard']['fa3']:.3f}" != f"{row.ratio['fa3']:.3f}"
+    assert tr.get_attribute("data-ratio-fa3") == str(row.ratio_by_distribution["standard"]["fa3"])
+    # the ratio filter tests the view's ratios: on standard the slow row is no longer below 0.8
+    p.fill("input[name=below]", "0.8")
+    assert p.locator("#shown").inner_text() == "0 of 182 scenarios shown"
+    p.select_option("select[name=view]", "rising")
+    assert [r["scenario"] for r in _visible_rows(p)] == [slow]
+    p.click("button[type=reset]")
+    p.wait_for_function("document.getElementById('shown').textContent.startsWith('182 of')")
+    assert cell.inner_text() == f"{row.ratio['fa3']:.3f}"
+    p.check("input[name=data_dependent]")
+    assert [r["scenario"] for r in _visible_rows(p)] == [slow]
     assert o.problems == []
     p.close()
 

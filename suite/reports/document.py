@@ -1,6 +1,7 @@
-"""REPORT.md: provenance, the claims (correctness, geometric means), the breakdowns, the share of
-the GEMM ceiling, the plots and the per-scenario table; written beside tables/ (CSV, LaTeX) and
-plots/ (PNG). Everything is rendered from the raw data; the report is never edited by hand."""
+"""REPORT.md: provenance, the claims (correctness, geometric means), the input distributions (each
+one's geometric means and lowest ratios, the data-dependent rows), the breakdowns, the share of the
+GEMM ceiling, the plots and the per-scenario table; written beside tables/ (CSV, LaTeX) and plots/
+(PNG). Everything is rendered from the raw data; the report is never edited by hand."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import report as bench_report
 from ..results import geomean
 from . import plots, tables
 from .data import MEASURED, ArchResults, load, version_of_cudnn
@@ -114,9 +116,16 @@ def _claims(res: ArchResults) -> list[str]:
         if g is None:
             lines.append(f"- vs {b}: no ratio measured ({_why_missing(res, b)}).")
         else:
+            worst, low = bench_report.worst_distribution(s, b), bench_report.min_distribution(s, b)
+            on = (
+                f" on the `{worst}` inputs, the worst of the {len(bench_report.distributions(s))} input "
+                "distributions (each below)"
+                if worst
+                else ""
+            )
             lines.append(
-                f"- vs {b}: geometric mean {g:.3f}x over {s['ratio_count'][b]} scenarios; lowest "
-                f"{s['min_ratio'][b]:.3f}x ({s['min_ratio_scenario'][b]})."
+                f"- vs {b}: geometric mean {g:.3f}x over {s['ratio_count'][b]} scenarios{on}; lowest "
+                f"{s['min_ratio'][b]:.3f}x ({s['min_ratio_scenario'][b]}{f', on `{low}`' if low else ''})."
             )
     c = res.ceiling_tflops
     fr = [r.tflops["kernel"] / c for r in res.grid_rows if c and r.correct and r.tflops.get("kernel")]
@@ -125,6 +134,59 @@ def _claims(res: ArchResults) -> list[str]:
             f"- Share of the measured bf16 GEMM ceiling: geometric mean {100 * geomean(fr):.1f}%, "
             f"highest {100 * max(fr):.1f}%."
         )
+    return lines
+
+
+def _distribution_lines(res: ArchResults, t_dist: tables.Table, t_dd: tables.Table) -> list[str]:
+    """The section on the input distributions (none for a run timed on one): each distribution's
+    geometric mean and lowest ratio per baseline, what `data-dependent` means, the flagged rows."""
+    s = res.summary
+    dists = bench_report.distributions(s)
+    if not dists:
+        return []
+    lines = [
+        "## Input distributions",
+        f"Every scenario was checked and timed on {len(dists)} input distributions: "
+        + ", ".join(f"`{d}`" for d in dists)
+        + " (`suite/harness/distributions.py` says what each stands for). The headline "
+        "geometric mean against each baseline is that of its lowest distribution (`headline of`); a row's "
+        "ratio in the tables and the first heat maps is its lowest over the distributions.",
+        "",
+        t_dist.markdown(),
+        "",
+        "### Data-dependent rows",
+        f"A row is marked `{bench_report.DATA_DEPENDENT}` when {bench_report.meaning(s)}.",
+        "",
+    ]
+    if t_dd.rows:
+        lines += [f"{len(t_dd.rows)} row(s):", "", t_dd.markdown(), ""]
+    else:
+        lines += ["No row in this run.", ""]
+    return lines
+
+
+def _plot_lines(res: ArchResults, figs: dict[str, Path], out: Path) -> list[str]:
+    """The plots: per baseline and mask the heat map of each row's ratio and, for a run timed on
+    several input distributions, the headline distribution's beside it and the others linked."""
+    dists = bench_report.distributions(res.summary)
+    lines = ["## Plots"]
+    for mask in ("non-causal", "causal"):
+        for b in res.baselines:
+            name = plots.heatmap_name(b, mask)
+            if name not in figs:
+                continue
+            title = name + (", each row's lowest over the input distributions" if dists else "")
+            lines += [f"### {title}", f"![{name}]({_rel(figs[name], out)})", ""]
+            worst = bench_report.worst_distribution(res.summary, b)
+            if worst and plots.heatmap_name(b, mask, worst) in figs:
+                head = plots.heatmap_name(b, mask, worst)
+                lines += [f"### {head} (the headline's distribution)", f"![{head}]({_rel(figs[head], out)})", ""]
+            others = [(d, figs[n]) for d in dists if d != worst and (n := plots.heatmap_name(b, mask, d)) in figs]
+            if others:
+                lines += ["On the other distributions: " + ", ".join(f"[{d}]({_rel(p, out)})" for d, p in others), ""]
+        name = f"TFLOP/s vs seqlen, {mask}"
+        if name in figs:
+            lines += [f"### {name}", f"![{name}]({_rel(figs[name], out)})", ""]
     return lines
 
 
@@ -143,9 +205,13 @@ def render(
     res = load(root)
     out.mkdir(parents=True, exist_ok=True)
     t_scen, t_geo, t_ext = tables.scenario_table(res), tables.geomean_table(res), tables.extended_table(res)
+    t_dist, t_dd = tables.distribution_table(res), tables.data_dependent_table(res)
     written = []
     for t in (t_scen, t_geo, t_ext):
         written += t.write(out / "tables")
+    if bench_report.distributions(res.summary):
+        for t in (t_dist, t_dd, tables.by_distribution_table(res)):
+            written += t.write(out / "tables")
     # a run that measured for an hour must not be lost to a missing plotting library: the report
     # says so and `kernelseek-suite render` draws them later
     figs = plots.render_all(res, out / "plots") if plots.available() else {}
@@ -168,12 +234,18 @@ def render(
         "## Claims",
         *_claims(res),
         "",
+        *_distribution_lines(res, t_dist, t_dd),
     ]
     parts += extra or []
     parts += [
         "## Geometric means",
         "Over the correct timed scenarios of each group; ratio = baseline time / "
-        "kernel time (> 1: the kernel is faster).",
+        "kernel time (> 1: the kernel is faster)"
+        + (
+            "; each baseline's on its headline distribution, so `overall` is the headline."
+            if bench_report.distributions(res.summary)
+            else "."
+        ),
         "",
         t_geo.markdown(),
         "",
@@ -186,13 +258,19 @@ def render(
             "",
         ]
     if figs:
-        parts.append("## Plots")
-        for name, p in figs.items():
-            parts += [f"### {name}", f"![{name}]({_rel(p, out)})", ""]
+        parts += _plot_lines(res, figs, out)
+    dists = bench_report.distributions(res.summary)
     parts += [
         "## Per scenario",
         f"`kernel` is `{res.kernel_file}`. TFLOP/s at the median time; `kernel % of GEMM` is the kernel's "
-        "TFLOP/s as a share of the bf16 GEMM ceiling measured in the same run.",
+        "TFLOP/s as a share of the bf16 GEMM ceiling measured in the same run."
+        + (
+            " With several input distributions, a ratio is the row's lowest over them and a time is pooled "
+            f"over them (each distribution's: `{_rel(out / 'tables' / 'scenarios_by_distribution.csv', out)}`); "
+            f"a `{bench_report.DATA_DEPENDENT}` row says so in its note."
+            if dists
+            else ""
+        ),
         "",
         *[f"- {b}: no number in any scenario: {why}" for b, why in tables.column_notes(res).items()],
         "",
@@ -207,6 +285,8 @@ def render(
         + ", ".join(f"`{_rel(res.run_dir / f, out)}`" for f in ("bench.jsonl", "provenance.json", "summary.json")),
         "- tables: " + ", ".join(f"`{_rel(p, out)}`" for p in written),
     ]
+    if figs and dists:  # a run on one distribution has its plots named in the plots section
+        parts.append("- plots: " + ", ".join(f"`{_rel(p, out)}`" for p in figs.values()))
     # the page shares the heat maps' colours with the plots: without matplotlib neither is drawn
     page = html and plots.available()
     if page:

@@ -2,7 +2,11 @@
 configuration x sequence length, causal and not, every one on the same diverging log scale
 (scale.py: 0.5x to 2x, 1x white); TFLOP/s against sequence length per head configuration, the
 kernel (named by its file) beside its baselines, with the measured GEMM ceiling drawn in and
-labelled with its value."""
+labelled with its value.
+
+Files (names stable): `ratio_vs_<baseline>_<mask>.png` (each row's ratio: its lowest over the input
+distributions where there are several), `ratio_vs_<baseline>_<mask>_<distribution>.png` (one input
+distribution's, for a run timed on several) and `tflops_vs_seqlen_<mask>.png`."""
 
 from __future__ import annotations
 
@@ -12,9 +16,11 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from .. import report
 from ..scenarios import HEAD_CONFIGS, SEQLENS
 from . import scale
 from .data import ArchResults
+from .tables import LOWEST, view_ratio
 
 
 def _pyplot():
@@ -32,14 +38,28 @@ def _mask_name(causal: bool) -> str:
     return "causal" if causal else "non-causal"
 
 
-def heatmap(res: ArchResults, baseline: str, causal: bool, path: Path) -> Path | None:
+def heatmap_name(baseline: str, mask: str, distribution: str | None = None) -> str:
+    """A heat map's key in render_all's answer."""
+    return f"ratio vs {baseline}, {mask}" + (f", on {distribution}" if distribution else "")
+
+
+def heatmap_file(baseline: str, mask: str, distribution: str | None = None) -> str:
+    return f"ratio_vs_{baseline}_{mask}" + (f"_{distribution}" if distribution else "") + ".png"
+
+
+def heatmap(res: ArchResults, baseline: str, causal: bool, path: Path, distribution: str | None = None) -> Path | None:
     """None when no scenario of that mask has a ratio to `baseline`. Every map is on the one scale of
-    scale.py (log, 0.5x-2x), as are REPORT.html's."""
+    scale.py (log, 0.5x-2x), as are REPORT.html's. The ratios are each row's (`ratio`), or those of
+    one input `distribution`."""
     plt = _pyplot()
+    view = distribution or LOWEST
     cell = {(r.head_config, r.seqlen_q): r for r in res.grid_rows if r.causal == causal}
     hcs = [hc.name for hc in HEAD_CONFIGS if any(k[0] == hc.name for k in cell)]
     grid = [
-        [(cell[(h, s)].ratio.get(baseline) if (h, s) in cell and cell[(h, s)].correct else None) for s in SEQLENS]
+        [
+            (view_ratio(res, cell[(h, s)], baseline, view) if (h, s) in cell and cell[(h, s)].correct else None)
+            for s in SEQLENS
+        ]
         for h in hcs
     ]
     values = [v for row in grid for v in row if v]
@@ -48,17 +68,31 @@ def heatmap(res: ArchResults, baseline: str, causal: bool, path: Path) -> Path |
     fig, ax = plt.subplots(figsize=(8.5, 0.45 * len(hcs) + 1.8))
     data = [[math.nan if v is None else v for v in row] for row in grid]
     im = ax.imshow(data, cmap=scale.cmap(), norm=scale.norm(), aspect="auto")
+    flagged = report.data_dependent_rows(res.summary)
     for i, row in enumerate(grid):
         for j, v in enumerate(row):
             r = cell.get((hcs[i], SEQLENS[j]))
             text = f"{v:.2f}" if v is not None else ("" if r is None else ("n/a" if r.correct else r.status))
+            if r is not None and r.scenario in flagged:
+                text += "*"
             ax.text(j, i, text, ha="center", va="center", fontsize=8, color=scale.text_color(v))
     ax.set_xticks(range(len(SEQLENS)), [str(s) for s in SEQLENS])
     ax.set_yticks(range(len(hcs)), hcs)
-    ax.set_xlabel("sequence length (batch x seqlen = 32768 tokens)")
+    marked = any(r.scenario in flagged for r in cell.values())
+    ax.set_xlabel(
+        "sequence length (batch x seqlen = 32768 tokens)" + (f"; *: {report.DATA_DEPENDENT}" if marked else "")
+    )
     gpu = res.provenance.get("gpu_name") or "GPU"
     kernel = res.kernel_file
-    ax.set_title(f"{baseline} time / {kernel} time, {_mask_name(causal)} ({gpu}); > 1: {kernel} faster", fontsize=10)
+    if distribution:
+        inputs = f"on {distribution} inputs"
+    else:
+        inputs = "each row's lowest over the inputs" if report.distributions(res.summary) else ""
+    ax.set_title(
+        f"{baseline} time / {kernel} time, {_mask_name(causal)}{', ' + inputs if inputs else ''} ({gpu}); "
+        f"> 1: {kernel} faster",
+        fontsize=10,
+    )
     bar = fig.colorbar(im, ax=ax, shrink=0.8, extend="both")
     bar.set_ticks(scale.TICKS, labels=[f"{t:g}x" for t in scale.TICKS])
     bar.minorticks_off()
@@ -127,11 +161,14 @@ def available() -> bool:
         return False
 
 
-def _draw(task: tuple[str, ArchResults, str | None, bool, Path]) -> Path | None:
-    kind, res, baseline, causal, path = task
+Task = tuple[str, ArchResults, str | None, bool, Path, str | None]
+
+
+def _draw(task: Task) -> Path | None:
+    kind, res, baseline, causal, path, distribution = task
     if kind == "heatmap":
         assert baseline is not None
-        return heatmap(res, baseline, causal, path)
+        return heatmap(res, baseline, causal, path, distribution)
     return tflops_vs_seqlen(res, causal, path)
 
 
@@ -143,12 +180,15 @@ def render_all(res: ArchResults, folder: Path, processes: int | None = None) -> 
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.glob("*.png"):
         old.unlink()
-    tasks: list[tuple[str, tuple[str, ArchResults, str | None, bool, Path]]] = []
+    tasks: list[tuple[str, Task]] = []
     for causal in (False, True):
         m = _mask_name(causal)
         for b in res.baselines:
-            tasks.append((f"ratio vs {b}, {m}", ("heatmap", res, b, causal, folder / f"ratio_vs_{b}_{m}.png")))
-        tasks.append((f"TFLOP/s vs seqlen, {m}", ("tflops", res, None, causal, folder / f"tflops_vs_seqlen_{m}.png")))
+            for d in [None, *report.distributions(res.summary)]:
+                tasks.append((heatmap_name(b, m, d), ("heatmap", res, b, causal, folder / heatmap_file(b, m, d), d)))
+        tasks.append(
+            (f"TFLOP/s vs seqlen, {m}", ("tflops", res, None, causal, folder / f"tflops_vs_seqlen_{m}.png", None))
+        )
     n = min(len(tasks), processes or os.cpu_count() or 1)
     if n <= 1:
         paths = [_draw(t) for _, t in tasks]

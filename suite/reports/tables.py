@@ -1,6 +1,12 @@
 """The report's tables, computed once from the rows and written as Markdown, CSV and LaTeX
 (booktabs): the per-scenario table, the geometric means (overall, per head configuration, per
-sequence length, causal vs not), and each scenario as a fraction of the measured GEMM ceiling."""
+sequence length, causal vs not), and each scenario as a fraction of the measured GEMM ceiling; for a
+run timed on several input distributions also the distribution x baseline table, the data-dependent
+rows, and every scenario on every distribution.
+
+A per-scenario view is one of VIEWS or a distribution's name: `lowest` (each row's lowest ratio over
+the distributions, its times pooled over them: the rows as stored), `worst` (each baseline's ratios
+on its headline distribution, the worst one) or one distribution's ratios and TFLOP/s."""
 
 from __future__ import annotations
 
@@ -10,9 +16,13 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from .. import report
 from ..results import ScenarioResult, geomean, missing_columns, row_note
 from ..scenarios import HEAD_CONFIGS, SEQLENS
 from .data import ArchResults
+
+LOWEST, WORST = "lowest", "worst"
+VIEWS = (LOWEST, WORST)
 
 
 @dataclass
@@ -66,8 +76,25 @@ def column_notes(res: ArchResults) -> dict[str, str]:
     return missing_columns(res.grid_rows, res.baselines)
 
 
-def scenario_table(res: ArchResults) -> Table:
+def view_ratio(res: ArchResults, r: ScenarioResult, baseline: str, view: str = LOWEST) -> float | None:
+    """A row's ratio to `baseline` in a view (see the module's doc)."""
+    if view == LOWEST:
+        return r.ratio.get(baseline)
+    d = report.worst_distribution(res.summary, baseline) if view == WORST else view
+    return (r.ratio_by_distribution.get(d) or {}).get(baseline) if d else r.ratio.get(baseline)
+
+
+def view_tflops(r: ScenarioResult, impl: str, view: str = LOWEST) -> float | None:
+    """A row's TFLOP/s of `impl` in a view: pooled over the distributions, or one distribution's."""
+    if view in VIEWS:
+        return r.tflops.get(impl)
+    return (r.tflops_by_distribution.get(view) or {}).get(impl)
+
+
+def scenario_table(res: ArchResults, view: str = LOWEST) -> Table:
+    """The per-scenario table; a data-dependent row says so in its note."""
     baselines = res.baselines
+    flagged = report.data_dependent_rows(res.summary)
     skip = column_notes(res)
     ceiling = res.ceiling_tflops
     headers = ["scenario", "correct", "kernel TFLOP/s", "kernel % of GEMM"]
@@ -79,13 +106,15 @@ def scenario_table(res: ArchResults) -> Table:
     digits += [None, None, None]
     rows = []
     for r in res.grid_rows:
-        k = r.tflops.get("kernel")
+        k = view_tflops(r, "kernel", view)
         frac = ceiling_fraction(k, ceiling)
         line = [r.scenario, r.status if r.status != "ok" else "yes", k, 100 * frac if frac is not None else None]
         for b in baselines:
-            line += [r.tflops.get(b), r.ratio.get(b)]
+            line += [view_tflops(r, b, view), view_ratio(res, r, b, view)]
         chk = r.check or {}
         note = row_note(r, skip)
+        if r.scenario in flagged:
+            note = "; ".join([report.data_dependent_note(flagged[r.scenario])] + ([note] if note else []))
         line += [
             f"{chk['max_err']:.2e}" if chk.get("max_err") is not None else None,
             f"{chk['tol']:.2e}" if chk.get("tol") is not None else None,
@@ -114,12 +143,14 @@ def _group_rows(rows: list[ScenarioResult]) -> list[tuple[str, str, list[Scenari
 
 def geomean_table(res: ArchResults) -> Table:
     """Geometric means of the ratio per baseline, and of the kernel's share of the GEMM ceiling,
-    over the correct grid scenarios of each group."""
+    over the correct grid scenarios of each group; a baseline's ratios are those of its headline
+    distribution where the run has several (so `overall` is the headline)."""
     baselines = res.baselines
     ceiling = res.ceiling_tflops
+    worst = {b: report.worst_distribution(res.summary, b) for b in baselines}
     headers = (
         ["group", "value", "correct"]
-        + [f"geomean vs {b}" for b in baselines]
+        + [f"geomean vs {b}" + (f" (on {worst[b]})" if worst[b] else "") for b in baselines]
         + ["kernel TFLOP/s (geomean)", "kernel % of GEMM (geomean)"]
     )
     digits: list[int | None] = [None, None, None] + [3] * len(baselines) + [1, 1]
@@ -128,11 +159,49 @@ def geomean_table(res: ArchResults) -> Table:
         ok = [r for r in members if r.correct]
         line: list = [group, key, f"{len(ok)}/{len(members)}"]
         for b in baselines:
-            line.append(geomean([r.ratio[b] for r in ok if r.ratio.get(b)]))
+            line.append(geomean([x for r in ok if (x := view_ratio(res, r, b, WORST))]))
         tf = geomean([r.tflops["kernel"] for r in ok if r.tflops.get("kernel")])
         line += [tf, 100 * tf / ceiling if tf and ceiling else None]
         rows.append(line)
     return Table("geomeans", headers, rows, digits)
+
+
+def distribution_table(res: ArchResults) -> Table:
+    """Input distribution x baseline: each distribution's geometric mean and lowest ratio, and the
+    baselines whose headline it is (summary.json's; no rows for a run timed on one distribution)."""
+    headers, rows = report.distribution_table(res.summary, res.baselines)
+    return Table("distributions", headers, rows, [None] + [3] * (len(headers) - 2) + [None])
+
+
+def data_dependent_table(res: ArchResults) -> Table:
+    """The rows summary.json flags as data-dependent, with the kernel's and the baselines' spreads."""
+    headers, rows = report.data_dependent_table(res.summary, res.rows)
+    return Table("data_dependent", headers, rows, [None, 3, 3, None, None])
+
+
+def by_distribution_table(res: ArchResults) -> Table:
+    """Every timed scenario on every input distribution: the check there, the kernel's and each
+    baseline's TFLOP/s and ratio (CSV and LaTeX only: four times the per-scenario table)."""
+    headers = ["scenario", "distribution", "max err", "tol", "kernel TFLOP/s"]
+    digits: list[int | None] = [None, None, None, None, 1]
+    for b in res.baselines:
+        headers += [f"{b} TFLOP/s", f"ratio vs {b}"]
+        digits += [1, 3]
+    rows = []
+    for r in res.grid_rows:
+        for d in report.distributions(res.summary):
+            chk = r.checks_by_distribution.get(d) or {}
+            line = [
+                r.scenario,
+                d,
+                f"{chk['max_err']:.2e}" if chk.get("max_err") is not None else None,
+                f"{chk['tol']:.2e}" if chk.get("tol") is not None else None,
+                view_tflops(r, "kernel", d),
+            ]
+            for b in res.baselines:
+                line += [view_tflops(r, b, d), view_ratio(res, r, b, d)]
+            rows.append(line)
+    return Table("scenarios_by_distribution", headers, rows, digits)
 
 
 def extended_table(res: ArchResults) -> Table:
