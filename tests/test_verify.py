@@ -22,7 +22,7 @@ from kernelseek_suite.reports.verify import (
     kernel_warnings,
     scenario_verdict,
 )
-from kernelseek_suite.results import ScenarioResult
+from kernelseek_suite.results import ScenarioResult, geomean
 from synthetic_results import default_ratio, make_rows, write_results
 
 FAST = "d128-h16kv16-s4096"
@@ -511,3 +511,42 @@ def test_a_fresh_run_of_no_timed_scenario_is_not_a_reproduction():
     c = {c.claim: c for c in v.claims}["every timed scenario run again"]
     assert (c.shipped, c.fresh, c.verdict) == ("2", "0/2 (2 missing: g1, g2)", "not reproduced")
     assert not v.reproduced
+
+
+# ---- runs timed on several input distributions (summary.json 3) ----------------------------------
+
+
+def test_the_geomean_on_each_distribution_both_runs_have_is_a_claim(tmp_path):
+    from synthetic_results import DISTRIBUTIONS, SLOW
+
+    (slow,) = SLOW
+    shipped = write_results(tmp_path / "shipped", make_rows(by_distribution=True))
+    fresh = write_results(tmp_path / "fresh", make_rows(by_distribution=True, slow={}))  # no longer slow on rising
+    v = compare(shipped, fresh, tolerance=0.001)
+    claims = {c.claim: c for c in v.claims}
+    for d in DISTRIBUTIONS:
+        c = claims[f"geomean vs fa3 on {d} over 182 common scenarios"]
+        want = "faster" if d == "rising" else "same"
+        assert c.verdict == want, (d, c)
+    shipped_rows = {r.scenario: r for r in make_rows(by_distribution=True)}
+    fresh_rows = {r.scenario: r for r in make_rows(by_distribution=True, slow={})}
+    ga = geomean([r.ratio_by_distribution["rising"]["cudnn"] for r in shipped_rows.values() if not r.extended])
+    gb = geomean([r.ratio_by_distribution["rising"]["cudnn"] for r in fresh_rows.values() if not r.extended])
+    c = claims["geomean vs cudnn on rising over 182 common scenarios"]
+    assert (c.shipped, c.fresh.split(" ")[0]) == (f"{ga:.3f}x", f"{gb:.3f}x")
+    assert v.reproduced  # faster is no failure to reproduce
+    # the other way round, the rising claims come out slower: not reproduced, exit 1
+    r = CliRunner().invoke(main, ["verify", str(fresh), "--against", str(shipped), "--tolerance", "0.001"])
+    assert r.exit_code == 1
+    assert "claim: geomean vs fa3 on rising over 182 common scenarios: shipped" in r.stdout
+    (line,) = [l for l in r.stdout.splitlines() if l.startswith(slow)]  # the row whose kernel time moved
+    assert "slower" in line
+
+
+def test_no_distribution_claim_unless_both_runs_have_the_distribution(tmp_path):
+    shipped = write_results(tmp_path / "shipped", make_rows())
+    fresh = write_results(tmp_path / "fresh", make_rows(by_distribution=True))
+    for a, b in ((shipped, fresh), (fresh, shipped)):
+        assert [c.claim for c in compare(a, b).claims if c.claim.startswith("geomean")] == [
+            f"geomean vs {base} over 182 common scenarios" for base in ("fa3", "fa4", "cudnn")
+        ]

@@ -10,7 +10,9 @@ absolute TFLOP/s. For each scenario the verdict is:
   inconclusive  a side has no ratio or is not correct, or the timings' own spread is larger
                 than the change
 Then each claim: the fresh run has every scenario the shipped run has (a count and the first few
-missing ids otherwise), is correct on as large a share, and has the same geometric mean of the ratio.
+missing ids otherwise), is correct on as large a share, and has the same geometric mean of the ratio,
+and, where both runs were timed on several input distributions, the same on each distribution both
+have (a row's `ratio` is its lowest over the distributions, so the scenario verdicts compare those).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import config
-from ..results import ScenarioResult, geomean
+from ..results import ScenarioResult, distribution_names, geomean
 from .data import ArchResults, load
 
 SAME, FASTER, SLOWER, INCONCLUSIVE = "same", "faster", "slower", "inconclusive"
@@ -231,4 +233,30 @@ def compare(
         v.claims.append(
             Claim(f"geomean vs {b} over {len(pairs)} common scenarios", f"{ga:.3f}x", f"{gb:.3f}x ({why})", verdict)
         )
+
+    # claim: the geometric mean on each input distribution both runs were timed on (summary.json 3)
+    fresh_dists = set(distribution_names(new.grid_rows))
+    for d in [d for d in distribution_names(old.grid_rows) if d in fresh_dists]:
+        for b in old.baselines:
+            pairs = [
+                (ra, rb)
+                for s in old_by
+                if s in new_by
+                and old_by[s].correct
+                and new_by[s].correct
+                and (ra := (old_by[s].ratio_by_distribution.get(d) or {}).get(b))
+                and (rb := (new_by[s].ratio_by_distribution.get(d) or {}).get(b))
+            ]
+            if not pairs:
+                continue
+            ga, gb = geomean([p[0] for p in pairs]), geomean([p[1] for p in pairs])
+            verdict, why = _classify(gb / ga - 1, tolerance, 0.0)
+            v.claims.append(
+                Claim(
+                    f"geomean vs {b} on {d} over {len(pairs)} common scenarios",
+                    f"{ga:.3f}x",
+                    f"{gb:.3f}x ({why})",
+                    verdict,
+                )
+            )
     return v
