@@ -198,13 +198,42 @@ def _inside_include(src: str, i: int) -> bool:
     return re.match(r"\s*(#|%:)\s*include(_next)?\b", src[line_start:i]) is not None
 
 
-def _launch_args(config: str) -> int:
-    """How many arguments a <<<...>>> launch configuration has (commas at bracket depth 0)."""
-    depth, count = 0, 1
-    for ch in config:
-        if ch in "([{":
-            depth += 1
+_TEMPLATE_OPEN_RE = re.compile(r"\w\s*(<)(?![<=])")  # a `<` after a name, not `<<` or `<=`
+_TEMPLATE_CLOSE_RE = re.compile(r"(?<!-)>(?!=)")  # a `>` that is not `->` or `>=`
+
+
+def _template_brackets(config: str) -> tuple[set[int], set[int]]:
+    """Where the `<`s and `>`s of template argument lists are in a launch configuration
+    (`G<1, 2>::x`): a `<` right after a name that a `>` closes inside the same brackets. Any other
+    `<` or `>` is an operator (`a < b`, `a << b`, `p->x`). A comparison that reads like a template
+    (`a < b, c > d`) is taken for one: its commas are not counted, and a launch that needs them to
+    reach four arguments is refused (parentheses around the comparison make it clear)."""
+    maybe = {m.start(1) for m in _TEMPLATE_OPEN_RE.finditer(config)}
+    closes = {m.start() for m in _TEMPLATE_CLOSE_RE.finditer(config)}
+    opened: set[int] = set()
+    closed: set[int] = set()
+    stack: list[int] = []  # where the open brackets and `<`s are, innermost last
+    for i, ch in enumerate(config):
+        if ch in "([{" or i in maybe:
+            stack.append(i)
         elif ch in ")]}":
+            while stack and stack.pop() in maybe:
+                pass  # a `<` still open at a closing bracket was a less-than
+        elif i in closes and stack and stack[-1] in maybe:
+            opened.add(stack.pop())
+            closed.add(i)
+    return opened, closed
+
+
+def _launch_args(config: str) -> int:
+    """How many arguments a <<<...>>> launch configuration has: its commas outside brackets and
+    outside template argument lists."""
+    opened, closed = _template_brackets(config)
+    depth, count = 0, 1
+    for i, ch in enumerate(config):
+        if ch in "([{" or i in opened:
+            depth += 1
+        elif ch in ")]}" or i in closed:
             depth -= 1
         elif ch == "," and depth == 0:
             count += 1

@@ -423,6 +423,28 @@ def test_includes_that_just_fail(line, rule):
         ("dim3(a, b, c), dim3(32, 4), f(x, y), s[i]", True),
         ("g, b, smem_for(T{1, 2}), streams[idx(0, 1)]", True),
         ("g,\n b,\n 0,\n s", True),
+        # commas inside template argument lists separate no launch arguments
+        ("G<1, 2>::x, B<3, 4>::y, 0, s", True),
+        ("A<B<1, 2>, 3>::x, b, smem<int, 4>(n), streams<A, B>[0]", True),
+        ("G<(a > b), 2>::x, b, 0, s", True),
+        ("Cfg<1,2>::grid, Cfg<1,2>::block, Cfg<1,2>::smem, s", True),
+        # a `<` or `>` that is an operator opens and closes nothing
+        ("n < m, b, 0, s", True),
+        ("n<4 ? a : b, 256, 0, s", True),
+        ("n << m, x > y, 0, s", True),
+        ("n <= m, x > y, 0, s", True),
+        ("n < m, x >= y, 0, s", True),
+        ("n < m, p->x, 0, s", True),
+        ("f(x < y, x < z), d > e, 0, s", True),
+        ("(a < b), c > d, 0, s", True),
+        ("G<1,2>::x, B<3,4>::y", False),
+        ("G < 1, 2 >::x, B < 3, 4 >::y", False),
+        ("A<B<1, 2>, 3>::x, b, 0", False),
+        ("G<(a > b), 2>::x, b, 0", False),
+        ("G<x[0], 1>::y, b, 0", False),
+        ("G<T{1}, 2>::y, b, 0", False),
+        ("G<x[a > b], 1>::y, b, 0", False),
+        ("a < b, c > d, 0, s", False),  # read as a template: parentheses around a comparison make it clear
         ("grid, block, smem", False),
         ("dim3(a, b, c), dim3(32, 4), f(x, y)", False),
         ("g, b", False),
@@ -434,6 +456,26 @@ def test_includes_that_just_fail(line, rule):
 def test_a_launch_needs_four_arguments(config, ok):
     v = rules.check_source("int a;\nk<<<" + config + ">>>(p);\nint b;\n")
     assert v == [] if ok else [(x.line, x.rule.startswith("a kernel launch without")) for x in v] == [(2, True)]
+
+
+def test_a_launch_with_template_arguments_and_no_stream_is_refused():
+    v = rules.check_source("int a;\nk<<<G<1,2>::x, B<3,4>::y>>>(p);\nk2<<<G<1,2>::x, B<3,4>::y, 0, s>>>(p);\n")
+    assert [(x.line, x.rule, x.text) for x in v] == [
+        (
+            2,
+            "a kernel launch without the stream passed in (use <<<grid, block, smem, stream>>>)",
+            "k<<<G<1,2>::x, B<3,4>::y>>>(p);",
+        )
+    ]
+
+
+@pytest.mark.parametrize("config", ["g, b, 0, s, extra", "G<1, 2>::x, b, 0, s, f(1, 2)", "a, b, c, d, e, f"])
+def test_more_than_four_arguments_are_not_a_launch_without_its_stream(config):
+    """nvcc refuses a launch of more than four arguments; this rule reports only the ones with fewer,
+    whose stream is missing (a count of template commas as arguments once let `G<1,2>::x, B<3,4>::y`
+    pass as four)."""
+    assert rules._launch_args(config) > 4
+    assert rules.check_source("k<<<" + config + ">>>(p);\n") == []
 
 
 def test_the_line_of_a_launch_is_where_it_starts():
