@@ -23,7 +23,8 @@ from kernelseek_suite.reports.verify import (
     scenario_verdict,
 )
 from kernelseek_suite.results import ScenarioResult, geomean
-from synthetic_results import default_ratio, make_rows, write_results
+from synthetic_results import DISTRIBUTIONS, default_ratio, make_rows, write_results
+from synthetic_results import SLOW as DATA_DEPENDENT_ROW
 
 FAST = "d128-h16kv16-s4096"
 SLOW = "d64-h32kv8-s1024-causal"
@@ -517,9 +518,7 @@ def test_a_fresh_run_of_no_timed_scenario_is_not_a_reproduction():
 
 
 def test_the_geomean_on_each_distribution_both_runs_have_is_a_claim(tmp_path):
-    from synthetic_results import DISTRIBUTIONS, SLOW
-
-    (slow,) = SLOW
+    (slow,) = DATA_DEPENDENT_ROW
     shipped = write_results(tmp_path / "shipped", make_rows(by_distribution=True))
     fresh = write_results(tmp_path / "fresh", make_rows(by_distribution=True, slow={}))  # no longer slow on rising
     v = compare(shipped, fresh, tolerance=0.001)
@@ -536,6 +535,9 @@ def test_the_geomean_on_each_distribution_both_runs_have_is_a_claim(tmp_path):
     assert (c.shipped, c.fresh.split(" ")[0]) == (f"{ga:.3f}x", f"{gb:.3f}x")
     assert v.reproduced  # faster is no failure to reproduce
     # the other way round, the rising claims come out slower: not reproduced, exit 1
+    back = {c.claim: c.verdict for c in compare(fresh, shipped, tolerance=0.001).claims}
+    assert back["geomean vs fa3 on rising over 182 common scenarios"] == "slower"
+    assert back["geomean vs fa3 on standard over 182 common scenarios"] == "same"
     r = CliRunner().invoke(main, ["verify", str(fresh), "--against", str(shipped), "--tolerance", "0.001"])
     assert r.exit_code == 1
     assert "claim: geomean vs fa3 on rising over 182 common scenarios: shipped" in r.stdout
@@ -550,3 +552,13 @@ def test_no_distribution_claim_unless_both_runs_have_the_distribution(tmp_path):
         assert [c.claim for c in compare(a, b).claims if c.claim.startswith("geomean")] == [
             f"geomean vs {base} over 182 common scenarios" for base in ("fa3", "fa4", "cudnn")
         ]
+
+
+def test_a_baseline_with_no_ratio_on_a_distribution_does_not_stop_the_next_ones(tmp_path):
+    def no_fa4(s, b):
+        return None if b == "fa4" else default_ratio(s, b)
+
+    shipped = write_results(tmp_path / "shipped", make_rows(no_fa4, by_distribution=True))
+    fresh = write_results(tmp_path / "fresh", make_rows(no_fa4, by_distribution=True))
+    on = [c.claim for c in compare(shipped, fresh).claims if c.claim.startswith("geomean") and " on " in c.claim]
+    assert on == [f"geomean vs {b} on {d} over 182 common scenarios" for d in DISTRIBUTIONS for b in ("fa3", "cudnn")]
