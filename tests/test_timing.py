@@ -478,7 +478,7 @@ def test_a_lead_spins_the_gpu_before_the_start_event_and_calibrates_the_clock_on
     monkeypatch.setitem(sys.modules, "torch", _FakeTorch(log))
     timer = EventTimer(lead_ms=0.5)
     token = timer.run(lambda: log.append("call"))
-    cal = EventTimer.CALIBRATE_CYCLES
+    cal = 2_000_000  # the calibration's spin: about 1 ms of an H200's clock
     # the fake's ev1 -> ev2 reads 21 ms: cal / 21 cycles per ms, so the lead is 0.5 ms of them
     lead = ("sleep", int(0.5 * cal / 21.0))
     assert log == [
@@ -498,6 +498,30 @@ def test_a_lead_spins_the_gpu_before_the_start_event_and_calibrates_the_clock_on
     log.clear()
     timer.run(lambda: log.append("call"))  # calibrated once: the lead alone before the start event
     assert log[:3] == [lead, ("record", "ev6"), "call"]
+
+
+def test_the_clock_rate_is_the_spins_cycles_over_its_time_unrounded(monkeypatch):
+    """2,000,000 cycles in the fake's 21 ms: 95238.095... cycles per ms, not 95238 (a lead of 100 ms is
+    9,523,809 cycles; a rate rounded down would give 9,523,800)."""
+    log = []
+    monkeypatch.setitem(sys.modules, "torch", _FakeTorch(log))
+    timer = EventTimer(lead_ms=100.0)
+    timer.run(lambda: None)
+    assert timer.cycles_per_ms == 2_000_000 / 21.0 and timer.cycles_per_ms != 2_000_000 // 21.0
+    assert [e for e in log if isinstance(e, tuple) and e[0] == "sleep"] == [("sleep", 2_000_000), ("sleep", 9_523_809)]
+
+
+def test_the_host_time_of_a_call_is_in_milliseconds(monkeypatch):
+    """Host seconds times 1000, exactly enough that a call 0.1% longer than the lead outlasts it and
+    one 0.1% shorter does not."""
+    log = []
+    monkeypatch.setitem(sys.modules, "torch", _FakeTorch(log))
+    ticks = iter([10.0, 10.25, 0.0, 0.0005005, 0.0, 0.0004995])
+    monkeypatch.setattr(EventTimer, "clock", staticmethod(lambda: next(ticks)))
+    timer = EventTimer(lead_ms=0.5)
+    assert timer.run(lambda: None)[3] == 250.0
+    assert timer.over_lead(timer.run(lambda: None))
+    assert not timer.over_lead(timer.run(lambda: None))
 
 
 def test_a_call_whose_host_side_outlasts_the_lead_is_said_so(monkeypatch):
