@@ -1,6 +1,6 @@
-"""Fresh random inputs for a scenario, drawn from a per-run seed (recorded in the results), and the
-exact transform that turns one input set into another whose reference is known without computing
-it again."""
+"""Fresh random inputs for a scenario, drawn from a per-run seed (recorded in the results) and one of
+the input distributions (distributions.py), and the exact transform that turns one input set into
+another whose reference is known without computing it again."""
 
 from __future__ import annotations
 
@@ -14,34 +14,12 @@ def scenario_seed(run_seed: int, scenario_id: str, trial: int = 0) -> int:
     return int.from_bytes(h[:8], "little") & 0x7FFF_FFFF_FFFF_FFFF
 
 
-def make_inputs(scn: Scenario, seed: int, device="cuda"):
-    """q (batch, seqlen_q, heads_q, d_qk), k/v (batch, seqlen_k, heads_kv, d_qk|d_v), bf16, contiguous.
+def make_inputs(scn: Scenario, seed: int, device="cuda", distribution: str = "standard"):
+    """q (batch, seqlen_q, heads_q, d_qk), k/v (batch, seqlen_k, heads_kv, d_qk|d_v), bf16, contiguous,
+    drawn from one of the input distributions (distributions.py; `standard` unless named)."""
+    from .distributions import get
 
-    Not symmetric and not low-variance, so that a kernel computing a different, cheaper function
-    (a plain mean of V, a copy of an input, no softmax) cannot pass by luck: per-head scales and
-    mean shifts for q, k and v, and a few "hot" keys per head with a larger norm, so that some rows
-    attend sharply and others broadly."""
-    import torch
-
-    gen = torch.Generator(device=device)
-    gen.manual_seed(seed)
-    dt = torch.bfloat16
-
-    def randn(*shape):
-        return torch.randn(*shape, generator=gen, device=device, dtype=torch.float32)
-
-    def uniform(lo, hi, *shape):
-        return lo + (hi - lo) * torch.rand(*shape, generator=gen, device=device)
-
-    hq, hk = scn.heads_q, scn.heads_kv
-    q = randn(scn.batch, scn.seqlen_q, hq, scn.d_qk)
-    k = randn(scn.batch, scn.seqlen_k, hk, scn.d_qk)
-    v = randn(scn.batch, scn.seqlen_k, hk, scn.d_v)
-    q = q * uniform(0.5, 1.5, 1, 1, hq, 1) + uniform(-0.2, 0.3, 1, 1, hq, 1)
-    hot = torch.rand(scn.batch, scn.seqlen_k, hk, 1, generator=gen, device=device) < 0.02
-    k = k * uniform(0.5, 1.5, 1, 1, hk, 1) * torch.where(hot, 2.5, 1.0)
-    v = v * uniform(0.5, 2.0, 1, 1, hk, 1) + uniform(-0.5, 0.5, 1, 1, hk, 1)
-    return q.to(dt), k.to(dt), v.to(dt)
+    return get(distribution).make(scn, seed, device)
 
 
 def poison_like(t):

@@ -2,11 +2,13 @@
 (`ncu`, `compute-sanitizer`) and quick manual checks.
 
     python -m kernelseek_suite.harness.run_once KERNEL.cu SCENARIOS [--arch sm90] [--reps 3] [--check]
-        [--time [--beside OTHER.cu ...] [--baseline fa3 ...]]
+        [--inputs NAME ...] [--time [--beside OTHER.cu ...] [--baseline fa3 ...]]
 
 SCENARIOS is one scenario id or several, comma-separated, each of which may be a glob
 (`d128-*-s8192,d96-*`). With several, each is run in turn and `--time` ends with the geometric mean,
 over the scenarios, of each entry's speed relative to KERNEL (KERNEL's time / the entry's time).
+`--inputs` names an input distribution (harness/distributions.py; `all` for every one; default
+`standard`): each scenario runs on each, and the geometric means are given per distribution.
 
 `--time` times KERNEL on the scenario with the sweep's timing (CUDA events, L2 flushed, warm-up,
 interleaved), beside the `--beside` kernels and the `--baseline`s, and prints each one's median and
@@ -44,6 +46,13 @@ def main(argv=None) -> int:
     ap.add_argument("--check", action="store_true", help="also check the output against the reference")
     ap.add_argument("--check-beside", action="store_true", help="with --check: check the --beside kernels' outputs too")
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument(
+        "--inputs",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="an input distribution (repeatable; 'all' for every one; default: standard)",
+    )
     ap.add_argument("--time", action="store_true", help="time the kernel (and the --beside kernels)")
     ap.add_argument(
         "--beside",
@@ -63,10 +72,15 @@ def main(argv=None) -> int:
     if (args.beside or args.baseline) and not args.time:
         ap.error("--beside and --baseline need --time")
     from ..baselines import REGISTRY
+    from .distributions import DISTRIBUTIONS
 
     unknown = [b for b in args.baseline if b not in REGISTRY]
     if unknown:
         ap.error(f"unknown baseline {', '.join(unknown)}; known: {', '.join(sorted(REGISTRY))}")
+    dists = list(DISTRIBUTIONS) if "all" in args.inputs else list(dict.fromkeys(args.inputs or ["standard"]))
+    bad = [d for d in dists if d not in DISTRIBUTIONS]
+    if bad:
+        ap.error(f"unknown input distribution {', '.join(bad)}; known: {', '.join(DISTRIBUTIONS)}, all")
 
     from ..build import BuildError, build, nvcc_path
     from ..contract import KernelLibrary
@@ -103,14 +117,17 @@ def main(argv=None) -> int:
         return exitcodes.BUILD
     lib = KernelLibrary(built[args.kernel].library)
     others = [(o, KernelLibrary(built[o].library)) for o in args.beside]
-    speeds: dict[str, list[float]] = {}
+    speeds: dict[str, dict[str, list[float]]] = {d: {} for d in dists}
     rc = 0
-    for scn in scenarios:
-        rc = max(rc, _run_scenario(args, scn, lib, others, speeds))
-    if args.time and len(scenarios) > 1:
-        print(f"speed relative to {args.kernel} (its time / the entry's time), geometric mean over {len(scenarios)}:")
-        for name, vals in speeds.items():
-            print(f"  {name}: {math.exp(sum(math.log(x) for x in vals) / len(vals)):.3f} ({len(vals)} scenarios)")
+    for dist in dists:
+        for scn in scenarios:
+            rc = max(rc, _run_scenario(args, scn, lib, others, speeds[dist], dist))
+    if args.time and (len(scenarios) > 1 or len(dists) > 1):
+        for dist in dists:
+            n = len(scenarios)
+            print(f"speed relative to {args.kernel} (its time / the entry's time) on {dist}, geometric mean over {n}:")
+            for name, vals in speeds[dist].items():
+                print(f"  {name}: {math.exp(sum(math.log(x) for x in vals) / len(vals)):.3f} ({len(vals)} scenarios)")
     return rc
 
 
@@ -126,15 +143,15 @@ def select_scenarios(spec: str, known: dict) -> list:
     return out
 
 
-def _run_scenario(args, scn, lib, others, speeds: dict) -> int:
+def _run_scenario(args, scn, lib, others, speeds: dict, dist: str = "standard") -> int:
     import torch
 
     from ..contract import make_params
     from .check import check_output
-    from .inputs import make_inputs
+    from .distributions import get
     from .reference import reference_pair
 
-    q, k, v = make_inputs(scn, args.seed)
+    q, k, v = get(dist).make(scn, args.seed, "cuda")
     out = torch.full((scn.batch, scn.seqlen_q, scn.heads_q, scn.d_v), float("nan"), device="cuda", dtype=torch.bfloat16)
     lse = torch.full((scn.batch, scn.heads_q, scn.seqlen_q), float("nan"), device="cuda")
     params = make_params(q, k, v, out, lse, scn.causal, scn.softmax_scale)
@@ -163,7 +180,7 @@ def _run_scenario(args, scn, lib, others, speeds: dict) -> int:
         for who, o, lo in checked:  # the kernel, then each --beside kernel by its path
             res = check_output(o, ref, lowp, lo, ref_lse)
             verdict = "ok" if res.ok else "WRONG: " + res.reason
-            print(f"{scn.id}{who}: {verdict} (max err {res.max_err:.3g}, tol {res.tol:.3g})")
+            print(f"{scn.id}{who} [{dist}]: {verdict} (max err {res.max_err:.3g}, tol {res.tol:.3g})")
             rc = max(rc, 0 if res.ok else 1)
     if args.time:
         first = ("checked: ok" if rc == 0 else "checked: WRONG") if args.check else "not checked"
@@ -179,7 +196,7 @@ def _run_scenario(args, scn, lib, others, speeds: dict) -> int:
                 print(f"baseline {b}: not timed ({why})")
             else:
                 entries.append((f"baseline {b}", call, "baseline"))
-        lines, medians = time_side_by_side(entries, scn)
+        lines, medians = time_side_by_side(entries, scn, dist)
         for line in lines:
             print(line)
         for name, ms in medians.items():
@@ -203,7 +220,7 @@ def _baseline_call(name: str, scn, inputs: tuple):
     return (lambda: fn(*inputs)), None
 
 
-def time_side_by_side(entries: list, scn) -> tuple[list[str], dict[str, float]]:
+def time_side_by_side(entries: list, scn, dist: str = "standard") -> tuple[list[str], dict[str, float]]:
     """Time each entry (name, call, what its output is) with the sweep's timing, interleaved; the
     first is the one the others are compared with. A call that returns a non-zero code (a kernel's
     error) is marked. Returns the lines of a table and each entry's median in ms (a failed one is
@@ -241,7 +258,7 @@ def time_side_by_side(entries: list, scn) -> tuple[list[str], dict[str, float]]:
     ]
     medians = {n: stats[n].median_ms for n in names if n not in failed}
     return [
-        f"{scn.id}: median of each call, timed interleaved (L2 flushed before each call)",
+        f"{scn.id} [{dist}]: median of each call, timed interleaved (L2 flushed before each call)",
         tabulate(
             rows,
             headers=[
