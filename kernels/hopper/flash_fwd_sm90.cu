@@ -23,12 +23,15 @@
 //   S(i) starts while the PV GEMM is in flight (the release of K(i) after the first row's
 //   exponentials keeps ptxas from hoisting the PV wait above them). Ping-pong between warpgroups: the
 //   consumer warpgroups take turns to issue their GEMMs (named barriers 1..CWG), so one warpgroup's
-//   softmax runs while the tensor cores work for another. Lazy rescaling: O and the row sums are
-//   rescaled only when a row max grows by more than 2^8 (warp-uniform decision), else the stale max
-//   stays the reference. Fast softmax (steady loop, most configurations): the block's row max is not
-//   computed at all; P = exp2(S * scale - reference max) straight away, and the block stands if every
+//   softmax runs while the tensor cores work for another. The reference the exponentials are taken
+//   against is a row max plus a bias of 64 (log2 units), so P starts at 2^-64 and the max may grow by
+//   80 (log2; 55 in natural units) before anything must be redone: the kernel's time does not depend
+//   on how wide the logits are or how the row max moves on real data. Lazy rescaling: O and the row
+//   sums are rescaled only when a block's max passes that window (warp-uniform decision), else the
+//   reference stays. Fast softmax (steady loop, most configurations): the block's row max is not
+//   computed at all; P = exp2(S * scale - reference) straight away, and the block stands if every
 //   thread's partial row sums are finite and at most 2^16 (so is every P). Otherwise (the max grew by
-//   more than ~2^11, or a row saw nothing before) the warpgroup agrees through a named barrier with an
+//   more than 75, or a row saw nothing before) the warpgroup agrees through a named barrier with an
 //   OR reduction, issues the block's S GEMM again and takes the exact step; K and Q are released only
 //   once the block stands. KV blocks are visited last to first, so the blocks that need a mask
 //   (sequence tail, causal diagonal) come first: they run in their own loop and the steady loop has
@@ -478,10 +481,26 @@ template <> struct Wgmma<256> {
 // where the steady loop takes the fast softmax (softmax_fast): never, in the non-causal kernel only, or in both
 enum FastSoftmax { FAST_NEVER = 0, FAST_NON_CAUSAL = 1, FAST_ALWAYS = 3 };
 
-template <int DQK_, int DV_, int BN_, int STAGES_, int CWG_ = 2, int RESCALE_LOG2_ = 8, int FAST_ = FAST_ALWAYS>
+// The exponentials are taken against a reference (row_max): a row max of an earlier block plus
+// REF_BIAS in log2 units. A row's P starts at or below 2^-REF_BIAS and may grow up to 2^P_LOG2 before
+// O must be rescaled: the max may grow by REF_BIAS + P_LOG2 = 80 (55 in natural units) past the block
+// that set the reference. Real logits move less than that within a row (a range of tens), so on such
+// data neither the lazy rescale nor the fast softmax's redo runs after a row's first block, and a
+// wide or growing row max costs nothing (kernels/hopper/NOTES.md, v20: A/B runs 25-26). P <= 2^16 is
+// the bound the kernel always had (a bias of 64 with P up to 2^64 measured wrong results on the
+// H200, run 26), and a value flushed to 0 (below 2^-126, so more than 126 - REF_BIAS = 62 below the
+// reference, which is at most the row max) weighs less than 2^-62 of the largest P. The LSE needs no
+// correction: row_max * scale + log(row_sum) counts the bias twice, with opposite signs.
+constexpr float REF_BIAS = 64.f;
+constexpr int P_LOG2 = 16;
+
+template <int DQK_, int DV_, int BN_, int STAGES_, int CWG_ = 2, int RESCALE_LOG2_ = P_LOG2, int FAST_ = FAST_ALWAYS>
 struct Config {
   static constexpr int DQK = DQK_, DV = DV_;
-  static constexpr float RESCALE_LOG2 = RESCALE_LOG2_;  // lazy O rescale threshold, log2 units (0: every block)
+  // lazy O rescale: when a block's max exceeds the reference by more than this (log2 units; 0: every
+  // block), so P stays <= 2^RESCALE_LOG2 (the window above)
+  static constexpr float RESCALE_LOG2 = RESCALE_LOG2_;
+  static_assert(RESCALE_LOG2_ <= P_LOG2, "P must stay within the reference's window");
   static constexpr int DQK_PAD = (DQK + 63) / 64 * 64;  // Q and K: 64-column chunks, 128-byte swizzle
   // V: 64-column chunks with the 128-byte swizzle, or 32-column chunks with the 64-byte swizzle when
   // that avoids padding (d 96): the PV GEMM then runs on N = DV_MMA columns, no more
@@ -607,17 +626,17 @@ __device__ __forceinline__ void exp_and_sum(float (&acc_s)[C::BN / 2], const flo
   for (int r = 0; r < 2; ++r) sum[r] = (part[r][0] + part[r][1]) + (part[r][2] + part[r][3]);
 }
 
-// online softmax of one S tile in place (S -> P, fp32). Lazy rescaling: the row max the exponentials
-// are taken against (row_max) is kept unless the block's max exceeds it by more than
-// C::RESCALE_LOG2 in log2 units (P then stays <= 2^RESCALE_LOG2, fine for bf16 and fp32 sums); the
-// decision is warp-uniform. Returns whether O must be multiplied by corr.
+// online softmax of one S tile in place (S -> P, fp32). Lazy rescaling: the reference the exponentials
+// are taken against (row_max: a max plus ref_bias) is kept unless the block's max exceeds it by more
+// than C::RESCALE_LOG2 in log2 units (P then stays <= 2^RESCALE_LOG2, fine for bf16 and fp32 sums);
+// the decision is warp-uniform. Returns whether O must be multiplied by corr.
 template <class C, int NJ = C::BN / 8>
 __device__ __forceinline__ bool softmax_step(float (&acc_s)[C::BN / 2], float (&row_max)[2], float (&row_sum)[2],
                                              float (&corr)[2], float scale_log2) {
   float mx[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    float m4[4] = {row_max[r], -INFINITY, -INFINITY, -INFINITY};  // four chains: shorter latency
+    float m4[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};  // four chains: shorter latency
 #pragma unroll
     for (int j = 0; j < NJ; ++j)
       m4[j % 4] = fmaxf(m4[j % 4], fmaxf(acc_s[j * 4 + 2 * r], acc_s[j * 4 + 2 * r + 1]));
@@ -632,9 +651,12 @@ __device__ __forceinline__ bool softmax_step(float (&acc_s)[C::BN / 2], float (&
   if (rescale) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float m_use = mx[r] == -INFINITY ? 0.f : mx[r];  // nothing visible yet: exp2(-inf - 0) = 0
-      corr[r] = row_max[r] == -INFINITY ? 1.f : exp2f((row_max[r] - m_use) * scale_log2);
-      row_max[r] = mx[r];
+      // the new reference: the block's max plus the bias, where that is above the old one (-inf while
+      // nothing was visible); the bias in units of S is worked out here, in the rare branch, so that it
+      // costs the steady loops no register (any rounding of it is harmless: the LSE uses row_max as is)
+      const float ref = fmaxf(row_max[r], mx[r] + REF_BIAS / scale_log2);
+      corr[r] = row_max[r] == -INFINITY ? 1.f : exp2f((row_max[r] - ref) * scale_log2);
+      row_max[r] = ref;
       row_sum[r] *= corr[r];
     }
   }
@@ -669,13 +691,13 @@ __device__ __forceinline__ void pack_p(uint32_t (&p_frag)[C::PV_STEPS][4], const
   }
 }
 
-// the steady loop's softmax against the reference max, without the block's max: P = exp2(S * scale_log2
+// the steady loop's softmax against the reference, without the block's max: P = exp2(S * scale_log2
 // - row_max * scale_log2). Returns whether every P of this thread is safe: each row's partial sum
-// finite and at most FAST_LIMIT, so no P is larger either (bf16 and fp32 hold that with room to
-// spare). Otherwise the caller redoes the block exactly: rare, when the row max grew by more than
-// ~2^(16 - 5) (BN / 4 <= 32 terms per partial sum), or when the row saw nothing before (its max is
-// -inf, so P is inf)
-constexpr float FAST_LIMIT = 65536.f;  // 2^16
+// finite and at most FAST_LIMIT, so no P is larger either (the window above). Otherwise the caller
+// redoes the block exactly: only when the row max grew by more than REF_BIAS + P_LOG2 - 5 = 75 (BN / 4
+// <= 32 terms per partial sum) past the block that set the reference, or when the row saw nothing
+// before (its max is -inf, so P is inf); a redo takes the exact step, which moves the reference up
+constexpr float FAST_LIMIT = 65536.f;  // 2^P_LOG2
 template <class C>
 __device__ __forceinline__ bool softmax_fast(float (&acc_s)[C::BN / 2], const float (&row_max)[2], float (&blk)[2],
                                              float scale_log2) {
@@ -1256,19 +1278,19 @@ extern "C" int ks_attn_fwd(const ks_attn_params* pp, cudaStream_t stream) {
   // with up to 1024 keys (there two consumer warpgroups and the exact step: A/B run 18), d256, and the
   // causal 192x112 (d96) and 192x80 (d192/128) tiles, which spill with it
   if (a.d_qk == 64 && a.d_v == 64)
-    return a.causal && a.seqlen_k <= 1024 ? launch<Config<64, 64, 128, 2, 2, 8, FAST_NON_CAUSAL>>(a, stream)
+    return a.causal && a.seqlen_k <= 1024 ? launch<Config<64, 64, 128, 2, 2, P_LOG2, FAST_NON_CAUSAL>>(a, stream)
                                           : launch<Config<64, 64, 128, 2, 3>>(a, stream);
   // long K/V: three consumer warpgroups (192 query rows) hide more of the softmax; short K/V: two,
   // whose 128-row tiles leave fewer SMs idle at the end (thresholds measured, kernels/hopper/NOTES.md)
   const bool long_kv = a.seqlen_k >= (a.causal ? 8192 : 4096);
   if (a.d_qk == 96 && a.d_v == 96)
-    return a.seqlen_k >= (a.causal ? 8192 : 2048) ? launch<Config<96, 96, 112, 2, 3, 8, FAST_NON_CAUSAL>>(a, stream)
+    return a.seqlen_k >= (a.causal ? 8192 : 2048) ? launch<Config<96, 96, 112, 2, 3, P_LOG2, FAST_NON_CAUSAL>>(a, stream)
                                                  : launch<Config<96, 96, 128, 2, 2>>(a, stream);
   if (a.d_qk == 128 && a.d_v == 128)
     return long_kv || (!a.causal && a.seqlen_k >= 2048) ? launch<Config<128, 128, 80, 2, 3>>(a, stream)
                                                        : launch<Config<128, 128, 128, 2, 2>>(a, stream);
-  if (a.d_qk == 256 && a.d_v == 256) return launch<Config<256, 256, 80, 2, 2, 8, FAST_NEVER>>(a, stream);
+  if (a.d_qk == 256 && a.d_v == 256) return launch<Config<256, 256, 80, 2, 2, P_LOG2, FAST_NEVER>>(a, stream);
   if (a.d_qk == 192 && a.d_v == 128)
-    return long_kv ? launch<Config<192, 128, 80, 2, 3, 8, FAST_NON_CAUSAL>>(a, stream) : launch<Config<192, 128, 128, 2, 2>>(a, stream);
+    return long_kv ? launch<Config<192, 128, 80, 2, 3, P_LOG2, FAST_NON_CAUSAL>>(a, stream) : launch<Config<192, 128, 128, 2, 2>>(a, stream);
   return KS_ERR_UNSUPPORTED;
 }
