@@ -187,9 +187,10 @@ def summary_lines(summary: dict) -> list[str]:
             + (f" on {worst}, the worst of {len(dists)} input distributions" if worst else "")
             + f", min {s['min_ratio'][b]:.3f}x ({s['min_ratio_scenario'][b]}{f', on {low}' if low else ''})"
         )
-        per = [(d, (s["by_distribution"].get(d) or {}).get("geomean", {}).get(b)) for d in dists]
+        per = [(d, ((s.get("by_distribution") or {}).get(d) or {}).get("geomean", {}).get(b)) for d in dists]
         if worst and per:
-            lines.append(f"vs {b} per input distribution: " + ", ".join(f"{d} {_fmt(x, 3)}x" for d, x in per))
+            each = ", ".join(f"{d} {x:.3f}x" if x is not None else f"{d} -" for d, x in per)
+            lines.append(f"vs {b} per input distribution: {each}")
     if dists:
         lines.append(_data_dependent_line(s))
     if s.get("failures"):

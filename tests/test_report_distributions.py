@@ -90,6 +90,13 @@ def test_summary_lines_of_a_run_on_one_distribution_are_as_before():
     assert report.summary_lines({**old, "schema_version": 2}) == want
 
 
+def test_a_distribution_without_a_number_reads_as_a_dash():
+    s = _summary(make_rows(by_distribution=True))
+    s["by_distribution"]["llm"]["geomean"]["fa3"] = None
+    (per,) = [l for l in report.summary_lines(s) if l.startswith("vs fa3 per input distribution: ")]
+    assert ", llm -, rising " in per
+
+
 def test_flagged_rows_past_the_shown_few_are_counted():
     s = _summary(make_rows(by_distribution=True))
     s["data_dependent"]["scenarios"] = {f"s{i}": {"kernel": 1.1 + i / 100, "baselines": 1.01} for i in range(7)}

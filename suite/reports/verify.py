@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from .. import config
 from ..results import ScenarioResult, distribution_names, geomean
@@ -249,7 +250,8 @@ def compare(
             ]
             if not pairs:
                 continue
-            ga, gb = geomean([p[0] for p in pairs]), geomean([p[1] for p in pairs])
+            # the pairs hold ratios of times (> 0): each geomean is a number
+            ga, gb = (cast(float, geomean([p[i] for p in pairs])) for i in (0, 1))
             verdict, why = _classify(gb / ga - 1, tolerance, 0.0)
             v.claims.append(
                 Claim(
