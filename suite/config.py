@@ -88,6 +88,11 @@ class CheckConfig:
     lse_rtol: float = 1e-4
     # guard zones around the output and LSE buffers: a write that lands there is out of bounds
     red_zone_bytes: int = 1 << 20
+    # the input distributions other than the primary one are checked against a reference of sampled
+    # query rows (of every batch and head): as many as make this many scores per (batch, head), at
+    # least `sampled_rows_min`, all of them where that is the whole (harness/trial.py, check_rows)
+    sampled_reference_scores: int = 1 << 22
+    sampled_rows_min: int = 256
 
 
 @dataclass(frozen=True)
@@ -96,7 +101,11 @@ class TimingConfig:
     min_reps: int = 5
     max_reps: int = 50
     budget_s: float = 0.15  # per implementation per scenario, after warm-up
-    input_sets: int = 2  # rotated between repetitions
+    input_sets: int = 2  # rotated between repetitions (with one input distribution)
+    # with several input distributions (harness/distributions.py) every one is an input set, and the
+    # rounds give each of them this many counted calls, at least and at most (harness/timed.py)
+    min_reps_per_distribution: int = 5
+    max_reps_per_distribution: int = 25
     l2_flush_bytes: int = 256 << 20
     # Each timed call starts after the GPU has spun this long on the stream (EventTimer): the call is
     # enqueued meanwhile, so its host-side overhead stays out of its time (without it, on one H200 host
@@ -165,6 +174,9 @@ class HarnessConfig:
     timing: TimingConfig = field(default_factory=TimingConfig)
     sweep: SweepConfig = field(default_factory=SweepConfig)
     plausibility: PlausibilityConfig = field(default_factory=PlausibilityConfig)
+    # the input distributions every scenario is checked and timed on (harness/distributions.py), the
+    # first in full; None: every one there, in its order
+    distributions: tuple[str, ...] | None = None
 
 
 DEFAULT = HarnessConfig()

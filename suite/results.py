@@ -244,8 +244,8 @@ def summarize(
     for b in baselines:
         measured = [(e["geomean"][b], d) for d, e in per_dist.items() if e["geomean"].get(b) is not None]
         if measured:  # the headline: the lowest distribution's geomean
-            gm[b], worst[b] = min(measured)
-            cnt[b] = per_dist[worst[b]]["ratio_count"][b]
+            gm[b], name = min(measured)
+            worst[b], cnt[b] = name, per_dist[name]["ratio_count"][b]
         else:
             worst[b] = None
     return {

@@ -25,6 +25,7 @@ from kernelseek_suite.harness.timing import (
     replayed,
     summarize,
     time_interleaved,
+    time_interleaved_sets,
 )
 
 
@@ -212,6 +213,33 @@ def test_input_sets_rotate_with_the_rounds():
     log = []
     loop({"a": (1.0, 0.0)}, TimingConfig(warmup=0, min_reps=5, max_reps=5, budget_s=0.0, input_sets=2), log)
     assert [e[2] for e in log if e[0] == "call"] == [0, 1, 0, 1, 0]
+
+
+def test_each_input_set_gets_the_statistics_of_its_own_calls():
+    clock = RecordingClock([], 0.25)
+    times = {0: [1.0, 3.0, 5.0], 1: [2.0, 4.0], 2: [7.0, 9.0]}  # per input set, in the order of its rounds
+
+    def call(t):
+        clock.took(times[t].pop(0), 0.0)
+
+    cfg = TimingConfig(warmup=0, min_reps=7, max_reps=7, budget_s=0.0, input_sets=3)
+    pooled, by_set = time_interleaved_sets({"a": call}, cfg, None, gap_ms=0.0, rng=random.Random(0), timer=clock)
+    assert [s["a"].reps for s in by_set] == [3, 2, 2] and pooled["a"].reps == 7
+    assert [s["a"].median_ms for s in by_set] == [3.0, 3.0, 8.0]
+    assert (by_set[0]["a"].min_ms, by_set[0]["a"].max_ms) == (1.0, 5.0) and pooled["a"].median_ms == 4.0
+    assert (
+        time_interleaved({"a": lambda t: clock.took(1.0, 0.0)}, cfg, None, 0.0, random.Random(0), clock)["a"].reps == 7
+    )
+    # a set no round reached has no statistics
+    _, few = time_interleaved_sets(
+        {"a": lambda t: clock.took(1.0, 0.0)},
+        TimingConfig(warmup=0, min_reps=2, max_reps=2, budget_s=0.0, input_sets=3),
+        None,
+        gap_ms=0.0,
+        rng=random.Random(0),
+        timer=clock,
+    )
+    assert [sorted(s) for s in few] == [["a"], ["a"], []]
 
 
 def test_without_a_flush_nothing_is_flushed():

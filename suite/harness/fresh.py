@@ -14,6 +14,9 @@ Each tensor gets its own mask, so q.k products change sign term by term (q and k
 same mask would leave them unchanged): the new output is not a transform of an old one; it has to be
 computed. The statistics of the data stay those of the harness's inputs (the magnitudes of every
 element are kept), so the kernel's and the baselines' times are measured on the same kind of data.
+An input distribution that keeps its structure in a few feature columns (a sink channel, a ramp:
+distributions.py, `tied`) has those columns of q and k flipped together (q head h with its kv head),
+so their products, and the structure, are the same in every call; all other columns still differ.
 `restore()` undoes all the flips at once, so the inputs can be compared bit for bit after timing.
 
 `Reservoir` picks a uniform random sample of the counted calls as they come (their number is not
@@ -42,7 +45,7 @@ SIGN_BIT = -32768  # 0x8000 as an int16: the sign bit of a bf16
 class FreshContent:
     """Flips sign bits of bf16 tensors (batch, seq, heads, d) in place, one random mask per call."""
 
-    def __init__(self, tensors, calls: int, seed: int):
+    def __init__(self, tensors, calls: int, seed: int, tied: tuple[int, ...] = ()):
         import torch
 
         gen = torch.Generator(device=tensors[0].device)
@@ -56,8 +59,21 @@ class FreshContent:
             self.views.append(t.view(torch.int16).view(-1, cols))
             bits = torch.randint(0, 2, (calls, cols), generator=gen, device=t.device, dtype=torch.int16)
             self.masks.append(bits * SIGN_BIT)
+        if tied and len(tensors) >= 2:
+            self._tie(tensors[0], tensors[1], tied, calls)
         self.calls = calls
         self.used = 0
+
+    def _tie(self, q, k, tied: tuple[int, ...], calls: int) -> None:
+        """q's masks on the `tied` feature columns made those of its kv head in k."""
+        import torch
+
+        hq, d, hk = q.shape[-2], q.shape[-1], k.shape[-2]
+        cols = torch.tensor([c for c in tied if 0 <= c < d], dtype=torch.long, device=q.device)
+        if cols.numel() == 0 or hq % hk:
+            return
+        qm, km = self.masks[0].view(calls, hq, d), self.masks[1].view(calls, hk, d)
+        qm[:, :, cols] = km[:, :, cols].repeat_interleave(hq // hk, dim=1)
 
     def next(self) -> None:
         """New contents, never seen before in this process (see the module docstring)."""

@@ -93,8 +93,11 @@ def gpu_env(gpu_index: int, gpu_uuid: str | None) -> dict:
 
 def _setup_job(baselines: list[str], config: HarnessConfig, gate: Gate | None) -> dict:
     """The part of a worker's job that is known before the kernel is built."""
+    from .distributions import DISTRIBUTIONS
+
     return {
         "baselines": baselines,
+        "distributions": list(config.distributions or DISTRIBUTIONS),
         "check": asdict(config.check),
         "timing": asdict(config.timing),
         "plausibility": asdict(config.plausibility),

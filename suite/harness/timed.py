@@ -1,6 +1,11 @@
 """The timed phase of one scenario: the kernel beside its baselines, with new input contents before
 every call of the kernel (fresh.py), then the checks of what it did while it was timed.
 
+Every input distribution the scenario was checked on (trial.py) is an input set of its own, the
+rounds going over them in turn, so the kernel and every baseline are timed on each, side by side;
+the statistics come per distribution and pooled. A scenario checked on one distribution only gets
+further input sets of it, drawn from the seed (TimingConfig.input_sets).
+
 In order, the first failure being the verdict:
   1. late work: work left running after the call's stream was done (timing.late_work);
   2. device or stream state the kernel changed (device_state.py; put back after every call, before
@@ -26,28 +31,45 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from ..config import CheckConfig, TimingConfig
 from ..results import STATUS_IMPLAUSIBLE, STATUS_REJECTED
 from ..scenarios import Scenario
 from . import trial
+from .distributions import DISTRIBUTIONS
 from .fresh import FreshContent, Reservoir, take_sample
 from .inputs import scenario_seed
-from .timing import COUNTED, REPEAT, Call, Timed, Timer, TimingStats, late_work, replayed, time_interleaved
+from .timing import COUNTED, REPEAT, Call, Timed, Timer, TimingStats, late_work, replayed, time_interleaved_sets
 
 
 @dataclass
 class TimedOutcome:
-    stats: dict[str, TimingStats]
+    stats: dict[str, TimingStats]  # every counted call
     verdict: trial.Verdict
     recheck: dict | None = None  # the re-check's CheckResult, when it ran
+    # {distribution: {impl: the statistics of its calls on that distribution's inputs}}
+    by_distribution: dict[str, dict[str, TimingStats]] = field(default_factory=dict)
+
+
+def rounds_for(cfg: TimingConfig, distributions: int) -> TimingConfig:
+    """The timing settings for `distributions` input distributions: one input set each, and rounds
+    enough for each to get `min_reps_per_distribution` to `max_reps_per_distribution` calls (one
+    distribution keeps the settings as they are)."""
+    if distributions <= 1:
+        return cfg
+    return replace(
+        cfg,
+        input_sets=distributions,
+        min_reps=cfg.min_reps_per_distribution * distributions,
+        max_reps=cfg.max_reps_per_distribution * distributions,
+    )
 
 
 def time_scenario(
     scn: Scenario,
-    state: trial.ScenarioState,
+    states: trial.ScenarioState | list[trial.ScenarioState],
     launch: Callable[[trial.Buffers, int], int],
     baselines: dict[str, Callable],
     seed: int,
@@ -63,17 +85,27 @@ def time_scenario(
     ceiling: Callable[[float], str | None] | None = None,
 ) -> TimedOutcome:
     """`launch(bufs, input_set)` runs the kernel once on the buffers; `baselines` maps a name to a
-    callable on (q, k, v). The first input set is the one the trials left in `state`; the others are
-    drawn from the scenario's seed. `guard.check_and_restore()` runs after every call of the kernel,
+    callable on (q, k, v). The input sets are the states the checks left, one per input
+    distribution; with a single state, the others are drawn from the scenario's seed (their
+    reference after timing). `guard.check_and_restore()` runs after every call of the kernel,
     outside the timed region; `ceiling(tflops)` says why a kernel's TFLOP/s is implausible, or None."""
-    sets = [state.bufs] + [
-        trial.new_buffers(scn, scenario_seed(seed, scn.id, t), device, check_cfg)
-        for t in range(1, timing_cfg.input_sets)
+    states = [states] if isinstance(states, trial.ScenarioState) else list(states)
+    dists = [st.distribution for st in states]
+    cfg = rounds_for(timing_cfg, len(states))
+    extra = range(1, cfg.input_sets) if len(states) == 1 else range(0)
+    sets = [st.bufs for st in states] + [
+        trial.new_buffers(scn, scenario_seed(seed, scn.id, t), device, check_cfg, dists[0]) for t in extra
     ]
-    fresh = [FreshContent((b.q, b.k, b.v), timing_cfg.warmup + timing_cfg.max_reps, rng.getrandbits(63)) for b in sets]
+    set_dist = dists + [dists[0] for _ in extra]
+    calls = cfg.warmup + cfg.max_reps
+    fresh = [
+        FreshContent((b.q, b.k, b.v), calls, rng.getrandbits(63), DISTRIBUTIONS[d].tied if d in DISTRIBUTIONS else ())
+        for b, d in zip(sets, set_dist)
+    ]
     bad = [0 for _ in sets]  # device scalars on a GPU: read once, after timing
-    reservoir = Reservoir(timing_cfg.checked_calls, rng)
-    samples: list = [None] * timing_cfg.checked_calls
+    # a uniform random sample of each input set's counted calls, checked after timing
+    reservoirs = [Reservoir(cfg.checked_calls, rng) for _ in sets]
+    samples: list[list] = [[None] * cfg.checked_calls for _ in sets]
 
     def before(c: Call):
         if c.kind != REPEAT:
@@ -89,23 +121,26 @@ def time_scenario(
         b = sets[c.input_set]
         bad[c.input_set] = bad[c.input_set] + b.out.count_nonfinite() + b.lse.count_nonfinite()
         if c.kind == COUNTED:
-            slot = reservoir.offer()
+            slot = reservoirs[c.input_set].offer()
             if slot is not None:
-                samples[slot] = take_sample(
-                    c.round, c.input_set, b.q, b.k, b.v, b.out.view, b.lse.view, rng, rows=timing_cfg.checked_rows
+                samples[c.input_set][slot] = take_sample(
+                    c.round, c.input_set, b.q, b.k, b.v, b.out.view, b.lse.view, rng, rows=cfg.checked_rows
                 )
 
     fns: dict = {"kernel": Timed(lambda t: launch(sets[t], t), before, after, repeats=True)}
     for name, fn in baselines.items():
         fns[name] = (lambda f: lambda t: f(sets[t].q, sets[t].k, sets[t].v))(fn)
-    stats = time_interleaved(fns, timing_cfg, flush, gap_ms=gap_ms, rng=rng, timer=timer)
+    stats, by_set = time_interleaved_sets(fns, cfg, flush, gap_ms=gap_ms, rng=rng, timer=timer)
     for f in fresh:
         f.restore()
+    by_dist = {d: by_set[i] for i, d in enumerate(dists)} if len(states) > 1 else {dists[0]: stats}
+
+    def outcome(v: trial.Verdict, recheck: dict | None = None) -> TimedOutcome:
+        return TimedOutcome(stats, v, recheck, by_dist)
 
     kst = stats["kernel"]
-    if late_work(kst, timing_cfg):
-        return TimedOutcome(
-            stats,
+    if late_work(kst, cfg):
+        return outcome(
             trial.Verdict(
                 STATUS_REJECTED,
                 "late-work",
@@ -114,36 +149,41 @@ def time_scenario(
             ),
         )
     if changed:
-        return TimedOutcome(stats, device_state_verdict(changed))
+        return outcome(device_state_verdict(changed))
     unwritten = trial.timed_unwritten({t: int(n) for t, n in enumerate(bad)})
     if not unwritten.ok:
-        return TimedOutcome(stats, unwritten)
-    why = ceiling(flops_rate(scn.flops, kst.median_ms)) if ceiling is not None else None
+        return outcome(unwritten)
+    # the fastest distribution's median: a kernel too fast on any of them is implausible
+    fastest = min([kst.median_ms] + [d["kernel"].median_ms for d in by_dist.values() if "kernel" in d])
+    why = ceiling(flops_rate(scn.flops, fastest)) if ceiling is not None else None
     if why:
-        return TimedOutcome(stats, trial.Verdict(STATUS_IMPLAUSIBLE, "implausible", why))
-    if replayed(kst, timing_cfg):
-        return TimedOutcome(
-            stats,
+        return outcome(trial.Verdict(STATUS_IMPLAUSIBLE, "implausible", why))
+    if replayed(kst, cfg):
+        return outcome(
             trial.Verdict(
                 STATUS_REJECTED,
                 "cached",
                 f"calls on inputs the kernel had just seen took {kst.repeat_ratio:.2f}x the time of calls on new "
                 "inputs "
-                f"(median of {kst.repeats}; below {timing_cfg.repeat_faster:g}x is not noise): a result kept by input "
+                f"(median of {kst.repeats}; below {cfg.repeat_faster:g}x is not noise): a result kept by input "
                 "contents and replayed",
             ),
         )
-    expected = [state.expected] + [
-        trial.expected_for(scn, scenario_seed(seed, scn.id, t), device) for t in range(1, len(sets))
+    expected = [st.expected for st in states] + [
+        trial.expected_for(scn, scenario_seed(seed, scn.id, t), device, dists[0]) for t in extra
     ]
-    v = trial.check_timed_outputs([s for s in samples if s is not None], list(zip(sets, expected)), scn, check_cfg)
+    kept = [s for per in samples for s in per if s is not None]
+    v = trial.check_timed_outputs(kept, list(zip(sets, expected)), scn, check_cfg)
     if not v.ok:
-        return TimedOutcome(stats, v)
-    v = trial.recheck(lambda b: launch(b, len(sets) - 1), sets[-1], expected[-1], sync, check_cfg)
+        return outcome(v)
+    if len(states) > 1:  # new data in the last distribution's buffers: contents the kernel has not seen
+        v = trial.recheck_new_data(scn, lambda b: launch(b, len(sets) - 1), states[-1], sync, check_cfg)
+    else:
+        v = trial.recheck(lambda b: launch(b, len(sets) - 1), sets[-1], expected[-1], sync, check_cfg)
     after_recheck = guard.check_and_restore() if guard is not None else []
     if v.ok and after_recheck:
-        return TimedOutcome(stats, device_state_verdict(after_recheck), v.check)
-    return TimedOutcome(stats, v, v.check)
+        return outcome(device_state_verdict(after_recheck), v.check)
+    return outcome(v, v.check)
 
 
 class StateGuard(Protocol):

@@ -202,9 +202,23 @@ def time_interleaved(
     rng: random.Random | None = None,
     timer: Timer | None = None,
 ) -> dict[str, TimingStats]:
+    """Time each fn(input_set) per call (see `time_interleaved_sets`): the statistics of all calls."""
+    return time_interleaved_sets(fns, cfg, flush, gap_ms, rng, timer)[0]
+
+
+def time_interleaved_sets(
+    fns: dict[str, Callable[[int], object] | Timed],
+    cfg: TimingConfig,
+    flush: Callable[[], None] | None = None,
+    gap_ms: float | None = None,
+    rng: random.Random | None = None,
+    timer: Timer | None = None,
+) -> tuple[dict[str, TimingStats], list[dict[str, TimingStats]]]:
     """Time each fn(input_set) per call. Rounds go over all fns, the order reversed every other
-    round; stops at max_reps or when the budget of every fn is spent (after min_reps). A `Timed`
-    with `repeats` gets a repeat call after its counted call in `repeat_rounds` (chosen with `rng`)."""
+    round, round r on input set r % cfg.input_sets; stops at max_reps or when the budget of every fn
+    is spent (after min_reps). A `Timed` with `repeats` gets a repeat call after its counted call in
+    `repeat_rounds` (chosen with `rng`). Returns the statistics of all counted calls, and per input
+    set those of its own calls (a set with no counted call has none)."""
     timer = timer or EventTimer(cfg.launch_lead_ms)
     rng = rng or random.Random()
     impls = {n: f if isinstance(f, Timed) else Timed(f) for n, f in fns.items()}
@@ -221,6 +235,7 @@ def time_interleaved(
                 impls[n].after(c)
     probes = repeat_rounds(cfg, rng) if any(i.repeats for i in impls.values()) else set()
     samples: dict[str, list[float]] = {n: [] for n in names}
+    per_set: list[dict[str, list[float]]] = [{n: [] for n in names} for _ in range(cfg.input_sets)]
     late: dict[str, list[float]] = {n: [] for n in names}
     ratios: dict[str, list[float]] = {n: [] for n in names}
     spent = {n: 0.0 for n in names}
@@ -255,6 +270,7 @@ def time_interleaved(
             if over_lead is not None and over_lead(token):
                 over[n] += 1
             samples[n].append(ms)
+            per_set[t][n].append(ms)
             late[n].append(max(0.0, idle - gap))
             spent[n] += ms / 1000.0
         rnd += 1
@@ -263,4 +279,5 @@ def time_interleaved(
     stats = {n: summarize(samples[n], late[n], ratios[n]) for n in names}
     for n in names:
         stats[n].host_over_lead = over[n]
-    return stats
+    by_set = [{n: summarize(ms[n]) for n in names if ms[n]} for ms in per_set]
+    return stats, by_set

@@ -12,14 +12,20 @@ Each launch is judged in this order (the first failure is the reason):
      before every launch, so stale memory that happens to hold a right answer cannot pass;
   6. the pass rule (check.py) against a reference computed after the run, from fresh inputs.
 
-A scenario runs three launches before timing: the first, a second on the same inputs (two runs must
-agree), and a third with new data in the same buffers (inputs.NewData): a result cached by pointer
-or shape is caught there. Device-agnostic: `launch` and `sync` are passed in, so the logic is tested
-on the CPU with kernels written in Python.
+A scenario runs three launches before timing on its primary input distribution (distributions.py):
+the first, a second on the same inputs (two runs must agree), and a third with new data in the same
+buffers (inputs.NewData): a result cached by pointer or shape is caught there. On each of the other
+distributions it runs once more, in buffers of their own, judged the same way (return code, late
+work, guard zones, inputs, unwritten elements) and by the pass rule on a uniform random sample of
+query rows of every (batch, head) (`check_rows`: all of them where the reference is cheap), applied
+to each (batch, head) on its own: a distribution with wide heads has a loose tolerance there, and the
+narrow heads keep it strict. Device-agnostic: `launch` and `sync` are passed in, so the logic is
+tested on the CPU with kernels written in Python.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -27,7 +33,8 @@ from ..config import CheckConfig
 from ..contract import ERROR_NAMES, KS_ERR_UNSUPPORTED, KS_OK
 from ..results import STATUS_ERROR, STATUS_OK, STATUS_REJECTED, STATUS_UNSUPPORTED, STATUS_WRONG
 from ..scenarios import Scenario
-from .check import check_output
+from .check import CheckResult, check_output
+from .distributions import PRIMARY
 from .inputs import NewData, make_inputs
 from .reference import reference_pair
 
@@ -89,7 +96,8 @@ class Buffers:
 
 @dataclass
 class Expected:
-    """The inputs a launch should have seen and its reference."""
+    """The inputs a launch should have seen and its reference: of every query row, or of `rows` only
+    (increasing; the reference then holds those rows), judged per (batch, head) when `per_head`."""
 
     q: object
     k: object
@@ -97,10 +105,23 @@ class Expected:
     ref: object
     ref_lse: object
     lowp: object
+    rows: list | None = None
+    per_head: bool = False
 
     def new_data(self, nd: NewData) -> Expected:
         q, k, v = nd.inputs(self.q, self.k, self.v)
-        return Expected(q, k, v, nd.output(self.ref), nd.lse(self.ref_lse), nd.output(self.lowp))
+        return Expected(
+            q, k, v, nd.output(self.ref), nd.lse(self.ref_lse), nd.output(self.lowp), self.rows, self.per_head
+        )
+
+    def pick(self, out, lse):
+        """The output and LSE rows the reference holds."""
+        if self.rows is None:
+            return out, lse
+        import torch
+
+        idx = torch.tensor(self.rows, device=out.device)
+        return out.index_select(1, idx), lse.index_select(2, idx)
 
 
 @dataclass
@@ -136,21 +157,77 @@ def bits_equal(a, b) -> bool:
     return torch.equal(a.reshape(-1).view(as_int), b.reshape(-1).view(as_int))
 
 
-def new_buffers(scn: Scenario, seed: int, device, cfg: CheckConfig) -> Buffers:
+def new_buffers(scn: Scenario, seed: int, device, cfg: CheckConfig, distribution: str = PRIMARY) -> Buffers:
     import torch
 
-    q, k, v = make_inputs(scn, seed, device)
+    q, k, v = make_inputs(scn, seed, device, distribution)
     out = Guarded((scn.batch, scn.seqlen_q, scn.heads_q, scn.d_v), torch.bfloat16, device, cfg.red_zone_bytes)
     lse = Guarded((scn.batch, scn.heads_q, scn.seqlen_q), torch.float32, device, cfg.red_zone_bytes // 4)
     return Buffers(q, k, v, out, lse)
 
 
-def expected_for(scn: Scenario, seed: int, device) -> Expected:
+def expected_for(
+    scn: Scenario, seed: int, device, distribution: str = PRIMARY, rows: list | None = None, per_head: bool = False
+) -> Expected:
     """Regenerate the inputs from the seed (after the kernel ran: it cannot have touched them) and
-    compute the reference from them."""
-    q, k, v = make_inputs(scn, seed, device)
-    ref, ref_lse, lowp = reference_pair(q, k, v, scn.causal, scn.softmax_scale)
-    return Expected(q, k, v, ref, ref_lse, lowp)
+    compute the reference from them (of the query `rows` only, when given)."""
+    q, k, v = make_inputs(scn, seed, device, distribution)
+    if rows is None:
+        ref, ref_lse, lowp = reference_pair(q, k, v, scn.causal, scn.softmax_scale)
+    else:
+        import torch
+
+        q_rows = q.index_select(1, torch.tensor(rows, device=q.device))
+        ref, ref_lse, lowp = reference_pair(
+            q_rows, k, v, scn.causal, scn.softmax_scale, rows=rows, seqlen_q=scn.seqlen_q
+        )
+    return Expected(q, k, v, ref, ref_lse, lowp, rows, per_head)
+
+
+def check_rows(scn: Scenario, cfg: CheckConfig, rng: random.Random) -> list | None:
+    """The query rows a sampled reference is computed for: all of them (None) where a whole
+    reference costs at most `cfg.sampled_reference_scores` scores per (batch, head), else a uniform
+    random sample of that many scores' worth (at least `cfg.sampled_rows_min`), sorted."""
+    n = max(cfg.sampled_rows_min, cfg.sampled_reference_scores // max(1, scn.seqlen_k))
+    if n >= scn.seqlen_q:
+        return None
+    return sorted(rng.sample(range(scn.seqlen_q), n))
+
+
+def check_per_head(out, ref, lowp, lse, ref_lse, cfg: CheckConfig) -> CheckResult:
+    """The pass rule on each (batch, head) of (batch, seq, heads, d) outputs on its own: the whole
+    check first (shapes, non-finite values, the LSE), then, where that passes, the (batch, head)
+    farthest beyond its own tolerance, if any, judged alone."""
+    whole = check_output(out, ref, lowp, lse, ref_lse, cfg)
+    if not whole.ok or out.numel() == 0:
+        return whole
+    err = (out.float() - ref.float()).abs().amax(dim=(1, 3))  # (batch, heads)
+    tol = cfg.factor * (lowp.float() - ref.float()).abs().amax(dim=(1, 3)) + cfg.atol
+    excess = err - tol
+    worst = int(excess.argmax())
+    if float(excess.reshape(-1)[worst]) <= 0:
+        return whole
+    b, h = divmod(worst, err.shape[1])
+    one = check_output(
+        out[b : b + 1, :, h : h + 1],
+        ref[b : b + 1, :, h : h + 1],
+        lowp[b : b + 1, :, h : h + 1],
+        None if lse is None else lse[b : b + 1, h : h + 1],
+        None if ref_lse is None else ref_lse[b : b + 1, h : h + 1],
+        cfg,
+    )
+    if not one.ok:
+        one.reason = f"batch {b}, head {h}: {one.reason}"
+    return one
+
+
+def load_inputs(bufs: Buffers, exp: Expected) -> None:
+    """The expected inputs copied into the buffers, in place (the kernel sees the same pointers)."""
+    import torch
+
+    with torch.no_grad():
+        for dst, src in ((bufs.q, exp.q), (bufs.k, exp.k), (bufs.v, exp.v)):
+            dst.copy_(src)  # type: ignore[attr-defined]
 
 
 def run_once(launch: Launch, bufs: Buffers, sync: Callable[[], None]) -> RunResult:
@@ -207,7 +284,9 @@ def judge(run: RunResult, bufs: Buffers, exp: Expected, cfg: CheckConfig, label:
                 f"{n} of {t.numel()} {name} elements were not written "
                 "(they still hold the poison set before the launch)",
             )
-    chk = check_output(run.out, exp.ref, exp.lowp, run.lse, exp.ref_lse, cfg)
+    out, lse = exp.pick(run.out, run.lse)
+    rule = check_per_head if exp.per_head else check_output
+    chk = rule(out, exp.ref, exp.lowp, lse, exp.ref_lse, cfg)
     if not chk.ok:
         v = bad(STATUS_WRONG, chk.code or "mismatch", chk.reason)
         v.check = chk.to_dict()
@@ -217,16 +296,17 @@ def judge(run: RunResult, bufs: Buffers, exp: Expected, cfg: CheckConfig, label:
 
 @dataclass
 class ScenarioState:
-    """What the timing phase reuses: the buffers (holding the new-data inputs) and their reference."""
+    """What the timing phase reuses: the buffers (holding the new-data inputs) and their reference,
+    of one input distribution."""
 
     bufs: Buffers
     expected: Expected
+    distribution: str = PRIMARY
 
 
 def check_scenario(
     scn: Scenario, seed: int, launch: Launch, sync: Callable[[], None], device, cfg: CheckConfig
 ) -> tuple[Verdict, ScenarioState | None]:
-    import torch
 
     bufs = new_buffers(scn, seed, device, cfg)
     first = run_once(launch, bufs, sync)
@@ -255,10 +335,7 @@ def check_scenario(
 
     nd = NewData(scn)
     exp_b = exp.new_data(nd)
-    with torch.no_grad():
-        bufs.q.copy_(exp_b.q)
-        bufs.k.copy_(exp_b.k)
-        bufs.v.copy_(exp_b.v)
+    load_inputs(bufs, exp_b)
     third = run_once(launch, bufs, sync)
     if third.rc == KS_OK and not third.late and bits_equal(third.out, first.out) and not bits_equal(exp_b.ref, exp.ref):
         return Verdict(
@@ -271,6 +348,28 @@ def check_scenario(
     if not v3.ok:
         return v3, None
     return verdict, ScenarioState(bufs, exp_b)
+
+
+def check_distribution(
+    scn: Scenario,
+    distribution: str,
+    seed: int,
+    launch: Launch,
+    sync: Callable[[], None],
+    device,
+    cfg: CheckConfig,
+    rng: random.Random,
+) -> tuple[Verdict, ScenarioState | None]:
+    """One launch on an input distribution other than the primary one, in buffers of its own, judged
+    as the first launch of `check_scenario` is, against a reference of sampled query rows
+    (`check_rows`) per (batch, head); its reason names the distribution."""
+    bufs = new_buffers(scn, seed, device, cfg, distribution)
+    run = run_once(launch, bufs, sync)
+    if run.rc != KS_OK:
+        return judge(run, bufs, None, cfg, f"on {distribution} inputs"), None  # type: ignore[arg-type]
+    exp = expected_for(scn, seed, device, distribution, check_rows(scn, cfg, rng), per_head=True)
+    verdict = judge(run, bufs, exp, cfg, f"on {distribution} inputs")
+    return verdict, (ScenarioState(bufs, exp, distribution) if verdict.ok else None)
 
 
 def timed_unwritten(bad_counts: dict[int, int]) -> Verdict:
@@ -323,3 +422,14 @@ def check_timed_outputs(
 def recheck(launch: Launch, bufs: Buffers, exp: Expected, sync: Callable[[], None], cfg: CheckConfig) -> Verdict:
     """Correctness again after timing, on another input set."""
     return judge(run_once(launch, bufs, sync), bufs, exp, cfg, "re-check after timing")
+
+
+def recheck_new_data(
+    scn: Scenario, launch: Launch, state: ScenarioState, sync: Callable[[], None], cfg: CheckConfig
+) -> Verdict:
+    """Correctness again after timing, in the buffers of `state` with new data (inputs.NewData, whose
+    reference is known from the state's without computing it again): contents the kernel has not
+    seen, of that state's distribution."""
+    exp = state.expected.new_data(NewData(scn))
+    load_inputs(state.bufs, exp)
+    return recheck(launch, state.bufs, exp, sync, cfg)

@@ -100,6 +100,36 @@ def baseline_column(name: str, scn, inputs: tuple, expected, check_cfg, sync):
         return None, f"unsupported ({type(e).__name__}: {first})"
 
 
+def record_times(row, scn, res, baselines: list[str]) -> None:
+    """A timed row's times: every call pooled (`times_ms`, `tflops`), per input distribution
+    (`*_by_distribution`), and each baseline's ratio on the distribution where it is lowest."""
+
+    def tflops(ms: float) -> float:
+        return round(scn.flops / (ms * 1e-3) / 1e12, 2)
+
+    for name, st in res.stats.items():
+        row.times_ms[name] = st.to_dict()
+        row.tflops[name] = tflops(st.median_ms)
+    for dist, stats in res.by_distribution.items():
+        row.times_ms_by_distribution[dist] = {n: st.to_dict() for n, st in stats.items()}
+        row.tflops_by_distribution[dist] = {n: tflops(st.median_ms) for n, st in stats.items()}
+        if "kernel" in stats:
+            row.ratio_by_distribution[dist] = {
+                b: round(stats[b].median_ms / stats["kernel"].median_ms, 4) for b in baselines if b in stats
+            }
+    for b in baselines:
+        per = [r[b] for r in row.ratio_by_distribution.values() if b in r]
+        if per:
+            row.ratio[b] = min(per)
+        elif b in res.stats:
+            row.ratio[b] = round(res.stats[b].median_ms / res.stats["kernel"].median_ms, 4)
+    if res.verdict.code == "late-work":  # its time is reported with the late work counted
+        kst = res.stats["kernel"]
+        row.tflops["kernel"] = tflops(kst.median_ms + kst.late_ms)
+        row.ratio = {}
+        row.ratio_by_distribution = {}
+
+
 def run_job(job: dict, chan: WorkerChannel) -> int:
     import torch
 
@@ -110,6 +140,7 @@ def run_job(job: dict, chan: WorkerChannel) -> int:
     from ..scenarios import Scenario
     from . import trial
     from .device_state import CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, CudaDriver, DeviceGuard, DeviceStateError
+    from .distributions import PRIMARY
     from .inputs import scenario_seed
     from .plausibility import implausible_reason
     from .timed import device_state_verdict, time_scenario
@@ -167,6 +198,8 @@ def run_job(job: dict, chan: WorkerChannel) -> int:
     gap = idle_gap_ms()
     seed = int(job["seed"])
     rng = random.Random(seed)
+    # the input distributions every scenario is checked and timed on, the primary one first
+    dists = list(job.get("distributions") or [PRIMARY])
 
     def sync():
         torch.cuda.synchronize()
@@ -201,6 +234,22 @@ def run_job(job: dict, chan: WorkerChannel) -> int:
             )
             apply(verdict)
             row.flags += verdict.flags
+            states = [state] if state is not None else []
+            if verdict.check is not None:
+                row.checks_by_distribution[dists[0]] = verdict.check
+            for dist in dists[1:]:
+                if row.status != STATUS_OK:
+                    break
+                v, st = trial.check_distribution(
+                    scn, dist, scenario_seed(seed, f"{scn.id}:{dist}", 0), launch, sync_and_guard, dev, check_cfg, rng
+                )
+                if v.check is not None:
+                    row.checks_by_distribution[dist] = v.check
+                if not v.ok:
+                    row.status, row.code, row.reason, row.check = v.status, v.code, v.reason, v.check or row.check
+                    break
+                if st is not None:
+                    states.append(st)
         if changed and row.status in (STATUS_OK, STATUS_WRONG):
             apply(device_state_verdict(changed))
         if row.status != STATUS_OK or not timed:
@@ -225,7 +274,7 @@ def run_job(job: dict, chan: WorkerChannel) -> int:
                     fns[b] = fn
             res = time_scenario(
                 scn,
-                state,
+                states,
                 launch_set,
                 fns,
                 seed,
@@ -239,17 +288,7 @@ def run_job(job: dict, chan: WorkerChannel) -> int:
                 guard=guard,
                 ceiling=ceiling,
             )
-        stats = res.stats
-        for name, st in stats.items():
-            row.times_ms[name] = st.to_dict()
-            row.tflops[name] = round(scn.flops / (st.median_ms * 1e-3) / 1e12, 2)
-        for b in job["baselines"]:
-            if b in stats:
-                row.ratio[b] = round(stats[b].median_ms / stats["kernel"].median_ms, 4)
-        if res.verdict.code == "late-work":  # its time is reported with the late work counted
-            kst = stats["kernel"]
-            row.tflops["kernel"] = round(scn.flops / ((kst.median_ms + kst.late_ms) * 1e-3) / 1e12, 2)
-            row.ratio = {}
+        record_times(row, scn, res, job["baselines"])
         row.recheck = res.recheck
         apply(res.verdict)
 
