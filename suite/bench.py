@@ -57,9 +57,28 @@ class BenchRequest:
     worker_command: tuple[str, ...] | None = None  # tests only: a stand-in for the worker
     # with fa4 among the baselines: compile it before the sweep measures anything (baselines/fa4_warm.py)
     warm_fa4: bool = True
+    # a safetensors file of q, k and v captured from a model: its one scenario, timed on those inputs
+    # (harness/distributions.py, `file:`), instead of the grid
+    inputs: Path | None = None
+    causal: bool | None = None  # with `inputs`: the mask (None: the file's metadata says, else not causal)
+
+    def __post_init__(self):
+        if self.inputs is not None and self.config.distributions is None:  # the file's inputs, and only them
+            from dataclasses import replace
+
+            from .harness.distributions import FILE_PREFIX
+
+            self.config = replace(self.config, distributions=(FILE_PREFIX + str(Path(self.inputs).resolve()),))
 
 
 def select_scenarios(req: BenchRequest) -> list[scenarios.Scenario]:
+    if req.inputs is not None:
+        from .harness.distributions import InputsError, scenario_from_file
+
+        try:
+            return [scenario_from_file(req.inputs, req.causal)]
+        except InputsError as e:
+            raise RequestError(str(e)) from None
     chosen = []
     if req.grid:
         chosen += scenarios.grid(req.arch)

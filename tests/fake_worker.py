@@ -100,6 +100,7 @@ def main():
                     {
                         "pid": os.getpid(),
                         "scenarios": [i["scenario"]["id"] for i in job["scenarios"]],
+                        "distributions": job.get("distributions"),
                         "started": started,
                         "build_gate": build_gate,
                         "library": job["library"],

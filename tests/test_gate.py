@@ -216,7 +216,7 @@ def stood_in_worker(monkeypatch):
         log.append(("gemm", gate_open()))
         return 100.0
 
-    def check(scn, seed, launch, sync, dev, cfg):
+    def check(scn, seed, launch, sync, dev, cfg, dist="standard"):
         log.append(("scenario", gate_open()))
         return trial.Verdict(STATUS_WRONG, "stand-in", "not run"), None
 

@@ -61,9 +61,9 @@ def worker_run(monkeypatch):
     honest = fakes.honest(SCN)
     bad_on = set()
 
-    def check_scenario(scn, seed, launch, sync, dev, cfg):
-        seen["checked"].append("standard")
-        return trial.check_scenario.__wrapped__(scn, seed, honest, sync, "cpu", CFG)
+    def check_scenario(scn, seed, launch, sync, dev, cfg, dist):
+        seen["checked"].append(dist)
+        return trial.check_scenario.__wrapped__(scn, seed, honest, sync, "cpu", CFG, dist)
 
     def check_distribution(scn, dist, seed, launch, sync, dev, cfg, rng):
         seen["checked"].append(dist)

@@ -101,6 +101,14 @@ def _previous_option(f):
 @click.option("--resume", is_flag=True, help="continue an interrupted sweep in --out")
 @click.option("--seed", type=int, default=None, help="input seed (default: a fresh secret one, recorded)")
 @click.option("--gpu", "gpu_index", type=int, default=0, show_default=True)
+@click.option(
+    "--inputs",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="a safetensors file of q, k, v captured from a model (batch, seqlen, heads, head_dim): time its one "
+    "scenario on those inputs instead of the grid (docs/judging.md)",
+)
+@click.option("--causal/--no-causal", default=None, help="with --inputs: the mask (default: the file's metadata)")
 @_sanitize_option
 @_previous_option
 @scaleout_options
@@ -115,6 +123,8 @@ def bench_cmd(
     resume,
     seed,
     gpu_index,
+    inputs,
+    causal,
     sanitize,
     previous,
     scaleout,
@@ -130,7 +140,11 @@ def bench_cmd(
     from ..rules import DependencyRuleError
 
     baselines = list(baselines) or [config.ARCHES[arch]["baseline"]]
-    out_dir = out_dir or Path("results") / arch / kernel.stem
+    if inputs is not None and (pattern or extended or extended_only):
+        fail("--inputs times the file's own scenario: it takes no --scenarios, --extended or --extended-only", USAGE)
+    if causal is not None and inputs is None:
+        fail("--causal/--no-causal go with --inputs", USAGE)
+    out_dir = out_dir or Path("results") / arch / (kernel.stem if inputs is None else f"{kernel.stem}-{inputs.stem}")
     req = BenchRequest(
         kernel=kernel,
         arch=arch,
@@ -144,6 +158,8 @@ def bench_cmd(
         gpu_index=gpu_index,
         sanitize=sanitize,
         previous=previous,
+        inputs=inputs,
+        causal=causal,
     )
     run: Callable[..., dict] = run_bench
     usage_errors: tuple[type[Exception], ...] = (ResumeMismatch, RequestError)

@@ -24,6 +24,7 @@ with the public work each rests on.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -220,6 +221,7 @@ DISTRIBUTIONS: dict[str, Distribution] = {
     )
 }
 PRIMARY = "standard"  # checked in full (three launches, the whole reference); the others sampled
+FILE_PREFIX = "file:"  # `file:PATH`: q, k and v read from a safetensors file (`from_file`)
 
 
 def names() -> list[str]:
@@ -227,7 +229,106 @@ def names() -> list[str]:
 
 
 def get(name: str) -> Distribution:
+    if name.startswith(FILE_PREFIX):
+        return from_file(name[len(FILE_PREFIX) :])
     try:
         return DISTRIBUTIONS[name]
     except KeyError:
         raise KeyError(f"unknown input distribution {name!r}; known: {', '.join(DISTRIBUTIONS)}") from None
+
+
+# ---- inputs captured from a model -------------------------------------------------------------
+
+
+class InputsError(ValueError):
+    """A file of captured inputs that cannot be used: missing, unreadable, or tensors of the wrong
+    names, shapes or types."""
+
+
+def read_inputs(path) -> tuple[dict, dict]:
+    """({"q", "k", "v": CPU tensors}, the file's metadata) of a safetensors file, checked: q
+    (batch, seqlen_q, heads_q, d_qk), k (batch, seqlen_k, heads_kv, d_qk), v (batch, seqlen_k,
+    heads_kv, d_v), floating point (converted to bf16), heads_q a multiple of heads_kv."""
+    import torch
+
+    try:
+        from safetensors import safe_open
+    except ImportError:
+        raise InputsError("reading captured inputs needs the safetensors package: pip install safetensors") from None
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = f.metadata() or {}
+            missing = [n for n in ("q", "k", "v") if n not in f.keys()]
+            if missing:
+                have = ", ".join(sorted(f.keys()))
+                raise InputsError(f"{path}: no tensor named {', '.join(missing)} (it has: {have})")
+            t = {n: f.get_tensor(n) for n in ("q", "k", "v")}
+    except InputsError:
+        raise
+    except Exception as e:  # not a safetensors file, unreadable
+        raise InputsError(f"{path}: not a readable safetensors file ({type(e).__name__}: {e})") from None
+    for n, x in t.items():
+        if x.dim() != 4:
+            raise InputsError(f"{path}: {n} has shape {tuple(x.shape)}; expected (batch, seqlen, heads, head_dim)")
+        if not x.is_floating_point():
+            raise InputsError(f"{path}: {n} is {x.dtype}; expected a floating-point tensor (bf16)")
+    q, k, v = t["q"], t["k"], t["v"]
+    if not (q.shape[0] == k.shape[0] == v.shape[0]) or k.shape[:3] != v.shape[:3] or q.shape[3] != k.shape[3]:
+        raise InputsError(
+            f"{path}: shapes q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} do not fit together: q and k "
+            "share batch and head_dim, k and v share batch, seqlen and heads"
+        )
+    if k.shape[2] == 0 or q.shape[2] % k.shape[2]:
+        raise InputsError(f"{path}: {q.shape[2]} q heads are not a multiple of {k.shape[2]} kv heads")
+    return {n: x.to(torch.bfloat16).contiguous() for n, x in t.items()}, meta
+
+
+def scenario_from_file(path, causal: bool | None = None) -> Scenario:
+    """The scenario of a file's inputs; `causal` from the argument, else from the file's metadata
+    (`causal`: "true"/"false"), else False."""
+    from pathlib import Path
+
+    t, meta = read_inputs(path)
+    q, k, v = t["q"], t["k"], t["v"]
+    if causal is None:
+        causal = str(meta.get("causal", "false")).strip().lower() in ("1", "true", "yes")
+    return Scenario(
+        f"file-{Path(path).stem}" + ("-causal" if causal else ""),
+        q.shape[0],
+        q.shape[1],
+        k.shape[1],
+        q.shape[2],
+        k.shape[2],
+        q.shape[3],
+        v.shape[3],
+        causal,
+    )
+
+
+@functools.lru_cache(maxsize=2)
+def _read_cached(path: str, mtime_ns: int) -> tuple[dict, dict]:
+    """read_inputs, once per file version (the tensors are only ever copied from)."""
+    return read_inputs(path)
+
+
+def from_file(path) -> Distribution:
+    """The inputs of a file as a distribution of one: the same q, k, v whatever the seed (each call
+    gives fresh copies on the device); a scenario of another shape is refused."""
+    from pathlib import Path
+
+    path = str(Path(path).resolve())
+
+    def make(scn: Scenario, seed: int, device="cuda"):
+        t, _ = _read_cached(path, Path(path).stat().st_mtime_ns)
+        want = {
+            "q": (scn.batch, scn.seqlen_q, scn.heads_q, scn.d_qk),
+            "k": (scn.batch, scn.seqlen_k, scn.heads_kv, scn.d_qk),
+            "v": (scn.batch, scn.seqlen_k, scn.heads_kv, scn.d_v),
+        }
+        for n, shape in want.items():
+            if tuple(t[n].shape) != shape:
+                raise InputsError(f"{path}: {n} has shape {tuple(t[n].shape)}, the scenario {scn.id} needs {shape}")
+        return tuple(t[n].to(device=device, copy=True) for n in ("q", "k", "v"))
+
+    make.__doc__ = f"q, k and v as captured in {path}."
+    return Distribution(FILE_PREFIX + path, f"captured inputs ({Path(path).name})", make)

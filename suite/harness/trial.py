@@ -305,14 +305,19 @@ class ScenarioState:
 
 
 def check_scenario(
-    scn: Scenario, seed: int, launch: Launch, sync: Callable[[], None], device, cfg: CheckConfig
+    scn: Scenario,
+    seed: int,
+    launch: Launch,
+    sync: Callable[[], None],
+    device,
+    cfg: CheckConfig,
+    distribution: str = PRIMARY,
 ) -> tuple[Verdict, ScenarioState | None]:
-
-    bufs = new_buffers(scn, seed, device, cfg)
+    bufs = new_buffers(scn, seed, device, cfg, distribution)
     first = run_once(launch, bufs, sync)
     if first.rc != KS_OK:
         return judge(first, bufs, None, cfg), None  # type: ignore[arg-type]
-    exp = expected_for(scn, seed, device)
+    exp = expected_for(scn, seed, device, distribution)
     verdict = judge(first, bufs, exp, cfg)
     if not verdict.ok:
         return verdict, None
@@ -347,7 +352,7 @@ def check_scenario(
     v3 = judge(third, bufs, exp_b, cfg, "new inputs in the same buffers")
     if not v3.ok:
         return v3, None
-    return verdict, ScenarioState(bufs, exp_b)
+    return verdict, ScenarioState(bufs, exp_b, distribution)
 
 
 def check_distribution(

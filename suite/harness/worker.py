@@ -230,7 +230,7 @@ def run_job(job: dict, chan: WorkerChannel) -> int:
             row.flags.append(unguarded)
         with _Range(f"check:{scn.id}"):
             verdict, state = trial.check_scenario(
-                scn, scenario_seed(seed, scn.id, 0), launch, sync_and_guard, dev, check_cfg
+                scn, scenario_seed(seed, scn.id, 0), launch, sync_and_guard, dev, check_cfg, dists[0]
             )
             apply(verdict)
             row.flags += verdict.flags
