@@ -9,11 +9,29 @@ from kernelseek_suite.harness import run_once
 REF = Path(__file__).resolve().parent.parent / "kernels" / "reference" / "attn_fwd_ref.cu"
 
 
-def test_beside_without_time_is_refused(capsys):
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--beside", str(REF)], "--beside needs --time (to time it) or --check --check-beside (to check it)"),
+        (["--baseline", "fa3"], "--baseline needs --time"),
+        (["--check", "--check-beside"], "--check-beside needs --check and at least one --beside"),
+        (["--check-beside", "--beside", str(REF)], "--check-beside needs --check and at least one --beside"),
+        (["--time", "--inputs", "nope"], "unknown input distribution nope"),
+    ],
+)
+def test_what_does_not_go_together_is_refused(capsys, args, message):
     with pytest.raises(SystemExit) as e:
-        run_once.main([str(REF), "d64-h32kv32-s512", "--beside", str(REF)])
+        run_once.main([str(REF), "d64-h32kv32-s512", *args])
     assert e.value.code == 4
-    assert "--beside and --baseline need --time" in capsys.readouterr().err
+    assert message in capsys.readouterr().err
+
+
+def test_checking_variants_beside_needs_no_timing(monkeypatch):
+    """--check --check-beside with --beside and no --time gets past the arguments (to the build)."""
+    reached = []
+    monkeypatch.setattr(run_once, "select_scenarios", lambda spec, known: reached.append(spec) or [])
+    assert run_once.main([str(REF), "d64-h32kv32-s512", "--check", "--check-beside", "--beside", str(REF)]) == 4
+    assert reached == ["d64-h32kv32-s512"]
 
 
 def test_an_unknown_baseline_is_refused_before_anything_runs(capsys):

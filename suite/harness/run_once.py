@@ -69,8 +69,12 @@ def main(argv=None) -> int:
         help="with --time: also time this baseline (fa3, fa4, cudnn, sdpa-flash), interleaved",
     )
     args = ap.parse_args(argv)
-    if (args.beside or args.baseline) and not args.time:
-        ap.error("--beside and --baseline need --time")
+    if args.baseline and not args.time:
+        ap.error("--baseline needs --time")
+    if args.beside and not (args.time or args.check_beside):
+        ap.error("--beside needs --time (to time it) or --check --check-beside (to check it)")
+    if args.check_beside and not (args.check and args.beside):
+        ap.error("--check-beside needs --check and at least one --beside")
     from ..baselines import REGISTRY
     from .distributions import DISTRIBUTIONS
 
