@@ -48,11 +48,20 @@ lint-baseline: $(VENV)/.lint-ready
 test-gpu: setup
 	$(PY) -m pytest -q -m "gpu"
 
-# Without the right GPU this runs what it can and fails with the command's code in make's message
-# ("Error 3": nothing measured; "Error 2": a kernel failed its static checks).
+# Without the right GPU this runs what it can and fails. make exits 2 for any failed recipe, whatever
+# the command's code: the last line names that code ("exited 3": nothing measured; "exited 2": a
+# kernel failed its static checks), and a script that needs it runs the command itself (README.md,
+# exit codes): make setup && .venv/bin/kernelseek-suite reproduce --arch sm90
+define run_reproduce
+	@echo "$(VENV)/bin/kernelseek-suite reproduce $(REPRODUCE_FLAGS)"
+	@$(VENV)/bin/kernelseek-suite reproduce $(REPRODUCE_FLAGS) || { rc=$$?; \
+	  echo "make reproduce: kernelseek-suite reproduce exited $$rc (README.md, exit codes); make's own code is 2" >&2; \
+	  exit $$rc; }
+endef
+
 ifeq ($(strip $(WHEELHOUSE)),)
 reproduce: setup
-	$(VENV)/bin/kernelseek-suite reproduce $(REPRODUCE_FLAGS)
+	$(run_reproduce)
 else
 # a GPU node with no internet: every wheel comes from the wheelhouse, checked against its manifest
 # (the venv sees the node's own packages, its CUDA torch above all, also where python3 itself runs in
@@ -60,7 +69,7 @@ else
 reproduce:
 	$(PYTHON) suite/reproduce/wheelhouse.py venv $(VENV)
 	$(PYTHON) suite/reproduce/wheelhouse.py install "$(WHEELHOUSE)" --python $(PY) --root .
-	$(VENV)/bin/kernelseek-suite reproduce $(REPRODUCE_FLAGS)
+	$(run_reproduce)
 endif
 
 # Mutation testing of the modules that decide results (docs/mutation-testing.md), one module at a

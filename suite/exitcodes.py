@@ -9,7 +9,9 @@ layer may use it.
   4   USAGE        bad arguments or files, click's own usage errors included
   5   RUNTIME      `reproduce --runtime docker` where Docker cannot run it
   10-18            `doctor`: one code per problem (DOCTOR below)
-A command whose output is cut off by a closed pipe (`scenarios | head`) exits 0 quietly.
+A command whose output is cut off by a closed pipe (`reproduce 2>&1 | head -2`) drops the rest of its
+output and exits with its own code (cli/common.py, survive_closed_pipes). `make` exits 2 for any failed
+recipe: `make reproduce` prints the command's code, which a script gets from the command itself.
 """
 
 from __future__ import annotations

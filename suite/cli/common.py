@@ -1,9 +1,11 @@
-"""What the commands share: the `kernelseek-suite` group itself (usage errors exit 4, a closed pipe
-exits 0 quietly), the console, `--arch`, the progress bar, the GPU check and the way errors end a
-command."""
+"""What the commands share: the `kernelseek-suite` group itself (usage errors exit 4; a closed pipe
+costs the output, never the exit code), the console, `--arch`, the progress bar, the GPU check and
+the way errors end a command."""
 
 from __future__ import annotations
 
+import errno
+import io
 import os
 import signal
 import sys
@@ -30,14 +32,74 @@ def fail(message: str, code: int, as_json: dict | None = None) -> NoReturn:
     sys.exit(code)
 
 
+def _to_devnull(fd: int) -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
+
+
 def _quiet_pipe() -> None:
     """The reader went away (`... | head`): what is left to write goes nowhere, and the exit is
     quiet (no BrokenPipeError at the interpreter's final flush)."""
     try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        _to_devnull(sys.stdout.fileno())
     except (OSError, ValueError):  # no real file descriptor (a test runner's buffer)
         pass
+
+
+class _PipeSafeRaw(io.RawIOBase):
+    """A file descriptor that outlives its reader: once the reader has gone (EPIPE), the descriptor
+    is pointed at /dev/null and every write, that one included, succeeds. Its owner never closes it."""
+
+    def __init__(self, fd: int):
+        super().__init__()
+        self._fd = fd
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def isatty(self) -> bool:
+        return os.isatty(self._fd)
+
+    def write(self, b) -> int:
+        try:
+            return os.write(self._fd, b)
+        except OSError as e:
+            if e.errno != errno.EPIPE:
+                raise
+            _to_devnull(self._fd)
+            return len(memoryview(b))
+
+
+def survive_closed_pipes() -> None:
+    """Make stdout and stderr survive a reader that goes away (`reproduce 2>&1 | head -2`): the
+    rest of the output is dropped and the command goes on to its own exit code (a closed pipe turns
+    neither a failure into 0 nor a success into 1). Streams without a file descriptor (a test
+    runner's buffers) are left as they are."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if isinstance(getattr(stream, "buffer", None), io.BufferedWriter) and isinstance(
+            stream.buffer.raw, _PipeSafeRaw
+        ):
+            continue
+        try:
+            fd = stream.fileno()
+            stream.flush()
+        except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+            continue
+        safe = io.TextIOWrapper(
+            io.BufferedWriter(_PipeSafeRaw(fd)),
+            encoding=stream.encoding,
+            errors=stream.errors,
+            line_buffering=stream.line_buffering,
+            write_through=getattr(stream, "write_through", False),
+        )
+        setattr(sys, name, safe)
 
 
 class SuiteGroup(click.Group):
@@ -57,7 +119,7 @@ class SuiteGroup(click.Group):
         except click.UsageError as e:
             e.exit_code = exitcodes.USAGE
             raise
-        except BrokenPipeError:
+        except BrokenPipeError:  # a stream survive_closed_pipes could not wrap
             _quiet_pipe()
             raise click.exceptions.Exit(exitcodes.OK) from None
 
@@ -68,6 +130,7 @@ def main() -> None:
     """Evaluate single-file FlashAttention forward kernels against FA3/FA4/cuDNN, and the agents
     that write them. Exit codes: 0 ok, 1 not correct everywhere, 2 the kernel breaks the rules or
     does not build, 3 no suitable GPU, 4 bad arguments (`doctor`: 10-18, see its help)."""
+    survive_closed_pipes()
     # SIGTERM (timeout, a job scheduler) unwinds like Ctrl-C, so a sweep's cleanup runs: its worker
     # is killed and what was measured is already on disk
     signal.signal(signal.SIGTERM, _terminate)

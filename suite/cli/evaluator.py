@@ -28,6 +28,8 @@ def scenarios_cmd(arch, extended, pattern, as_json):
     from .. import scenarios as sc
 
     rows = sc.select(sc.extended(arch) if extended else sc.grid(arch), pattern)
+    if not rows:  # as bench: a filter that matches nothing is a usage error
+        fail(f"no scenario matches {pattern!r}", USAGE)
     if as_json:
         for s in rows:
             click.echo(json.dumps({**s.to_dict(), "flops": s.flops}))

@@ -166,7 +166,8 @@ def render_cmd(results, out, html):
 @click.option("--baseline", default=None, help="default: the architecture's (fa3 on sm90, fa4 on sm100)")
 @click.option("--tolerance", type=float, default=config.VERIFY_TOLERANCE, show_default=True)
 @click.option("--all", "show_all", is_flag=True, help="list every scenario, not only those that changed")
-def verify_cmd(shipped, fresh, baseline, tolerance, show_all):
+@click.option("--json", "as_json", is_flag=True, help="the verdict as one JSON object: claims, every scenario, counts")
+def verify_cmd(shipped, fresh, baseline, tolerance, show_all, as_json):
     """Compare a fresh run with the shipped results, scenario by scenario: same, faster, slower or
     inconclusive; then one line per claim. Exit 1 when a claim is not reproduced."""
     from ..reports.data import NoResults
@@ -175,7 +176,10 @@ def verify_cmd(shipped, fresh, baseline, tolerance, show_all):
     try:
         v = compare(shipped, fresh, baseline, tolerance)
     except NoResults as e:
-        fail(str(e), USAGE)
+        fail(str(e), USAGE, {"reproduced": None, "error": str(e)} if as_json else None)
+    if as_json:
+        click.echo(json.dumps(v.to_dict()))
+        sys.exit(OK if v.reproduced else FAIL)
     rows = [
         [s.scenario, _r(s.shipped), _r(s.fresh), f"{s.change:+.1%}" if s.change is not None else "", s.verdict, s.why]
         for s in v.scenarios

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -38,15 +39,67 @@ def traces_validate(files):
 
 @traces_group.command("show")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-def traces_show(file):
-    """A readable timeline of a run."""
+@click.option(
+    "--json", "as_json", is_flag=True, help="one JSON object: the run, how it ended, the timeline's lines, the problems"
+)
+def traces_show(file, as_json):
+    """A readable timeline of a run. A file that is not a trace (no run_start first) exits 4."""
     from ..agents.trace import read_trace, timeline_lines
 
-    tf = read_trace(file)
-    for line in timeline_lines(tf.events):
+    tf = _read_or_fail(file, read_trace, as_json)
+    lines = timeline_lines(tf.events)
+    if as_json:
+        click.echo(json.dumps(_show_record(file, tf, lines)))
+        return
+    for line in lines:
         click.echo(line)
-    for p in tf.problems:
+    for p in tf.problems[:SHOWN_PROBLEMS]:
         click.echo(f"warning: {p}", err=True)
+    if len(tf.problems) > SHOWN_PROBLEMS:
+        click.echo(f"warning: ... and {len(tf.problems) - SHOWN_PROBLEMS} more lines that are not events", err=True)
+
+
+SHOWN_PROBLEMS = 10  # `traces show`: the warnings about lines that are not events, at most
+
+
+def _read_or_fail(file: Path, read_trace, as_json: bool = False):
+    """The trace in FILE, or the command ends with USAGE and one line saying why it is not one."""
+
+    def not_a_trace(why: str):
+        message = f"{file}: not a trace ({why})"
+        fail(message, USAGE, {"file": str(file), "error": message} if as_json else None)
+
+    try:
+        tf = read_trace(file)
+    except UnicodeDecodeError:
+        not_a_trace("not UTF-8 text")
+    if not tf.events:
+        not_a_trace(f"none of its {len(tf.problems)} lines is a JSON object" if tf.problems else "it is empty")
+    if tf.events[0].get("type") != "run_start":
+        not_a_trace(f"its first event is {str(tf.events[0].get('type'))!r}, not run_start")
+    return tf
+
+
+def _show_record(file: Path, tf, lines: list[str]) -> dict:
+    start = tf.events[0]
+    last = {ev.get("type"): ev for ev in tf.events}
+    end, exit_ = last.get("run_end"), last.get("exit")
+    return {
+        "file": str(file),
+        "run_id": start.get("run_id"),
+        "arm": start.get("arm"),
+        "task": (start.get("task") or {}).get("name"),
+        "model": (start.get("model") or {}).get("name"),
+        "events": len(tf.events),
+        "finished": end is not None,
+        "exit": None if exit_ is None else {k: exit_.get(k) for k in ("reason", "limit", "message")},
+        "goal_met": None if end is None else bool(end.get("goal_met")),
+        "best": None if end is None else end.get("best"),
+        "totals": None if end is None else end.get("totals"),
+        "cut_short": tf.cut_short,
+        "problems": tf.problems,
+        "timeline": lines,
+    }
 
 
 @traces_group.command("analyze")
@@ -96,9 +149,7 @@ def traces_html(files, out_dir):
     from ..reports.trace_html import default_output, render_traces
 
     for f in files:
-        events = read_trace(f).events
-        if not events or events[0].get("type") != "run_start":
-            fail(f"{f}: not a trace (it does not start with run_start)", USAGE)
+        _read_or_fail(f, read_trace)
     out = render_traces(list(files), default_output(list(files), out_dir))
     click.echo(f"page: {out}")
 

@@ -18,7 +18,7 @@ have (a row's `ratio` is its lowest over the distributions, so the scenario verd
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import cast
 
@@ -68,6 +68,18 @@ class Verdict:
     def reproduced(self) -> bool:
         """No claim came out worse in the fresh run."""
         return not any(c.verdict in (SLOWER, "not reproduced") for c in self.claims)
+
+    def to_dict(self) -> dict:
+        """`verify --json`: the verdict, every scenario's and every claim's (a change is fresh / shipped - 1)."""
+        return {
+            "reproduced": self.reproduced,
+            "baseline": self.baseline,
+            "tolerance": self.tolerance,
+            "counts": self.counts(),
+            "claims": [asdict(c) for c in self.claims],
+            "scenarios": [{**asdict(s), "change": s.change} for s in self.scenarios],
+            "warnings": self.warnings,
+        }
 
 
 def _rel_spread(r: ScenarioResult, impl: str) -> float:

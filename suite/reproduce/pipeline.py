@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import config, exitcodes
+from .. import scenarios as _scenarios
 from ..reports.data import CEILING, MEASURED, RECORD, SHIPPED, NoResults
 from . import kernels as _kernels
 
@@ -459,6 +460,10 @@ def reproduce(req: ReproduceRequest, notify: Notify = _quiet, on_row=None, on_st
             exitcodes.USAGE,
             messages=[f"unknown arch {req.arch!r}; reproducible: {', '.join(config.REPRODUCE)}"],
         )
+    if req.scenario_filter and not _scenarios.select(
+        _scenarios.grid(req.arch) + (_scenarios.extended(req.arch) if req.extended else []), req.scenario_filter
+    ):  # as bench: checked before the GPU, which it needs none to find out
+        return Outcome(req.arch, "failed", exitcodes.USAGE, messages=[f"no scenario matches {req.scenario_filter!r}"])
     try:
         require_gpu(req.arch, req.gpu_index)
     except NoGPUError as e:
