@@ -137,6 +137,39 @@ def test_steady_loop_touches_no_local_memory(kernels, key):
         assert local == [], f"spill traffic in the steady loop: {local}"
 
 
+def _kernel_constant(name: str) -> str:
+    m = re.search(rf"^constexpr (?:float|int) {name} = ([^;]+);", KERNEL.read_text(), re.M)
+    assert m, f"{name} not found in {KERNEL.name}"
+    return m.group(1)
+
+
+def test_the_redo_window_is_the_measured_one():
+    """The fast softmax redoes a block (a second S GEMM) only when a row's partial sum passes
+    FAST_LIMIT = 2^P_LOG2, i.e. when the row max grew by more than REF_BIAS + P_LOG2 - log2(BN / 4)
+    (log2 units) past the block that set its reference: at least 75 here (52 in natural units), more
+    than real logits move within a row. P_LOG2 stays at the bound measured right on the H200 (16:
+    kernels/hopper/NOTES.md, runs 25-26: P up to 2^64 gave wrong results there)."""
+    bias, p_log2 = float(_kernel_constant("REF_BIAS").rstrip("f")), int(_kernel_constant("P_LOG2"))
+    limit = float(_kernel_constant("FAST_LIMIT").rstrip("f"))
+    assert limit == 2.0**p_log2 and p_log2 <= 16
+    assert bias + p_log2 - 5 >= 75  # BN / 4 <= 32 terms in a partial sum: 2^5
+
+
+@pytest.mark.nvcc
+@pytest.mark.slow
+@pytest.mark.parametrize("key", sorted(BUDGET), ids=_key_id)
+def test_a_steady_loop_issues_one_s_gemm_and_one_pv_gemm_per_block(kernels, key):
+    """The redo of the fast softmax sits outside the unmasked steady loop (the outer loop takes it and
+    moves on to the next block): an iteration issues exactly the S GEMM's k-steps and the PV GEMM's, so
+    no block can be redone more than once, whatever the data. (The masked loop takes the exact step,
+    which never redoes; with half blocks it holds an N = 64 and a whole S GEMM.)"""
+    dqk, dv, bn, _, _ = key
+    per_block = dqk // 16 + bn // 16
+    unmasked = min(_steady_loops(kernels[key]), key=len)
+    hgmma = [i for i in unmasked if i.opcode.startswith("HGMMA")]
+    assert len(hgmma) == per_block, f"{len(hgmma)} HGMMA in the unmasked steady loop, {per_block} per block"
+
+
 def test_placement_counts_exponentials_above_the_last_wait():
     # the counting itself, on a made-up loop body: 2 of 3 exponentials above the second wait
     def ins(op):
