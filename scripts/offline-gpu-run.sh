@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The reproduce on a GPU node with no package index and a cap on what one transfer carries
+# (docs/offline-nodes.md, "FA4 on an offline node"), in steps that each fit one transfer. The wheels
+# come from a machine with an index:
+#
+#   bash scripts/offline-gpu-run.sh fetch     # (with an index) .whl/: FA3 and the suite's wheels;
+#                                             # .carry/p1, .carry/p2: FA4 in two parts
+#   bash scripts/offline-gpu-run.sh part1     # (node) FA4's CUDA 13 library, first half  [carry .carry/p1]
+#   bash scripts/offline-gpu-run.sh setup     # (node) the rest, the suite's wheels, an import check
+#                                             #        [carry .whl .carry/p2]
+#   bash scripts/offline-gpu-run.sh smoke     # (node) bench on five scenarios beside FA3, FA4, cuDNN
+#   bash scripts/offline-gpu-run.sh check     # (node) the Hopper kernel on every input distribution,
+#                                             #        through the pass rule, and the growing-max test
+#   bash scripts/offline-gpu-run.sh reproduce # (node) the whole reproduce; results/<arch> archived in $OUT
+#
+# Everything lands under /tmp/site (FA4) and /tmp/site2 (the rest), which the node keeps while it is up.
+# OUT (a folder for what comes back, default /tmp/out) and ARCH (sm90) can be set.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/out}
+ARCH=${ARCH:-sm90}
+mkdir -p "$OUT"
+SO=nvidia_cutlass_dsl/dsl_packages/cutlass/_mlir/_mlir_libs/_cutlass_ir.cu13.cpython-312-x86_64-linux-gnu.so
+env_here() {
+  export PYTHONPATH=/tmp/site2:/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages
+  export KERNELSEEK_GIT_SHA=${KERNELSEEK_GIT_SHA:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
+}
+ks() { python3 -m kernelseek_suite.cli "$@"; }
+
+case "${1:-}" in
+  fetch)
+    dl=(python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64
+        --platform manylinux2014_x86_64 --platform any)
+    mkdir -p .whl .carry/fa4 .carry/p1 .carry/p2
+    "${dl[@]}" -d .whl fa3-fwd==0.0.3 pyelftools jsonschema attrs referencing rpds-py jsonschema-specifications \
+      safetensors pytest pluggy iniconfig
+    "${dl[@]}" -d .carry/fa4 flash-attn-4==4.0.0b36 nvidia-cutlass-dsl==4.8.1 nvidia-cutlass-dsl-libs-base==4.8.1 \
+      nvidia-cutlass-dsl-libs-core==4.8.1 nvidia-cutlass-dsl-libs-cu13==4.8.1 quack-kernels==0.6.5 \
+      apache-tvm-ffi==0.1.15.post2 torch-c-dlpack-ext==0.1.5
+    rm -rf .carry/x && python3 -m zipfile -e .carry/fa4/nvidia_cutlass_dsl_libs_cu13-*.whl .carry/x
+    (cd .carry/x && tar cf - "$SO" | xz -9 -T0 > ../p1/part1.tar.xz)
+    (cd .carry/x && tar cf - --exclude="$(basename "$SO")" . | xz -9 -T0 > ../p2/part2.tar.xz)
+    rm -rf .carry/x
+    for w in .carry/fa4/*.whl; do case "$w" in *libs_cu13*) ;; *) cp "$w" .carry/p2/ ;; esac; done
+    du -sh .whl .carry/p1 .carry/p2
+    ;;
+  part1)
+    mkdir -p /tmp/site && tar xJf .carry/p1/part1.tar.xz -C /tmp/site && ls -la "/tmp/site/$SO"
+    nvidia-smi --query-gpu=name,uuid,driver_version --format=csv,noheader
+    ;;
+  setup)
+    test -f "/tmp/site/$SO" || { echo "part1 is missing: run 'part1' on this node first"; exit 7; }
+    tar xJf .carry/p2/part2.tar.xz -C /tmp/site
+    for w in .carry/p2/*.whl; do python3 -m zipfile -e "$w" /tmp/site; done
+    mkdir -p /tmp/site2
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site2 .whl/*.whl
+    ln -sfn "$PWD/suite" /tmp/site2/kernelseek_suite
+    env_here
+    python3 -c "from flash_attn.cute import flash_attn_func; import fa3_fwd_interface, elftools, jsonschema; print('imports ok')"
+    ;;
+  smoke)
+    env_here
+    ks bench --kernel kernels/hopper/flash_fwd_sm90.cu --baseline fa3 --baseline fa4 --baseline cudnn \
+      --scenarios 'd64-h32kv32-s512,d128-h16kv16-s8192-causal,d256-h8kv1-s2048,d96-h16kv16-s32768,d192v128-h16kv16-s1024-causal' \
+      --out /tmp/smoke 2>&1 | tee "$OUT/smoke.txt" | tail -25
+    cp /tmp/smoke/bench.jsonl /tmp/smoke/summary.json "$OUT/" 2>/dev/null
+    ;;
+  check)
+    env_here
+    python3 -m kernelseek_suite.harness.run_once kernels/hopper/flash_fwd_sm90.cu '*-s512,*-s2048-causal,*-s8192' \
+      --inputs all --check > "$OUT/check.txt" 2>&1
+    echo "run_once rc=$?: $(grep -c ': ok' "$OUT/check.txt") ok, $(grep -c 'WRONG' "$OUT/check.txt") wrong"
+    python3 -m pytest -q -p no:cacheprovider tests/test_hopper_growing_max.py 2>&1 | tail -3
+    ;;
+  reproduce)
+    env_here
+    start=$(date +%s)
+    ks reproduce --arch "$ARCH" --runtime native > "$OUT/reproduce.txt" 2>&1
+    rc=$?
+    echo "reproduce rc=$rc after $(( $(date +%s) - start )) s"
+    tail -20 "$OUT/reproduce.txt"
+    tar czf "$OUT/$ARCH.tgz" "results/$ARCH"
+    exit $rc
+    ;;
+  *)
+    sed -n '2,20p' "$0"
+    exit 4
+    ;;
+esac
