@@ -84,7 +84,7 @@ case "${1:-}" in
     exit $rc
     ;;
   *)
-    sed -n '2,20p' "$0"
+    sed -n '2,/^set /p' "$0" | grep '^#'
     exit 4
     ;;
 esac
