@@ -19,8 +19,9 @@ from kernelseek_suite.agents import read_trace, validate_trace
 from kernelseek_suite.cli import main
 from kernelseek_suite.config import REPO_ROOT
 from kernelseek_suite.headtohead.protocol import ProtocolError, load_protocol
-from kernelseek_suite.headtohead.report import read_runs
-from kernelseek_suite.headtohead.stats import median_difference, spread
+from kernelseek_suite.headtohead.report import intervals, read_runs
+from kernelseek_suite.headtohead.runstats import stats_from_trace
+from kernelseek_suite.headtohead.stats import Sample, median_difference, spread
 from trace_builder import TraceBuilder
 
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
@@ -63,6 +64,8 @@ def test_the_smoke_protocol_runs_both_arms_end_to_end_and_prints_the_interval(sm
     assert f"protocol smoke ({SMOKE}, sha256 {proto.sha256[:12]})" in r.output
     traces = sorted((out / "traces").glob("*.jsonl"))
     assert [t.name for t in traces] == [
+        "kernelseek-aa-seed1.jsonl",
+        "kernelseek-aa-seed2.jsonl",
         "kernelseek-seed1.jsonl",
         "kernelseek-seed2.jsonl",
         "toolrich-seed1.jsonl",
@@ -78,21 +81,30 @@ def test_the_smoke_protocol_runs_both_arms_end_to_end_and_prints_the_interval(sm
         assert cfg["task_options"] == {"budget_ms": 2, "goal": 1000}
         if cfg["arm"] == "kernelseek":
             assert cfg["questions"]["plateau_evals"] == 2 and cfg["questions"]["min_steps_between"] == 1
+    # the A/A copy is the same arm with the same options under another label
+    copy, arm = (
+        read_trace(out / "traces" / f"{n}-seed1.jsonl").events[0]["config"] for n in ("kernelseek-aa", "kernelseek")
+    )
+    assert copy.pop("label") == "kernelseek-aa" and arm.pop("label") is None and copy == arm
     # four steps each: the third evaluation (step 4) spends the evaluation budget
-    assert all(b["temperature"] == 0.0 and b["max_tokens"] == 1024 for b in bodies) and len(bodies) == 4 * 4
+    assert all(b["temperature"] == 0.0 and b["max_tokens"] == 1024 for b in bodies) and len(bodies) == 6 * 4
     # the table: per-arm median and spread, the interval of the difference, each run's final bench
-    assert (
-        "## Difference between the arms" in r.output
-        and "| best over the timed scenarios | toolrich - kernelseek" in r.output
+    assert "## Difference between the arms" in r.output
+    assert any(
+        l.startswith("| best over the timed scenarios ") and "| toolrich - kernelseek" in l
+        for l in r.output.splitlines()
     )
     assert "| best kernel on the full grid" in r.output
     stats = json.loads((out / "stats.json").read_text())
-    (iv,) = stats["intervals"]["best"]
-    assert iv["paired"] == 2 and iv["low"] is not None and iv["low"] <= iv["difference"] <= iv["high"]
+    ivs = {(iv["b"], iv["a"]): iv for iv in stats["intervals"]["best"]}
+    assert set(ivs) == {("toolrich", "kernelseek"), ("kernelseek-aa", "kernelseek")} and stats["min_runs"] == 2
+    for iv in ivs.values():
+        assert iv["paired"] == 2 and iv["low"] is not None and iv["low"] <= iv["difference"] <= iv["high"]
     runs = read_runs(out / "runs.jsonl")
     assert all(x.final_status == "ok" and x.final_geomean > 0 for x in runs)
     finals = [json.loads(l) for l in (out / "final.jsonl").read_text().splitlines()]
-    assert {f["label"] for f in finals} == {"kernelseek", "toolrich"} and all(f["scenarios_total"] == 6 for f in finals)
+    assert {f["label"] for f in finals} == {"kernelseek", "kernelseek-aa", "toolrich"}
+    assert all(f["scenarios_total"] == 6 for f in finals)
     assert all("20 ms" in f["note"] for f in finals)
     request = json.loads((out / "request.json").read_text())
     assert request["protocol"]["sha256"] == proto.sha256 and request["final_bench"]["enabled"] is True
@@ -104,8 +116,9 @@ def test_the_paper_protocol_plan_needs_no_model(tmp_path):
     rows = {l.split("|")[1].strip(): l.split("|")[2].strip() for l in r.output.splitlines() if l.startswith("| ")}
     assert rows["runs"] == "10" and rows["evaluations"] == "400 (40 per run)"
     assert rows["evaluation time (one H100/H200 (sm90))"] == "5.7 h to 6.6 h"  # 400 x 51-59 s
-    assert rows["final full-grid bench (one H100/H200 (sm90))"] == "25.3 min"  # 10 x 152 s
-    assert rows["GPU-hours"] == "6.1 to 7.0" and rows["tokens"] == "not bounded" and rows["cost"] == "not estimated"
+    assert rows["final full-grid bench (one H100/H200 (sm90))"] == "1.3 h"  # 10 x 3 x 152 s
+    assert rows["A/A control (one H100/H200 (sm90))"] == "4.9 min"  # 5 x 59 s
+    assert rows["GPU-hours"] == "7.0 to 7.9" and rows["tokens"] == "not bounded" and rows["cost"] == "not estimated"
     assert "measured: one evaluation, 59 s" in r.output and "a2a7894" in r.output
     assert "chosen here (model): not disclosed here" in r.output and "disclosed: the comparison" in r.output
     assert not (tmp_path / "traces").exists()
@@ -215,7 +228,7 @@ def test_an_agent_command_is_an_arm_of_compare(tmp_path):
     events = read_trace(out / "traces" / "standin-seed1.jsonl").events
     assert [e["mode"] for e in events if e["type"] == "invocation"] == ["start", "resume"]
     assert events[0]["config"]["label"] == "standin" and events[0]["arm"] == "agent-cmd"
-    assert "| standin" in r.output and "one run per arm: no interval" in r.output
+    assert "| standin" in r.output and "insufficient runs" in r.output
 
 
 def test_final_bench_without_a_gpu_is_skipped_with_a_note(tmp_path):
@@ -245,7 +258,8 @@ def test_spread_and_the_bootstrap_interval():
     assert noisy.low < noisy.difference < noisy.high and noisy.low < 0 < noisy.high
     assert median_difference(a, b) == median_difference(a, b)  # a fixed seed
     one = median_difference({1: 1.0}, {1: 2.0})
-    assert one.difference == 1.0 and one.low is None and "no interval" in one.note
+    assert one.difference == 1.0 and one.low is None and one.verdict == "insufficient runs"
+    assert "insufficient runs: 1 and 1 with a value, fewer than 3 per arm" in one.note
 
 
 def test_the_agents_never_import_the_head_to_head():
@@ -259,3 +273,119 @@ def test_the_agents_never_import_the_head_to_head():
                 else ([a.name for a in node.names] if isinstance(node, ast.Import) else [])
             )
             assert not any("headtohead" in n for n in names), f"{path} imports the head-to-head"
+
+
+# ---------------------------------------------------------------- noise: the A/A control and the interval
+
+
+@needs_gcc
+def test_the_smoke_protocols_aa_pair_shows_no_significant_difference_and_the_noise_band(smoke):
+    out, r, _ = smoke
+    assert r.exit_code == 0, r.output
+    md = (out / "compare.md").read_text()
+    aa = next(l for l in md.splitlines() if l.startswith("| best over the timed scenarios (A/A control)"))
+    assert "kernelseek-aa - kernelseek" in aa and "no significant difference" in aa
+    grid = next(l for l in md.splitlines() if l.startswith("| best kernel on the full grid (A/A control)"))
+    assert "no significant difference" in grid
+    # the scripted arms write the same kernels: identical best kernels, a difference of exactly 0, said so
+    stats = json.loads((out / "stats.json").read_text())
+    for iv in stats["intervals"]["best"] + stats["intervals"]["full_grid"]:
+        assert iv["identical_kernels"] and iv["difference"] == 0.0 and (iv["low"], iv["high"]) == (0.0, 0.0)
+        assert iv["verdict"] == "no significant difference" and "identical best kernels" in iv["note"]
+    # the noise: the starting kernel evaluated 5 times as in a run, each best kernel benched 3 times
+    assert "## Noise (A/A control)" in md and "the starting kernel evaluated 5 times as a run evaluates it" in md
+    noise = json.loads((out / "noise.json").read_text())
+    (aa_set,) = [x for x in noise["repeats"] if x["source"] == "aa"]
+    start = read_trace(out / "traces" / "kernelseek-seed1.jsonl").events[0]["workspace"]["attn.c"]
+    assert aa_set["candidate_sha256"] == start and len(aa_set["values"]) == 5 and aa_set["kind"] == "evaluation"
+    found = {(b["task"], b["kind"]): b for b in noise["bands"]}
+    assert found[("cpu-attn", "evaluation")]["band"] >= 0 and found[("cpu-attn", "full_grid")]["band"] >= 0
+    finals = [json.loads(l) for l in (out / "final.jsonl").read_text().splitlines()]
+    assert all(f["repeats"] == 3 and len(f["geomeans"]) == 3 for f in finals)
+    assert all(f["geomean"] == sorted(f["geomeans"])[1] for f in finals)  # the median of the three
+
+
+@needs_gcc
+def test_fewer_runs_than_the_protocols_minimum_say_insufficient_runs(tmp_path):
+    one_seed = tmp_path / "smoke1.yaml"
+    one_seed.write_text(Path(SMOKE).read_text().replace("seeds: 2", "seeds: 1"))
+    out = tmp_path / "cmp"
+    with ScriptedChatServer([respond] * 100) as srv:
+        r = _cli(
+            [
+                "compare",
+                "--protocol",
+                str(one_seed),
+                "--model",
+                "scripted-model",
+                "--base-url",
+                srv.url,
+                "--out",
+                str(out),
+                "--no-final-bench",
+            ],
+            env={"OPENAI_API_KEY": None},
+        )
+    assert r.exit_code == 0, r.output
+    rows = [l for l in r.output.splitlines() if l.startswith("| best over the timed scenarios")]
+    assert len(rows) == 2 and all("| insufficient runs |" in l for l in rows)
+    assert all("insufficient runs: 1 and 1 with a value, fewer than 2 per arm" in l for l in rows)
+    stats = json.loads((out / "stats.json").read_text())
+    assert all(iv["low"] is None and iv["high"] is None for iv in stats["intervals"]["best"])
+
+
+def _runs_with_best(tmp_path, values: dict[str, list[float]], best_sha) -> list:
+    runs = []
+    for arm, vals in values.items():
+        for seed, v in enumerate(vals, 1):
+            b = TraceBuilder(tmp_path / f"{arm}-{seed}.jsonl", arm, f"{arm}-{seed}", seed=seed)
+            b.step().evaluate(0.5, sha="a0" * 32)
+            b.step(edit="x").evaluate(v, sha=best_sha(arm, seed))
+            runs.append(stats_from_trace(b.end()))
+    return runs
+
+
+def test_identical_best_kernels_across_arms_differ_by_exactly_zero(tmp_path):
+    """The same file as every run's best, measured with noise (the issue's case: 4 runs, 2 seeds, a
+    difference of -0.173 whose interval excluded 0)."""
+    runs = _runs_with_best(
+        tmp_path, {"kernelseek": [1.05, 1.12], "toolrich": [0.89, 0.91]}, lambda arm, seed: "b1" * 32
+    )
+    (iv,) = intervals(runs, min_runs=2)["best"]
+    assert iv.difference == 0.0 and (iv.low, iv.high) == (0.0, 0.0) and iv.identical_kernels
+    assert iv.verdict == "no significant difference"
+    assert "identical best kernels (sha256 b1b1b1b1b1b1) in every run: the difference is 0" in iv.note
+
+
+def test_the_same_kernel_in_a_pair_of_runs_has_one_value_whatever_its_measurements(tmp_path):
+    # seed 1: both arms found the same file; seed 2: different files
+    runs = _runs_with_best(
+        tmp_path,
+        {"a": [1.00, 1.30], "b": [1.20, 1.50]},
+        lambda arm, seed: "c1" * 32 if seed == 1 else f"{arm}{seed}".ljust(64, "0"),
+    )
+    (iv,) = intervals(runs, min_runs=2)["best"]
+    # seed 1 counts 1.10 for both (the median of the file's two measurements), seed 2 is 1.30 vs 1.50
+    assert iv.difference == pytest.approx((1.10 + 1.50) / 2 - (1.10 + 1.30) / 2) and not iv.identical_kernels
+
+
+def test_the_interval_draws_from_the_remeasurements_not_only_the_seeds():
+    # each run's kernel benched three times: the arms' medians differ by 0.1, the benches spread 0.3
+    a = {s: Sample(f"a{s}", [1.0 + d, 0.85 + d, 1.15 + d]) for s, d in ((1, 0.0), (2, 0.02), (3, 0.01), (4, 0.03))}
+    b = {s: Sample(f"b{s}", [v + 0.1 for v in x.values]) for s, x in a.items()}
+    seeds_only = median_difference(
+        {s: x.values[0] for s, x in a.items()}, {s: x.values[0] for s, x in b.items()}, "a", "b"
+    )
+    assert seeds_only.low == pytest.approx(0.1) and seeds_only.verdict == "b higher"  # one number a run: exact
+    noisy = median_difference(a, b, "a", "b")
+    assert noisy.difference == pytest.approx(0.1) and noisy.low < 0 < noisy.high
+    assert noisy.verdict == "no significant difference" and noisy.measurements == 24
+    # a kernel measured once takes the deviations of the kernels measured several times (the A/A control's)
+    once = median_difference(
+        {s: x.values[0] for s, x in a.items()},
+        {s: x.values[0] for s, x in b.items()},
+        "a",
+        "b",
+        noise_sets=[[1.0, 0.85, 1.15]],
+    )
+    assert once.low < 0 < once.high

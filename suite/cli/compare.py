@@ -42,6 +42,10 @@ FIXED_BY_PROTOCOL = (
     "repeats",
     "spacing",
     "sandbox",
+    "aa_arm",
+    "aa_repeats",
+    "rebench",
+    "min_runs",
 )
 
 
@@ -151,14 +155,19 @@ def _render(
     final_bench: dict | None,
     note: str = "",
     sandbox: str = "auto",
+    control: dict | None = None,
 ) -> None:
     from ..agents.exceptions import HarnessTampered
     from ..agents.sandbox import landlock_status
-    from ..headtohead.compare import remeasure, remeasured_by_trace, unprotected
-    from ..headtohead.final import FINAL_FILE, bench_all, read_rows
+    from ..headtohead.compare import _machine, remeasure, remeasured_by_trace, unprotected
+    from ..headtohead.final import FINAL_FILE, aa_control, bench_all, full_grid_repeats, read_rows
+    from ..headtohead.noise import NOISE_FILE, read_noise, trace_repeats, write_noise
+    from ..headtohead.protocol import CONTROL_DEFAULTS
     from ..headtohead.report import render
     from ..headtohead.runstats import stats_from_trace
     from ..reports.trace_html import render_traces
+
+    control = {**CONTROL_DEFAULTS, **(control or {})}
 
     new = {}
     if remeasure_runs:
@@ -191,27 +200,74 @@ def _render(
             "Runs without every protection (docs/threat-model.md), allowed with "
             "--allow-unsandboxed:\n" + "\n".join(f"- {x}" for x in lacking)
         )
-    if final_bench and final_bench.get("enabled"):
-        say(f"benching each run's best kernel on its task's full grid ({len(traces)} run(s)) ...")
+    fb = final_bench or {}
+    measured = bool(fb.get("enabled"))
+    aa = [r for r in read_noise(out_dir / NOISE_FILE) if r.source == "aa"]  # an earlier A/A control
+    if measured:
+        k = control["rebench"]
+        say(f"benching each run's best kernel on its task's full grid, {k} times ({len(traces)} run(s)) ...")
         bench_all(
             traces,
             out_dir,
-            final_bench.get("timeout_s", 3600),
+            fb.get("timeout_s", 3600),
             new,
             sandbox=sandbox,
+            repeats=k,
             on_result=lambda r: say(
                 f"  {Path(r.trace).name}: {r.status} "
                 + (f"{r.geomean:.3f}x" if r.geomean is not None else "")
                 + (f" ({r.note})" if r.note else "")
             ),
         )
+        aa = []
+        for trace in _first_trace_per_task(traces):
+            n = control["aa_repeats"]
+            say(f"A/A control: the starting kernel of {trace.name}'s task evaluated {n} times as in a run ...")
+            rep = aa_control(trace, out_dir, n, fb.get("timeout_s", 3600), sandbox)
+            say(
+                f"  {rep.task}: "
+                + (", ".join(f"{v:.3f}x" for v in rep.values) or "-")
+                + (f" ({rep.status}: {rep.note})" if rep.status != "ok" else "")
+            )
+            aa.append(rep)
     finals = read_rows(out_dir / FINAL_FILE)
     runs = [stats_from_trace(t, new.get(str(t)), finals.get(str(t))) for t in traces]
-    outs = render(runs, out_dir, note)
+    tasks = {r.trace: r.task for r in runs}
+    noise = aa + full_grid_repeats({t: finals[t] for t in tasks if t in finals}, tasks) + trace_repeats(traces)
+    write_noise(out_dir / NOISE_FILE, noise, _machine())
+    outs = render(runs, out_dir, note, control["min_runs"], noise)
     # the runs themselves, browsable: two arms side by side
     page = render_traces(traces, out_dir / "traces.html", title=f"Head-to-head: {len(traces)} runs")
     click.echo(outs.markdown.read_text())
     say(f"wrote {outs.markdown}, {outs.csv}, {outs.stats}, {outs.png}, {outs.svg}, {outs.runs_jsonl}, {page}")
+
+
+def _first_trace_per_task(traces: list[Path]) -> list[Path]:
+    from ..agents.trace import read_trace
+
+    seen: dict[str, Path] = {}
+    for t in traces:
+        events = read_trace(t).events
+        task = (events[0].get("task") or {}).get("name", "") if events else ""
+        seen.setdefault(task, t)
+    return list(seen.values())
+
+
+def _with_aa_arm(labels: list[str], agents: dict, arm_opts: dict, aa_arm: str | None) -> None:
+    """The A/A copy of `aa_arm` (the same agent and options, labelled `<arm>-aa`) added in place."""
+    from ..headtohead.report import AA_SUFFIX
+
+    if not aa_arm:
+        return
+    if aa_arm not in labels:
+        raise click.BadParameter(f"the A/A arm {aa_arm!r} is not one of the arms ({', '.join(labels)})")
+    copy = aa_arm + AA_SUFFIX
+    if copy in labels:
+        raise click.BadParameter(f"{copy!r} is the A/A copy of {aa_arm!r}: no arm may have that label")
+    labels.append(copy)
+    agents[copy] = agents[aa_arm]
+    if aa_arm in arm_opts:
+        arm_opts[copy] = dict(arm_opts[aa_arm])
 
 
 def _from_protocol(
@@ -252,7 +308,9 @@ def _from_protocol(
     arms = proto.arms()
     labels, agents = list(arms), {label: a["agent"] for label, a in arms.items()}
     arm_opts = {label: a["options"] for label, a in arms.items() if a["options"]}
+    control = proto.control()
     try:
+        _with_aa_arm(labels, agents, arm_opts, control["aa_arm"])
         arm_opts = _with_questions(labels, agents, arm_opts, proto.question_options())
         _check_arms(labels, agents, arm_opts)
     except click.BadParameter as e:
@@ -276,6 +334,7 @@ def _from_protocol(
         context={"window_tokens": window} if window else {},
         final_bench=fb,
         protocol={"name": proto.name, "path": proto.path, "sha256": proto.sha256},
+        control=control,
     )
     return req, proto
 
@@ -301,6 +360,8 @@ def _print_plan(req, proto) -> None:
         req.model.get("max_output_tokens"),
         price,
         req.model.get("name"),
+        rebench=req.control["rebench"],
+        aa_repeats=req.control["aa_repeats"],
     )
     title = f"{inputs.name}" + (f" ({proto.path}, sha256 {proto.sha256[:12]})" if proto else "")
     click.echo(make_plan(inputs).text(title))
@@ -359,6 +420,22 @@ def _print_plan(req, proto) -> None:
 @click.option("--repeats", type=click.IntRange(min=1), default=None, help="the same failure N times")
 @click.option("--spacing", type=click.IntRange(min=0), default=None, help="steps between questions")
 @click.option("--sandbox", type=click.Choice(["auto", "landlock", "none"]), default=None)
+@click.option("--aa", "aa_arm", default=None, help="an A/A control: run this arm a second time per seed (as ARM-aa)")
+@click.option(
+    "--aa-repeats",
+    type=click.IntRange(min=3),
+    default=None,
+    help="the A/A control: the starting kernel evaluated N times as in a run [default: 5]",
+)
+@click.option(
+    "--rebench", type=click.IntRange(min=3), default=None, help="final bench: each best kernel K times [default: 3]"
+)
+@click.option(
+    "--min-runs",
+    type=click.IntRange(min=2),
+    default=None,
+    help="runs with a value per arm below which no interval is given (insufficient runs) [default: 3]",
+)
 @click.option(
     "--final-bench/--no-final-bench",
     "final_bench",
@@ -413,6 +490,10 @@ def compare_cmd(
     repeats,
     spacing,
     sandbox,
+    aa_arm,
+    aa_repeats,
+    rebench,
+    min_runs,
     final_bench,
     out_dir,
     from_traces,
@@ -429,18 +510,32 @@ def compare_cmd(
 
     from ..agents.runner import api_key_from_env
     from ..headtohead.compare import CompareRequest, run_compare, run_spec
+    from ..headtohead.protocol import CONTROL_DEFAULTS
     from ..headtohead.runstats import find_traces
 
     refusal = _sandbox_refusal("re-measuring" if remeasure else "compare", sandbox, allow_unsandboxed)
     if remeasure and refusal:
         fail(refusal, USAGE)
     remeasure_sandbox = sandbox or "auto"
+    control = {
+        **CONTROL_DEFAULTS,
+        **{
+            k: v
+            for k, v in (("aa_arm", aa_arm), ("aa_repeats", aa_repeats), ("rebench", rebench), ("min_runs", min_runs))
+            if v is not None
+        },
+    }
     if from_traces:
         traces = find_traces(from_traces)
         if not traces:
             fail(f"no traces under {from_traces}", USAGE)
         _render(
-            traces, out_dir, remeasure, {"enabled": bool(final_bench), "timeout_s": 3600.0}, sandbox=remeasure_sandbox
+            traces,
+            out_dir,
+            remeasure,
+            {"enabled": bool(final_bench), "timeout_s": 3600.0},
+            sandbox=remeasure_sandbox,
+            control=control,
         )
         return
     given = dict(
@@ -462,6 +557,10 @@ def compare_cmd(
         repeats=repeats,
         spacing=spacing,
         sandbox=sandbox,
+        aa_arm=aa_arm,
+        aa_repeats=aa_repeats,
+        rebench=rebench,
+        min_runs=min_runs,
     )
     proto = None
     if protocol_path:
@@ -471,8 +570,10 @@ def compare_cmd(
     else:
         try:
             labels, agents = _arms(arms or "kernelseek,toolrich")
+            arm_opts = _arm_options(agent_opts)
+            _with_aa_arm(labels, agents, arm_opts, aa_arm)
             arm_opts = _with_questions(
-                labels, agents, _arm_options(agent_opts), question_options(categories, plateau, repeats, spacing)
+                labels, agents, arm_opts, question_options(categories, plateau, repeats, spacing)
             )
             _check_arms(labels, agents, arm_opts)
         except click.BadParameter as e:
@@ -506,6 +607,7 @@ def compare_cmd(
             agents=agents,
             context={"window_tokens": context_tokens} if context_tokens else {},
             final_bench={"enabled": final_bench is not False, "timeout_s": 3600.0},
+            control=control,
         )
     for key, value in (("max_attempts", max_attempts), ("retry_budget_s", retry_budget)):
         if value is not None:
@@ -524,7 +626,7 @@ def compare_cmd(
             f"no model endpoint configured (OPENAI_API_KEY or --base-url): regenerating from the "
             f"{len(traces)} trace(s) under {out_dir / 'traces'}"
         )
-        _render(traces, out_dir, remeasure, None, sandbox=remeasure_sandbox)
+        _render(traces, out_dir, remeasure, None, sandbox=remeasure_sandbox, control=req.control)
         return
     if needs_model and not req.model.get("name"):
         fail(
@@ -577,7 +679,15 @@ def compare_cmd(
     except (ValueError, KeyError, FileNotFoundError, ImportError, RuntimeError) as e:
         fail(e.args[0] if isinstance(e, KeyError) and e.args else str(e), USAGE)
     note = f"Protocol {proto.name} ({proto.path}, sha256 {proto.sha256[:12]})." if proto else ""
-    _render([Path(r["trace"]) for r in records], out_dir, remeasure, req.final_bench, note, sandbox=remeasure_sandbox)
+    _render(
+        [Path(r["trace"]) for r in records],
+        out_dir,
+        remeasure,
+        req.final_bench,
+        note,
+        sandbox=remeasure_sandbox,
+        control=req.control,
+    )
     failed = [r for r in records if r.get("exit_reason") in ("model_error", "error", "harness_tampered")]
     sys.exit(FAIL if failed else OK)
 

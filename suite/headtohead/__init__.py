@@ -5,7 +5,9 @@
   estimate.py   the plan: runs, evaluations, GPU-hours, tokens and cost expected, before any model call
   final.py      each run's best kernel benched on the task's full grid at the end
   runstats.py   what a run achieved and spent, read back from its trace
-  stats.py      per-arm median and spread, a bootstrap interval of the difference between arms
+  stats.py      per-arm median and spread, a bootstrap interval of the difference between arms (seeds and
+                re-measurements), its verdict
+  noise.py      the A/A control: repeated measurements of one kernel, the noise band of a task
   report.py     runs.jsonl, the tables (compare.md, compare.csv, stats.json) and the best-so-far plot
   analysis.py   trace analysis: counts per run, large gains attributed to questions
   control.py    the attribution's baselines: question times shuffled within the run, the other arms' rate

@@ -21,6 +21,7 @@ from ..agents.config import RunConfig
 from ..agents.runner import API_KEY_ENV
 from ..agents.trace import artifacts_dir, read_trace
 from ..provenance import host_provenance, now_utc
+from .protocol import CONTROL_DEFAULTS
 
 DEFAULT_OUT = Path("results") / "compare"
 
@@ -41,6 +42,7 @@ class CompareRequest:
     context: dict = field(default_factory=dict)  # ContextConfig fields
     final_bench: dict = field(default_factory=lambda: {"enabled": True, "timeout_s": 3600.0})
     protocol: dict | None = None  # {name, path, sha256} of the protocol file
+    control: dict = field(default_factory=lambda: dict(CONTROL_DEFAULTS))  # the A/A control, min_runs
 
     def agent(self, label: str) -> str:
         return self.agents.get(label, label)

@@ -29,6 +29,8 @@ class PlanInputs:
     max_output_tokens: int | None = None
     price: tuple[float, float] | None = None  # USD per million input and output tokens
     model: str | None = None
+    rebench: int = 3  # the final bench benches each best kernel this many times
+    aa_repeats: int = 5  # the A/A control: the starting kernel evaluated this many times
 
 
 @dataclass
@@ -88,16 +90,26 @@ def make_plan(p: PlanInputs) -> Plan:
     if p.final_bench:
         fb = p.final_bench_seconds
         if fb:
-            final_time = runs * fb["seconds"]
+            final_time = runs * p.rebench * fb["seconds"]
             rows.append(
                 (
                     f"final full-grid bench ({device})",
                     _h(final_time),
-                    f"{runs} runs' best kernels x {fb['seconds']:g} s (measured)",
+                    f"{runs} runs' best kernels x {p.rebench} benches x {fb['seconds']:g} s (measured)",
                 )
             )
         else:
             rows.append((f"final full-grid bench ({device})", "not measured", "no measured bench time in the protocol"))
+        if hi is not None:
+            aa_time = p.aa_repeats * hi
+            final_time += aa_time
+            rows.append(
+                (
+                    f"A/A control ({device})",
+                    _h(aa_time),
+                    f"the starting kernel evaluated {p.aa_repeats} times as in a run x {hi:g} s (measured)",
+                )
+            )
     if eval_time and p.gpu:
         rows.append(
             (

@@ -28,6 +28,10 @@ QUESTION_KEYS = {
 }
 
 
+# the A/A control and the statistics' minimum when a protocol (or the command line) does not say
+CONTROL_DEFAULTS = {"aa_arm": None, "aa_repeats": 5, "rebench": 3, "min_runs": 3}
+
+
 class ProtocolError(ValueError):
     """The protocol file is missing, not YAML, or breaks the schema."""
 
@@ -86,6 +90,10 @@ class Protocol:
     def final_bench(self) -> dict:
         fb = self.data.get("final_bench") or {}
         return {"enabled": fb.get("enabled", True), "timeout_s": fb.get("timeout_s", 3600)}
+
+    def control(self) -> dict:
+        """The A/A control and the statistics' minimum, the defaults filled in."""
+        return {**CONTROL_DEFAULTS, **(self.data.get("control") or {})}
 
 
 def protocol_schema() -> dict:

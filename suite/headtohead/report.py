@@ -1,8 +1,9 @@
 """The head-to-head's outputs, rendered from the runs' stats (runstats.py): `runs.jsonl` (one
-RunStats per run), a table per run and per arm with each arm's median and spread and a bootstrap
-interval of the difference between arms (stats.py; `compare.md` with tabulate, `compare.csv`,
-`stats.json`), and the best-so-far speed-up against the step for every run with the questions
-marked (`best_so_far.png` and `.svg`, matplotlib)."""
+RunStats per run), a table per run and per arm with each arm's median and spread, a bootstrap
+interval of the difference between arms over seeds and re-measurements and its verdict (stats.py),
+the A/A control (an arm run twice, and the noise band of the task: noise.py) (`compare.md` with
+tabulate, `compare.csv`, `stats.json`), and the best-so-far speed-up against the step for every run
+with the questions marked (`best_so_far.png` and `.svg`, matplotlib)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,11 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from .noise import NoiseBand, Repeats, bands
 from .runstats import RunStats
-from .stats import Interval, median_difference, spread
+from .stats import DEFAULT_MIN_RUNS, Interval, Sample, median_difference, spread
+
+AA_SUFFIX = "-aa"  # the label of an arm's A/A copy: the same agent and options, run again
 
 ARM_COLORS = {"kernelseek": "#1f77b4", "toolrich": "#ff7f0e", "general": "#2ca02c"}
 CATEGORY_MARKERS = {"layer-shift": "v", "limit-rejection": "s", "information": "o", "human": "D"}
@@ -80,6 +84,9 @@ def run_rows(runs: list[RunStats]) -> tuple[list[str], list[list]]:
 
 def _final(r: RunStats) -> str:
     if r.final_geomean is not None:
+        if len(r.final_geomeans) > 1:
+            lo, hi = min(r.final_geomeans), max(r.final_geomeans)
+            return f"{r.final_geomean:.3f}x ({len(r.final_geomeans)}: {lo:.3f}-{hi:.3f})"
         return f"{r.final_geomean:.3f}x"
     return r.final_status or "-"
 
@@ -187,33 +194,84 @@ def write_csv(runs: list[RunStats], path: Path) -> None:
             w.writerow(row)
 
 
-def intervals(runs: list[RunStats]) -> dict[str, list[Interval]]:
-    """Each arm against the first (in arm_order): the difference of medians with its bootstrap interval,
-    of the best over the timed scenarios and, where every run has one, of the full-grid speed-up."""
-    arms = arm_order(runs)
-    out: dict[str, list[Interval]] = {"best": [], "full_grid": []}
-    for other in arms[1:]:
-        for metric, value in (("best", lambda r: r.best), ("full_grid", lambda r: r.final_geomean)):
-            a = {r.seed: value(r) for r in runs if r.arm == arms[0]}
-            b = {r.seed: value(r) for r in runs if r.arm == other}
-            if metric == "full_grid" and not any(v is not None for v in [*a.values(), *b.values()]):
-                continue
-            out[metric].append(median_difference(a, b, arms[0], other))
+def aa_pairs(runs: list[RunStats]) -> list[tuple[str, str]]:
+    """(arm, its A/A copy): an arm labelled `<arm>-aa` running the same agent as `<arm>`."""
+    agents = {r.arm: r.agent for r in runs}
+    return [
+        (arm[: -len(AA_SUFFIX)], arm)
+        for arm in arm_order(runs)
+        if arm.endswith(AA_SUFFIX) and agents.get(arm[: -len(AA_SUFFIX)]) == agents[arm]
+    ]
+
+
+def _samples(runs: list[RunStats], arm: str, metric: str) -> dict:
+    out: dict = {}
+    for r in runs:
+        if r.arm != arm:
+            continue
+        if metric == "best":
+            out[r.seed] = None if r.best is None else Sample(r.best_sha256, r.best_measurements() or [r.best])
+        else:
+            values = r.final_geomeans or ([r.final_geomean] if r.final_geomean is not None else [])
+            out[r.seed] = Sample(r.best_sha256, values) if values else None
     return out
 
 
-def interval_rows(runs: list[RunStats]) -> tuple[list[str], list[list]]:
-    head = ["metric", "difference of medians", "value", "95 % interval", "pairs (same seed)", "runs", "note"]
+def intervals(
+    runs: list[RunStats], min_runs: int = DEFAULT_MIN_RUNS, noise: list[Repeats] | None = None
+) -> dict[str, list[Interval]]:
+    """Each arm against the first (in arm_order; A/A copies aside), and each A/A copy against its arm:
+    the difference of medians with its bootstrap interval over seeds and re-measurements, of the best
+    over the timed scenarios and, where a run has one, of the full-grid speed-up. `noise`: the A/A
+    control's measurements, pooled with the runs' own measurements of the same kernels."""
+    pairs = aa_pairs(runs)
+    copies = {c for _, c in pairs}
+    arms = [a for a in arm_order(runs) if a not in copies]
+    # the A/A control's own benches add to the runs' measurements (re-evaluations and re-benches are the
+    # runs' own, already in their samples)
+    extra = {
+        "best": _pool([r for r in noise or [] if r.kind == "evaluation" and r.source == "aa"]),
+        "full_grid": _pool([r for r in noise or [] if r.kind == "full_grid" and r.source == "aa"]),
+    }
+    out: dict[str, list[Interval]] = {"best": [], "full_grid": []}
+    todo = [(arms[0], other, "arms") for other in arms[1:]] + [(a, c, "aa") for a, c in pairs]
+    for first, other, kind in todo:
+        for metric in ("best", "full_grid"):
+            a, b = _samples(runs, first, metric), _samples(runs, other, metric)
+            if metric == "full_grid" and not any(v is not None for v in [*a.values(), *b.values()]):
+                continue
+            sets = [r.values for r in noise or [] if r.kind == ("evaluation" if metric == "best" else metric)]
+            out[metric].append(
+                median_difference(a, b, first, other, min_runs, extra[metric], kind=kind, noise_sets=sets)
+            )
+    return out
+
+
+def _pool(repeats: list[Repeats]) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for r in repeats:
+        if r.candidate_sha256:
+            out.setdefault(r.candidate_sha256, []).extend(r.values)
+    return out
+
+
+def interval_rows(
+    runs: list[RunStats], min_runs: int = DEFAULT_MIN_RUNS, noise: list[Repeats] | None = None
+) -> tuple[list[str], list[list]]:
+    head = ["metric", "difference of medians", "value", "95 % interval", "verdict", "pairs (same seed)", "runs", "note"]
     rows = []
-    for metric, items in intervals(runs).items():
+    for metric, items in intervals(runs, min_runs, noise).items():
         name = {"best": "best over the timed scenarios", "full_grid": "best kernel on the full grid"}[metric]
         for iv in items:
             rows.append(
                 [
-                    name,
+                    name + (" (A/A control)" if iv.kind == "aa" else ""),
                     f"{iv.b} - {iv.a}",
                     _num(iv.difference, "{:+.3f}"),
-                    "-" if iv.low is None else f"[{iv.low:+.3f}, {iv.high:+.3f}]",
+                    ("insufficient runs" if iv.verdict == "insufficient runs" else "-")
+                    if iv.low is None
+                    else f"[{iv.low:+.3f}, {iv.high:+.3f}]",
+                    iv.verdict,
                     iv.paired,
                     f"{iv.n_a}+{iv.n_b}",
                     iv.note or "",
@@ -222,7 +280,27 @@ def interval_rows(runs: list[RunStats]) -> tuple[list[str], list[list]]:
     return head, rows
 
 
-def markdown(runs: list[RunStats], note: str = "") -> str:
+def noise_lines(noise: list[Repeats]) -> list[str]:
+    """The A/A control's measurements and the bands, in words."""
+    if not noise:
+        return []
+    lines = []
+    for r in noise:
+        if r.source == "aa":
+            vals = ", ".join(f"{v:.3f}x" for v in r.values) or "-"
+            lines.append(
+                f"- {r.task}: the starting kernel evaluated {len(r.values)} times as a run evaluates it: {vals}"
+                + (f" ({r.status}: {r.note})" if r.status != "ok" else "")
+            )
+    found: dict[tuple[str, str], NoiseBand] = bands(noise)
+    for b in found.values():
+        lines.append(f"- band, {b.text()}")
+    return lines
+
+
+def markdown(
+    runs: list[RunStats], note: str = "", min_runs: int = DEFAULT_MIN_RUNS, noise: list[Repeats] | None = None
+) -> str:
     tasks = sorted({r.task for r in runs})
     models = sorted({r.model for r in runs})
     baselines = sorted({r.baseline for r in runs if r.baseline})
@@ -245,7 +323,7 @@ def markdown(runs: list[RunStats], note: str = "") -> str:
         "percentiles; `range`: lowest-highest; `full grid`: each run's best kernel benched on the task's full "
         "grid at the end.",
     ]
-    h, rows = interval_rows(runs)
+    h, rows = interval_rows(runs, min_runs, noise)
     if rows:
         lines += [
             "",
@@ -253,8 +331,24 @@ def markdown(runs: list[RunStats], note: str = "") -> str:
             "",
             tabulate(rows, h, tablefmt="github", disable_numparse=True),
             "",
-            "Percentile bootstrap (10,000 resamples of the seeds, fixed seed): each resample draws the seeds "
-            "with replacement and takes the difference of the two arms' medians over them.",
+            "Each run's value is its best kernel's median over every measurement of that file (its re-evaluations, "
+            "the final bench's re-benches, the A/A control's), so runs whose best kernels are the same file have the "
+            "same value. Percentile bootstrap (10,000 resamples, fixed seed) over the seeds (drawn with replacement, "
+            "paired by seed) and the measurements (each kernel's median of its measurements drawn with replacement; "
+            "a kernel measured once is scaled by a deviation drawn from the kernels measured several times). "
+            f"With fewer than {min_runs} runs with a value in an arm: `insufficient runs`, no interval. An A/A "
+            "control is an arm run twice under two labels: it must show no significant difference.",
+        ]
+    nl = noise_lines(noise or [])
+    if nl:
+        lines += [
+            "",
+            "## Noise (A/A control)",
+            "",
+            *nl,
+            "",
+            "The band: the largest ratio between two measurements of one unchanged kernel, less 1; a difference "
+            "below it is within the noise of this task on this machine (docs/head-to-head.md).",
         ]
     h, rows = run_rows(runs)
     lines += [
@@ -316,7 +410,13 @@ def plot(runs: list[RunStats], png: Path, svg: Path, title: str = "") -> None:
     plt.close(fig)
 
 
-def render(runs: list[RunStats], out_dir: Path, note: str = "") -> CompareOutputs:
+def render(
+    runs: list[RunStats],
+    out_dir: Path,
+    note: str = "",
+    min_runs: int = DEFAULT_MIN_RUNS,
+    noise: list[Repeats] | None = None,
+) -> CompareOutputs:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     outs = CompareOutputs(
@@ -331,7 +431,7 @@ def render(runs: list[RunStats], out_dir: Path, note: str = "") -> CompareOutput
         for r in runs:
             f.write(json.dumps(r.to_dict()) + "\n")
     runs = read_runs(outs.runs_jsonl)  # tables and plots come from the file, as a reader would
-    outs.markdown.write_text(markdown(runs, note), encoding="utf-8")
+    outs.markdown.write_text(markdown(runs, note, min_runs, noise), encoding="utf-8")
     write_csv(runs, outs.csv)
     outs.stats.write_text(
         json.dumps(
@@ -343,7 +443,9 @@ def render(runs: list[RunStats], out_dir: Path, note: str = "") -> CompareOutput
                     }
                     for arm in arm_order(runs)
                 },
-                "intervals": {k: [iv.to_dict() for iv in v] for k, v in intervals(runs).items()},
+                "intervals": {k: [iv.to_dict() for iv in v] for k, v in intervals(runs, min_runs, noise).items()},
+                "min_runs": min_runs,
+                "noise": [b.__dict__ for b in bands(noise or []).values()],
             },
             indent=1,
         )

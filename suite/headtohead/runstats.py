@@ -57,6 +57,8 @@ class RunStats:
     final_status: str | None = None
     final_note: str = ""
     points: list[EvalPoint] = field(default_factory=list)
+    final_geomeans: list[float] = field(default_factory=list)  # every re-bench of the best kernel (final.py)
+    best_sha256: str | None = None  # the best kernel's file
     question_steps: list[tuple[int, str]] = field(default_factory=list)  # (step, category)
 
     def to_dict(self) -> dict:
@@ -67,7 +69,17 @@ class RunStats:
         d = dict(d)
         d["points"] = [EvalPoint(**p) for p in d.get("points", [])]
         d["question_steps"] = [tuple(q) for q in d.get("question_steps", [])]
+        if d.get("best_sha256") is None and d.get("best_eval") is not None:  # written before it was kept
+            d["best_sha256"] = next((p.candidate_sha256 for p in d["points"] if p.index == d["best_eval"]), None)
         return cls(**d)
+
+    def best_measurements(self) -> list[float]:
+        """Every measurement the run made of its best kernel (re-evaluations of the same file)."""
+        return [
+            p.geomean
+            for p in self.points
+            if p.candidate_sha256 == self.best_sha256 and p.correct and p.geomean is not None
+        ]
 
     def curve(self) -> list[tuple[int, float | None]]:
         """Best-so-far speed-up after each step that evaluated something, and at the last step."""
@@ -169,6 +181,7 @@ def stats_from_events(
         remeasured=bool(remeasured),
         points=points,
         question_steps=qsteps,
+        best_sha256=best.candidate_sha256 if best else None,
         **_final(final, best),
     )
 
@@ -179,10 +192,15 @@ def _final(final: dict | None, best: EvalPoint | None) -> dict:
     if not final:
         return {}
     match = final.get("candidate_sha256") == (best.candidate_sha256 if best else None)
+    values = final.get("geomeans")
+    if values is None:  # a row written before the re-benches: its one geomean
+        values = [final.get("geomean")]
+    ok = final.get("status") == "ok"
     return {
         "final_geomean": final.get("geomean") if match else None,
         "final_status": final.get("status") if match else "stale",
         "final_note": final.get("note", ""),
+        "final_geomeans": [v for v in values if v is not None] if match and ok else [],
     }
 
 

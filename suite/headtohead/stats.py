@@ -1,20 +1,37 @@
 """The numbers the head-to-head table reports beside each arm's median: the spread of its runs, and a
-bootstrap interval of the difference between two arms' medians.
+bootstrap interval of the difference between two arms' medians that knows the measurements are noisy.
 
-The runs of two arms are paired by seed (each seed runs every arm once, on the same machine in
-alternating order), so the interval resamples seeds: each resample draws the seeds with
-replacement and takes the difference of the two arms' medians over those seeds. Runs without a
-partner of the same seed are resampled on their own (an unpaired bootstrap). A percentile interval,
-10,000 resamples, from a fixed seed: the same runs give the same interval."""
+Each run's value is a measurement of one kernel (its best kernel: the sha256 of its file). A kernel's
+speed is a property of the kernel, not of the run that found it: every measurement of the same file,
+in any run of either arm (re-evaluations in the traces, the final bench's re-benches, the A/A
+control's repeats), is pooled, and each run is given its kernel's median. Two arms whose best kernels
+are the same file therefore differ by exactly 0, whatever the measurements' noise.
+
+The interval is a percentile bootstrap (10,000 resamples from a fixed seed) over two sources of
+variation at once:
+- the seeds: the runs of two arms are paired by seed (each seed runs every arm once, on the same
+  machine, in alternating order); each resample draws the seeds with replacement (runs without a
+  partner of the same seed are resampled on their own);
+- the measurements: in each resample every kernel measured several times gets the median of its
+  measurements drawn with replacement, and a kernel measured once is scaled by a factor drawn from
+  the relative deviations (measurement / its kernel's median) of the kernels measured several times,
+  the noise of this task on this machine.
+
+With fewer runs with a value than the minimum (the protocol's `control.min_runs`) in either arm there
+is no interval: the verdict is `insufficient runs`."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 RESAMPLES = 10_000
 CONFIDENCE = 0.95
+DEFAULT_MIN_RUNS = 3
+
+NO_DIFFERENCE = "no significant difference"
+INSUFFICIENT = "insufficient runs"
 
 
 @dataclass
@@ -39,8 +56,17 @@ def spread(values: list[float]) -> Spread:
 
 
 @dataclass
+class Sample:
+    """One run's value of a metric: the kernel measured (sha256; None: not known, the run's own) and
+    the run's measurements of it."""
+
+    kernel: str | None
+    values: list[float] = field(default_factory=list)
+
+
+@dataclass
 class Interval:
-    """B's median minus A's, and its bootstrap interval (None when it cannot be had)."""
+    """B's median minus A's, its bootstrap interval (None when there is none) and what it says."""
 
     a: str
     b: str
@@ -51,46 +77,140 @@ class Interval:
     n_a: int
     n_b: int
     note: str = ""
+    verdict: str = ""  # no significant difference | <arm> higher | insufficient runs | no value
+    min_runs: int = DEFAULT_MIN_RUNS
+    measurements: int = 0  # measurements the values are medians of, both arms
+    identical_kernels: bool = False  # every run of both arms has the same best kernel
+    kind: str = "arms"  # arms | aa (an A/A pair: the same arm twice)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
+def _sample(v) -> Sample | None:
+    if v is None:
+        return None
+    if isinstance(v, Sample):
+        vals = [float(x) for x in v.values if x is not None]
+        return Sample(v.kernel, vals) if vals else None
+    return Sample(None, [float(v)])
+
+
+def relative_deviations(sets: list[list[float]]) -> list[float]:
+    """Each measurement over the median of its set, for the sets of two measurements or more."""
+    out: list[float] = []
+    for values in sets:
+        vals = [float(x) for x in values if x is not None and x > 0]
+        if len(vals) >= 2:
+            med = float(np.median(vals))
+            out += [x / med for x in vals]
+    return out
+
+
 def median_difference(
-    a: dict[int, float | None],
-    b: dict[int, float | None],
+    a: dict[int, Sample | float | None],
+    b: dict[int, Sample | float | None],
     name_a: str = "a",
     name_b: str = "b",
+    min_runs: int = DEFAULT_MIN_RUNS,
+    extra: dict[str, list[float]] | None = None,
     resamples: int = RESAMPLES,
     confidence: float = CONFIDENCE,
     seed: int = 0,
+    kind: str = "arms",
+    noise_sets: list[list[float]] | None = None,
 ) -> Interval:
-    """`a`, `b`: seed -> the run's value (None: the run has none, e.g. no correct candidate)."""
-    a = {s: v for s, v in a.items() if v is not None}
-    b = {s: v for s, v in b.items() if v is not None}
-    if not a or not b:
-        return Interval(name_a, name_b, None, None, None, 0, len(a), len(b), "an arm has no run with a value")
-    diff = float(np.median(list(b.values())) - np.median(list(a.values())))
-    both = sorted(set(a) & set(b))
-    only_a = [a[s] for s in sorted(set(a) - set(b))]
-    only_b = [b[s] for s in sorted(set(b) - set(a))]
-    if len(a) < 2 or len(b) < 2:
-        return Interval(
-            name_a, name_b, diff, None, None, len(both), len(a), len(b), "one run per arm: no interval (run more seeds)"
-        )
+    """`a`, `b`: seed -> the run's Sample (a float: one measurement of a kernel of its own; None: the
+    run has no value, e.g. no correct candidate). `extra`: kernel sha256 -> more measurements of it
+    made outside the runs (the A/A control's). `noise_sets`: other sets of repeated measurements of
+    one kernel each (the A/A control), whose deviations join those of the pooled kernels."""
+    sa = {s: x for s, x in ((s, _sample(v)) for s, v in a.items()) if x is not None}
+    sb = {s: x for s, x in ((s, _sample(v)) for s, v in b.items()) if x is not None}
+    base = Interval(name_a, name_b, None, None, None, 0, len(sa), len(sb), min_runs=min_runs, kind=kind)
+    if not sa or not sb:
+        base.note, base.verdict = "an arm has no run with a value", "no value"
+        return base
+    # one pool of measurements per kernel, across both arms (and the A/A control's)
+    keys: dict[tuple[str, int], str] = {}
+    pools: dict[str, list[float]] = {}
+    for arm, samples in (("a", sa), ("b", sb)):
+        for s, x in samples.items():
+            key = x.kernel if x.kernel else f"run:{arm}:{s}"
+            keys[(arm, s)] = key
+            pools.setdefault(key, []).extend(x.values)
+    for key, more in (extra or {}).items():
+        if key in pools:
+            pools[key].extend(float(v) for v in more if v is not None)
+    names = sorted(pools)
+    index = {k: i for i, k in enumerate(names)}
+    point = np.asarray([float(np.median(pools[k])) for k in names])
+    va = {s: point[index[keys[("a", s)]]] for s in sa}
+    vb = {s: point[index[keys[("b", s)]]] for s in sb}
+    diff = float(np.median(list(vb.values())) - np.median(list(va.values())))
+    kernels = {keys[("a", s)] for s in sa} | {keys[("b", s)] for s in sb}
+    identical = len(kernels) == 1 and not next(iter(kernels)).startswith("run:")
+    both = sorted(set(sa) & set(sb))
+    only_a = sorted(set(sa) - set(sb))
+    only_b = sorted(set(sb) - set(sa))
+    out = Interval(
+        name_a,
+        name_b,
+        diff,
+        None,
+        None,
+        len(both),
+        len(sa),
+        len(sb),
+        min_runs=min_runs,
+        measurements=sum(len(pools[k]) for k in names),
+        identical_kernels=identical,
+        kind=kind,
+    )
+    notes = []
+    if identical:
+        notes.append(f"identical best kernels (sha256 {next(iter(kernels))[:12]}) in every run: the difference is 0")
+    if len(sa) < min_runs or len(sb) < min_runs:
+        out.verdict = INSUFFICIENT
+        notes.insert(0, f"insufficient runs: {len(sa)} and {len(sb)} with a value, fewer than {min_runs} per arm")
+        out.note = "; ".join(notes)
+        return out
     rng = np.random.default_rng(seed)
-    pa = np.asarray([a[s] for s in both]).reshape(1, -1)
-    pb = np.asarray([b[s] for s in both]).reshape(1, -1)
-    parts_a, parts_b = [], []
+    draws = _kernel_draws(
+        rng, [pools[k] for k in names], point, resamples, relative_deviations([*pools.values(), *(noise_sets or [])])
+    )
+    cols_a, cols_b = [], []
     if both:
         idx = rng.integers(0, len(both), size=(resamples, len(both)))
-        parts_a.append(pa[0][idx])
-        parts_b.append(pb[0][idx])
-    for only, parts in ((only_a, parts_a), (only_b, parts_b)):
+        cols_a.append(np.asarray([index[keys[("a", s)]] for s in both])[idx])
+        cols_b.append(np.asarray([index[keys[("b", s)]] for s in both])[idx])
+    for arm, only, cols in (("a", only_a, cols_a), ("b", only_b, cols_b)):
         if only:
-            arr = np.asarray(only)
-            parts.append(arr[rng.integers(0, len(arr), size=(resamples, len(arr)))])
-    draws = np.median(np.concatenate(parts_b, axis=1), axis=1) - np.median(np.concatenate(parts_a, axis=1), axis=1)
-    lo, hi = np.percentile(draws, [(1 - confidence) / 2 * 100, (1 + confidence) / 2 * 100])
-    note = "" if not (only_a or only_b) else f"{len(only_a) + len(only_b)} run(s) without a partner of the same seed"
-    return Interval(name_a, name_b, diff, float(lo), float(hi), len(both), len(a), len(b), note)
+            ks = np.asarray([index[keys[(arm, s)]] for s in only])
+            cols.append(ks[rng.integers(0, len(only), size=(resamples, len(only)))])
+    pick_a = np.take_along_axis(draws, np.concatenate(cols_a, axis=1), axis=1)
+    pick_b = np.take_along_axis(draws, np.concatenate(cols_b, axis=1), axis=1)
+    dist = np.median(pick_b, axis=1) - np.median(pick_a, axis=1)
+    lo, hi = np.percentile(dist, [(1 - confidence) / 2 * 100, (1 + confidence) / 2 * 100])
+    out.low, out.high = float(lo), float(hi)
+    if identical:
+        out.low = out.high = 0.0
+    if only_a or only_b:
+        notes.append(f"{len(only_a) + len(only_b)} run(s) without a partner of the same seed")
+    out.verdict = NO_DIFFERENCE if out.low <= 0.0 <= out.high else f"{name_b if out.low > 0 else name_a} higher"
+    out.note = "; ".join(notes)
+    return out
+
+
+def _kernel_draws(rng, pools: list[list[float]], point, resamples: int, factors: list[float]) -> np.ndarray:
+    """(resamples, kernels): each kernel's value in each resample."""
+    out = np.empty((resamples, len(pools)))
+    noise = np.asarray(factors) if factors else None
+    for k, values in enumerate(pools):
+        vals = np.asarray(values, dtype=float)
+        if vals.size >= 2:
+            out[:, k] = np.median(vals[rng.integers(0, vals.size, size=(resamples, vals.size))], axis=1)
+        elif noise is not None:
+            out[:, k] = point[k] * noise[rng.integers(0, noise.size, size=resamples)]
+        else:
+            out[:, k] = point[k]
+    return out
