@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from kernelseek_suite.agents.trace import validate_trace
 from kernelseek_suite.cli import main
 from kernelseek_suite.headtohead.analysis import analyze
+from kernelseek_suite.headtohead.noise import Repeats, write_noise
 from trace_builder import TraceBuilder
 
 UNROLL = "#pragma unroll 4\nfor (int c = 0; c < d; c++) s = fmaf(q[c], k[c], s);"
@@ -203,3 +204,94 @@ def test_traces_analyze_reports_the_control(tmp_path):
     assert "| kernelseek | limit-rejection |          20 |          3 | 3.00 [3-3]" in r.output
     rows = list(csv.DictReader(open(tmp_path / "o" / "attribution.csv")))
     assert rows[0]["credited"] == "3" and float(rows[0]["p"]) == 1.0
+
+
+# ---------------------------------------------------------------- gains and the noise of the measurements
+
+SAME = "5a" * 32  # one kernel file, evaluated more than once
+
+
+def _reevaluated(path, run_id="re", jump=1.20):
+    """A question, then the previous best's file evaluated again, unchanged, and measured `jump` higher."""
+    b = TraceBuilder(path, "kernelseek", run_id)
+    b.step().evaluate(1.00, sha=SAME)
+    b.step().question("limit-rejection", "claimed-limit", "lr-evidence")
+    b.step(edit="// nothing changed").evaluate(1.00 * jump, sha=SAME)
+    return b
+
+
+def test_a_byte_identical_reevaluation_never_gets_credit(tmp_path):
+    path = _reevaluated(tmp_path / "t.jsonl").end()
+    tiny = [Repeats("cpu-attn", "evaluation", "the starting kernel", "ab" * 32, [1.0, 1.01, 1.02])]
+    for a in (analyze([path], threshold=0.10), analyze([path], noise=tiny), analyze([path], threshold=0.0, noise=tiny)):
+        assert a.gains == [] and a.shares()["limit-rejection"] == (0, 0.0)
+        (held,) = a.runs[0].not_credited
+        assert (held.gain_pct, held.category, held.eval_index) == (20.0, "limit-rejection", 2)
+        assert "the same kernel as the previous best" in held.note
+        assert a.control.categories[0].credited == 0
+
+
+def test_a_kernel_evaluated_before_is_no_gain_when_measured_again(tmp_path):
+    b = TraceBuilder(tmp_path / "t.jsonl", "kernelseek", "back")
+    b.step().evaluate(1.00, sha="01" * 32)
+    b.step(edit="a").evaluate(1.05, sha="02" * 32)  # the best
+    b.step(edit="b").evaluate(0.98, sha="03" * 32)
+    b.step().question("layer-shift", "plateau", "ls-1")
+    b.step(edit="back to b").evaluate(1.40, sha="03" * 32)  # evaluation 3's file again
+    a = analyze([b.end()], threshold=0.10)
+    assert a.gains == []
+    (held,) = a.runs[0].not_credited
+    assert held.note == "a kernel first evaluated at evaluation 3: a re-measurement, not a gain"
+
+
+def _new_kernel_gain(path, gain=1.15):
+    b = TraceBuilder(path, "kernelseek", "new")
+    b.step().evaluate(1.00, sha="0a" * 32)
+    b.step().question("layer-shift", "plateau", "ls-1")
+    b.step(edit="new").evaluate(1.00 * gain, sha="0b" * 32)
+    return b.end()
+
+
+def test_the_threshold_is_the_tasks_noise_band_not_a_constant(tmp_path):
+    path = _new_kernel_gain(tmp_path / "t.jsonl")  # a new kernel, +15 %
+    wide = [Repeats("cpu-attn", "evaluation", "the starting kernel", "ab" * 32, [0.89, 1.00, 1.12])]  # band 25.8 %
+    narrow = [Repeats("cpu-attn", "evaluation", "the starting kernel", "ab" * 32, [1.00, 1.02, 1.04])]  # band 4 %
+    a = analyze([path], noise=wide)
+    assert a.gains == [] and a.runs[0].threshold == pytest.approx(1.12 / 0.89 - 1)
+    assert a.thresholds["cpu-attn"][1].startswith("the noise band of cpu-attn, +25.8 %")
+    a = analyze([path], noise=narrow)
+    assert [g.category for g in a.gains] == ["layer-shift"] and a.gains[0].threshold == pytest.approx(0.04)
+    # a --gain above the band raises the threshold; one below it does not lower it
+    assert analyze([path], threshold=0.20, noise=narrow).gains == []
+    assert analyze([path], threshold=0.01, noise=wide).gains == []
+    # no band measured: 10 % stands in, and says it is not a measurement
+    a = analyze([path])
+    assert len(a.gains) == 1 and "10 % stands in (not a measurement)" in a.thresholds["cpu-attn"][1]
+
+
+def test_the_runs_own_reevaluations_of_one_file_are_a_noise_band(tmp_path):
+    # two runs evaluate the same starting file: 1.00 and 1.18 -> a band of 18 %; a +15 % gain is noise
+    first = TraceBuilder(tmp_path / "a.jsonl", "toolrich", "a")
+    first.step().evaluate(1.00, sha="ee" * 32)
+    second = TraceBuilder(tmp_path / "b.jsonl", "kernelseek", "b", seed=2)
+    second.step().evaluate(1.18, sha="ee" * 32)
+    second.step().question("layer-shift", "plateau", "ls-1")
+    second.step(edit="new").evaluate(1.18 * 1.15, sha="0c" * 32)
+    a = analyze([first.end(), second.end()])
+    assert a.gains == [] and a.runs[1].threshold == pytest.approx(0.18)
+    assert "a candidate evaluated 2 times unchanged in 2 run(s)" in a.thresholds["cpu-attn"][1]
+
+
+def test_traces_analyze_reads_the_comparisons_noise_file(tmp_path):
+    out = tmp_path / "cmp"
+    (out / "traces").mkdir(parents=True)
+    _reevaluated(out / "traces" / "k.jsonl").end()
+    _new_kernel_gain(out / "traces" / "n.jsonl")
+    write_noise(out / "noise.json", [Repeats("cpu-attn", "evaluation", "the starting kernel", "ab" * 32, [1.0, 1.3])])
+    r = CliRunner().invoke(main, ["traces", "analyze", str(out / "traces"), "--out", str(tmp_path / "o")])
+    assert r.exit_code == 0, r.output
+    assert f"the A/A control of {out / 'noise.json'}" in r.output
+    assert "- cpu-attn: +30.0 %: the noise band of cpu-attn, +30.0 %" in r.output
+    assert "## Large gains\n\n(none)" in r.output  # +15 % is within the band, +20 % is the same file
+    assert "## Not credited: re-measurements of an unchanged kernel" in r.output
+    assert "the same kernel as the previous best" in r.output

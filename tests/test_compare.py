@@ -283,7 +283,7 @@ def test_run_stats_and_the_table_from_a_constructed_trace(tmp_path):
     assert s.curve() == [(1, 0.5), (2, 0.5), (3, 0.8), (4, 0.8), (5, 0.8)]
     assert s.question_steps == [(2, "layer-shift")]
     # re-measured numbers replace the recorded ones: here candidate 3 got slower
-    s2 = stats_from_trace(b.path, {f"{3:064x}": {"status": "ok", "correct": True, "geomean": 0.6}})
+    s2 = stats_from_trace(b.path, {b.shas[2]: {"status": "ok", "correct": True, "geomean": 0.6}})
     assert (s2.best, s2.best_eval) == (0.70, 4) and s2.remeasured
     outs = render([s], tmp_path / "out")
     table = [

@@ -3,6 +3,7 @@ trace schema: for testing analysis and reports without running a model."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from kernelseek_suite.agents.config import RunConfig
@@ -25,6 +26,8 @@ class TraceBuilder:
         self.path = Path(path)
         self.steps = self.evals = self.questions = 0
         self.best = None
+        self.run_id = run_id
+        self.shas: list[str] = []  # each evaluation's candidate sha256, in order
         self.tokens_per_step = tokens_per_step
         cfg = RunConfig(arm=arm, task=task, seed=seed)
         self.w.emit(
@@ -78,7 +81,9 @@ class TraceBuilder:
         self.evals += 1
         status = status or ("ok" if correct else "wrong")
         new_best = bool(correct and geomean is not None and (self.best is None or geomean > self.best["geomean"]))
-        sha = sha or f"{self.evals:064x}"
+        # a distinct kernel per evaluation unless one is named (runs do not share files by accident)
+        sha = sha or hashlib.sha256(f"{self.run_id}:{self.evals}".encode()).hexdigest()
+        self.shas.append(sha)
         if new_best:
             self.best = {"geomean": geomean, "eval_index": self.evals, "candidate_sha256": sha}
         self._tool("evaluate", {})

@@ -108,9 +108,16 @@ def _show_record(file: Path, tf, lines: list[str]) -> dict:
     "--gain",
     "threshold",
     type=float,
-    default=10.0,
-    show_default=True,
-    help="a large gain: a new best at least this many percent above the previous best",
+    default=None,
+    help="a large gain is also at least this many percent above the previous best [default: the task's noise "
+    "band alone; 10 where none was measured]",
+)
+@click.option(
+    "--noise",
+    "noise_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="a comparison's noise.json (the A/A control) [default: the one beside the traces, if any]",
 )
 @click.option(
     "--out",
@@ -119,15 +126,22 @@ def _show_record(file: Path, tf, lines: list[str]) -> dict:
     default=Path("results/analysis"),
     show_default=True,
 )
-def traces_analyze(files, threshold, out_dir):
-    """Questions, tool calls, evaluations and gain attribution for FILES (traces, or folders of them)."""
+def traces_analyze(files, threshold, noise_file, out_dir):
+    """Questions, tool calls, evaluations and gain attribution for FILES (traces, or folders of them). A
+    gain is credited only for a new kernel (sha256) and above the task's noise band (the A/A control)."""
     from ..headtohead.analysis import analyze, markdown, write
+    from ..headtohead.noise import find_noise, read_noise
     from ..headtohead.runstats import find_traces
 
     traces = [t for f in files for t in find_traces(f)]
     if not traces:
         fail("no traces among the given files", USAGE)
-    a = analyze(traces, threshold / 100.0)
+    noise_file = noise_file or find_noise(list(files))
+    if noise_file:
+        say(f"the A/A control of {noise_file}")
+    a = analyze(
+        traces, None if threshold is None else threshold / 100.0, noise=read_noise(noise_file) if noise_file else None
+    )
     click.echo(markdown(a))
     written = write(a, out_dir)
     say(f"wrote {', '.join(str(p) for p in written)}")

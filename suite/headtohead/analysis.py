@@ -1,7 +1,12 @@
 """Trace analysis: what each run did (human messages, bank questions by category, tool calls by tool,
 evaluations, wrong candidates) and the test of the central claim, gain attribution. A large gain is
-an evaluation whose correct speed-up beats the run's best so far by at least `threshold` (the first
-correct evaluation sets the starting level and is not a gain). It is attributed to the nearest
+a correct evaluation of a new kernel (its sha256 is neither the previous best's nor that of any
+kernel evaluated before in the run) whose speed-up beats the run's best so far by more than the
+noise band of the task (noise.py: the A/A control's band from the comparison's `noise.json`, or the
+byte-identical re-evaluations in the traces), and by at least `threshold` when one is given; with
+no band measured and no threshold given, 10 % stands in and the output says so. A re-evaluation of
+an unchanged kernel is never a gain, whatever it measured: it is listed as not credited. (The first
+correct evaluation sets the starting level and is not a gain.) A gain is attributed to the nearest
 question asked after the previous best and before it (none: `none`), with the question's category
 (`layer-shift`, `limit-rejection`, `information`; `human` for a typed one) and the layer of the
 system that the agent's next edits touched (edit_file's added lines and shell commands between the
@@ -22,6 +27,7 @@ from tabulate import tabulate
 from ..agents import layers
 from ..agents.trace import question_category, read_trace
 from .control import Control, control
+from .noise import Repeats, bands, trace_repeats
 from .runstats import EvalPoint, arm_label
 
 DEFAULT_THRESHOLD = 0.10
@@ -53,6 +59,9 @@ class Gain:
     layer_before: str | None = None
     layer_after: str | None = None
     prev_best_step: int = 0  # the step of the best this gain beats
+    candidate_sha256: str = ""
+    threshold: float = 0.0  # the gain it had to exceed (a fraction)
+    note: str = ""  # why a gain above the threshold is not credited
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -72,14 +81,19 @@ class RunAnalysis:
     gains: list[Gain]
     points: list[EvalPoint] = field(default_factory=list)
     questions: list[tuple[int, str]] = field(default_factory=list)  # (step, category)
+    task: str = ""
+    threshold: float = DEFAULT_THRESHOLD  # the gain a large gain exceeded in this run
+    threshold_source: str = ""
+    not_credited: list[Gain] = field(default_factory=list)  # above the threshold, but the same kernel
 
 
 @dataclass
 class Analysis:
-    threshold: float
+    threshold: float | None  # the threshold given (None: the noise band alone)
     runs: list[RunAnalysis]
     shuffles: int = 2000
     _control: Control | None = None
+    thresholds: dict[str, tuple[float, str]] = field(default_factory=dict)  # task -> (threshold, where from)
 
     @property
     def control(self) -> Control:
@@ -112,7 +126,11 @@ def _layer(texts: dict[int, list[str]], step_layers: dict[int, dict], lo: int, h
     return layers.dominant(scores)
 
 
-def analyze_events(events: list[dict], trace: str, threshold: float = DEFAULT_THRESHOLD) -> RunAnalysis:
+def analyze_events(
+    events: list[dict], trace: str, threshold: float = DEFAULT_THRESHOLD, band: float | None = None, source: str = ""
+) -> RunAnalysis:
+    """`threshold`: the least gain a large gain has (a fraction); `band`: the task's noise band, which a
+    large gain must exceed."""
     start = events[0]
     texts: dict[int, list[str]] = {}
     step_layers: dict[int, dict] = {}
@@ -122,7 +140,10 @@ def analyze_events(events: list[dict], trace: str, threshold: float = DEFAULT_TH
     questions: list[dict] = []
     points: list[EvalPoint] = []
     gains: list[Gain] = []
+    held: list[Gain] = []
+    seen: dict[str, int] = {}  # sha256 -> the first evaluation of that kernel
     best: float | None = None
+    best_sha = ""
     best_step, best_seq = 0, -1
     for ev in events:
         t = ev["type"]
@@ -145,12 +166,27 @@ def analyze_events(events: list[dict], trace: str, threshold: float = DEFAULT_TH
                 ev["index"], ev["step"], ev["status"], ev["correct"], ev.get("geomean"), ev["candidate_sha256"]
             )
             points.append(p)
+            earlier = seen.get(p.candidate_sha256)
+            seen.setdefault(p.candidate_sha256, p.index)
             if not (p.correct and p.geomean is not None):
                 continue
-            if best is not None and p.geomean >= best * (1 + threshold):
-                gains.append(_attribute(ev, p, best, best_step, best_seq, questions, texts, step_layers, trace, start))
+            again = p.candidate_sha256 == best_sha or earlier is not None
+            if best is not None and again and p.geomean > best and p.geomean >= best * (1 + threshold):
+                # an unchanged kernel measured above the previous best: listed, never credited
+                g = _attribute(ev, p, best, best_step, best_seq, questions, texts, step_layers, trace, start)
+                g.threshold = max(threshold, band or 0.0)
+                g.note = (
+                    "the same kernel as the previous best (sha256): a re-measurement, not a gain"
+                    if p.candidate_sha256 == best_sha
+                    else f"a kernel first evaluated at evaluation {earlier}: a re-measurement, not a gain"
+                )
+                held.append(g)
+            elif best is not None and not again and _large(p.geomean, best, threshold, band):
+                g = _attribute(ev, p, best, best_step, best_seq, questions, texts, step_layers, trace, start)
+                g.threshold = max(threshold, band or 0.0)
+                gains.append(g)
             if best is None or p.geomean > best:
-                best, best_step, best_seq = p.geomean, p.step, ev["seq"]
+                best, best_step, best_seq, best_sha = p.geomean, p.step, ev["seq"], p.candidate_sha256
     return RunAnalysis(
         trace,
         start.get("run_id", ""),
@@ -164,7 +200,16 @@ def analyze_events(events: list[dict], trace: str, threshold: float = DEFAULT_TH
         gains,
         points,
         [(q["step"], question_category(q)) for q in questions],
+        task=(start.get("task") or {}).get("name", ""),
+        threshold=max(threshold, band or 0.0),
+        threshold_source=source,
+        not_credited=held,
     )
+
+
+def _large(value: float, best: float, threshold: float, band: float | None) -> bool:
+    """A gain of at least `threshold` that exceeds the noise band."""
+    return value >= best * (1 + threshold) and (band is None or value > best * (1 + band))
 
 
 def _attribute(ev, p, before, best_step, best_seq, questions, texts, step_layers, trace, start) -> Gain:
@@ -180,6 +225,7 @@ def _attribute(ev, p, before, best_step, best_seq, questions, texts, step_layers
         round((p.geomean / before - 1) * 100, 2),
         "none",
         prev_best_step=best_step,
+        candidate_sha256=p.candidate_sha256,
     )
     if q is None:
         g.layer_after = _layer(texts, step_layers, best_step, p.step)
@@ -191,14 +237,41 @@ def _attribute(ev, p, before, best_step, best_seq, questions, texts, step_layers
     return g
 
 
-def analyze(paths: list[Path], threshold: float = DEFAULT_THRESHOLD, shuffles: int = 2000) -> Analysis:
-    runs = []
+def analyze(
+    paths: list[Path], threshold: float | None = None, shuffles: int = 2000, noise: list[Repeats] | None = None
+) -> Analysis:
+    """`threshold`: the least gain (a fraction) a large gain has, beside the noise band (None: the band
+    alone, or 10 % where no band was measured). `noise`: the comparison's A/A control (noise.json);
+    the byte-identical re-evaluations in the traces add to it."""
+    loaded = []
     for path in paths:
         events = read_trace(path).events
         if not events or events[0].get("type") != "run_start":
             raise ValueError(f"{path}: not a trace (no run_start)")
-        runs.append(analyze_events(events, str(path), threshold))
-    return Analysis(threshold, runs, shuffles)
+        loaded.append((path, events))
+    found = bands([r for r in [*(noise or []), *trace_repeats(paths)] if r.kind == "evaluation"])
+    thresholds: dict[str, tuple[float, str]] = {}
+    runs = []
+    for path, events in loaded:
+        task = (events[0].get("task") or {}).get("name", "")
+        nb = found.get((task, "evaluation"))
+        band = nb.band if nb else None
+        floor = threshold if threshold is not None else (DEFAULT_THRESHOLD if band is None else 0.0)
+        if nb is None or band is None:
+            source = (
+                f"the --gain given ({floor * 100:g} %); no noise band measured for {task}"
+                if threshold is not None
+                else f"no noise band measured for {task}: {DEFAULT_THRESHOLD * 100:g} % stands in (not a measurement)"
+            )
+        else:
+            source = f"the noise band of {task}, +{band * 100:.1f} % ({', '.join(nb.sources)})"
+            if threshold is not None and threshold > band:
+                source = (
+                    f"the --gain given ({threshold * 100:g} %), above the noise band of {task} (+{band * 100:.1f} %)"
+                )
+        thresholds[task] = (max(floor, band or 0.0), source)
+        runs.append(analyze_events(events, str(path), floor, band, source))
+    return Analysis(threshold, runs, shuffles, thresholds=thresholds)
 
 
 # ---------------------------------------------------------------- tables
@@ -320,9 +393,13 @@ def markdown(a: Analysis) -> str:
     lines = [
         "# Trace analysis",
         "",
-        f"Large gain: a new best at least {a.threshold * 100:g} % above the run's previous best. Each is "
-        "attributed to the nearest question asked after the previous best (none: `none`); the layers are those "
-        "of the agent's edits and commands before the question and between the question and the gain.",
+        "Large gain: a correct evaluation of a new kernel (its sha256 neither the previous best's nor that of a "
+        "kernel evaluated before in the run) above the run's previous best by more than the threshold of its task:",
+        "",
+        *[f"- {task or '(no task)'}: +{v * 100:.1f} %: {src}" for task, (v, src) in sorted(a.thresholds.items())],
+        "",
+        "Each is attributed to the nearest question asked after the previous best (none: `none`); the layers are "
+        "those of the agent's edits and commands before the question and between the question and the gain.",
         "",
         "## Share of large gains by the question they followed",
         "",
@@ -340,7 +417,32 @@ def markdown(a: Analysis) -> str:
     ]
     lines += [control_table(a) if ctl.categories else "(no arm asked questions)", "", rates_table(a), ""]
     lines += ["## Runs", "", run_table(a), "", "## Large gains", "", gains_table(a) if a.gains else "(none)", ""]
+    held = [g for r in a.runs for g in r.not_credited]
+    lines += [
+        "## Not credited: re-measurements of an unchanged kernel",
+        "",
+        held_table(held) if held else "(none)",
+        "",
+    ]
     return "\n".join(lines)
+
+
+def held_table(held: list[Gain]) -> str:
+    rows = [
+        [
+            g.run_id,
+            g.eval_index,
+            g.step,
+            f"{g.before:.3f}x -> {g.after:.3f}x",
+            f"+{g.gain_pct:.1f} %",
+            g.category,
+            g.note,
+        ]
+        for g in held
+    ]
+    return tabulate(
+        rows, ["run", "eval", "step", "speed-up", "apparent gain", "after question", "why"], tablefmt="github"
+    )
 
 
 def write_gains_csv(a: Analysis, path: Path) -> None:
