@@ -205,6 +205,24 @@ def states_for(scn, launch):
     return out
 
 
+def time_all(states, launch, baselines=None, clock=None):
+    """The timed phase over every distribution's state, on the CPU with a stand-in clock."""
+    return time_scenario(
+        SCN,
+        states,
+        launch,
+        baselines or {},
+        3,
+        random.Random(3),
+        "cpu",
+        TCFG,
+        CFG,
+        lambda: None,
+        gap_ms=0.0,
+        timer=clock or fakes.StandInClock(),
+    )
+
+
 def test_rounds_give_each_distribution_its_calls_and_one_distribution_keeps_the_settings():
     cfg = rounds_for(TCFG, 4)
     assert (cfg.input_sets, cfg.min_reps, cfg.max_reps) == (4, 12, 16)
@@ -223,20 +241,7 @@ def test_every_distribution_is_timed_for_the_kernel_and_the_baselines_side_by_si
     def baseline(q, k, v):
         clock.took(2.0)
 
-    res = time_scenario(
-        SCN,
-        states_for(SCN, full),
-        launch,
-        {"fa3": baseline},
-        3,
-        random.Random(3),
-        "cpu",
-        TCFG,
-        CFG,
-        lambda: None,
-        gap_ms=0.0,
-        timer=clock,
-    )
+    res = time_all(states_for(SCN, full), launch, {"fa3": baseline}, clock)
     assert res.verdict.ok, res.verdict.reason
     assert list(res.by_distribution) == NAMES
     for name, stats in res.by_distribution.items():
@@ -264,20 +269,7 @@ def test_a_timed_output_wrong_only_on_one_distribution_is_caught_by_its_own_samp
             return 0
         return full(b)
 
-    res = time_scenario(
-        SCN,
-        states_for(SCN, full),
-        launch,
-        {},
-        3,
-        random.Random(3),
-        "cpu",
-        TCFG,
-        CFG,
-        lambda: None,
-        gap_ms=0.0,
-        timer=clock,
-    )
+    res = time_all(states_for(SCN, full), launch, clock=clock)
     assert res.verdict.code == "timed-output" and "input set 3" in res.verdict.reason
 
 
@@ -291,20 +283,7 @@ def test_the_recheck_after_timing_runs_on_new_data_of_the_last_distribution():
 
     states = states_for(SCN, full)
     v_before = states[-1].bufs.v.clone()
-    res = time_scenario(
-        SCN,
-        states,
-        launch,
-        {},
-        3,
-        random.Random(3),
-        "cpu",
-        TCFG,
-        CFG,
-        lambda: None,
-        gap_ms=0.0,
-        timer=fakes.StandInClock(),
-    )
+    res = time_all(states, launch)
     assert res.verdict.ok and res.recheck is not None
     t, v_last = seen[-1]
     assert (
