@@ -127,6 +127,56 @@ def parse_ptxas(text: str) -> tuple[list[FunctionResources], list[str]]:
     return funcs, warnings
 
 
+# ptxas on code for a newer architecture than the target: "Feature 'x' requires .target sm_90 or
+# higher", "Instruction 'wgmma.fence' not supported on .target 'sm_80'"
+_NEEDS_RE = re.compile(r"(?:Feature|Modifier|Instruction) '([^']+)' (?:requires \.target (sm_\d+a?)|not supported on)")
+# instructions of one architecture only (the "a" targets), by their first word
+ARCH_SPECIFIC = {"wgmma": "sm_90a", "setmaxnreg": "sm_90a", "tcgen05": "sm_100a"}
+
+
+def target_hint(log: str, arch: str) -> str | None:
+    """One line for a kernel built for an architecture it was not written for (ptxas's errors on
+    instructions the target lacks), naming the target it needs and the --arch that builds it; None
+    when the errors are of another kind."""
+    found = _NEEDS_RE.findall(log)
+    if not found:
+        return None
+    features = list(dict.fromkeys(name.split(" ")[0] for name, _ in found))
+    specific_features = [f for f in features if f.split(".")[0] in ARCH_SPECIFIC]
+    specific = sorted({ARCH_SPECIFIC[f.split(".")[0]] for f in specific_features})
+    at_least = sorted({t for _, t in found if t}, key=lambda t: int(re.sub(r"\D", "", t)))
+    needed = specific[0] if specific else (at_least[-1] if at_least else None)
+    shown = ", ".join((specific_features + [f for f in features if f not in specific_features])[:4])
+    if needed is None:
+        return f"the kernel uses instructions that {arch} lacks ({shown})"
+    number = int(re.sub(r"\D", "", needed))
+    fits = [
+        a
+        for a, spec in config.ARCHES.items()
+        if f"code={needed}" in spec["gencode"]
+        or f"code=[{needed}" in spec["gencode"]
+        or (not needed.endswith("a") and spec["cc"][0] * 10 + spec["cc"][1] >= number)
+    ]
+    use = f": build it with --arch {fits[0]}" if fits else ""
+    return f"the kernel needs {needed} ({shown}), not {arch}{use}"
+
+
+_PTXAS_ERROR_RE = re.compile(r"^ptxas (.*?), line (\d+); error\s*:\s*(.*)$")
+
+
+def failure_message(name: str, arch: str, log: str) -> str:
+    """What a failed nvcc run says: the compiler's errors, at most 40 of them; where they come from
+    instructions the target lacks, one line naming the target the kernel needs and one with the
+    first error."""
+    errors = [l.strip() for l in log.splitlines() if "error" in l.lower()] or log.splitlines()[-20:]
+    hint = target_hint(log, arch)
+    if hint is None:
+        return f"nvcc failed for {name} ({arch}):\n" + "\n".join(errors[:40])
+    m = _PTXAS_ERROR_RE.match(errors[0]) if errors else None
+    first = f"{m.group(1)}, line {m.group(2)}: {m.group(3)}" if m else (errors[0] if errors else "")
+    return f"nvcc failed for {name} ({arch}): {hint}\n  {len(errors)} ptxas errors, the first: {first}"
+
+
 def fatal_warnings(warnings: list[str]) -> list[str]:
     return [w for w in warnings if any(code in w for code in config.FATAL_PTXAS_WARNINGS)]
 
@@ -245,8 +295,9 @@ def _build(source: str | Path, arch: str, extra_flags: tuple[str, ...], cache: P
     log = (proc.stdout + proc.stderr).replace(str(private_src), str(src))
     if proc.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
-        errors = [l for l in log.splitlines() if "error" in l.lower()] or log.splitlines()[-20:]
-        raise BuildError(f"nvcc failed for {src.name} ({arch}):\n" + "\n".join(errors[:40]))
+        # the files nvcc kept are gone with the build folder: its paths name the kernel instead
+        log = log.replace(str(keep / f"{private_src.stem}.ptx"), f"{src.name} (PTX)").replace(str(tmp), "<build>")
+        raise BuildError(failure_message(src.name, arch, log))
     funcs, warnings = parse_ptxas(log)
     fatal = fatal_warnings(warnings)
     if fatal:
@@ -294,14 +345,42 @@ def _build(source: str | Path, arch: str, extra_flags: tuple[str, ...], cache: P
     return result
 
 
+def demangle(names: list[str]) -> list[str]:
+    """The C++ names of `names` (c++filt, or CUDA's cu++filt beside nvcc), or the names themselves
+    where neither is here."""
+    nvcc = nvcc_path()
+    tools = [shutil.which("c++filt"), shutil.which("cu++filt")]
+    if nvcc:
+        tools.append(shutil.which("cu++filt", path=str(Path(nvcc).parent)))
+    for tool in filter(None, tools):
+        try:
+            out = subprocess.run([tool], input="\n".join(names), capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if len(out.splitlines()) == len(names):
+            return out.splitlines()
+    return list(names)
+
+
+def readable_name(cxx_name: str) -> str:
+    """A kernel's C++ name without its return type and parameter list, its template arguments kept
+    whole: what tells its instances apart (`flash_fwd_sm90_kernel<Config<128, ...>, true>`)."""
+    name = cxx_name.strip()
+    if name.endswith(")"):
+        depth = 0
+        for i in range(len(name) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(name[i], 0)
+            if depth == 0:
+                name = name[:i]
+                break
+    return name.removeprefix("void ").strip()
+
+
 def resource_table(result: BuildResult) -> list[list]:
+    """One row per kernel function: its readable name (never cut: instances differ at the end), then
+    registers, static shared memory, stack and spill bytes."""
+    names = [readable_name(n) for n in demangle([f.name for f in result.functions])]
     return [
-        [
-            f.name if len(f.name) < 60 else f.name[:57] + "...",
-            f.registers,
-            f.shared_bytes,
-            f.stack_bytes,
-            f.spill_store_bytes + f.spill_load_bytes,
-        ]
-        for f in result.functions
+        [name, f.registers, f.shared_bytes, f.stack_bytes, f.spill_store_bytes + f.spill_load_bytes]
+        for name, f in zip(names, result.functions, strict=True)
     ]
