@@ -195,6 +195,10 @@ EVAL_TIMED_SUBSET = (
     "d192v128-h16kv16-s4096",
 )
 
+# KernelBench's fast_p in summary.json (results.fast_p): the share of the timed scenarios that are
+# correct and more than p times as fast as the baseline, for each of these p (0: correct and timed)
+FAST_P_THRESHOLDS = (0.0, 1.0, 1.1, 1.2, 1.5, 2.0)
+
 # `--sanitize`: compute-sanitizer runs the kernel once per scenario of a small subset (the tools
 # slow a kernel down 10-1000x, racecheck the most). Small off-grid shapes: tails, causal with
 # seqlen_q != seqlen_k both ways, GQA/MQA, every head dimension.

@@ -191,6 +191,7 @@ def summary_lines(summary: dict) -> list[str]:
         if worst and per:
             each = ", ".join(f"{d} {x:.3f}x" if x is not None else f"{d} -" for d, x in per)
             lines.append(f"vs {b} per input distribution: {each}")
+    lines += fast_p_lines(s.get("fast_p"), s.get("fast_p_total"))
     if dists:
         lines.append(_data_dependent_line(s))
     if s.get("failures"):
@@ -208,6 +209,16 @@ def summary_lines(summary: dict) -> list[str]:
             + ")"
         )
     return lines
+
+
+def fast_p_lines(fast_p: dict | None, total: int | None) -> list[str]:
+    """One line per baseline with its fast_p (summary.json's; none for a summary without it)."""
+    out = []
+    for b, shares in (fast_p or {}).items():
+        if shares:
+            each = ", ".join(f"p={p} {100 * x:.1f}%" for p, x in shares.items())
+            out.append(f"vs {b} fast_p (correct and more than p times as fast, of {total} timed scenarios): {each}")
+    return out
 
 
 def _data_dependent_line(summary: dict) -> str:

@@ -34,6 +34,14 @@ summary.json is a contract that tools read. Schema version 3, fields:
                        "implausible_above_tflops": their product}: a row above it has the status
                       `implausible` (not correct); null when no GEMM was measured
   sanitize            present with `--sanitize`: {"ok": bool, "runs": [...]} (harness/sanitize.py)
+  fast_p              {baseline: {p: share}}: KernelBench's fast_p, the share of the timed grid
+                       scenarios (every one of a bench, config.EVAL_TIMED_SUBSET of an eval) that are
+                       correct and more than p times as fast as the baseline (its `ratio`, the lowest
+                       over the distributions, > p), for each p of config.FAST_P_THRESHOLDS, written
+                       as "0", "1", "1.1", ...; a scenario that is not correct or has no ratio counts
+                       as not fast; null for a baseline measured on no scenario. Added in version 3
+                       (a summary written before has none)
+  fast_p_total        how many timed scenarios the shares of `fast_p` are of
 Readers must ignore keys they do not know.
 Version 3 (was 2): every scenario checked and timed on several input distributions; `geomean` is the
 worst distribution's (was: one distribution's); `distributions`, `worst_distribution`,
@@ -269,7 +277,39 @@ def summarize(
         "failures": failure_counts(rows),
         "flagged": {r.scenario: [f.split(":", 1)[0] for f in r.flags] for r in rows if r.flags},
         "ceiling": ceiling(provenance),
+        "fast_p": fast_p(rows, kind, baselines),
+        "fast_p_total": len(fast_p_rows(rows, kind)),
     }
+
+
+def fast_p_rows(rows: list[ScenarioResult], kind: str) -> list[ScenarioResult]:
+    """The rows fast_p is a share of: the timed grid scenarios (an eval times a fixed subset; its
+    other scenarios are only checked)."""
+    from . import config
+
+    timed = [r for r in rows if not r.extended]
+    return [r for r in timed if r.scenario in config.EVAL_TIMED_SUBSET] if kind == "eval" else timed
+
+
+def fast_p(
+    rows: list[ScenarioResult], kind: str, baselines: list[str], thresholds: tuple[float, ...] | None = None
+) -> dict[str, dict[str, float] | None]:
+    """summary.json's `fast_p` (KernelBench): per baseline and threshold p, the share of the timed
+    grid scenarios that are correct and whose ratio to the baseline is above p."""
+    from . import config
+
+    thresholds = config.FAST_P_THRESHOLDS if thresholds is None else thresholds
+    timed = fast_p_rows(rows, kind)
+    out: dict[str, dict[str, float] | None] = {}
+    for b in baselines:
+        if not timed or not any(r.ratio.get(b) for r in timed):
+            out[b] = None
+            continue
+        out[b] = {
+            f"{p:g}": round(sum(r.correct and (r.ratio.get(b) or 0) > p for r in timed) / len(timed), 4)
+            for p in thresholds
+        }
+    return out
 
 
 def ceiling(provenance: dict) -> dict | None:

@@ -84,9 +84,15 @@ def test_summary_lines_of_a_run_on_one_distribution_are_as_before():
         f"min {s['min_ratio'][b]:.3f}x ({s['min_ratio_scenario'][b]})"
         for b in BASELINES
     ]
-    assert report.summary_lines(s) == want
-    # a version-2 summary.json has none of the distributions' keys
-    old = {k: v for k, v in s.items() if k not in ("distributions", "worst_distribution", "by_distribution")}
+    fast_p = report.fast_p_lines(s["fast_p"], s["fast_p_total"])  # added to schema 3 (test_fast_p.py)
+    assert len(fast_p) == len(BASELINES)
+    assert report.summary_lines(s) == want + fast_p
+    # a version-2 summary.json has none of the distributions' keys (nor fast_p)
+    old = {
+        k: v
+        for k, v in s.items()
+        if k not in ("distributions", "worst_distribution", "by_distribution", "fast_p", "fast_p_total")
+    }
     assert report.summary_lines({**old, "schema_version": 2}) == want
 
 

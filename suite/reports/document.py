@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import report as bench_report
-from ..results import geomean
+from ..results import fast_p, fast_p_rows, geomean
 from . import plots, tables
 from .data import MEASURED, ArchResults, load, version_of_cudnn
 
@@ -127,6 +127,12 @@ def _claims(res: ArchResults) -> list[str]:
                 f"- vs {b}: geometric mean {g:.3f}x over {s['ratio_count'][b]} scenarios{on}; lowest "
                 f"{s['min_ratio'][b]:.3f}x ({s['min_ratio_scenario'][b]}{f', on `{low}`' if low else ''})."
             )
+    if "fast_p" in s:  # KernelBench's fast_p; a summary written before it has none: computed from the rows
+        fp, total = s["fast_p"], s.get("fast_p_total")
+    else:
+        kind = s.get("kind") or "bench"
+        fp, total = fast_p(res.rows, kind, res.baselines), len(fast_p_rows(res.rows, kind))
+    lines += [f"- {line}." for line in bench_report.fast_p_lines(fp, total)]
     c = res.ceiling_tflops
     fr = [r.tflops["kernel"] / c for r in res.grid_rows if c and r.correct and r.tflops.get("kernel")]
     if fr:
