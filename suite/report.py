@@ -113,6 +113,28 @@ def data_dependent_table(summary: dict, rows: list[ScenarioResult]) -> tuple[lis
     return headers, [[s, e["kernel"], e.get("baselines"), *kernel_extremes(by_id.get(s))] for s, e in flagged]
 
 
+IQR_HEADER = "kernel IQR %"  # the per-scenario tables' column of the kernel's timing spread
+IQR_MEANING = (
+    f"`{IQR_HEADER}`: the interquartile range of the kernel's timed calls over their median, in percent "
+    "(with several input distributions, the largest of theirs): the spread of the measurement behind the row."
+)
+
+
+def kernel_iqr(row: ScenarioResult, distribution: str | None = None) -> float | None:
+    """The spread of the kernel's timed calls on a row: their interquartile range over their median,
+    on one distribution, or, for a row timed on several, the largest of them (a pooled spread would
+    count the data-dependence too); None when the kernel was not timed."""
+
+    def one(t: dict | None) -> float | None:
+        t = t or {}
+        return t["iqr_ms"] / t["median_ms"] if t.get("median_ms") and t.get("iqr_ms") is not None else None
+
+    if distribution is not None:
+        return one((row.times_ms_by_distribution.get(distribution) or {}).get("kernel"))
+    per = [x for t in row.times_ms_by_distribution.values() if (x := one(t.get("kernel"))) is not None]
+    return max(per) if per else one(row.times_ms.get("kernel"))
+
+
 def on_distribution(rows: list[ScenarioResult], distribution: str) -> list[ScenarioResult]:
     """The rows with `ratio` and `tflops` those of one distribution (for the breakdowns of a
     headline, which is one distribution's)."""
@@ -134,19 +156,22 @@ def table_rows(
 ) -> tuple[list[str], list[list]]:
     """The per-scenario table; a baseline in `column_notes` (missing from the whole column) is left
     out of the rows' notes; a row in `flagged` (summary.json's data-dependent rows; default: as the
-    rows give them) is marked so in its note. `ratio` is a row's lowest over the distributions."""
+    rows give them) is marked so in its note. `ratio` is a row's lowest over the distributions;
+    `kernel IQR %` the spread of the kernel's timed calls (kernel_iqr)."""
     if flagged is None:
         flagged = data_dependence(rows, baselines)["scenarios"]
     headers = ["scenario", "status", "kernel TFLOP/s"]
     for b in baselines:
         headers += [f"{b} TFLOP/s", f"ratio vs {b}"]
-    headers += ["max err", "tol", "note"]
+    headers += [IQR_HEADER, "max err", "tol", "note"]
     out = []
     for r in rows:
         status = f"{r.status} ({r.code})" if r.code and r.status != "ok" else r.status
         line = [r.scenario, status, _fmt(r.tflops.get("kernel"), 1)]
         for b in baselines:
             line += [_fmt(r.tflops.get(b), 1), _fmt(r.ratio.get(b), 3)]
+        iqr = kernel_iqr(r)
+        line.append(_fmt(None if iqr is None else 100 * iqr, 1))
         chk = r.check or {}
         note = row_note(r, column_notes)
         if r.scenario in flagged:
@@ -299,6 +324,7 @@ def markdown(rows: list[ScenarioResult], baselines: list[str], summary: dict) ->
     missing = missing_columns(rows, baselines)
     headers, body = table_rows(rows, baselines, missing, data_dependent_rows(summary))
     parts.append("## Per scenario")
+    parts += [IQR_MEANING, ""]
     parts += [f"- {b}: no number in any row: {why}" for b, why in missing.items()] + ([""] if missing else [])
     parts.append(tabulate(body, headers=headers, tablefmt="github"))
     return "\n".join(parts) + "\n"

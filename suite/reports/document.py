@@ -269,7 +269,8 @@ def render(
     parts += [
         "## Per scenario",
         f"`kernel` is `{res.kernel_file}`. TFLOP/s at the median time; `kernel % of GEMM` is the kernel's "
-        "TFLOP/s as a share of the bf16 GEMM ceiling measured in the same run."
+        "TFLOP/s as a share of the bf16 GEMM ceiling measured in the same run. "
+        + bench_report.IQR_MEANING
         + (
             " With several input distributions, a ratio is the row's lowest over them and a time is pooled "
             f"over them (each distribution's: `{_rel(out / 'tables' / 'scenarios_by_distribution.csv', out)}`); "

@@ -164,7 +164,7 @@ def table_views(res: ArchResults) -> dict:
     if not keys:
         return {}
     base = tables.scenario_table(res)
-    varying = {"kernel TFLOP/s", "kernel % of GEMM"}
+    varying = {"kernel TFLOP/s", "kernel % of GEMM", report.IQR_HEADER}
     varying |= {f"{b} TFLOP/s" for b in res.baselines} | {f"ratio vs {b}" for b in res.baselines}
     cols = [i for i, h in enumerate(base.headers) if h in varying]
     cells = {}

@@ -92,7 +92,8 @@ def view_tflops(r: ScenarioResult, impl: str, view: str = LOWEST) -> float | Non
 
 
 def scenario_table(res: ArchResults, view: str = LOWEST) -> Table:
-    """The per-scenario table; a data-dependent row says so in its note."""
+    """The per-scenario table; a data-dependent row says so in its note; `kernel IQR %` is the
+    spread of the kernel's timed calls (report.kernel_iqr), on the view's distribution."""
     baselines = res.baselines
     flagged = report.data_dependent_rows(res.summary)
     skip = column_notes(res)
@@ -102,8 +103,8 @@ def scenario_table(res: ArchResults, view: str = LOWEST) -> Table:
     for b in baselines:
         headers += [f"{b} TFLOP/s", f"ratio vs {b}"]
         digits += [1, 3]
-    headers += ["max err", "tol", "note"]
-    digits += [None, None, None]
+    headers += [report.IQR_HEADER, "max err", "tol", "note"]
+    digits += [1, None, None, None]
     rows = []
     for r in res.grid_rows:
         k = view_tflops(r, "kernel", view)
@@ -111,6 +112,8 @@ def scenario_table(res: ArchResults, view: str = LOWEST) -> Table:
         line = [r.scenario, r.status if r.status != "ok" else "yes", k, 100 * frac if frac is not None else None]
         for b in baselines:
             line += [view_tflops(r, b, view), view_ratio(res, r, b, view)]
+        iqr = report.kernel_iqr(r, None if view in VIEWS else view)
+        line.append(None if iqr is None else 100 * iqr)
         chk = r.check or {}
         note = row_note(r, skip)
         if r.scenario in flagged:
