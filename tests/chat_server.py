@@ -14,6 +14,10 @@ With `context_window=N` the server counts a request's tokens as a real one would
 of its messages and tools to a token), refuses one over N with vLLM's 400 and message, and reports
 the count as the prompt tokens of its answers; with `advertise_window=True` its model list (GET
 /v1/models) says N as vLLM does (`max_model_len`).
+
+A claimed-limit classification request (the KernelSeek arm's side call, decisions.py) does not take
+a script item: `classifier(text) -> answer` answers it (default: the suite's patterns, "CLAIM" and
+the sentence, or "NO"), with usage CLASSIFY_USAGE; it is kept in `classifications`, not `requests`.
 """
 
 from __future__ import annotations
@@ -42,13 +46,36 @@ def reset():
     return {"kind": "reset"}
 
 
+CLASSIFY_USAGE = (50, 3)
+
+
+def rules_classifier(text: str) -> str:
+    """The classification a model would give, decided here by the suite's own patterns."""
+    from kernelseek_suite.agents.config import DEFAULT_CLAIMED_LIMIT_PATTERNS
+    from kernelseek_suite.agents.decisions import claimed_limit
+
+    found = claimed_limit(text, DEFAULT_CLAIMED_LIMIT_PATTERNS)
+    return f"CLAIM\n{found['sentence']}" if found else "NO"
+
+
+def is_classification(body: dict) -> bool:
+    from kernelseek_suite.agents.decisions import CLASSIFY_INSTRUCTIONS
+
+    msgs = body.get("messages") or []
+    return bool(msgs) and msgs[0].get("role") == "system" and msgs[0].get("content") == CLASSIFY_INSTRUCTIONS
+
+
 def request_tokens(body: dict) -> int:
     return (len(json.dumps(body.get("messages", []))) + len(json.dumps(body.get("tools", [])))) // 4
 
 
 class ScriptedChatServer:
-    def __init__(self, script=(), context_window: int | None = None, advertise_window: bool = False):
+    def __init__(
+        self, script=(), context_window: int | None = None, advertise_window: bool = False, classifier=rules_classifier
+    ):
         self.script = list(script)
+        self.classifier = classifier
+        self.classifications: list[dict] = []  # bodies of claimed-limit classification requests
         self.context_window, self.advertise_window = context_window, advertise_window
         self.refused: list[int] = []  # token counts of requests refused as too long
         self.requests: list[dict] = []  # {"path", "headers", "body"}
@@ -90,6 +117,16 @@ class ScriptedChatServer:
                             f"{tokens} tokens in the messages, Please reduce the "
                             "length of the messages.",
                         },
+                    )
+                    return
+                if is_classification(body):
+                    with server._lock:
+                        server.classifications.append(body)
+                        server._n += 1
+                        n = server._n
+                    answer = server.classifier(body["messages"][-1]["content"])
+                    server._answer(
+                        self, answer if isinstance(answer, dict) else reply(answer, usage=CLASSIFY_USAGE), body, n
                     )
                     return
                 with server._lock:

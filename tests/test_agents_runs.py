@@ -72,6 +72,85 @@ def test_a_claimed_limit_brings_a_limit_rejection_question(tmp_path):
     assert qs[0]["text"] in user_texts(srv.bodies()[2])
 
 
+CLAIM_IN_OTHER_WORDS = "I call this final: the part gives us nothing more."
+
+
+def _claim_then_shell(text):
+    return [
+        reply(None, [("evaluate", {})]),
+        reply(text, [("shell", {"command": "true"})]),
+        reply(None, [("shell", {"command": "true"})]),
+    ]
+
+
+def test_the_runs_own_model_decides_a_claimed_limit_and_the_call_is_in_the_trace(tmp_path):
+    """A claim the patterns miss, found by the model's classification call: asked about, the call
+    recorded and its tokens counted (not as a step)."""
+    seen = []
+
+    def model(text):
+        seen.append(text)
+        return f"CLAIM\n{CLAIM_IN_OTHER_WORDS}"
+
+    with ScriptedChatServer(_claim_then_shell(CLAIM_IN_OTHER_WORDS), classifier=model) as srv:
+        result, events, _ = run(config_for(srv, max_steps=3), tmp_path)
+        (body,) = srv.classifications
+    assert seen == [CLAIM_IN_OTHER_WORDS] and body["model"] == "scripted-model" and "tools" not in body
+    (q,) = of_type(events, "question")
+    assert q["trigger"] == "claimed-limit" and q["evidence"]["decided_by"] == "model"
+    assert q["evidence"]["sentence"] == CLAIM_IN_OTHER_WORDS and q["evidence"]["rules_agree"] is False
+    (c,) = of_type(events, "classification")
+    assert (c["purpose"], c["verdict"], c["quote"], c["rules"]) == (
+        "claimed-limit",
+        "claim",
+        CLAIM_IN_OTHER_WORDS,
+        False,
+    )
+    assert c["text"] == CLAIM_IN_OTHER_WORDS and c["candidates"] == [CLAIM_IN_OTHER_WORDS] and c["step"] == 2
+    assert c["usage"]["prompt_tokens"] == 50 and c["usage"]["completion_tokens"] == 3
+    # three steps of 100 + 20 tokens, and the classification's 53: the budget sees them all
+    assert result.totals["steps"] == 3 and result.totals["total_tokens"] == 3 * 120 + 53
+    assert len(srv.requests) == 3
+
+
+def test_the_model_saying_no_overrules_the_patterns(tmp_path):
+    text = "This kernel is memory-bound now; the loop cannot be improved any further."
+    with ScriptedChatServer(_claim_then_shell(text), classifier=lambda t: "NO") as srv:
+        _, events, _ = run(config_for(srv, max_steps=3), tmp_path)
+    assert of_type(events, "question") == []
+    (c,) = of_type(events, "classification")
+    assert c["verdict"] == "no" and c["rules"] is True and c["quote"] is None
+
+
+def test_without_a_verdict_the_patterns_decide(tmp_path):
+    text = "This kernel is memory-bound now; the loop cannot be improved any further."
+    for classifier, verdict in ((lambda t: fault(400), "error"), (lambda t: "It depends.", "unreadable")):
+        with ScriptedChatServer(_claim_then_shell(text), classifier=classifier) as srv:
+            _, events, _ = run(config_for(srv, max_steps=3), tmp_path / verdict)
+        (c,) = of_type(events, "classification")
+        assert c["verdict"] == verdict
+        (q,) = of_type(events, "question")
+        assert q["evidence"]["decided_by"] == "rules" and q["evidence"]["phrase"] == "is memory-bound"
+    # told not to classify: no call, the patterns decide
+    with ScriptedChatServer(_claim_then_shell(text)) as srv:
+        cfg = config_for(srv, max_steps=3)
+        cfg.arm_options = {"classify_claims": False}
+        _, events, _ = run(cfg, tmp_path / "off")
+        assert srv.classifications == []
+    assert (
+        of_type(events, "classification") == [] and of_type(events, "question")[0]["evidence"]["decided_by"] == "rules"
+    )
+
+
+def test_a_spent_token_budget_leaves_the_claim_to_the_patterns(tmp_path):
+    text = "This kernel is memory-bound now; the loop cannot be improved any further."
+    with ScriptedChatServer(_claim_then_shell(text)) as srv:
+        _, events, _ = run(config_for(srv, max_steps=3, max_tokens=200), tmp_path)
+        assert srv.classifications == []
+    (c,) = of_type(events, "classification")
+    assert c["verdict"] == "skipped" and c["error"] == "budget spent"
+
+
 def test_an_early_stop_is_refused_while_the_goal_is_unmet(tmp_path):
     script = [reply(None, [("evaluate", {})]), reply("I am done here."), reply(None, [("shell", {"command": "ls"})])]
     with ScriptedChatServer(script) as srv:

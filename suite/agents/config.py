@@ -96,9 +96,16 @@ _RESOURCE = (
 )
 _BOUND_KIND = (
     r"(?:memory|compute|bandwidth|latency|dram|hbm|l2|math|instruction(?:[- ]issue)?|issue|mufu|sfu|"
-    r"tensor[- ]core|throughput|launch|occupancy|register)"
+    r"tensor[- ]core|throughput|launch|occupancy|register|hardware|silicon|device|gpu)"
 )
-_LIMIT_NOUN = r"(?:limits?|ceilings?|peak|roofline|maximum|max|speed[- ]of[- ]light|sol|wall)"
+_LIMIT_NOUN = r"(?:limits?|ceilings?|peak|roofline|maximum|max|speed[- ]of[- ]light|sol|wall|minimum|floor)"
+# the machine and its parts, as the subject of a claim ("the GPU is the limiting factor")
+_MACHINE = (
+    r"(?:hardware|silicon|gpu|device|chip|card|memory(?: system)?|dram|hbm|bandwidth|sms?|tensor[- ]cores?|"
+    r"units?|pipes?|pipelines?|warps?|alus?|fmas?)"
+)
+_NEW_MACHINE = r"(?:new|faster|better|different|bigger|newer)\s+(?:hardware|gpu|card|device|chip|silicon|architecture)"
+_LITTLE = r"(?:negligible|marginal|minimal|insignificant|tiny|minor|diminishing)"
 _LIMIT_ADJ = (
     r"(?:(?:theoretical|hardware|practical|physical|fundamental|hard|memory|bandwidth|compute|achievable|"
     r"attainable|tensor[- ]core|hbm|dram)\s+)*"
@@ -157,6 +164,47 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     r"\b(?:the )?best (?:we|one|anyone) (?:can|could) (?:do|get|achieve|hope for)\b",
     r"\b(?:exhausted|run out of|ran out of|out of)\s+(?:all\s+)?(?:the\s+|my\s+|our\s+)?"
     r"(?:optimi[sz]ations?|ideas|options|avenues|tricks)\b",
+    # physics: "physics puts a floor on it", "we're fighting physics", "physically can't go faster"
+    r"\b(?:(?:the\s+)?laws? of physics|physics)\b[^.;!?]*?\b(?:floor|limits?|caps?|bounds?|won't|will not|"
+    r"doesn't|does not|allows?|lets?|dictates?)\b(?![- ](?:tiles?|layout))|"
+    r"\b(?:fighting|against|dictated by|limited by|bound by|set by)\s+(?:the\s+)?(?:laws of\s+)?physics\b|"
+    r"\bphysically\b[^.;!?]*?\b(?:can't|cannot|can not|won't|impossible|no way)\b",
+    # Amdahl's law: the part that cannot be sped up caps the rest
+    r"\bamdahl\b[^.;!?]*?\b(?:caps?|capped|bounds?|bounded|limits?|limited|out of reach|ceiling|no (?:more|further))\b|"
+    r"\b(?:by|according to|per)\s+amdahl\b",
+    # "the best achievable", "the best possible time", said of what we have
+    r"\b(?:the\s+|about\s+the\s+)?best\s+(?:achievable|attainable|possible)\b",
+    # "as close to peak as it's going to get", "as close to the roofline as it can be"
+    r"\bas (?:fast|good|efficient|optimi[sz]ed|close|near)\b[^.;,!?]{0,40}?\bas (?:it|this|the kernel|we|one|they)"
+    r"(?:'s|'re| is| are)?\s+(?:can|could|will|is going to|are going to|going to|gonna)\s+(?:get|go|be)\b",
+    # pegged, flat out, busy every cycle, fully used
+    r"(?:\b(?:is|are|was|were)\b|'s\b|'re\b)\s+(?:now\s+|already\s+)?pegged\b|"
+    r"\b(?:running|runs|run|working|works)\s+(?:at\s+)?(?:full tilt|flat out|full speed|full throttle)\b|"
+    r"\b(?:fully|completely|constantly)\s+busy\b|\bbusy (?:every|each|on every) cycle\b|"
+    r"\b" + _MACHINE + r"\s+(?:is|are)\s+(?:now\s+|already\s+)?(?:fully|completely|maximally)\s+"
+    r"(?:used|utili[sz]ed|occupied|busy|saturated)\b",
+    # already balanced: nothing left to redistribute
+    r"\b(?:already|perfectly|fully|well)(?:\s+(?:perfectly|fully|well))?[- ](?:load[- ])?balanced\b",
+    # the machine, not the code, limits it
+    r"\b" + _MACHINE + r"(?:\s+itself)?\s+(?:is|are)\s+(?:now\s+)?(?:the\s+)?"
+    r"(?:bottleneck|limiting (?:factor|resource))\b|"
+    r"\b(?:code|kernel|software|implementation)\s+is\s+no\s+longer\s+the\s+(?:bottleneck|limiting factor)\b",
+    # no slack, zero headroom, nothing left on the table
+    r"\b(?:no|zero|little|hardly any)\s+(?:\w+\s+)?(?:slack|headroom)\b(?!\s+(?:for|to)\s+(?:doubt|worry))|"
+    r"\bnothing (?:left|more) on the table\b",
+    # what is left is noise, negligible or marginal
+    r"\b(?:gains?|improvements?|speed-?ups?|differences?)\b[^.;!?]{0,40}?\b(?:smaller than|below|within|lost in)\s+"
+    r"(?:the\s+)?(?:run-to-run\s+|measurement\s+|timing\s+)?noise\b|"
+    r"\b(?:further|additional|remaining|more|from here(?: on| out)?|any (?:more|further))\b[^.;!?]{0,40}?\b"
+    + _LITTLE
+    + r"\b(?!\s+so\b)",
+    # only other hardware would help
+    r"\b(?:only|nothing (?:short of|but))\s+(?:a\s+)?" + _NEW_MACHINE + r"\b|"
+    r"\b(?:need|needs|require|requires|take|takes)\s+(?:a\s+)?" + _NEW_MACHINE + r"\b",
+    # everything extracted
+    r"\b(?:extract(?:s|ed|ing)?|squeez(?:e|ed|es|ing)|wrung|wring)\s+(?:out\s+)?"
+    r"(?:all|everything|every (?:last )?\w+)\b",
+    r"\bno amount of\b[^.;!?]{0,40}?\b(?:will|would|can|could)\b",
 )
 
 
@@ -173,6 +221,9 @@ class QuestionConfig:
     min_steps_between: int = 2  # between questions (an early stop is always answered)
     no_repeat_within: int = 8  # a bank question is not asked again within this many
     claimed_limit_patterns: tuple[str, ...] = DEFAULT_CLAIMED_LIMIT_PATTERNS
+    # a claimed limit is decided by the run's own model (a short classification call, its tokens counted
+    # in the run's totals); the patterns above decide without one, or when it cannot say
+    classify_claims: bool = True
 
 
 @dataclass

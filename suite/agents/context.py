@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from .config import RunConfig
 from .exceptions import BudgetSpent, HarnessTampered, LimitExceeded, Terminate
@@ -79,6 +80,9 @@ class RunContext:
     ask_human: Callable | None = None
     # called once when the run ends (an arm's tools close their stores here)
     finalizers: list[Callable[[], None]] = field(default_factory=list)
+    # the run's model (None for an arm that brings its own, e.g. an agent command): an arm may ask it
+    # short side questions (the KernelSeek arm's claimed-limit classification), counted in the totals
+    model: Any = None
 
     # ---- limits ----
     def check_limits(self) -> None:

@@ -1,9 +1,16 @@
 """Decision points, detected from the run itself: an attempt to stop early, a plateau, a claimed
-limit, the same failure repeated, many steps in one layer. Each comes with its evidence."""
+limit, the same failure repeated, many steps in one layer. Each comes with its evidence.
+
+A claimed limit is decided by the run's own model where it has one: a short classification call
+(`classification_messages`, answered CLAIM or NO and recorded in the trace by the arm), made only for
+a text with a sentence that could claim one (`claim_candidates`, a cheap word filter). Where there is
+no model, or it cannot say (an error, an answer that is neither), the rules decide (`claimed_limit`:
+patterns, each match checked for a denial, a condition or a question in its clause)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
@@ -43,7 +50,7 @@ _DENIAL = re.compile(
 _NOT_ASSERTED = re.compile(
     r"\b(?:if|whether|when|once|until|unless|before|might|may|could|would|should|aim|aiming|"
     r"goal|target|want|wants|try|trying|hope|expect|need|needs|plan|see|check|test|verify|"
-    r"confirm|determine)\b|\bto\s*$",
+    r"confirm|determine|how|let's|let us|let me)\b|\bto\s*$",
     re.IGNORECASE,
 )
 
@@ -81,6 +88,102 @@ def claimed_limit(text: str | None, patterns: tuple[str, ...]) -> dict | None:
     return None
 
 
+# ---- the run's own model decides; a word filter decides what it is asked; the rules stand in
+
+# a sentence with none of these words claims no limit, and is not sent to the model
+_LIMIT_WORDS = re.compile(
+    r"\b(?:limit\w*|bound\w*|bottleneck\w*|peak\w*|roofline|ceiling|floor|maximum|max\w*|minimum|optimal\w*|"
+    r"optimi[sz]\w*|saturat\w*|faster|fastest|quicker|speed\w*|improv\w*|gains?|headroom|room|slack|physic\w*|"
+    r"hardware\w*|silicon|device|gpu|amdahl\w*|best|achievab\w*|attainab\w*|possible|impossible|close|near\w*|"
+    r"balanced|busy|full\w*|pegged|flat out|tilt|theoretical|fundamental|bandwidth|throughput|utili[sz]\w*|"
+    r"squeez\w*|extract\w*|exhaust\w*|nothing|noise|negligible|marginal|diminishing|wall|done|final|"
+    r"can't|cannot|won't|efficien\w*|capacity|dominat\w*|unavoidable|fast\w*|no amount)\b|"
+    r"\bas \w+ as (?:it|this|we|one)\b",
+    re.IGNORECASE,
+)
+CLASSIFY_MAX_CHARS = 2000  # the end of a longer text is classified
+CLASSIFY_INSTRUCTIONS = """\
+You label one message written by an agent that is optimizing a GPU kernel. Answer CLAIM if the \
+message asserts, even hedged ("probably", "I think"), that the kernel is at or near a performance \
+limit (of the hardware, memory bandwidth, compute, physics, Amdahl's law, a roofline, the best \
+achievable) or that it cannot be made meaningfully faster. Answer NO if it does not: a question, a \
+plan, a goal, a denial ("not memory-bound"), a condition ("if it were compute-bound"), a limit of \
+another kernel, or the same words in another sense ("the loop is bound by n"). Reply with one word, \
+CLAIM or NO, on the first line; after CLAIM, quote the sentence that makes the claim on the second \
+line."""
+_VERDICT = re.compile(r"^\W*(claim|no)\b", re.IGNORECASE)
+
+# (text, candidate sentences, the rules' finding) -> (claim?, the sentence quoted), or None: no verdict
+Classifier = Callable[[str, list[str], "dict | None"], "tuple[bool, str | None] | None"]
+
+
+def claim_candidates(text: str | None) -> list[str]:
+    """The sentences of `text` that could claim a limit (a word of _LIMIT_WORDS, not a question),
+    whitespace-normalized: what the model is asked about."""
+    if not text:
+        return []
+    return [
+        " ".join(s.split())[:300] for s in _sentences(text) if not s.rstrip().endswith("?") and _LIMIT_WORDS.search(s)
+    ]
+
+
+def classification_messages(text: str) -> list[dict]:
+    """The classification call's conversation: the instructions, then the text (its last
+    CLASSIFY_MAX_CHARS characters)."""
+    return [
+        {"role": "system", "content": CLASSIFY_INSTRUCTIONS},
+        {"role": "user", "content": text[-CLASSIFY_MAX_CHARS:]},
+    ]
+
+
+def parse_verdict(content: str | None) -> tuple[bool, str | None] | None:
+    """(claim?, the sentence quoted after CLAIM) from the model's answer, read on its first line (or
+    its last, after a preamble); None when it answers neither CLAIM nor NO."""
+    lines = [l.strip() for l in (content or "").splitlines() if l.strip()]
+    if not lines:
+        return None
+    for n in (0, len(lines) - 1):
+        m = _VERDICT.match(lines[n])
+        if m:
+            claim = m.group(1).lower() == "claim"
+            rest = lines[n + 1] if claim and n + 1 < len(lines) else ""
+            quote = rest.strip(" \"'\u201c\u201d`*>")
+            return claim, quote or None
+    return None
+
+
+def _quoted(candidates: list[str], quote: str | None) -> str | None:
+    """The candidate sentence the model quoted (one holding the other, case and spacing aside)."""
+    if not quote:
+        return None
+    q = " ".join(quote.split()).lower()
+    return next((c for c in candidates if q in c.lower() or c.lower() in q), None)
+
+
+def decide_claim(text: str | None, patterns: tuple[str, ...], classify: Classifier | None = None) -> dict | None:
+    """A claimed limit in `text`, with its evidence and who decided (`decided_by`): the model through
+    `classify` where given and it gives a verdict, else the rules."""
+    candidates = claim_candidates(text)
+    rules = claimed_limit(text, patterns)
+    if not text or (not candidates and rules is None):
+        return None
+    if classify is not None:
+        verdict = classify(text, candidates, rules)
+        if verdict is not None:
+            claim, quote = verdict
+            if not claim:
+                return None
+            sentence = _quoted(candidates, quote) or (rules["sentence"] if rules else candidates[0])
+            return {
+                "phrase": quote or sentence,
+                "sentence": sentence,
+                "pattern": None,
+                "decided_by": "model",
+                "rules_agree": rules is not None,
+            }
+    return {**rules, "decided_by": "rules"} if rules else None
+
+
 _NUMBERS = re.compile(r"0x[0-9a-f]+|\d+(\.\d+)?", re.IGNORECASE)
 _PATHS = re.compile(r"(/[\w.+-]+)+")
 
@@ -105,14 +208,18 @@ class DetectorState:
 
 
 class DecisionDetector:
-    def __init__(self, config: QuestionConfig):
+    def __init__(self, config: QuestionConfig, classify: Classifier | None = None):
         self.config = config
+        self.classify = classify  # the run's own model, where it has one
         self.s = DetectorState()
+
+    def claim(self, text: str | None) -> dict | None:
+        return decide_claim(text, self.config.claimed_limit_patterns, self.classify)
 
     def observe(self, step: StepRecord) -> list[DecisionPoint]:
         """Updates the counters with one step and returns the decision points it reached."""
         cfg, s, found = self.config, self.s, []
-        claim = claimed_limit(step.response.content, cfg.claimed_limit_patterns)
+        claim = self.claim(step.response.content)
         if claim:
             found.append(DecisionPoint("claimed-limit", claim))
         for rec in step.evals:

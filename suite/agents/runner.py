@@ -154,7 +154,7 @@ def new_run(
         described = {"name": config.model.name or "(the agent command's own)", "base_url": None, "sampling": {}}
         window = {"window_tokens": None, "window_source": "unknown", "room_tokens": None}
     else:
-        mdl = _model(config, ctx, api_key, model)
+        mdl = ctx.model = _model(config, ctx, api_key, model)
         agent = Agent(ctx, mdl, parts.tools, parts.supervisor)
         if config.context.window_tokens is None and hasattr(mdl, "context_window"):
             agent.window.set_window(mdl.context_window(), "endpoint")
@@ -258,7 +258,7 @@ def load_resume_state(trace_path: Path) -> ResumeState:
     # what was spent after the last checkpoint still counts against the budget
     tail = events[(last_step + 1) if last_step is not None else 1 :]
     for e in tail:
-        if e["type"] == "llm_call":
+        if e["type"] in ("llm_call", "classification"):
             totals.add_usage(e["usage"])
         elif e["type"] == "harness_eval":
             totals.evals = max(totals.evals, e["index"])
@@ -342,7 +342,8 @@ def resume_run(
     if parts.driver:
         agent = parts.driver(ctx)
     else:
-        agent = Agent(ctx, _model(config, ctx, api_key, model), parts.tools, parts.supervisor)
+        ctx.model = _model(config, ctx, api_key, model)
+        agent = Agent(ctx, ctx.model, parts.tools, parts.supervisor)
     trace.step = st.from_step
     trace.emit(
         "resume",

@@ -370,6 +370,14 @@ def timeline_lines(events: list[dict]) -> list[str]:
             )
         elif t == "decision":
             lines.append(head + f"decision point {ev.get('trigger')} (not asked: {ev.get('reason', '')})")
+        elif t == "classification":
+            u = ev.get("usage") or {}
+            lines.append(
+                head + f"classify {ev.get('purpose')}: {ev.get('verdict')}"
+                f"{' ' + repr(ev['quote'][:80]) if ev.get('quote') else ''} "
+                f"({u.get('prompt_tokens', 0)}+{u.get('completion_tokens', 0)} tok)"
+                f"{': ' + ev['error'][:80] if ev.get('error') else ''}"
+            )
         elif t == "question":
             src = ev.get("source") + (f" {ev.get('bank_id')}" if ev.get("bank_id") else "")
             lines.append(

@@ -6,14 +6,24 @@ Arm options (`--agent-opt KEY=VALUE`, or `run`/`compare`'s `--categories`, `--pl
 `--spacing`): the question settings of config.QuestionConfig: `categories` (the bank categories
 asked; `[information]` for the information arm), `plateau_evals` (K evaluations without a new
 best), `repeated_failure` (the same failure N times), `min_steps_between` (the spacing),
-`layer_dwell_steps`, `no_repeat_within`, `new_best_min_gain`."""
+`layer_dwell_steps`, `no_repeat_within`, `new_best_min_gain`, `classify_claims` (true: a claimed
+limit is decided by the run's own model, a short classification call recorded in the trace as a
+`classification` event and counted in the run's tokens and cost; false, or without a model: by the
+patterns)."""
 
 from __future__ import annotations
 
 from ..bank import CATEGORIES, load_bank
 from ..config import QuestionConfig
 from ..context import RunContext
-from ..decisions import DecisionDetector, DecisionPoint, claimed_limit
+from ..decisions import (
+    CLASSIFY_MAX_CHARS,
+    DecisionDetector,
+    DecisionPoint,
+    classification_messages,
+    parse_verdict,
+)
+from ..exceptions import LimitExceeded
 from ..questions import AskedQuestion, BankQuestioner, HumanQuestioner
 from ..tools import base_tools
 from . import ArmOptionError, ArmParts, check_options, register_arm
@@ -27,6 +37,7 @@ OPTIONS = {
     "layer_dwell_steps": _Q.layer_dwell_steps,
     "no_repeat_within": _Q.no_repeat_within,
     "new_best_min_gain": _Q.new_best_min_gain,
+    "classify_claims": _Q.classify_claims,
 }
 _AT_LEAST = {
     "plateau_evals": 1,
@@ -39,7 +50,7 @@ _AT_LEAST = {
 
 def question_settings(given: dict) -> dict:
     """The question settings among `given`, checked; a bad value is an ArmOptionError."""
-    out = {}
+    out: dict = {}
     for k, v in given.items():
         if k == "categories":
             cats = [v] if isinstance(v, str) else v
@@ -54,13 +65,70 @@ def question_settings(given: dict) -> dict:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
                 raise ArmOptionError(f"{k}: {v!r}; expected a number >= 0")
             out[k] = float(v)
+        elif k == "classify_claims":
+            if not isinstance(v, bool):
+                raise ArmOptionError(f"{k}: {v!r}; expected true or false")
+            out[k] = v
     return out
+
+
+ZERO_USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, "cost": None}
+
+
+def claim_classifier(ctx: RunContext):
+    """The run's own model (ctx.model, set once the run has one) as the claimed-limit classifier
+    (decisions.Classifier); None where the arm is told not to classify. Each call is a
+    `classification` event; its tokens and cost count in the run's totals (not a step). With the
+    token or cost budget spent, or the call failing, there is no verdict and the patterns decide."""
+    if not ctx.config.questions.classify_claims:
+        return None
+
+    def classify(text: str, candidates: list[str], rules: dict | None):
+        if ctx.model is None:  # an arm that brings its own model (an agent command)
+            return None
+        lim, t = ctx.config.limits, ctx.totals
+        base = {
+            "purpose": "claimed-limit",
+            "text": text[-CLASSIFY_MAX_CHARS:],
+            "candidates": candidates,
+            "rules": rules is not None,
+        }
+        if (lim.max_tokens is not None and t.total_tokens >= lim.max_tokens) or (
+            lim.max_cost is not None and t.cost is not None and t.cost >= lim.max_cost
+        ):
+            ctx.trace.emit("classification", **base, verdict="skipped", usage=ZERO_USAGE, error="budget spent")
+            return None
+        try:
+            resp = ctx.model.query(classification_messages(text), [])
+        except (LimitExceeded, KeyboardInterrupt):
+            raise
+        except Exception as e:  # the endpoint failed or refused: the patterns decide
+            ctx.trace.emit(
+                "classification", **base, verdict="error", usage=ZERO_USAGE, error=f"{type(e).__name__}: {e}"[:500]
+            )
+            return None
+        ctx.totals.add_usage(resp.usage)
+        verdict = parse_verdict(resp.content)
+        ctx.trace.emit(
+            "classification",
+            **base,
+            verdict="unreadable" if verdict is None else ("claim" if verdict[0] else "no"),
+            quote=verdict[1] if verdict else None,
+            request=ctx.model.request_params() if hasattr(ctx.model, "request_params") else {},
+            response={"content": resp.content, "reasoning": resp.reasoning},
+            usage=resp.usage,
+            latency_s=resp.latency_s,
+            attempts=resp.attempts,
+        )
+        return verdict
+
+    return classify
 
 
 class KernelSeekSupervisor:
     def __init__(self, ctx: RunContext, questioner: BankQuestioner):
         self.config = ctx.config.questions
-        self.detector = DecisionDetector(self.config)
+        self.detector = DecisionDetector(self.config, claim_classifier(ctx))
         self.questioner = questioner
         self.last_question_step: int | None = None
 
@@ -75,7 +143,7 @@ class KernelSeekSupervisor:
             "goal": ctx.task.goal.text(),
             "budget_left": ctx.budget_left(),
         }
-        claim = claimed_limit(response.content, self.config.claimed_limit_patterns)
+        claim = self.detector.claim(response.content)
         stop = DecisionPoint("early-stop", evidence)
         asked_for = DecisionPoint("claimed-limit", {**claim, "stop_attempt": True}) if claim else stop
         if claim:
