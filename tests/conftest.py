@@ -5,16 +5,40 @@ from pathlib import Path
 
 import pytest
 
-# The tests write only to temporary folders: the build cache too (never ~/.cache/kernelseek-suite).
-# It lives in the system's temporary folder and is kept between sessions (builds are keyed by source,
-# flags and nvcc version, and written atomically, so sessions can share it). Set before the suite is
-# imported, so that every child process the tests start inherits it.
-CACHE = os.path.join(tempfile.gettempdir(), f"kernelseek-suite-test-cache-{os.getuid()}")
+ROOT = Path(__file__).resolve().parent.parent
+
+# The tests leave nothing outside the checkout and its venv. Each session gets a private folder
+# (ks-tests-*, in the TMPDIR it was started with) holding its HOME and its TMPDIR, removed when the
+# session ends: the suite's temporary folders (ks-ws-*, ks-seal-*, ks-gate-*), pytest's tmp_path,
+# Dask's scratch space and config, matplotlib's and Chromium's files all land there.
+# KERNELSEEK_KEEP_TEST_TMP=1 keeps it (its path is printed at the end). The build cache is kept
+# between sessions, inside the checkout (.pytest_cache/kernelseek-suite; builds are keyed by source,
+# flags and nvcc version, and written atomically, so sessions can share it), never in
+# ~/.cache/kernelseek-suite. All of it is set before the suite or any library is imported, so that
+# every child process the tests start inherits it.
+PRIVATE = Path(tempfile.mkdtemp(prefix="ks-tests-"))
+PRIVATE_TMP, PRIVATE_HOME = PRIVATE / "tmp", PRIVATE / "home"
+PRIVATE_TMP.mkdir()
+PRIVATE_HOME.mkdir()
+_real_gitconfig = Path(os.path.expanduser("~/.gitconfig"))
+if "GIT_CONFIG_GLOBAL" not in os.environ and _real_gitconfig.is_file():  # read only: git's identity
+    os.environ["GIT_CONFIG_GLOBAL"] = str(_real_gitconfig)
+os.environ.update(
+    TMPDIR=str(PRIVATE_TMP),
+    HOME=str(PRIVATE_HOME),
+    XDG_CONFIG_HOME=str(PRIVATE_HOME / ".config"),
+    XDG_CACHE_HOME=str(PRIVATE_HOME / ".cache"),
+    XDG_DATA_HOME=str(PRIVATE_HOME / ".local" / "share"),
+    MPLCONFIGDIR=str(PRIVATE_HOME / ".config" / "matplotlib"),
+    DASK_CONFIG=str(PRIVATE_HOME / ".config" / "dask"),
+)
+tempfile.tempdir = str(PRIVATE_TMP)
+CACHE = str(ROOT / ".pytest_cache" / "kernelseek-suite")
 os.environ["KERNELSEEK_CACHE"] = CACHE
+KEEP_TMP = bool(os.environ.get("KERNELSEEK_KEEP_TEST_TMP"))
 
 from kernelseek_suite.gpu import list_gpus  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 # what tools keep in a checkout (the venv, caches): not written by the tests
 TOOLING = {
     ".git",
@@ -61,6 +85,35 @@ def _checkout_paths() -> set[str]:
 
 def pytest_sessionstart(session):
     session.config._checkout_before = _checkout_paths()
+
+
+def pytest_runtest_logreport(report):
+    """Note the browser tests skipped, and why (said at the end of the session, see below)."""
+    if report.skipped and "browser" in report.keywords and isinstance(report.longrepr, tuple):
+        _browser_skips.append(str(report.longrepr[2]).removeprefix("Skipped: "))
+
+
+_browser_skips: list[str] = []
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Browser tests skipped for want of Chromium or Playwright say so in a line of their own, -q or
+    not: the HTML pages were not tested in a browser."""
+    if _browser_skips:
+        reasons = "; ".join(sorted(set(_browser_skips)))
+        terminalreporter.write_line(
+            f"{len(_browser_skips)} browser tests skipped: {reasons}: REPORT.html and the trace viewer were not "
+            "opened in a browser",
+            yellow=True,
+        )
+
+
+def pytest_unconfigure(config):
+    """The session's private HOME and TMPDIR go (KERNELSEEK_KEEP_TEST_TMP=1 keeps them)."""
+    if KEEP_TMP:
+        print(f"\nthe tests' HOME and TMPDIR are kept in {PRIVATE}")
+        return
+    shutil.rmtree(PRIVATE, ignore_errors=True)
 
 
 def pytest_sessionfinish(session, exitstatus):
