@@ -151,6 +151,7 @@ class SweepOutput:
                     "kernel_sha256": kernel_sha,
                     "arch": req.arch,
                     "baselines": req.baselines,
+                    "sampling": config.sampling_record(req.config),
                 }
             )
         self.done = {r.scenario for r in self.prior}

@@ -181,6 +181,66 @@ class HarnessConfig:
 
 DEFAULT = HarnessConfig()
 
+
+class SamplingError(ValueError):
+    """Sampling options that contradict each other (more samples at least than at most)."""
+
+
+def with_sampling(
+    cfg: HarnessConfig,
+    warmup: int | None = None,
+    min_samples: int | None = None,
+    max_samples: int | None = None,
+    min_time_s: float | None = None,
+    scenario_timeout_s: float | None = None,
+) -> HarnessConfig:
+    """`bench` and `eval`'s sampling options over `cfg` (None: as it is): `warmup` untimed calls per
+    implementation (TimingConfig.warmup); at least `min_samples` and at most `max_samples` counted
+    calls of each implementation, on each input distribution where there are several
+    (min_reps/max_reps and their per-distribution forms); timing goes on after `min_samples` until
+    each implementation has been timed for `min_time_s` seconds (budget_s) or has `max_samples`; a
+    scenario that takes longer than `scenario_timeout_s` is a hang (SweepConfig.scenario_timeout_s).
+    A `min_samples` above the default maximum raises the maximum with it."""
+    from dataclasses import replace
+
+    t = cfg.timing
+    if warmup is not None:
+        t = replace(t, warmup=warmup)
+    if min_samples is not None:
+        t = replace(
+            t,
+            min_reps=min_samples,
+            min_reps_per_distribution=min_samples,
+            max_reps=max(t.max_reps, min_samples),
+            max_reps_per_distribution=max(t.max_reps_per_distribution, min_samples),
+        )
+    if max_samples is not None:
+        if max_samples < t.min_reps_per_distribution:
+            raise SamplingError(
+                f"--max-samples {max_samples} is below the minimum, {t.min_reps_per_distribution} counted calls"
+                + ("" if min_samples is not None else " (set --min-samples too)")
+            )
+        t = replace(t, max_reps=max_samples, max_reps_per_distribution=max_samples)
+    if min_time_s is not None:
+        t = replace(t, budget_s=min_time_s)
+    sweep = cfg.sweep if scenario_timeout_s is None else replace(cfg.sweep, scenario_timeout_s=scenario_timeout_s)
+    return replace(cfg, timing=t, sweep=sweep)
+
+
+def sampling_record(cfg: HarnessConfig) -> dict:
+    """The sampling a run used, as provenance.json records it (`sampling`)."""
+    t = cfg.timing
+    return {
+        "warmup": t.warmup,
+        "min_samples": t.min_reps_per_distribution,
+        "max_samples": t.max_reps_per_distribution,
+        "min_samples_one_distribution": t.min_reps,
+        "max_samples_one_distribution": t.max_reps,
+        "min_time_s": t.budget_s,
+        "scenario_timeout_s": cfg.sweep.scenario_timeout_s,
+    }
+
+
 # The agent-facing `eval`: a fixed representative subset is timed (correctness runs on all 182).
 EVAL_TIMED_SUBSET = (
     "d64-h32kv32-s1024",

@@ -22,6 +22,7 @@ def evaluate(
     sanitize: bool = False,
     previous: Path | None = None,
     gpu_index: int = 0,
+    harness_config: config.HarnessConfig | None = None,
 ) -> dict:
     """Without `out_dir`, the results go to a fresh temporary folder, made only once the checks
     without a GPU and the GPU check have passed; summary["out_dir"] says where."""
@@ -38,6 +39,7 @@ def evaluate(
         sanitize=sanitize,
         previous=previous,
         gpu_index=gpu_index,
+        config=harness_config or config.HarnessConfig(),
     )
     summary = run_bench(req, on_row=on_row, on_start=on_start)
     summary["out_dir"] = str(req.out_dir)

@@ -92,6 +92,61 @@ def _previous_option(f):
     )(f)
 
 
+_TIMING, _SWEEP = config.TimingConfig(), config.SweepConfig()
+_SAMPLING = (
+    click.option(
+        "--warmup",
+        type=click.IntRange(min=0),
+        default=None,
+        help=f"untimed calls of each implementation before the timed ones [default: {_TIMING.warmup}]",
+    ),
+    click.option(
+        "--min-samples",
+        type=click.IntRange(min=1),
+        default=None,
+        help="counted calls of each implementation, at least (on each input distribution) "
+        f"[default: {_TIMING.min_reps_per_distribution}]",
+    ),
+    click.option(
+        "--max-samples",
+        type=click.IntRange(min=1),
+        default=None,
+        help="counted calls of each implementation, at most (on each input distribution) "
+        f"[default: {_TIMING.max_reps_per_distribution}; {_TIMING.max_reps} on one]",
+    ),
+    click.option(
+        "--min-time",
+        type=click.FloatRange(min=0),
+        default=None,
+        help="seconds each implementation is timed for per scenario, once it has --min-samples, unless it "
+        f"reaches --max-samples first [default: {_TIMING.budget_s}]",
+    ),
+    click.option(
+        "--timeout",
+        "scenario_timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=None,
+        help=f"seconds a scenario may take; a longer one is a hang [default: {_SWEEP.scenario_timeout_s:g}]",
+    ),
+)
+
+
+def _sampling_options(f):
+    for option in reversed(_SAMPLING):
+        f = option(f)
+    return f
+
+
+def _sampling_config(warmup, min_samples, max_samples, min_time, scenario_timeout) -> config.HarnessConfig:
+    """The harness settings with the sampling options; contradicting ones end the command (USAGE)."""
+    try:
+        return config.with_sampling(
+            config.HarnessConfig(), warmup, min_samples, max_samples, min_time, scenario_timeout
+        )
+    except config.SamplingError as e:
+        fail(str(e), USAGE)
+
+
 @click.command("bench")
 @arch_option
 @click.option("--kernel", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
@@ -111,6 +166,7 @@ def _previous_option(f):
     "scenario on those inputs instead of the grid (docs/judging.md)",
 )
 @click.option("--causal/--no-causal", default=None, help="with --inputs: the mask (default: the file's metadata)")
+@_sampling_options
 @_sanitize_option
 @_previous_option
 @scaleout_options
@@ -127,6 +183,11 @@ def bench_cmd(
     gpu_index,
     inputs,
     causal,
+    warmup,
+    min_samples,
+    max_samples,
+    min_time,
+    scenario_timeout,
     sanitize,
     previous,
     scaleout,
@@ -162,6 +223,7 @@ def bench_cmd(
         previous=previous,
         inputs=inputs,
         causal=causal,
+        config=_sampling_config(warmup, min_samples, max_samples, min_time, scenario_timeout),
     )
     run: Callable[..., dict] = run_bench
     usage_errors: tuple[type[Exception], ...] = (ResumeMismatch, RequestError)
@@ -204,9 +266,25 @@ def bench_cmd(
     show_envvar=True,
     help="the GPU (NVML index)",
 )
+@_sampling_options
 @_sanitize_option
 @_previous_option
-def eval_cmd(kernel, arch, baseline, out_dir, no_extended, as_json, gpu_index, sanitize, previous):
+def eval_cmd(
+    kernel,
+    arch,
+    baseline,
+    out_dir,
+    no_extended,
+    as_json,
+    gpu_index,
+    warmup,
+    min_samples,
+    max_samples,
+    min_time,
+    scenario_timeout,
+    sanitize,
+    previous,
+):
     """Compile KERNEL, check it on every scenario, time a representative subset; exit 0 only when
     everything is correct. What needs no GPU (the rules, the build, the baseline) is checked first."""
     from ..bench import RequestError
@@ -216,7 +294,13 @@ def eval_cmd(kernel, arch, baseline, out_dir, no_extended, as_json, gpu_index, s
     from ..report import summary_lines
     from ..rules import DependencyRuleError
 
-    opts = dict(extended=not no_extended, sanitize=sanitize, previous=previous, gpu_index=gpu_index)
+    opts = dict(
+        extended=not no_extended,
+        sanitize=sanitize,
+        previous=previous,
+        gpu_index=gpu_index,
+        harness_config=_sampling_config(warmup, min_samples, max_samples, min_time, scenario_timeout),
+    )
     try:
         if as_json:
             summary = evaluate(kernel, arch, baseline, out_dir, **opts)
