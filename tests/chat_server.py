@@ -2,13 +2,18 @@
 runs in tests. It speaks the OpenAI wire format (tool calls included) over real HTTP.
 
 Script items (consumed one per request):
-  reply(content, calls=[(name, args), ...], usage=(prompt, completion), cost=None)
+  reply(content, calls=[(name, args), ...], usage=(prompt, completion), cost=None, pace_s=0)
       args is a dict (sent as JSON) or a str (sent as is: malformed JSON on purpose)
   fault(status, retry_after=None)   an HTTP error status
   hang(seconds)                     answer only after `seconds` (the client times out first)
   reset()                           close the connection with a TCP reset, no answer
+  recorded(name, pace_s=0)          a provider's answer as recorded in tests/fixtures/wire/: a JSON
+                                    file {status, body} sent as is, or an .sse file of server-sent
+                                    events sent one by one, `pace_s` apart
   a callable(request_json) -> item  decided when the request arrives
-When the script is used up every request gets reply("nothing more to do").
+When the script is used up every request gets reply("nothing more to do"). A request with
+`"stream": true` gets its reply as server-sent events (chat.completion.chunk: the content in pieces,
+each tool call's arguments in pieces, the finish, and the usage when stream_options asks for it).
 
 With `context_window=N` the server counts a request's tokens as a real one would (here: 4 characters
 of its messages and tools to a token), refuses one over N with vLLM's 400 and message, and reports
@@ -28,10 +33,14 @@ import struct
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+WIRE = Path(__file__).parent / "fixtures" / "wire"
 
 
-def reply(content=None, calls=(), usage=(100, 20), cost=None):
-    return {"kind": "reply", "content": content, "calls": list(calls), "usage": usage, "cost": cost}
+def reply(content=None, calls=(), usage=(100, 20), cost=None, pace_s=0.0):
+    """`pace_s`: when the request streams, the seconds between its chunks."""
+    return {"kind": "reply", "content": content, "calls": list(calls), "usage": usage, "cost": cost, "pace_s": pace_s}
 
 
 def fault(status, retry_after=None):
@@ -44,6 +53,10 @@ def hang(seconds):
 
 def reset():
     return {"kind": "reset"}
+
+
+def recorded(name: str, pace_s: float = 0.0):
+    return {"kind": "recorded", "name": name, "pace_s": pace_s}
 
 
 CLASSIFY_USAGE = (50, 3)
@@ -176,6 +189,16 @@ class ScriptedChatServer:
         if kind == "hang":
             time.sleep(item["seconds"])
             item = fault(500)
+        if kind == "recorded":
+            path = WIRE / item["name"]
+            if path.suffix == ".sse":
+                events = [e for e in path.read_text().split("\n\n") if e.strip()]
+                self._send_events(h, events, item["pace_s"])
+            else:
+                rec = json.loads(path.read_text())
+                h.send_response(rec["status"])
+                self._send(h, json.dumps(rec["body"]))
+            return
         if item["kind"] == "fault":
             payload = json.dumps({"error": {"message": f"scripted status {item['status']}", "type": "scripted"}})
             h.send_response(item["status"])
@@ -201,18 +224,76 @@ class ScriptedChatServer:
         usage = {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
         if item.get("cost") is not None:
             usage["cost"] = item["cost"]
+        finish = "tool_calls" if calls else "stop"
+        if body.get("stream"):
+            self._send_events(h, self._chunks(n, body, message, finish, usage), item.get("pace_s", 0.0))
+            return
         payload = json.dumps(
             {
                 "id": f"chatcmpl-{n}",
                 "object": "chat.completion",
                 "created": int(time.time()),
                 "model": body.get("model", "scripted"),
-                "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
                 "usage": usage,
             }
         )
         h.send_response(200)
         self._send(h, payload)
+
+    @staticmethod
+    def _chunks(n: int, body: dict, message: dict, finish: str, usage: dict) -> list[str]:
+        """A reply as the chunks of a stream."""
+        base = {"id": f"chatcmpl-{n}", "object": "chat.completion.chunk", "created": int(time.time())}
+        base["model"] = body.get("model", "scripted")
+
+        def chunk(delta, finish_reason=None):
+            return "data: " + json.dumps(
+                {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+            )
+
+        out = [chunk({"role": "assistant", "content": ""})]
+        text = message.get("content") or ""
+        for i in range(0, len(text), 16):
+            out.append(chunk({"content": text[i : i + 16]}))
+        for i, call in enumerate(message.get("tool_calls") or []):
+            fn = call["function"]
+            out.append(
+                chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": i,
+                                "id": call["id"],
+                                "type": "function",
+                                "function": {"name": fn["name"], "arguments": ""},
+                            }
+                        ]
+                    }
+                )
+            )
+            args = fn["arguments"]
+            for j in range(0, len(args), 24):
+                out.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": args[j : j + 24]}}]}))
+        out.append(chunk({}, finish))
+        if (body.get("stream_options") or {}).get("include_usage"):
+            out.append("data: " + json.dumps({**base, "choices": [], "usage": usage}))
+        return [*out, "data: [DONE]"]
+
+    @staticmethod
+    def _send_events(h, events: list[str], pace_s: float = 0.0) -> None:
+        """Server-sent events, one write each (`pace_s` apart), then the connection closes."""
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.send_header("Cache-Control", "no-cache")
+        h.send_header("Connection", "close")
+        h.end_headers()
+        h.close_connection = True
+        for event in events:
+            if pace_s:
+                time.sleep(pace_s)
+            h.wfile.write((event.strip() + "\n\n").encode())
+            h.wfile.flush()
 
     def _send_json(self, h, status: int, obj: dict) -> None:
         h.send_response(status)

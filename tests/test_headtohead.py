@@ -40,6 +40,15 @@ def respond(body):
     }.get(step, reply("It is memory-bound now; it cannot be improved further.", [("shell", {"command": "true"})]))
 
 
+def respond_unchanged(body):
+    """As `respond`, but the kernel is looked at instead of improved: every run's best kernel is the
+    starting file, evaluated twice (as in the issue's runs whose best kernels were all the same file)."""
+    step = sum(m["role"] == "assistant" for m in body["messages"]) + 1
+    if step == 2:
+        return reply("Look first.", [("view_file", {"path": "attn.c"})])
+    return respond(body)
+
+
 def _cli(args, env=None):
     return CliRunner().invoke(main, args, env=env, catch_exceptions=False)
 
@@ -47,7 +56,7 @@ def _cli(args, env=None):
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     out = tmp_path_factory.mktemp("smoke") / "compare"
-    with ScriptedChatServer([respond] * 100) as srv:
+    with ScriptedChatServer([respond_unchanged] * 100) as srv:
         r = _cli(
             ["compare", "--protocol", SMOKE, "--model", "scripted-model", "--base-url", srv.url, "--out", str(out)],
             env={"OPENAI_API_KEY": None},
@@ -78,6 +87,7 @@ def test_the_smoke_protocol_runs_both_arms_end_to_end_and_prints_the_interval(sm
         assert cfg["limits"]["max_steps"] == 5 and cfg["limits"]["max_evals"] == 3
         assert cfg["limits"]["max_wall_s"] == 600 and cfg["context"]["window_tokens"] == 32000
         assert cfg["model"]["temperature"] == 0.0 and cfg["model"]["max_output_tokens"] == 1024
+        assert cfg["model"]["stream"] is True
         assert cfg["task_options"] == {"budget_ms": 2, "goal": 1000}
         if cfg["arm"] == "kernelseek":
             assert cfg["questions"]["plateau_evals"] == 2 and cfg["questions"]["min_steps_between"] == 1
@@ -88,6 +98,7 @@ def test_the_smoke_protocol_runs_both_arms_end_to_end_and_prints_the_interval(sm
     assert copy.pop("label") == "kernelseek-aa" and arm.pop("label") is None and copy == arm
     # four steps each: the third evaluation (step 4) spends the evaluation budget
     assert all(b["temperature"] == 0.0 and b["max_tokens"] == 1024 for b in bodies) and len(bodies) == 6 * 4
+    assert all(b["stream"] is True and b["stream_options"] == {"include_usage": True} for b in bodies)
     # the table: per-arm median and spread, the interval of the difference, each run's final bench
     assert "## Difference between the arms" in r.output
     assert any(
@@ -287,7 +298,7 @@ def test_the_smoke_protocols_aa_pair_shows_no_significant_difference_and_the_noi
     assert "kernelseek-aa - kernelseek" in aa and "no significant difference" in aa
     grid = next(l for l in md.splitlines() if l.startswith("| best kernel on the full grid (A/A control)"))
     assert "no significant difference" in grid
-    # the scripted arms write the same kernels: identical best kernels, a difference of exactly 0, said so
+    # every run's best kernel is the starting file: identical best kernels, a difference of exactly 0, said so
     stats = json.loads((out / "stats.json").read_text())
     for iv in stats["intervals"]["best"] + stats["intervals"]["full_grid"]:
         assert iv["identical_kernels"] and iv["difference"] == 0.0 and (iv["low"], iv["high"]) == (0.0, 0.0)

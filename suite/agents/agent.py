@@ -157,6 +157,7 @@ class Agent:
             usage=response.usage,
             latency_s=response.latency_s,
             attempts=response.attempts,
+            **({"adjusted": response.extra["adjusted"]} if response.extra.get("adjusted") else {}),
         )
         return response
 

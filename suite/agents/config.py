@@ -47,6 +47,13 @@ class ModelConfig:
     # USD per million tokens, used when the endpoint does not report a cost itself
     price_input_per_mtok: float | None = None
     price_output_per_mtok: float | None = None
+    # USD per million prompt tokens served from the provider's cache (usage.prompt_tokens_details.
+    # cached_tokens); None: the input price (no discount assumed)
+    price_cached_input_per_mtok: float | None = None
+    # the name of the output-token cap: max_tokens, max_completion_tokens (OpenAI's reasoning models,
+    # which also take no temperature or top_p), or None: chosen from the model's name
+    token_param: str | None = None
+    stream: bool = False  # server-sent events: the time-out applies between chunks, not to the whole answer
 
 
 @dataclass

@@ -37,6 +37,10 @@ from .common import console, fail, key_values, task_options
 @click.option("--max-tokens", type=int, default=None, help="prompt + completion tokens")
 @click.option("--max-cost", type=float, default=None, help="USD, when the endpoint reports or --price gives a cost")
 @click.option("--price", nargs=2, type=float, default=None, metavar="IN OUT", help="USD per million tokens")
+@click.option(
+    "--price-cached", type=float, default=None, metavar="USD", help="per million cached prompt tokens [default: IN]"
+)
+@click.option("--stream", is_flag=True, default=None, help="stream answers (server-sent events): for long generations")
 @click.option("--human", is_flag=True, help="a person at the terminal types the questions")
 @click.option(
     "--trace",
@@ -100,6 +104,8 @@ def run_cmd(
     max_tokens,
     max_cost,
     price,
+    price_cached,
+    stream,
     human,
     trace_path,
     resume_path,
@@ -166,6 +172,10 @@ def run_cmd(
             }
             if price:
                 overrides.update(price_input_per_mtok=price[0], price_output_per_mtok=price[1])
+            if price_cached is not None:
+                overrides["price_cached_input_per_mtok"] = price_cached
+            if stream:
+                overrides["stream"] = True
             agent = resume_run(
                 resume_path,
                 api_key,
@@ -203,6 +213,8 @@ def run_cmd(
             cfg.model.retry_budget_s = retry_budget
             if price:
                 cfg.model.price_input_per_mtok, cfg.model.price_output_per_mtok = price
+            cfg.model.price_cached_input_per_mtok = price_cached
+            cfg.model.stream = bool(stream)
             for k, v in limits.items():
                 setattr(cfg.limits, k, v)
             if bank:

@@ -33,6 +33,7 @@ FIXED_BY_PROTOCOL = (
     "max_tokens",
     "max_cost",
     "temperature",
+    "stream",
     "kernel",
     "goal",
     "task_opts",
@@ -402,6 +403,10 @@ def _print_plan(req, proto) -> None:
 @click.option("--max-tokens", type=int, default=None)
 @click.option("--max-cost", type=float, default=None, help="USD per run")
 @click.option("--price", nargs=2, type=float, default=None, metavar="IN OUT", help="USD per million tokens")
+@click.option(
+    "--price-cached", type=float, default=None, metavar="USD", help="per million cached prompt tokens [default: IN]"
+)
+@click.option("--stream", is_flag=True, default=None, help="stream answers (server-sent events): for long generations")
 @click.option("--temperature", type=float, default=None)
 @click.option(
     "--context-tokens",
@@ -477,6 +482,8 @@ def compare_cmd(
     max_tokens,
     max_cost,
     price,
+    price_cached,
+    stream,
     temperature,
     context_tokens,
     max_attempts,
@@ -548,6 +555,7 @@ def compare_cmd(
         max_tokens=max_tokens,
         max_cost=max_cost,
         temperature=temperature,
+        stream=stream,
         kernel=kernel,
         goal=goal,
         task_opts=task_opts,
@@ -578,7 +586,7 @@ def compare_cmd(
             _check_arms(labels, agents, arm_opts)
         except click.BadParameter as e:
             fail(e.format_message(), USAGE)
-        model = {"name": model_name, "base_url": base_url, "temperature": temperature}
+        model = {"name": model_name, "base_url": base_url, "temperature": temperature, "stream": bool(stream)}
         if price:
             model.update(price_input_per_mtok=price[0], price_output_per_mtok=price[1])
         limits = {
@@ -609,7 +617,11 @@ def compare_cmd(
             final_bench={"enabled": final_bench is not False, "timeout_s": 3600.0},
             control=control,
         )
-    for key, value in (("max_attempts", max_attempts), ("retry_budget_s", retry_budget)):
+    for key, value in (
+        ("max_attempts", max_attempts),
+        ("retry_budget_s", retry_budget),
+        ("price_cached_input_per_mtok", price_cached),
+    ):
         if value is not None:
             req.model[key] = value
     if plan_only:

@@ -70,6 +70,8 @@ class Protocol:
         out = {k: v for k, v in m.items()}
         if price:
             out.update(price_input_per_mtok=price[0], price_output_per_mtok=price[1])
+            if len(price) > 2:
+                out["price_cached_input_per_mtok"] = price[2]
         return out
 
     def task_options(self) -> dict:
