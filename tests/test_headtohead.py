@@ -133,10 +133,76 @@ def test_the_paper_protocol_plan_needs_no_model(tmp_path):
     assert "measured: one evaluation, 59 s" in r.output and "a2a7894" in r.output
     assert "chosen here (model): not disclosed here" in r.output and "disclosed: the comparison" in r.output
     assert not (tmp_path / "traces").exists()
+
+
+def _plan_rows(output: str) -> dict[str, tuple[str, str]]:
+    return {
+        l.split("|")[1].strip(): (l.split("|")[2].strip(), l.split("|")[3].strip())
+        for l in output.splitlines()
+        if l.startswith("| ")
+    }
+
+
+def test_the_plan_gives_no_cost_bound_while_output_tokens_are_unbounded():
+    """The paper protocol sets no max_output_tokens: the prompts are bounded by the window, the answers
+    are not, so neither are the tokens or the cost (it used to print 'at most $3,200.00')."""
+    from kernelseek_suite.agents.decisions import CLASSIFY_INSTRUCTIONS, CLASSIFY_MAX_CHARS
+
     r = _cli(["compare", "--protocol", PAPER, "--plan", "--price", "1.25", "10", "--context-tokens", "128000"])
-    rows = {l.split("|")[1].strip(): l.split("|")[2].strip() for l in r.output.splitlines() if l.startswith("| ")}
-    assert rows["tokens"] == f"at most {10 * 200 * 128000:,} ({200 * 128000:,} per run)"
-    assert rows["cost"] == f"at most ${10 * 200 * 128000 * 1.25 / 1e6:,.2f}"
+    assert r.exit_code == 0, r.output
+    rows = _plan_rows(r.output)
+    classify = len(CLASSIFY_INSTRUCTIONS) + CLASSIFY_MAX_CHARS + 16  # one classification call's prompt, at most
+    prompts = 5 * (200 * 128000 + 200 * 128000 + 200 * classify)  # toolrich, kernelseek with its classifications
+    assert rows["tokens"][0] == "not bounded" and rows["cost"][0] == "not bounded"
+    assert "at most $" not in r.output
+    assert f"the prompts alone come to up to {prompts:,}" in rows["tokens"][1]
+    assert f"the prompts alone come to up to ${prompts * 1.25 / 1e6:,.2f} at $1.25 per million" in rows["cost"][1]
+    assert "set max_output_tokens, or a max_tokens or max_cost budget" in rows["cost"][1]
+
+
+def test_the_plan_bounds_tokens_and_cost_when_every_call_is_bounded(tmp_path):
+    from kernelseek_suite.agents.decisions import CLASSIFY_INSTRUCTIONS, CLASSIFY_MAX_CHARS
+
+    r = _cli(["compare", "--protocol", SMOKE, "--plan", "--price", "2", "8"])
+    rows = _plan_rows(r.output)
+    classify = len(CLASSIFY_INSTRUCTIONS) + CLASSIFY_MAX_CHARS + 16
+    plain = 5 * 32000 + 5 * 1024  # toolrich: 5 steps, each a window in and 1024 out
+    asking = 5 * 32000 + 5 * classify + 10 * 1024  # kernelseek and its A/A copy: and a classification a step
+    assert rows["tokens"][0] == f"at most {2 * (plain + 2 * asking):,} ({plain:,} or {asking:,} per run)"
+    cost = 2 * ((5 * 32000 * 2 + 5 * 1024 * 8) + 2 * ((5 * 32000 + 5 * classify) * 2 + 10 * 1024 * 8)) / 1e6
+    assert rows["cost"] == (f"at most ${cost:,.2f}", "at $2 in / $8 out per million tokens")
+    capped = tmp_path / "p.yaml"
+    capped.write_text(
+        Path(PAPER).read_text().replace("  max_wall_min: 240\n", "  max_wall_min: 240\n  max_tokens: 1000000\n")
+    )
+    rows = _plan_rows(_cli(["compare", "--protocol", str(capped), "--plan", "--price", "1", "4"]).output)
+    assert rows["tokens"][0] == "at most 10,000,000 (1,000,000 per run)" and rows["cost"][0] == "at most $40.00"
+
+
+def test_the_plan_says_how_the_budget_is_held_equal_for_each_kind_of_arm(tmp_path):
+    r = _cli(
+        [
+            "compare",
+            "--agents",
+            "kernelseek,toolrich,codex=agent-cmd",
+            "--task",
+            "cpu-attn",
+            "--max-steps",
+            "10",
+            "--agent-opt",
+            "codex:command=codex exec",
+            "--plan",
+        ]
+    )
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "A step is one call of the agent loop to the model, whatever tools it asks for" in text
+    assert (
+        "toolrich: profile and disassemble are tool calls, not evaluations: they do not count against max_evals" in text
+    )
+    assert "kernelseek: a claimed-limit classification call (at most one per step) is not a step" in text
+    assert "codex: an agent command's step is a whole session" in text and "so max_steps counts sessions" in text
+    assert "read from the command's own usage report after each session" in text
 
 
 def test_a_protocol_fixes_what_it_fixes(tmp_path):

@@ -363,6 +363,11 @@ def _print_plan(req, proto) -> None:
         req.model.get("name"),
         rebench=req.control["rebench"],
         aa_repeats=req.control["aa_repeats"],
+        classifying=[
+            label
+            for label in req.arms
+            if req.agent(label) == "kernelseek" and req.arm_options.get(label, {}).get("classify_claims", True)
+        ],
     )
     title = f"{inputs.name}" + (f" ({proto.path}, sha256 {proto.sha256[:12]})" if proto else "")
     click.echo(make_plan(inputs).text(title))

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 from tabulate import tabulate
 
+from ..agents.decisions import CLASSIFY_INSTRUCTIONS, CLASSIFY_MAX_CHARS
+
 
 @dataclass
 class PlanInputs:
@@ -31,6 +33,7 @@ class PlanInputs:
     model: str | None = None
     rebench: int = 3  # the final bench benches each best kernel this many times
     aa_repeats: int = 5  # the A/A control: the starting kernel evaluated this many times
+    classifying: list[str] = field(default_factory=list)  # arms that classify claimed limits with the model
 
 
 @dataclass
@@ -49,6 +52,36 @@ def _h(seconds: float) -> str:
     if seconds < 60:
         return f"{seconds:.0f} s"
     return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"
+
+
+def equal_budget_notes(p: PlanInputs, cmd_arms: list[str]) -> list[str]:
+    """How the budget is held equal for the arms of this plan, in words."""
+    out = [
+        "Equal budgets: every arm gets the same max_steps, max_evals, max_wall, max_tokens and max_cost. A step is "
+        "one call of the agent loop to the model, whatever tools it asks for; an evaluation is one call of the "
+        "task's evaluator, the only thing max_evals counts."
+    ]
+    rich = [label for label, agent in p.arms.items() if agent == "toolrich"]
+    if rich:
+        out.append(
+            f"{', '.join(rich)}: profile and disassemble are tool calls, not evaluations: they do not count against "
+            "max_evals; each is paid for in its step (a model call) and in wall time (a profile also in GPU time, "
+            "not in the GPU-hours above). The arms without them spend the same steps and wall time otherwise."
+        )
+    if p.classifying:
+        out.append(
+            f"{', '.join(p.classifying)}: a claimed-limit classification call (at most one per step) is not a step; "
+            "its tokens and cost count against max_tokens and max_cost and are in the token bound above."
+        )
+    if cmd_arms:
+        out.append(
+            f"{', '.join(cmd_arms)}: an agent command's step is a whole session (its own model calls within it are "
+            "not steps), so max_steps counts sessions, each bounded by invocation_timeout_s and max_wall. Its tokens "
+            "and cost are read from the command's own usage report after each session and count against "
+            "max_tokens and max_cost from then on (a session is not cut by them); they are not in the bound above. "
+            "Against the other arms it is held equal by evaluations and wall time."
+        )
+    return out
 
 
 def make_plan(p: PlanInputs) -> Plan:
@@ -121,41 +154,79 @@ def make_plan(p: PlanInputs) -> Plan:
             )
         )
     # tokens and cost
-    llm_arms = len(p.arms) - len(cmd_arms)
-    llm_runs = llm_arms * len(p.seeds)
+    llm_labels = [label for label in p.arms if label not in cmd_arms]
+    llm_runs = len(llm_labels) * len(p.seeds)
     out_tok = p.max_output_tokens
-    per_run_tokens = None
+    # a classification call (at most one per step): its prompt is the instructions and at most
+    # CLASSIFY_MAX_CHARS characters of text, so at most that many tokens (a token holds a character or more)
+    classify_in = len(CLASSIFY_INSTRUCTIONS) + CLASSIFY_MAX_CHARS + 16
+    per_run: dict[str, tuple[int, int | None]] = {}  # label -> (prompt tokens, output tokens or None)
+    how = ""
     if lim.get("max_tokens"):
-        per_run_tokens = (lim["max_tokens"], None)
-        how = "budget: max_tokens"
+        how = "budget: max_tokens (every model call of a run, classification calls included)"
     elif steps and p.context_tokens:
-        prompt = steps * p.context_tokens
-        completion = steps * (out_tok or 0)
-        per_run_tokens = (prompt + completion, (prompt, completion))
+        for label in llm_labels:
+            calls = steps * (2 if label in p.classifying else 1)
+            prompt = steps * p.context_tokens + (steps * classify_in if label in p.classifying else 0)
+            per_run[label] = (prompt, None if out_tok is None else calls * out_tok)
         how = (
             f"{steps} steps x a context window of {p.context_tokens:,} tokens"
-            + (f" + {out_tok:,} output tokens" if out_tok else " (output tokens not bounded: set max_output_tokens)")
+            + (f" + {out_tok:,} output tokens" if out_tok else "")
+            + (
+                f"; {', '.join(p.classifying)}: a classification call per step at most, {classify_in:,} prompt tokens"
+                + (f" + {out_tok:,} output" if out_tok else "")
+                if p.classifying
+                else ""
+            )
             + "; compaction keeps a full conversation between 60 and 85 % of the window"
         )
     else:
         how = "give --context-tokens (the model's window) or a max_tokens budget for a bound"
-    if per_run_tokens and llm_runs:
-        rows.append(("tokens", f"at most {llm_runs * per_run_tokens[0]:,} ({per_run_tokens[0]:,} per run)", how))
+    bounded = bool(lim.get("max_tokens")) or (per_run and all(o is not None for _, o in per_run.values()))
+    seeds = len(p.seeds)
+    if not llm_runs:
+        rows.append(("tokens", "-", "no arm calls a model here"))
+    elif lim.get("max_tokens"):
+        rows.append(("tokens", f"at most {llm_runs * lim['max_tokens']:,} ({lim['max_tokens']:,} per run)", how))
+    elif per_run and bounded:
+        total = seeds * sum(i + (o or 0) for i, o in per_run.values())
+        each = sorted({i + (o or 0) for i, o in per_run.values()})
+        rows.append(("tokens", f"at most {total:,} ({' or '.join(f'{n:,}' for n in each)} per run)", how))
+    elif per_run:
+        prompts = seeds * sum(i for i, _ in per_run.values())
+        rows.append(
+            (
+                "tokens",
+                "not bounded",
+                f"output tokens not bounded: set max_output_tokens, or a max_tokens or max_cost budget; "
+                f"the prompts alone come to up to {prompts:,} ({how})",
+            )
+        )
     else:
-        rows.append(("tokens", "not bounded" if llm_runs else "-", how if llm_runs else "no arm calls a model here"))
+        rows.append(("tokens", "not bounded", how))
     if lim.get("max_cost"):
         rows.append(("cost", f"at most ${llm_runs * lim['max_cost']:,.2f}", "budget: max_cost per run"))
-    elif p.price and per_run_tokens and llm_runs:
+    elif p.price and llm_runs and lim.get("max_tokens"):
         pin, pout = p.price
-        split = per_run_tokens[1]
-        if split:
-            cost = llm_runs * (split[0] * pin + split[1] * pout) / 1e6
-            rows.append(("cost", f"at most ${cost:,.2f}", f"at ${pin:g} in / ${pout:g} out per million tokens"))
-        else:
-            cost = llm_runs * per_run_tokens[0] * max(pin, pout) / 1e6
-            rows.append(
-                ("cost", f"at most ${cost:,.2f}", f"every token at the dearer price, ${max(pin, pout):g} per million")
+        cost = llm_runs * lim["max_tokens"] * max(pin, pout) / 1e6
+        rows.append(
+            ("cost", f"at most ${cost:,.2f}", f"every token at the dearer price, ${max(pin, pout):g} per million")
+        )
+    elif p.price and per_run and bounded:
+        pin, pout = p.price
+        cost = seeds * sum(i * pin + (o or 0) * pout for i, o in per_run.values()) / 1e6
+        rows.append(("cost", f"at most ${cost:,.2f}", f"at ${pin:g} in / ${pout:g} out per million tokens"))
+    elif p.price and per_run:
+        pin, _ = p.price
+        prompts = seeds * sum(i for i, _ in per_run.values()) * pin / 1e6
+        rows.append(
+            (
+                "cost",
+                "not bounded",
+                f"output tokens not bounded (set max_output_tokens, or a max_tokens or max_cost budget), so "
+                f"neither is the cost; the prompts alone come to up to ${prompts:,.2f} at ${pin:g} per million",
             )
+        )
     else:
         rows.append(("cost", "not estimated", "give --price IN OUT (USD per million tokens), or a max_cost budget"))
     if lim.get("max_wall_s"):
@@ -168,8 +239,7 @@ def make_plan(p: PlanInputs) -> Plan:
         )
     else:
         rows.append(("wall time", "no limit", "set max_wall_min"))
-    if cmd_arms:
-        notes.append(f"{', '.join(cmd_arms)}: an agent command's own model use is not seen here (no tokens, no cost).")
+    notes += equal_budget_notes(p, cmd_arms)
     if not p.final_bench:
         notes.append("no final full-grid bench (final_bench.enabled: false)")
     notes.append("Nothing was sent to a model to make this plan.")
