@@ -218,13 +218,13 @@ def make_plan(p: PlanInputs) -> Plan:
         rows.append(("cost", f"at most ${cost:,.2f}", f"at ${pin:g} in / ${pout:g} out per million tokens"))
     elif p.price and per_run:
         pin, _ = p.price
-        prompts = seeds * sum(i for i, _ in per_run.values()) * pin / 1e6
+        prompt_cost = seeds * sum(i for i, _ in per_run.values()) * pin / 1e6
         rows.append(
             (
                 "cost",
                 "not bounded",
                 f"output tokens not bounded (set max_output_tokens, or a max_tokens or max_cost budget), so "
-                f"neither is the cost; the prompts alone come to up to ${prompts:,.2f} at ${pin:g} per million",
+                f"neither is the cost; the prompts alone come to up to ${prompt_cost:,.2f} at ${pin:g} per million",
             )
         )
     else:
