@@ -16,7 +16,7 @@ OUT ?=
 RESUME ?=
 REPRODUCE_FLAGS = --arch $(ARCH) --runtime $(RUNTIME) $(if $(OUT),--out $(OUT)) $(if $(RESUME),--resume)
 
-.PHONY: setup test test-gpu lint lint-baseline reproduce check-containers mutation mutation-changed clean
+.PHONY: setup test test-quick test-gpu lint lint-baseline reproduce check-containers mutation mutation-changed clean
 
 # the venv sees the machine's own packages (its CUDA torch), also where python3 runs in a venv itself
 $(VENV)/.ready: pyproject.toml
@@ -29,6 +29,12 @@ setup: $(VENV)/.ready
 
 test: setup
 	$(PY) -m pytest -q
+
+# the CPU unit tests, in under 3 minutes on 2 cores: without the tests marked slow, nvcc, browser,
+# network, gpu or integration (whole pipelines end to end: tests/conftest.py, INTEGRATION_MODULES)
+QUICK = not (slow or nvcc or browser or network or gpu or integration)
+test-quick: setup
+	$(PY) -m pytest -q -m "$(QUICK)"
 
 # ruff (lint and format), the import contracts and mypy against .ci/mypy-baseline.txt (docs/development.md)
 $(VENV)/.lint-ready: $(VENV)/.ready pyproject.toml

@@ -59,10 +59,39 @@ SLOW_TIMEOUT_S = 900
 GPU_TIMEOUT_S = 1800
 
 
+# `integration`: the modules that run whole pipelines end to end (agents against a stand-in endpoint,
+# compare and the head-to-head, the Dask cluster, the sealed evaluator, reproduce) rather than units.
+# `make test` runs them; `make test-quick` leaves them out, with the slow, nvcc, browser, network and
+# gpu tests.
+INTEGRATION_MODULES = {
+    "test_agent_cmd.py",
+    "test_agents_cli.py",
+    "test_agents_context.py",
+    "test_agents_limits.py",
+    "test_agents_runs.py",
+    "test_compare.py",
+    "test_headtohead.py",
+    "test_reproduce.py",
+    "test_reproduce_overlap.py",
+    "test_scaleout_agents.py",
+    "test_scaleout_bench.py",
+    "test_scaleout_cli.py",
+    "test_sealed.py",
+}
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "integration: a whole pipeline end to end (conftest.INTEGRATION_MODULES; not in make test-quick)"
+    )
+
+
 def pytest_collection_modifyitems(config, items):
     skip_gpu = pytest.mark.skip(reason="needs an NVIDIA GPU")
     skip_nvcc = pytest.mark.skip(reason="needs nvcc")
     for item in items:
+        if getattr(getattr(item, "path", None), "name", None) in INTEGRATION_MODULES:
+            item.add_marker(pytest.mark.integration)
         if item.get_closest_marker("timeout") is None:
             if "gpu" in item.keywords:
                 item.add_marker(pytest.mark.timeout(GPU_TIMEOUT_S))

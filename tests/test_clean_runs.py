@@ -110,3 +110,24 @@ def test_browser_tests_skipped_for_want_of_chromium_say_so():
         "2 browser tests skipped: Chromium is not installed (apt-get install chromium; .ci/run does): "
         "REPORT.html and the trace viewer were not opened in a browser"
     ) in p.stdout, p.stdout
+
+
+def test_make_test_quick_leaves_out_the_slow_kinds_of_test():
+    """`make test-quick`: the tests marked slow, nvcc, browser, network, gpu or integration left out,
+    integration being the modules conftest names (each of which exists) and the README saying so."""
+    import conftest
+
+    p = subprocess.run(
+        ["make", "-n", "-o", f"{sys.prefix}/.ready", "test-quick", f"VENV={sys.prefix}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 0, p.stderr
+    assert '-m pytest -q -m "not (slow or nvcc or browser or network or gpu or integration)"' in p.stdout
+    assert conftest.INTEGRATION_MODULES and all((ROOT / "tests" / m).is_file() for m in conftest.INTEGRATION_MODULES)
+    readme = (ROOT / "README.md").read_text()
+    said = readme[readme.index("`make test-quick`") :][:600]
+    for kind in ("slow", "nvcc", "browser", "network", "gpu", "integration"):
+        assert kind in said, kind

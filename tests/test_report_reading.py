@@ -141,6 +141,7 @@ def test_doctor_says_skipped_for_what_it_did_not_check():
     assert all(f["state"] in ("ok", "skipped") or f["state"].startswith(("FAIL", "note")) for f in findings)
 
 
+@pytest.mark.slow  # two renders, one in worker processes (about 9 s on 2 cores)
 def test_the_plots_drawn_in_parallel_processes_are_the_ones_drawn_in_this_one(tmp_path):
     res = load(write_results(tmp_path / "sm90", make_rows(ratio=_fa3_narrow_cudnn_wide)))
     serial = plots.render_all(res, tmp_path / "serial", processes=1)
