@@ -4,6 +4,7 @@ evaluated, questioned, resumed in its continue form and evaluated again; everyth
 from __future__ import annotations
 
 import hashlib
+import json
 import shlex
 import shutil
 import sys
@@ -15,7 +16,14 @@ import pytest
 from agent_runs import FASTER_KERNEL, of_type
 from kernelseek_suite.agents import RunConfig, new_run, read_trace, resume_run, validate_trace
 from kernelseek_suite.agents.arms import ArmOptionError
-from kernelseek_suite.agents.external import adapter_for, expand
+from kernelseek_suite.agents.external import (
+    ADAPTERS,
+    CLAUDE_TOOLS,
+    SessionReport,
+    adapter_for,
+    expand,
+    parse_session,
+)
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
@@ -175,3 +183,144 @@ def test_run_agent_cmd_from_the_command_line_needs_no_model(tmp_path):
         ],
     )
     assert r.exit_code == 4 and "unknown option(s) for the toolrich agent: plateau_evals" in r.output
+
+
+# ---------------------------------------------------------------- the real CLIs' forms and reports
+
+RECORDED = Path(__file__).parent / "fixtures" / "agent_cli"
+
+
+def test_claudes_json_result_gives_its_usage_cost_reply_and_denials():
+    r = parse_session("claude", (RECORDED / "claude-print-json.txt").read_text())
+    assert r.usage == {
+        "prompt_tokens": 2231 + 15872 + 96512,  # fresh input, written to the cache, read from it
+        "completion_tokens": 3120,
+        "total_tokens": 2231 + 15872 + 96512 + 3120,
+        "cached_tokens": 96512,
+        "cost": 0.18432,
+        "source": "claude --output-format json",
+    }
+    assert r.reply.startswith("I compiled attn.c with gcc -O3") and r.denied == []
+    denied = parse_session("claude", "some log line\n" + (RECORDED / "claude-print-json-denied.txt").read_text())
+    assert denied.denied == ["Bash"] and denied.usage["completion_tokens"] == 1207
+    assert parse_session("claude", "no JSON here") == SessionReport()
+
+
+def test_codex_json_events_give_each_turns_usage_and_the_agents_messages():
+    text = (RECORDED / "codex-exec-json.jsonl").read_text()
+    r = parse_session("codex", text)
+    assert r.usage == {
+        "prompt_tokens": 48211,
+        "completion_tokens": 2304,
+        "total_tokens": 48211 + 2304,
+        "cached_tokens": 41088,
+        "cost": None,
+        "source": "codex exec --json",
+    }
+    assert r.reply == "Reordered the P.V accumulation so that v is read along its rows; the kernel compiles cleanly."
+    two = parse_session("codex", text + text)  # two turns in one session: summed
+    assert two.usage["prompt_tokens"] == 2 * 48211 and two.usage["cached_tokens"] == 2 * 41088
+
+
+def test_aiders_token_lines_are_summed_and_its_session_cost_kept():
+    r = parse_session("aider", (RECORDED / "aider-message.txt").read_text())
+    assert r.usage == {
+        "prompt_tokens": 2400 + 3100,
+        "completion_tokens": 512 + 96,
+        "total_tokens": 2400 + 3100 + 512 + 96,
+        "cached_tokens": 1200,
+        "cost": 0.01,
+        "source": "aider Tokens: lines (rounded by aider)",
+    }
+    assert r.reply is None  # aider's output is its reply
+    assert parse_session("aider", "Tokens: 12k sent, 1.5k received.").usage["prompt_tokens"] == 12000
+    assert parse_session("generic", "Tokens: 12k sent, 1.5k received.") == SessionReport()
+
+
+def test_the_claude_adapter_allows_the_shell_commands_the_task_needs():
+    start, resume = ADAPTERS["claude"]
+    argv = expand(
+        start, "claude -p --permission-mode acceptEdits", "Make it fast.", "attn.c", "/s", ",".join(CLAUDE_TOOLS)
+    )
+    assert argv[:5] == ["claude", "-p", "--permission-mode", "acceptEdits", "Make it fast."]
+    assert argv[5:8] == ["--output-format", "json", "--allowedTools"]
+    tools = argv[8].split(",")
+    assert {
+        "Read",
+        "Edit",
+        "Write",
+        "Bash(gcc:*)",
+        "Bash(nvcc:*)",
+        "Bash(make:*)",
+        "Bash(python3:*)",
+        "Bash(./*)",
+    } <= set(tools)
+    assert "Bash" not in tools and "Bash(rm:*)" not in tools  # no shell beyond building, running and timing
+    assert expand(resume, "claude -p", "Why?", "attn.c", "/s", "Read")[2:4] == ["--continue", "Why?"]
+    aider = expand(ADAPTERS["aider"][1], "aider", "p", "attn.c", "/state")
+    assert (
+        "--no-git" in aider and "/state/aider.chat.history.md" in aider and aider[-3:] == ["--message", "p", "attn.c"]
+    )
+
+
+def _emulated(cli: str, tmp_path, monkeypatch, **opts) -> RunConfig:
+    monkeypatch.setenv("STANDIN_HOME", str(tmp_path / "home"))
+    cfg = standin_config(**opts)
+    cfg.arm_options = {"command": f"{STANDIN} --as {cli}", "adapter": cli, **opts}
+    cfg.tools.keep_workspace = True
+    return cfg
+
+
+def test_a_claude_session_reports_its_usage_into_the_trace_and_the_table(tmp_path, monkeypatch):
+    from kernelseek_suite.headtohead.runstats import stats_from_trace
+
+    trace = tmp_path / "t.jsonl"
+    result = new_run(_emulated("claude", tmp_path, monkeypatch), trace).run()
+    v = validate_trace(trace)
+    assert v.ok, v.errors
+    events = read_trace(trace).events
+    inv = of_type(events, "invocation")
+    assert [i["mode"] for i in inv] == ["start", "resume"]
+    each = 2231 + 15872 + 96512 + 3120
+    assert all(i["usage"]["total_tokens"] == each and i["usage"]["cost"] == 0.18432 for i in inv)
+    assert result.totals["total_tokens"] == 2 * each and result.totals["cost"] == pytest.approx(2 * 0.18432)
+    stats = stats_from_trace(trace)
+    assert stats.total_tokens == 2 * each and stats.cost == pytest.approx(2 * 0.18432)
+    # the shell commands it needs were allowed, and its own words (not the JSON) went on
+    calls = [json.loads(l) for l in (tmp_path / "home" / "claude.jsonl").read_text().splitlines()]
+    assert "Bash(gcc:*)" in calls[0]["argv"][calls[0]["argv"].index("--allowedTools") + 1].split(",")
+    assert inv[0]["reply"].startswith("I compiled attn.c") and inv[0]["denied"] == []
+    assert events[0]["agent_cmd"]["allowed_tools"] == list(CLAUDE_TOOLS)
+
+
+def test_a_claude_without_the_shell_is_seen_refused(tmp_path, monkeypatch):
+    cfg = _emulated("claude", tmp_path, monkeypatch, allowed_tools=["Read", "Edit"])
+    new_run(cfg, tmp_path / "t.jsonl").run()
+    inv = of_type(read_trace(tmp_path / "t.jsonl").events, "invocation")
+    assert inv[0]["denied"] == ["Bash"] and "could not compile" in inv[0]["reply"]
+
+
+def test_the_token_budget_binds_between_sessions(tmp_path, monkeypatch):
+    cfg = _emulated("codex", tmp_path, monkeypatch)
+    cfg.limits.max_tokens = 60000
+    cfg.limits.max_steps = 5
+    result = new_run(cfg, tmp_path / "t.jsonl").run()
+    assert result.exit_reason == "limit" and result.limit == "tokens" and result.totals["steps"] == 2
+    assert result.totals["total_tokens"] == 2 * (48211 + 2304)
+
+
+def test_aider_leaves_the_workspace_clean_and_keeps_its_history_in_the_runs_folder(tmp_path, monkeypatch):
+    trace = tmp_path / "t.jsonl"
+    cfg = _emulated("aider", tmp_path, monkeypatch)
+    agent = new_run(cfg, trace)
+    result = agent.run()
+    assert result.totals["steps"] == 2 and result.totals["total_tokens"] == 2 * (5500 + 608)
+    events = read_trace(trace).events
+    inv = of_type(events, "invocation")
+    assert [i["moved"] for i in inv] == [[".aider.tags.cache.v4"], [".aider.tags.cache.v4"]]
+    assert all(set(s["workspace"]) == {"attn.c"} for s in of_type(events, "step"))
+    assert sorted(p.name for p in agent.ctx.workspace.root.iterdir()) == ["attn.c"]
+    # the history lives beside the trace, and the resumed session found it
+    history = trace.with_suffix(".d") / "agent-state" / "aider.chat.history.md"
+    assert history.read_text().count("#### ") == 2 and inv[1]["exit_code"] == 0
+    assert (trace.with_suffix(".d") / "agent-files" / "0001" / ".aider.tags.cache.v4" / "cache.db").exists()

@@ -7,17 +7,29 @@ its continue/resume form with the evaluation and one question (from the bank, or
 trace, and the run resumes from its trace like any other.
 
 A step is one invocation. The command brings its own model, tools and system prompt; its token use
-is not seen here (the totals count none). It runs with the user's environment (it needs its own
-credentials; every value of a secret-looking variable is redacted from the trace) and without the
-shell tool's Landlock rules, in a process group of its own that is killed when it is stopped: such a
-run's protections are recorded as incomplete (docs/threat-model.md), and `compare` takes it only with
---allow-unsandboxed. Its evaluations go through the sealed evaluator, in the sandbox, as any other.
+and cost are read from the tool's own report of each session (Claude Code's `--output-format json`
+result, codex's `exec --json` turn.completed events, aider's `Tokens:` and `Cost:` lines) into the
+invocation event and the run's totals, so that --max-tokens and --max-cost bind between sessions
+(`parse_session`). The Claude adapter allows the tools the task needs (`--allowedTools`: reading and
+editing files, and the shell commands that build, run and time a kernel: `CLAUDE_TOOLS`), since its
+documented `--permission-mode acceptEdits` refuses every shell command. What a tool leaves in the
+workspace that is not the task's (aider's `.aider*` files) is moved out into the trace's folder after
+each session, and aider's chat history is kept there (`{state}`) rather than in the workspace.
+
+It runs with the user's environment (it needs its own credentials; every value of a secret-looking
+variable is redacted from the trace) and without the shell tool's Landlock rules, in a process group
+of its own that is killed when it is stopped: such a run's protections are recorded as incomplete
+(docs/threat-model.md), and `compare` takes it only with --allow-unsandboxed. Its evaluations go
+through the sealed evaluator, in the sandbox, as any other.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shlex
+import shutil
 import signal
 import subprocess
 import time
@@ -30,30 +42,93 @@ from .agent import RunResult, StepRecord
 from .childenv import SECRET_NAME, user_environment
 from .context import RunContext
 from .exceptions import Interrupted, LimitExceeded, Submitted, Terminate, ToolError
-from .model import ModelResponse
+from .model import ModelResponse, priced
 from .tools import evaluation_text
 
 # how a coding-agent CLI is started with the task and resumed with the harness's message:
-# {cmd} is the command as given (--agent-cmd), {prompt} the text, {kernel} the file to improve.
-# These follow each CLI's documented non-interactive and continue forms; `start` and `resume`
-# (--agent-opt) replace them for another CLI or version.
+# {cmd} is the command as given (--agent-cmd), {prompt} the text, {kernel} the file to improve,
+# {allowed_tools} the tools Claude Code may use without asking (comma-separated), {state} a folder of
+# the run's, outside the workspace, kept across sessions. These follow each CLI's documented
+# non-interactive and continue forms, with its machine-readable report of the session; `start` and
+# `resume` (--agent-opt) replace them for another CLI or version.
 ADAPTERS = {
-    "codex": ("{cmd} --skip-git-repo-check {prompt}", "{cmd} --skip-git-repo-check resume --last {prompt}"),
-    "claude": ("{cmd} {prompt}", "{cmd} --continue {prompt}"),
+    "codex": (
+        "{cmd} --json --skip-git-repo-check {prompt}",
+        "{cmd} --json --skip-git-repo-check resume --last {prompt}",
+    ),
+    "claude": (
+        "{cmd} {prompt} --output-format json --allowedTools {allowed_tools}",
+        "{cmd} --continue {prompt} --output-format json --allowedTools {allowed_tools}",
+    ),
     "aider": (
-        "{cmd} --yes-always --message {prompt} {kernel}",
-        "{cmd} --yes-always --restore-chat-history --message {prompt} {kernel}",
+        "{cmd} --yes-always --no-git --chat-history-file {state}/aider.chat.history.md "
+        "--input-history-file {state}/aider.input.history --message {prompt} {kernel}",
+        "{cmd} --yes-always --no-git --chat-history-file {state}/aider.chat.history.md "
+        "--input-history-file {state}/aider.input.history --restore-chat-history --message {prompt} {kernel}",
     ),
     "generic": ("{cmd} {prompt}", "{cmd} {prompt}"),
 }
 
-OPTIONS = {
+# what Claude Code may do without asking in print mode: read, search and edit files, and the shell
+# commands that build, run, time and inspect a kernel (a rule `Bash(cmd:*)` allows `cmd` with any
+# arguments; `Bash(./*)` a program built in the workspace)
+CLAUDE_TOOLS = (
+    "Read",
+    "Edit",
+    "MultiEdit",
+    "Write",
+    "Glob",
+    "Grep",
+    "LS",
+    *(
+        f"Bash({c}:*)"
+        for c in (
+            "gcc",
+            "cc",
+            "g++",
+            "clang",
+            "nvcc",
+            "make",
+            "cmake",
+            "python",
+            "python3",
+            "time",
+            "taskset",
+            "perf",
+            "objdump",
+            "nm",
+            "ncu",
+            "nsys",
+            "cuobjdump",
+            "nvdisasm",
+            "nvidia-smi",
+            "ls",
+            "cat",
+            "head",
+            "tail",
+            "grep",
+            "diff",
+            "wc",
+            "mkdir",
+            "cp",
+            "mv",
+        )
+    ),
+    "Bash(./*)",
+)
+
+# what a CLI leaves in the workspace that is not the task's: moved out after each session
+LEFTOVERS = {"aider": (".aider*",), "codex": (), "claude": (), "generic": ()}
+
+OPTIONS: dict = {
     "command": None,
     "adapter": None,
     "start": None,
     "resume": None,
     "invocation_timeout_s": None,
     "output_chars": 4000,
+    "allowed_tools": None,  # Claude Code's --allowedTools (a list); None: CLAUDE_TOOLS
+    "leftovers": [],  # more file patterns to move out of the workspace after each session
 }
 
 PROMPT_ADDENDUM = """
@@ -75,18 +150,142 @@ def adapter_for(command: str, name: str | None) -> str:
     return first if first in ADAPTERS else "generic"
 
 
-def expand(template: str, command: str, prompt: str, kernel: str) -> list[str]:
+def expand(
+    template: str, command: str, prompt: str, kernel: str, state: str = "", allowed_tools: str = ""
+) -> list[str]:
     out: list[str] = []
     for tok in shlex.split(template):
         if tok == "{cmd}":
             out += shlex.split(command)
         elif tok == "{prompt}":
             out.append(prompt)
-        elif tok == "{kernel}":
-            out.append(kernel)
         else:
-            out.append(tok)
+            out.append(
+                tok.replace("{kernel}", kernel).replace("{state}", state).replace("{allowed_tools}", allowed_tools)
+            )
     return out
+
+
+# ---------------------------------------------------------------- what a session reports
+
+
+@dataclass
+class SessionReport:
+    reply: str | None = None  # the agent's own last words, where the report separates them from the rest
+    usage: dict | None = None  # prompt, completion, total and cached tokens, cost, and `source`
+    denied: list[str] | None = None  # tool uses the CLI refused (Claude's permission_denials; None: not said)
+
+
+def _json_lines(text: str) -> list[dict]:
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("{") and line.endswith("}"):
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(obj, dict):
+                out.append(obj)
+    return out
+
+
+def _claude(text: str) -> SessionReport:
+    """`claude -p --output-format json` (one result object) or `stream-json` (its last line is one)."""
+    result = next((o for o in reversed(_json_lines(text)) if o.get("type") == "result"), None)
+    if result is None:
+        return SessionReport()
+    u = result.get("usage") or {}
+    fresh, created, read = (
+        int(u.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    )
+    out = int(u.get("output_tokens") or 0)
+    usage = {
+        "prompt_tokens": fresh + created + read,
+        "completion_tokens": out,
+        "total_tokens": fresh + created + read + out,
+        "cached_tokens": read,
+        "cost": result.get("total_cost_usd", result.get("cost_usd")),
+        "source": "claude --output-format json",
+    }
+    denied = [str(d.get("tool_name", "?")) for d in result.get("permission_denials") or [] if isinstance(d, dict)]
+    reply = result.get("result") if isinstance(result.get("result"), str) else None
+    return SessionReport(reply, usage if u or usage["cost"] is not None else None, denied)
+
+
+def _codex(text: str) -> SessionReport:
+    """`codex exec --json`: JSON lines; each turn.completed has the turn's usage (input tokens, the
+    cached among them, output tokens); the agent's messages are item.completed agent_message items."""
+    events = _json_lines(text)
+    turns = [e.get("usage") or {} for e in events if e.get("type") == "turn.completed"]
+    said = [
+        str(e["item"].get("text", ""))
+        for e in events
+        if e.get("type") == "item.completed"
+        and isinstance(e.get("item"), dict)
+        and e["item"].get("type") == "agent_message"
+    ]
+    if not turns:
+        return SessionReport("\n".join(said) or None)
+    prompt = sum(int(t.get("input_tokens") or 0) for t in turns)
+    completion = sum(int(t.get("output_tokens") or 0) for t in turns)
+    usage = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "cached_tokens": sum(int(t.get("cached_input_tokens") or 0) for t in turns),
+        "cost": None,
+        "source": "codex exec --json",
+    }
+    return SessionReport("\n".join(said) or None, usage)
+
+
+_AIDER_TOKENS = re.compile(r"^Tokens: (?P<body>.*?)\.(?:\s+Cost: .*)?$", re.MULTILINE)
+_AIDER_COUNT = re.compile(r"([\d.]+)(k?) (sent|received|cache hit|cache read|cache write)")
+_AIDER_SESSION_COST = re.compile(r"Cost: \$[\d.]+ message, \$([\d.]+) session\.")
+
+
+def _aider_number(value: str, k: str) -> int:
+    return round(float(value) * (1000 if k else 1))
+
+
+def _aider(text: str) -> SessionReport:
+    """aider's report after each exchange: `Tokens: 2.4k sent, 1.2k cache hit, 512 received. Cost:
+    $0.0061 message, $0.0061 session.`, summed over the session (aider rounds above 1,000 to 0.1k or
+    to 1k: the counts are approximate); the cost is the session's, the last said."""
+    prompt = completion = cached = 0
+    seen = False
+    for m in _AIDER_TOKENS.finditer(text):
+        seen = True
+        for value, k, what in _AIDER_COUNT.findall(m.group("body")):
+            n = _aider_number(value, k)
+            if what == "sent":
+                prompt += n
+            elif what == "received":
+                completion += n
+            elif what in ("cache hit", "cache read"):
+                cached += n
+    if not seen:
+        return SessionReport()
+    costs = _AIDER_SESSION_COST.findall(text)
+    usage = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "cached_tokens": cached,
+        "cost": float(costs[-1]) if costs else None,
+        "source": "aider Tokens: lines (rounded by aider)",
+    }
+    return SessionReport(None, usage)
+
+
+PARSERS = {"claude": _claude, "codex": _codex, "aider": _aider}
+
+
+def parse_session(adapter: str, text: str) -> SessionReport:
+    """What a CLI's output says of its session (nothing for the generic adapter)."""
+    parse = PARSERS.get(adapter)
+    return parse(text) if parse else SessionReport()
 
 
 def env_secrets() -> tuple[str, ...]:
@@ -125,6 +324,10 @@ class ExternalAgent:
         self.adapter = adapter_for(self.command, options.get("adapter"))
         start, resume = ADAPTERS[self.adapter]
         self.templates = {"start": options.get("start") or start, "resume": options.get("resume") or resume}
+        self.allowed_tools = ",".join(options.get("allowed_tools") or CLAUDE_TOOLS)
+        self.leftovers = (*LEFTOVERS.get(self.adapter, ()), *(options.get("leftovers") or ()))
+        self.state = ctx.trace.artifacts / "agent-state"  # the CLI's own files, kept across sessions
+        self.state.mkdir(parents=True, exist_ok=True)
         self.messages: list[dict] = []
         self._logged = 0
 
@@ -163,10 +366,27 @@ class ExternalAgent:
         before, texts_before = self._files(), layers.diffable_files(ctx.workspace.files())
         inv = self._invoke(mode, prompt, step)
         ctx.trace.redact_tree(inv.log)
+        ctx.trace.redact_tree(self.state)
         ctx.totals.steps += 1
-        tail = inv.log.read_bytes()[-int(self.opts["output_chars"]) :].decode("utf-8", "replace")
+        moved = self._move_leftovers(step)
+        output = inv.log.read_bytes().decode("utf-8", "replace")
+        tail = output[-int(self.opts["output_chars"]) :]
+        report = parse_session(self.adapter, output)
+        if report.usage:
+            report.usage["cost"] = priced(report.usage, ctx.config.model)
+            ctx.totals.add_usage(report.usage)
+        reply = (report.reply or tail)[-int(self.opts["output_chars"]) :]
         after = self._files()
         changed = sorted(rel for rel in set(before) | set(after) if before.get(rel) != after.get(rel))
+        extra: dict = {}
+        if report.usage:
+            extra["usage"] = report.usage
+        if report.reply is not None:
+            extra["reply"] = reply
+        if report.denied is not None:
+            extra["denied"] = report.denied
+        if moved:
+            extra["moved"] = moved
         ctx.trace.emit(
             "invocation",
             session=step,
@@ -180,7 +400,9 @@ class ExternalAgent:
             output=tail,
             output_blob=ctx.trace.put_file(inv.log),
             changed=changed,
+            **extra,
         )
+        tail = reply
         self.messages.append({"role": "assistant", "content": tail or "(no output)"})
         if inv.stopped == "interrupted":
             raise KeyboardInterrupt
@@ -228,7 +450,7 @@ class ExternalAgent:
 
     def _invoke(self, mode: str, prompt: str, step: int) -> Invocation:
         ctx = self.ctx
-        argv = expand(self.templates[mode], self.command, prompt, ctx.task.kernel)
+        argv = expand(self.templates[mode], self.command, prompt, ctx.task.kernel, str(self.state), self.allowed_tools)
         log = ctx.trace.artifacts / "invocations" / f"{step:04d}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         limit = self.opts.get("invocation_timeout_s")
@@ -268,6 +490,22 @@ class ExternalAgent:
         return Invocation(code, stopped, time.monotonic() - t0, log, argv)
 
     # ---- workspace bookkeeping ----
+    def _move_leftovers(self, step: int) -> list[str]:
+        """What the CLI left in the workspace that is not the task's (`leftovers` patterns, at its top),
+        moved into the trace's folder: the workspace holds only the task's files."""
+        root = Path(self.ctx.workspace.root)
+        found = sorted(
+            {p for pat in self.leftovers for p in root.glob(pat) if p.name != Path(self.ctx.task.kernel).name}
+        )
+        if not found:
+            return []
+        dest = self.ctx.trace.artifacts / "agent-files" / f"{step:04d}"
+        dest.mkdir(parents=True, exist_ok=True)
+        for p in found:
+            shutil.move(str(p), str(dest / p.name))
+        self.ctx.trace.redact_tree(dest)
+        return [p.name for p in found]
+
     def _files(self) -> dict[str, str]:
         return {rel: self.ctx.trace.put_file(p) for rel, p in self.ctx.workspace.files().items()}
 

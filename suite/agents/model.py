@@ -519,19 +519,25 @@ class OpenAIChatModel:
         return usage
 
     def _cost(self, usage: dict) -> float | None:
-        if isinstance(usage.get("cost"), (int, float)):
-            return float(usage["cost"])
-        c = self.config
-        if c.price_input_per_mtok is None and c.price_output_per_mtok is None:
-            return None
-        cached = min(int(usage.get("cached_tokens") or 0), int(usage.get("prompt_tokens") or 0))
-        pin = c.price_input_per_mtok or 0.0
-        pcached = pin if c.price_cached_input_per_mtok is None else c.price_cached_input_per_mtok
-        return (
-            ((usage.get("prompt_tokens") or 0) - cached) * pin
-            + cached * pcached
-            + (usage.get("completion_tokens") or 0) * (c.price_output_per_mtok or 0.0)
-        ) / 1e6
+        return priced(usage, self.config)
+
+
+def priced(usage: dict, config: ModelConfig) -> float | None:
+    """A call's cost: the one reported (`usage.cost`), else its tokens at the configured prices (cached
+    prompt tokens at the cached-input price, the input price when none is given); None without prices."""
+    if isinstance(usage.get("cost"), (int, float)):
+        return float(usage["cost"])
+    c = config
+    if c.price_input_per_mtok is None and c.price_output_per_mtok is None:
+        return None
+    cached = min(int(usage.get("cached_tokens") or 0), int(usage.get("prompt_tokens") or 0))
+    pin = c.price_input_per_mtok or 0.0
+    pcached = pin if c.price_cached_input_per_mtok is None else c.price_cached_input_per_mtok
+    return (
+        ((usage.get("prompt_tokens") or 0) - cached) * pin
+        + cached * pcached
+        + (usage.get("completion_tokens") or 0) * (c.price_output_per_mtok or 0.0)
+    ) / 1e6
 
 
 def _error_text(e) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from ..bank import load_bank
 from ..context import RunContext
 from ..decisions import DecisionPoint
-from ..external import ADAPTERS, ExternalAgent, adapter_for
+from ..external import ADAPTERS, CLAUDE_TOOLS, LEFTOVERS, ExternalAgent, adapter_for
 from ..external import OPTIONS as COMMAND_OPTIONS
 from ..questions import BankQuestioner, HumanQuestioner
 from ..tools import ToolRegistry
@@ -57,6 +57,12 @@ def build(ctx: RunContext) -> ArmParts:
     if not opts["command"]:
         raise ArmOptionError('the agent-cmd agent needs its command: --agent-cmd "..." (or --agent-opt command=...)')
     adapter_for(opts["command"], opts["adapter"])  # an unknown adapter is an error now
+    for key in ("allowed_tools", "leftovers"):
+        value = opts[key]
+        if isinstance(value, str):
+            opts[key] = [v.strip() for v in value.split(",") if v.strip()]
+        elif value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            raise ArmOptionError(f"{key}: {value!r}; expected a list of strings")
     for k, v in question_settings({k: v for k, v in ctx.config.arm_options.items() if k in QUESTION_OPTIONS}).items():
         setattr(ctx.config.questions, k, v)
     cfg = ctx.config.questions
@@ -83,6 +89,9 @@ def build(ctx: RunContext) -> ArmParts:
             "start": opts["start"] or start,
             "resume": opts["resume"] or resume,
             "invocation_timeout_s": opts["invocation_timeout_s"],
+            "leftovers": [*LEFTOVERS.get(adapter, ()), *(opts["leftovers"] or [])],
         },
     }
+    if adapter == "claude":
+        info["agent_cmd"]["allowed_tools"] = list(opts["allowed_tools"] or CLAUDE_TOOLS)
     return ArmParts(ToolRegistry(), supervisor, info, driver=lambda c: ExternalAgent(c, supervisor, opts))
