@@ -111,6 +111,13 @@ def test_the_runs_own_model_decides_a_claimed_limit_and_the_call_is_in_the_trace
     # three steps of 100 + 20 tokens, and the classification's 53: the budget sees them all
     assert result.totals["steps"] == 3 and result.totals["total_tokens"] == 3 * 120 + 53
     assert len(srv.requests) == 3
+    # the timeline and the page show it as a model call of its own
+    from kernelseek_suite.agents.trace import timeline_lines
+    from kernelseek_suite.reports.trace_html import run_model
+
+    assert any("classify claimed-limit: claim" in line and "(50+3 tok)" in line for line in timeline_lines(events))
+    (row,) = [r for r in run_model(tmp_path / "run" / "trace.jsonl")["rows"] if r["g"] == "classification"]
+    assert row["k"] == "model" and row["l"].startswith("classification (claimed-limit): claim, 50+3 tokens")
 
 
 def test_the_model_saying_no_overrules_the_patterns(tmp_path):

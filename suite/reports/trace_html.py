@@ -70,6 +70,17 @@ def _row(ev: dict) -> tuple[str, str, str]:
                 f"{u.get('completion_tokens', 0)} tokens, {ev.get('latency_s') or 0:.1f} s{retried} {what}"
             ),
         )
+    if t == "classification":  # a side call to the run's model (the claimed-limit classification)
+        u = ev.get("usage") or {}
+        quote = f": {ev['quote']}" if ev.get("quote") else ""
+        return (
+            "model",
+            "classification",
+            _one_line(
+                f"classification ({ev.get('purpose')}): {ev.get('verdict')}, {u.get('prompt_tokens', 0)}+"
+                f"{u.get('completion_tokens', 0)} tokens{quote}"
+            ),
+        )
     if t == "tool_result":
         tool = ev.get("tool", "?")
         first = next((ln for ln in (ev.get("output") or "").splitlines() if ln.strip()), "")
