@@ -61,6 +61,8 @@ class BenchRequest:
     # (harness/distributions.py, `file:`), instead of the grid
     inputs: Path | None = None
     causal: bool | None = None  # with `inputs`: the mask (None: the file's metadata says, else not causal)
+    # custom scenarios (`--shape`, scenarios.parse_shape): timed instead of the grid
+    shapes: list[scenarios.Scenario] = field(default_factory=list)
 
     def __post_init__(self):
         if self.inputs is not None and self.config.distributions is None:  # the file's inputs, and only them
@@ -72,6 +74,10 @@ class BenchRequest:
 
 
 def select_scenarios(req: BenchRequest) -> list[scenarios.Scenario]:
+    if req.shapes:
+        if req.inputs is not None or req.scenario_filter or req.extended:
+            raise RequestError("custom shapes are timed on their own: no --inputs, --scenarios or --extended with them")
+        return list(dict.fromkeys(req.shapes))
     if req.inputs is not None:
         from .harness.distributions import InputsError, scenario_from_file
 

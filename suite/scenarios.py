@@ -1,5 +1,6 @@
 """The scenario grid, as data: 182 timed forward scenarios per architecture and the extended
-correctness set (odd lengths, seqlen_q != seqlen_k, batch 3, one head). Nothing here needs a GPU."""
+correctness set (odd lengths, seqlen_q != seqlen_k, batch 3, one head), and custom scenarios from
+the command line (`--shape batch=4,seqlen=8192,heads=32/8,d=128,causal`). Nothing here needs a GPU."""
 
 from __future__ import annotations
 
@@ -147,3 +148,67 @@ def select(scenarios: list[Scenario], pattern: str | None) -> list[Scenario]:
     pats = [p.strip() for p in pattern.split(",") if p.strip()]
     chosen = [s for s in scenarios if any(fnmatch.fnmatchcase(s.id, p) for p in pats)]
     return chosen
+
+
+# ---- custom scenarios: `bench --shape`, `run_once --shape` ----------------------------------------
+
+SHAPE_KEYS = ("batch", "seqlen", "heads", "d", "causal")
+SHAPE_MAX_D = 256  # head dimensions: multiples of 8 up to this (what FlashAttention kernels handle)
+SHAPE_HELP = (
+    "batch=B,seqlen=S[/SK],heads=H[/HKV],d=D[/DV][,causal]: one scenario of that shape (seqlen: query/key "
+    "lengths, heads: query/kv heads, d: qk/v head dimensions; one number for both; batch 1 by default)"
+)
+
+
+class ShapeError(ValueError):
+    """A --shape that does not describe a scenario; the message says what is wrong."""
+
+
+def _pair(key: str, value: str) -> tuple[int, int]:
+    parts = value.split("/")
+    if len(parts) > 2 or not all(p.strip().isdigit() for p in parts):
+        raise ShapeError(f"{key}={value}: expected a positive whole number or two as N/M")
+    a, b = (int(parts[0]), int(parts[-1]))
+    if a <= 0 or b <= 0:
+        raise ShapeError(f"{key}={value}: must be positive")
+    return a, b
+
+
+def parse_shape(spec: str) -> Scenario:
+    """The scenario a --shape describes, e.g. `batch=4,seqlen=8192,heads=32/8,d=128,causal`. Its id
+    names every dimension (`shape-b4-d128-h32kv8-s8192-causal`; `-q{SQ}-k{SK}` for unequal lengths)."""
+    fields: dict[str, str] = {}
+    for item in (p.strip() for p in spec.split(",")):
+        if not item:
+            continue
+        key, eq, value = item.partition("=")
+        key = key.strip().lower()
+        if key not in SHAPE_KEYS:
+            raise ShapeError(f"unknown key {key!r} in {spec!r}; known: {', '.join(SHAPE_KEYS)}")
+        if key in fields:
+            raise ShapeError(f"{key} given twice in {spec!r}")
+        if key != "causal" and not eq:
+            raise ShapeError(f"{key}: expected {key}=VALUE")
+        fields[key] = value.strip() if eq else "yes"
+    missing = [k for k in ("seqlen", "heads", "d") if k not in fields]
+    if missing:
+        raise ShapeError(f"{spec!r} lacks {', '.join(missing)} (a shape is {SHAPE_HELP})")
+    batch, other = _pair("batch", fields.get("batch", "1"))
+    if batch != other:
+        raise ShapeError(f"batch={fields['batch']}: one number")
+    sq, sk = _pair("seqlen", fields["seqlen"])
+    hq, hkv = _pair("heads", fields["heads"])
+    dqk, dv = _pair("d", fields["d"])
+    if hq % hkv:
+        raise ShapeError(f"heads={fields['heads']}: the query heads must be a multiple of the kv heads")
+    for name, d in (("d", dqk), ("d (v)", dv)):
+        if d % 8 or d > SHAPE_MAX_D:
+            raise ShapeError(f"{name}={d}: a head dimension is a multiple of 8 up to {SHAPE_MAX_D}")
+    causal_text = fields.get("causal", "no").lower()
+    if causal_text not in ("yes", "no", "true", "false", "1", "0"):
+        raise ShapeError(f"causal={fields['causal']}: expected causal, causal=yes or causal=no")
+    causal = causal_text in ("yes", "true", "1")
+    hc = HeadConfig(dqk, dv, hq, hkv)
+    lengths = f"s{sq}" if sq == sk else f"q{sq}-k{sk}"
+    sid = f"shape-b{batch}-{hc.name}-{lengths}" + ("-causal" if causal else "")
+    return Scenario(sid, batch, sq, sk, hq, hkv, dqk, dv, causal)

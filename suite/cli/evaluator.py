@@ -14,6 +14,7 @@ from tabulate import tabulate
 from .. import config
 from ..exitcodes import BUILD, FAIL, NO_GPU, OK, USAGE
 from ..gpu import GPU_ENV
+from ..scenarios import SHAPE_HELP
 from .common import arch_option, fail, run_with_progress
 from .scaleout import scaleout_options
 
@@ -92,6 +93,16 @@ def _previous_option(f):
     )(f)
 
 
+def _shapes(specs: tuple[str, ...]) -> list:
+    """--shape's scenarios; a spec that describes none is a usage error that says why."""
+    from ..scenarios import ShapeError, parse_shape
+
+    try:
+        return [parse_shape(s) for s in specs]
+    except ShapeError as e:
+        raise click.BadParameter(str(e), param_hint="--shape") from None
+
+
 _TIMING, _SWEEP = config.TimingConfig(), config.SweepConfig()
 _SAMPLING = (
     click.option(
@@ -166,6 +177,14 @@ def _sampling_config(warmup, min_samples, max_samples, min_time, scenario_timeou
     "scenario on those inputs instead of the grid (docs/judging.md)",
 )
 @click.option("--causal/--no-causal", default=None, help="with --inputs: the mask (default: the file's metadata)")
+@click.option(
+    "--shape",
+    "shapes",
+    multiple=True,
+    callback=lambda ctx, param, value: _shapes(value),
+    metavar="SPEC",
+    help="time a scenario of this shape instead of the grid (repeatable): " + SHAPE_HELP,
+)
 @_sampling_options
 @_sanitize_option
 @_previous_option
@@ -183,6 +202,7 @@ def bench_cmd(
     gpu_index,
     inputs,
     causal,
+    shapes,
     warmup,
     min_samples,
     max_samples,
@@ -207,7 +227,10 @@ def bench_cmd(
         fail("--inputs times the file's own scenario: it takes no --scenarios, --extended or --extended-only", USAGE)
     if causal is not None and inputs is None:
         fail("--causal/--no-causal go with --inputs", USAGE)
-    out_dir = out_dir or Path("results") / arch / (kernel.stem if inputs is None else f"{kernel.stem}-{inputs.stem}")
+    if shapes and (inputs is not None or pattern or extended or extended_only):
+        fail("--shape times its own scenarios: it takes no --inputs, --scenarios, --extended or --extended-only", USAGE)
+    stem = kernel.stem if inputs is None else f"{kernel.stem}-{inputs.stem}"
+    out_dir = out_dir or Path("results") / arch / (f"{stem}-shapes" if shapes else stem)
     req = BenchRequest(
         kernel=kernel,
         arch=arch,
@@ -223,6 +246,7 @@ def bench_cmd(
         previous=previous,
         inputs=inputs,
         causal=causal,
+        shapes=list(shapes),
         config=_sampling_config(warmup, min_samples, max_samples, min_time, scenario_timeout),
     )
     run: Callable[..., dict] = run_bench

@@ -3,10 +3,12 @@
 
     python -m kernelseek_suite.harness.run_once KERNEL.cu SCENARIOS [--arch sm90] [--reps 3] [--check]
         [--inputs NAME ...] [--time [--beside OTHER.cu ...] [--baseline fa3 ...]]
+    python -m kernelseek_suite.harness.run_once KERNEL.cu --shape batch=4,seqlen=8192,heads=32/8,d=128,causal ...
 
 SCENARIOS is one scenario id or several, comma-separated, each of which may be a glob
 (`d128-*-s8192,d96-*`). With several, each is run in turn and `--time` ends with the geometric mean,
 over the scenarios, of each entry's speed relative to KERNEL (KERNEL's time / the entry's time).
+`--shape` (repeatable, instead of SCENARIOS) runs a scenario of that shape (scenarios.parse_shape).
 `--inputs` names an input distribution (harness/distributions.py; `all` for every one; default
 `standard`): each scenario runs on each, and the geometric means are given per distribution.
 
@@ -40,7 +42,15 @@ def main(argv=None) -> int:
     kernel's error code."""
     ap = _Parser(prog="python -m kernelseek_suite.harness.run_once")
     ap.add_argument("kernel")
-    ap.add_argument("scenario", help="a scenario id, or several comma-separated ids or globs")
+    ap.add_argument("scenario", nargs="?", help="a scenario id, or several comma-separated ids or globs")
+    ap.add_argument(
+        "--shape",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="instead of SCENARIO, a scenario of this shape (repeatable): batch=B,seqlen=S[/SK],heads=H[/HKV],"
+        "d=D[/DV][,causal]",
+    )
     ap.add_argument("--arch", default="sm90", choices=sorted(config.ARCHES))
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--check", action="store_true", help="also check the output against the reference")
@@ -69,6 +79,8 @@ def main(argv=None) -> int:
         help="with --time: also time this baseline (fa3, fa4, cudnn, sdpa-flash), interleaved",
     )
     args = ap.parse_args(argv)
+    if bool(args.scenario) == bool(args.shape):
+        ap.error("give SCENARIO or --shape, one of them")
     if args.baseline and not args.time:
         ap.error("--baseline needs --time")
     if args.beside and not (args.time or args.check_beside):
@@ -90,9 +102,13 @@ def main(argv=None) -> int:
     from ..contract import KernelLibrary
     from ..gpu import NoGPUError, require_gpu
     from ..rules import DependencyRuleError, enforce
-    from ..scenarios import by_id
+    from ..scenarios import ShapeError, by_id, parse_shape
 
-    scenarios = select_scenarios(args.scenario, by_id(args.arch))
+    try:
+        shaped = [parse_shape(spec) for spec in args.shape]
+    except ShapeError as e:
+        ap.error(f"--shape: {e}")
+    scenarios = shaped or select_scenarios(args.scenario, by_id(args.arch))
     if not scenarios:
         print(f"unknown scenario {args.scenario}", file=sys.stderr)
         return exitcodes.USAGE
