@@ -153,7 +153,7 @@ class SweepOutput:
             self.prov.update(
                 {
                     "seed": self.seed,
-                    "kernel": str(req.kernel),
+                    "kernel": recorded_path(req.kernel),
                     "kernel_sha256": kernel_sha,
                     "arch": req.arch,
                     "baselines": req.baselines,
@@ -178,11 +178,21 @@ class SweepOutput:
             self.req.baselines,
             self.req.arch,
             self.req.kind,
-            str(self.req.kernel),
+            recorded_path(self.req.kernel),
             self.sha,
             self.prov,
             extra,
         )
+
+
+def recorded_path(path: Path | str) -> str:
+    """A kernel's path as provenance.json and summary.json record it: relative to the checkout when
+    the kernel is in it (results ship, and the measuring machine's folders are no part of them), else
+    as given."""
+    try:
+        return Path(path).resolve().relative_to(config.REPO_ROOT).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def _timed(req: BenchRequest, s: scenarios.Scenario) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 from pathlib import Path
 
 from ..agents.trace import artifacts_dir, question_category, read_trace
@@ -396,6 +397,8 @@ def default_output(traces: list[Path], out_dir: Path | None = None) -> Path:
 def render_traces(traces: list[Path], out: Path, title: str | None = None) -> Path:
     """Write the viewer of `traces` to the file `out`."""
     runs = [run_model(t) for t in traces]
+    for run, trace in zip(runs, traces, strict=True):  # the page names its traces from its own folder
+        run["path"] = os.path.relpath(Path(trace).resolve(), Path(out).resolve().parent)
     if title is None:
         title = (
             f"Agent run {runs[0]['run_id']}"
