@@ -83,7 +83,7 @@ def test_shipped_report_is_marked_and_written_elsewhere(tmp_path):
     out = render(shipped, out_dir, status=SHIPPED)
     text = out.report.read_text()
     assert "shipped, not re-measured" in text
-    assert "bf16 GEMM ceiling**: not measured" in text
+    assert "bf16 GEMM reference (measured)**: not measured" in text
     assert not (shipped / "REPORT.md").exists()  # the shipped folder is left alone
     assert all(p.is_relative_to(out_dir) for p in out.plots)
 

@@ -1,9 +1,10 @@
 """Read a results folder: the bench run (bench.jsonl, summary.json, provenance.json), the GEMM
-ceiling measured in the same run, and the record `reproduce` wrote (runtime, kernels, wall time).
+reference measured in the same run (its file and keys keep the name `ceiling`), and the record
+`reproduce` wrote (runtime, kernels, wall time).
 
 Layout of `results/<arch>/`:
   reproduce.json        what ran: arch, runtime, kernel, missing kernels, image, wall time, status
-  gemm_ceiling.json     the bf16 GEMM ceiling measured before and after the sweep
+  gemm_ceiling.json     the bf16 GEMM reference measured before and after the sweep (a reference, not a bound)
   <kernel stem>/        the bench run (bench.jsonl is the raw data; the rest is rendered from it)
   REPORT.md, tables/, plots/   rendered by `kernelseek-suite render`
 A plain bench folder (bench.jsonl beside provenance.json) is read too.

@@ -1,7 +1,7 @@
 """The report's plots (matplotlib, PNG): the ratio to a baseline as a heat map over head
 configuration x sequence length, causal and not, every one on the same diverging log scale
 (scale.py: 0.5x to 2x, 1x white); TFLOP/s against sequence length per head configuration, the
-kernel (named by its file) beside its baselines, with the measured GEMM ceiling drawn in and
+kernel (named by its file) beside its baselines, with the measured GEMM reference drawn in and
 labelled with its value.
 
 Files (names stable): `ratio_vs_<baseline>_<mask>.png` (each row's ratio: its lowest over the input
@@ -130,7 +130,11 @@ def tflops_vs_seqlen(res: ArchResults, causal: bool, path: Path) -> Path | None:
                 )
         if ceiling:
             ax.axhline(
-                ceiling, color="grey", linestyle="--", linewidth=0.8, label=f"bf16 GEMM ceiling, {ceiling:.0f} TFLOP/s"
+                ceiling,
+                color="grey",
+                linestyle="--",
+                linewidth=0.8,
+                label=f"bf16 GEMM reference (measured), {ceiling:.0f} TFLOP/s",
             )
         ax.set_xscale("log", base=2)
         ax.set_xticks(SEQLENS, [f"{s // 1024}k" if s >= 1024 else str(s) for s in SEQLENS], fontsize=8)

@@ -1,6 +1,6 @@
 """The report's tables, computed once from the rows and written as Markdown, CSV and LaTeX
 (booktabs): the per-scenario table, the geometric means (overall, per head configuration, per
-sequence length, causal vs not), and each scenario as a fraction of the measured GEMM ceiling; for a
+sequence length, causal vs not), and each scenario as a fraction of the measured GEMM reference; for a
 run timed on several input distributions also the distribution x baseline table, the data-dependent
 rows, and every scenario on every distribution.
 
@@ -145,7 +145,7 @@ def _group_rows(rows: list[ScenarioResult]) -> list[tuple[str, str, list[Scenari
 
 
 def geomean_table(res: ArchResults) -> Table:
-    """Geometric means of the ratio per baseline, and of the kernel's share of the GEMM ceiling,
+    """Geometric means of the ratio per baseline, and of the kernel's share of the GEMM reference,
     over the correct grid scenarios of each group; a baseline's ratios are those of its headline
     distribution where the run has several (so `overall` is the headline)."""
     baselines = res.baselines
