@@ -175,7 +175,7 @@ def test_the_classification_call_is_the_instructions_and_the_end_of_the_text():
     system, user = classification_messages(text)
     assert system == {"role": "system", "content": CLASSIFY_INSTRUCTIONS}
     assert user["role"] == "user" and user["content"] == text[-CLASSIFY_MAX_CHARS:] and user["content"].endswith("END")
-    assert len(user["content"]) == CLASSIFY_MAX_CHARS
+    assert len(user["content"]) == CLASSIFY_MAX_CHARS == 2000
     assert "CLAIM" in CLASSIFY_INSTRUCTIONS and "NO" in CLASSIFY_INSTRUCTIONS
 
 
@@ -186,7 +186,9 @@ def test_the_classification_call_is_the_instructions_and_the_end_of_the_text():
         ('claim\n  > "We hit the roofline."  ', (True, "We hit the roofline.")),
         ("**CLAIM**\n`It is saturated.`", (True, "It is saturated.")),
         ("CLAIM", (True, None)),
+        ("CLAIM\nthe quote\nand more words", (True, "the quote")),
         ("NO", (False, None)),
+        ("NO\nit only plans", (False, None)),
         ("No.\nIt is a plan.", (False, None)),
         ("Reading the message carefully.\nIt asks a question.\nNO", (False, None)),
         ("Thinking first.\nCLAIM", (True, None)),
@@ -243,6 +245,19 @@ def test_a_claim_the_patterns_miss_is_found_by_the_model():
     assert found["sentence"] == text and found["phrase"] == "something it never wrote"
     found = decide_claim("A: no. We are done; this is final.", PATTERNS, _Recorder((True, None)))
     assert found["sentence"] == "We are done; this is final." and found["phrase"] == found["sentence"]
+
+
+def test_the_sentence_is_the_one_the_model_quoted_else_the_first_candidate():
+    text = "Done with the tiles. The part gives nothing more, so this is final."
+    assert claimed_limit(text, PATTERNS) is None  # the model alone decides here
+    quoted = decide_claim(text, PATTERNS, _Recorder((True, "this is FINAL")))
+    assert quoted["sentence"] == "The part gives nothing more, so this is final."
+    held = decide_claim(
+        text, PATTERNS, _Recorder((True, "I'd say: The part gives nothing more, so this is final. Yes"))
+    )
+    assert held["sentence"] == "The part gives nothing more, so this is final."
+    unknown = decide_claim(text, PATTERNS, _Recorder((True, "words it never wrote")))
+    assert unknown["sentence"] == "Done with the tiles." and unknown["phrase"] == "words it never wrote"
 
 
 def test_the_quoted_sentence_may_hold_the_candidate():

@@ -111,7 +111,7 @@ plan, a goal, a denial ("not memory-bound"), a condition ("if it were compute-bo
 another kernel, or the same words in another sense ("the loop is bound by n"). Reply with one word, \
 CLAIM or NO, on the first line; after CLAIM, quote the sentence that makes the claim on the second \
 line."""
-_VERDICT = re.compile(r"^\W*(claim|no)\b", re.IGNORECASE)
+_VERDICT = re.compile(r"^\W*(?:(?P<claim>claim)|no)\b", re.IGNORECASE)
 
 # (text, candidate sentences, the rules' finding) -> (claim?, the sentence quoted), or None: no verdict
 Classifier = Callable[[str, list[str], "dict | None"], "tuple[bool, str | None] | None"]
@@ -142,14 +142,13 @@ def parse_verdict(content: str | None) -> tuple[bool, str | None] | None:
     lines = [l.strip() for l in (content or "").splitlines() if l.strip()]
     if not lines:
         return None
-    for n in (0, len(lines) - 1):
-        m = _VERDICT.match(lines[n])
-        if m:
-            claim = m.group(1).lower() == "claim"
-            rest = lines[n + 1] if claim and n + 1 < len(lines) else ""
-            quote = rest.strip(" \"'\u201c\u201d`*>")
-            return claim, quote or None
-    return None
+    first = _VERDICT.match(lines[0])
+    if first:
+        claim = first.group("claim") is not None
+        quote = lines[1].strip(" \"'\u201c\u201d`*>") if claim and len(lines) > 1 else ""
+        return claim, quote or None
+    last = _VERDICT.match(lines[-1])
+    return None if last is None else (last.group("claim") is not None, None)
 
 
 def _quoted(candidates: list[str], quote: str | None) -> str | None:
