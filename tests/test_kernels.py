@@ -37,8 +37,11 @@ KERNELS = [
 # bytes of spill (stores, loads) and stack a kernel function may have. The Hopper kernel's TMA-stored O
 # (v17) leaves a few words in local memory in four 3-warpgroup kernels (at most 20 stored, 32 loaded):
 # written once in the prologue and read outside the steady loops, which tests/test_hopper_sass.py keeps
-# free of local memory; the A/B run that introduced it measured those kernels no slower
-SPILL_ALLOWANCE = {"kernels/hopper/flash_fwd_sm90.cu": 32}
+# free of local memory; the A/B run that introduced it measured those kernels no slower. v20's biased
+# reference (worked out in the rare rescale branch) makes three causal 3-warpgroup kernels reload those
+# words more often (at most 32 stored, 84 loaded, 32 of stack), still outside the steady loops; the d64
+# one among them was timed in A/B run 26 (kernels/hopper/NOTES.md), 1.25x v19 on wide inputs
+SPILL_ALLOWANCE = {"kernels/hopper/flash_fwd_sm90.cu": 84}
 
 
 @pytest.mark.parametrize("path,arch,needles", KERNELS, ids=[k[0] for k in KERNELS])
