@@ -4,10 +4,12 @@ summary. Correct everywhere is the only passing result."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from . import config
 from .bench import BenchRequest, run_bench
+from .results import read_jsonl
 
 
 def evaluate(
@@ -52,4 +54,39 @@ def passed(summary: dict) -> bool:
         summary["scenarios_correct"] == summary["scenarios_total"]
         and summary["extended_correct"] == summary["extended_total"]
         and summary.get("sanitize", {}).get("ok", True)
+    )
+
+
+# the codes of a worker's `fatal` message that are not the kernel's: an exception in the worker before
+# its hello (torch, CUDA, the GPU, the baselines' imports); the kernel's library is loaded before the
+# hello too, but a library that does not load is a `contract` failure (contract.py)
+MACHINERY_CODES = ("error", "cuda-error")
+FATAL_PREFIX = "worker failed: "
+
+
+def machinery_failure(out_dir: Path) -> str | None:
+    """Why a sweep's failure is the evaluator's own and no verdict on the kernel, or None: every
+    scenario failed the same way, from a fatal error of the worker before it said hello (CUDA
+    unusable, e.g. `invalid argument to exchangeDevice`; the worker unable to start), so that no
+    scenario ran the kernel. Read from the folder's bench.jsonl and provenance.json (a worker that
+    said hello left its device there)."""
+    out_dir = Path(out_dir)
+    rows = read_jsonl(out_dir / "bench.jsonl") if (out_dir / "bench.jsonl").exists() else []
+    try:
+        prov = json.loads((out_dir / "provenance.json").read_text())
+    except (OSError, ValueError):
+        prov = {}
+    if not rows or prov.get("device"):
+        return None
+    first = rows[0]
+    same = all((r.status, r.code, r.reason) == (first.status, first.code, first.reason) for r in rows)
+    ran = any(r.check or r.times_ms for r in rows)
+    if not same or ran or first.correct or first.code not in MACHINERY_CODES:
+        return None
+    if not first.reason.startswith(FATAL_PREFIX):
+        return None
+    cause = first.reason[len(FATAL_PREFIX) :].strip()
+    return (
+        f"the evaluator's worker failed before it ran the kernel ({cause}); all {len(rows)} scenarios failed "
+        "that same way: the GPU or CUDA is not usable by the evaluator here, and this is no verdict on the kernel"
     )

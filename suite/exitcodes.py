@@ -8,6 +8,10 @@ layer may use it.
   3   NO_GPU       no suitable GPU (after every check that needs none has passed)
   4   USAGE        bad arguments or files, click's own usage errors included
   5   RUNTIME      `reproduce --runtime docker` where Docker cannot run it
+  6   EVALUATOR    the evaluator's own machinery failed (CUDA unusable, its worker unable to start, every
+                   scenario failing the same way before the kernel ran): no verdict on the kernel
+  7   ENDPOINT     the model endpoint failed (unreachable, refusing, or failing after the bounded
+                   retries of --max-attempts and --retry-budget): no verdict on the agent
   10-18            `doctor`: one code per problem (DOCTOR below)
 A command whose output is cut off by a closed pipe (`reproduce 2>&1 | head -2`) drops the rest of its
 output and exits with its own code (cli/common.py, survive_closed_pipes). `make` exits 2 for any failed
@@ -22,6 +26,8 @@ BUILD = 2
 NO_GPU = 3
 USAGE = 4
 RUNTIME = 5
+EVALUATOR = 6
+ENDPOINT = 7
 
 # `doctor`: each problem its own code; the exit code is the first problem's, in this order.
 DOCTOR = {
@@ -44,4 +50,6 @@ MEANING = {
     NO_GPU: "no suitable GPU",
     USAGE: "bad arguments",
     RUNTIME: "the container runtime is not usable",
+    EVALUATOR: "the evaluator's own machinery failed",
+    ENDPOINT: "the model endpoint failed",
 }

@@ -13,7 +13,8 @@ which), the gate it was given, what the wait returned, when it measured (the hel
 gate's file was there then.
 actions: ok, exit (os._exit), segv (SIGSEGV), hang, cuda_error (a CUDA-error row, exit 3 like the
 real worker), memory (grow past the limit), forge (print forged result lines on stdout and on the
-channel without the key, then report the scenario wrong), fatal (a fatal message).
+channel without the key, then report the scenario wrong), fatal (a fatal message: the kernel's library
+breaks the contract), fatal_cuda (a fatal message: CUDA unusable before the hello).
 """
 
 import json
@@ -59,6 +60,10 @@ def act(what: str, plan: dict, chan: WorkerChannel, s: dict | None):
         time.sleep(3600)
     if what == "fatal":
         chan.emit("fatal", error="ContractError: kernel ABI version 7, the suite expects 1", code="contract")
+        sys.exit(2)
+    if what == "fatal_cuda":  # what the real worker sends when CUDA is unusable (seen on an H200 in a sandbox)
+        sys.stderr.write("RuntimeError: invalid argument to exchangeDevice\n")
+        chan.emit("fatal", error="RuntimeError: invalid argument to exchangeDevice", code="error")
         sys.exit(2)
     if what == "cuda_error":
         sys.stderr.write("torch.AcceleratorError: CUDA error: an illegal memory access was encountered\n")

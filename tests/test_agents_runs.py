@@ -199,7 +199,10 @@ def test_the_general_agent_stops_when_it_says_so(tmp_path):
 )
 def test_each_limit_ends_the_run_cleanly(tmp_path, limit, script, limits):
     with ScriptedChatServer(script) as srv:
-        result, events, _ = run(config_for(srv, **limits), tmp_path)
+        cfg = config_for(srv, **limits)
+        if limit == "cost":  # a cost limit needs a price; the cost the endpoint reports is the one counted
+            cfg.model.price_input_per_mtok = cfg.model.price_output_per_mtok = 1.0
+        result, events, _ = run(cfg, tmp_path)
     assert result.exit_reason == "limit" and result.limit == limit
     ex, end = of_type(events, "exit")[0], of_type(events, "run_end")[0]
     assert ex["limit"] == limit and events[-1] is end

@@ -152,8 +152,17 @@ def test_exit_codes_are_defined_in_one_module():
 
 
 def test_the_codes_are_distinct_and_doctors_follow_the_common_ones():
-    common = [exitcodes.OK, exitcodes.FAIL, exitcodes.BUILD, exitcodes.NO_GPU, exitcodes.USAGE, exitcodes.RUNTIME]
-    assert common == [0, 1, 2, 3, 4, 5]
+    common = [
+        exitcodes.OK,
+        exitcodes.FAIL,
+        exitcodes.BUILD,
+        exitcodes.NO_GPU,
+        exitcodes.USAGE,
+        exitcodes.RUNTIME,
+        exitcodes.EVALUATOR,
+        exitcodes.ENDPOINT,
+    ]
+    assert common == [0, 1, 2, 3, 4, 5, 6, 7] and set(exitcodes.MEANING) == set(common)
     doctor = [c for k, c in exitcodes.DOCTOR.items() if k != "gpu"]
     assert len(set(doctor)) == len(doctor) and min(doctor) > max(common)
     assert exitcodes.DOCTOR["gpu"] == exitcodes.NO_GPU

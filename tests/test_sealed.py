@@ -181,7 +181,7 @@ def test_planted_bytecode_does_not_reach_the_evaluator(tmp_path, where):
         )
     events = read_trace(trace).events
     assert "planted" in of_type(events, "tool_result")[0]["output"], p.stderr
-    assert p.returncode == 1, p.stdout + p.stderr
+    assert p.returncode == (1 if where == "everywhere" else 3), p.stdout + p.stderr  # tampered; no GPU
     assert not any(e.get("geomean") == 1000.0 for e in of_type(events, "harness_eval"))
     end = of_type(events, "run_end")[0]
     if where == "everywhere":

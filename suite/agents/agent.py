@@ -37,6 +37,7 @@ class RunResult:
     best: dict | None
     totals: dict
     trace_path: str
+    details: dict = field(default_factory=dict)  # the exit event's details (e.g. evaluator_status)
 
 
 class Agent:
@@ -286,6 +287,7 @@ class Agent:
             best,
             ctx.totals.to_dict(),
             str(ctx.trace.path),
+            details,
         )
 
 

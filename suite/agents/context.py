@@ -2,7 +2,9 @@
 the trace, the sealed evaluator, the totals against the limits, the evaluations and the best
 candidate so far. Every evaluation goes through RunContext.evaluate, which enforces the budget,
 checks the sealed evaluator before and after (a change during an evaluation voids it), stores the
-candidate, redacts the evaluator's outputs and records a `harness_eval` event."""
+candidate, redacts the evaluator's outputs and records a `harness_eval` event. An evaluation that the
+evaluator's own machinery failed (MACHINERY_STATUSES) is recorded and then ends the run
+(EvaluatorFailed): it is no verdict on the kernel, and the model is never told its kernel is wrong."""
 
 from __future__ import annotations
 
@@ -11,11 +13,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .config import RunConfig
-from .exceptions import BudgetSpent, HarnessTampered, LimitExceeded, Terminate
+from .exceptions import BudgetSpent, EvaluatorFailed, HarnessTampered, LimitExceeded, Terminate
 from .seal import SealedEvaluator
 from .tasks import Evaluation, Task
 from .trace import TraceWriter
 from .workspace import Workspace
+
+# an Evaluation's status that is the evaluator's failure, not the kernel's (tasks/__init__.py says
+# which failures each task reports so)
+MACHINERY_STATUSES = ("error", "no_gpu")
 
 
 @dataclass
@@ -193,6 +199,14 @@ class RunContext:
             goal_met=met,
             meta=meta,
         )
+        if ev.status in MACHINERY_STATUSES:
+            what = "no suitable GPU" if ev.status == "no_gpu" else "the evaluator failed"
+            raise EvaluatorFailed(
+                f"{what} in evaluation {index}, before any verdict on the kernel (not the kernel's fault; the "
+                f"run stops here): {(ev.error or '').strip()[:1500]}",
+                evaluator_status=ev.status,
+                eval_index=index,
+            )
         return rec
 
 

@@ -45,6 +45,14 @@ class HarnessTampered(Terminate):
     reason = "harness_tampered"
 
 
+class EvaluatorFailed(Terminate):
+    """The evaluator's own machinery failed (CUDA unusable, its worker unable to start, no suitable
+    GPU): not a verdict on the kernel. The run stops here and the model is not told that its kernel
+    is wrong (details: evaluator_status, eval_index)."""
+
+    reason = "error"
+
+
 class RetryableModelFault(Exception):
     """A fault of one model request that is worth retrying (kind: rate_limit, server_error, timeout,
     connection)."""

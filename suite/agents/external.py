@@ -117,6 +117,9 @@ CLAUDE_TOOLS = (
     "Bash(./*)",
 )
 
+# the adapters whose session report carries its cost (so that --max-cost binds without --price)
+COST_REPORTING = ("claude", "aider")
+
 # what a CLI leaves in the workspace that is not the task's: moved out after each session
 LEFTOVERS = {"aider": (".aider*",), "codex": (), "claude": (), "generic": ()}
 
@@ -561,4 +564,5 @@ class ExternalAgent:
             best,
             ctx.totals.to_dict(),
             str(ctx.trace.path),
+            details,
         )

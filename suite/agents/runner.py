@@ -35,6 +35,33 @@ class RunSetupError(ValueError):
     """The run cannot start: a bad option, an existing trace, a trace that cannot be resumed."""
 
 
+NO_PRICE = (
+    "--max-cost needs a known price: give --price IN OUT (USD per million input and output tokens; a cost "
+    "the endpoint reports itself is still used where it reports one). Without a price the cost of a call "
+    "is unknown and the limit would not bind"
+)
+
+
+def unpriced_cost_limit(config: RunConfig) -> str | None:
+    """Why the run's cost limit could not bind, or None: a max_cost without a price, unless the arm is
+    an agent command whose own report gives each session's cost (external.COST_REPORTING)."""
+    if config.limits.max_cost is None:
+        return None
+    m = config.model
+    if m.price_input_per_mtok is not None or m.price_output_per_mtok is not None:
+        return None
+    if config.arm == "agent-cmd":
+        from .external import COST_REPORTING, adapter_for
+
+        opts = config.arm_options
+        try:
+            if adapter_for(str(opts.get("command") or ""), opts.get("adapter")) in COST_REPORTING:
+                return None
+        except ValueError:  # an unknown adapter: check_options says so
+            pass
+    return NO_PRICE
+
+
 def api_key_from_env() -> str | None:
     """The key, taken out of this process's environment (childenv.take_api_key)."""
     return take_api_key(API_KEY_ENV)
@@ -130,6 +157,9 @@ def new_run(
 ) -> Agent:
     """A fresh run, ready for Agent.run(). `model` replaces the OpenAI client (any Model)."""
     check_options(config.arm, dict(config.arm_options))  # an unknown arm or option: nothing written yet
+    problem = unpriced_cost_limit(config)
+    if problem:
+        raise RunSetupError(problem)
     if config.seed is None:
         config.seed = secrets.randbits(31)
     task = make_task(config.task, **config.task_options)
@@ -314,6 +344,9 @@ def resume_run(
         setattr(config.model, k, v)
     for k, v in (context_overrides or {}).items():
         setattr(config.context, k, v)
+    problem = unpriced_cost_limit(config)
+    if problem:
+        raise RunSetupError(problem)
     if (context_overrides or {}).get("window_tokens"):  # a window given now replaces the one learnt
         st.context.update(window_tokens=context_overrides["window_tokens"], window_source="option")
     task = make_task(config.task, **config.task_options)

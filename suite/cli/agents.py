@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..exitcodes import FAIL, OK, USAGE
+from ..exitcodes import ENDPOINT, EVALUATOR, FAIL, NO_GPU, OK, USAGE
 from .common import console, fail, key_values, task_options
 
 
@@ -257,7 +257,39 @@ def run_cmd(
         f"{t['steps']} steps, {t['evals']} evaluations, {t['total_tokens']} tokens, "
         f"{t['wall_s']:.0f}s; goal {'met' if result.goal_met else 'not met'}; trace {result.trace_path}"
     )
-    sys.exit(OK if result.goal_met and result.exit_reason != "harness_tampered" else FAIL)
+    code = run_exit_code(result)
+    if code == ENDPOINT:
+        console.print(
+            f"error: the model endpoint ({ctx.config.model.base_url or 'the client default'}) failed: no verdict "
+            f"on the agent. A call is tried at most --max-attempts times ({ctx.config.model.max_attempts} here), "
+            "with backoff between tries"
+            + (
+                f", for at most --retry-budget {ctx.config.model.retry_budget_s:g} s"
+                if ctx.config.model.retry_budget_s
+                else ""
+            )
+            + f"; resume with --resume {result.trace_path} once it answers",
+            markup=False,
+            highlight=False,
+        )
+    elif code in (EVALUATOR, NO_GPU) and not result.goal_met:
+        console.print(f"error: {result.message}", markup=False, highlight=False)
+    sys.exit(code)
+
+
+def run_exit_code(result) -> int:
+    """The run's exit code: 0 goal met, 1 goal not met or the evaluator tampered with, 3 no suitable
+    GPU for the evaluator, 6 the evaluator's own failure, 7 the model endpoint failed."""
+    if result.exit_reason == "harness_tampered":
+        return FAIL
+    if result.goal_met:
+        return OK
+    status = (result.details or {}).get("evaluator_status")
+    if status:
+        return NO_GPU if status == "no_gpu" else EVALUATOR
+    if result.exit_reason == "model_error":
+        return ENDPOINT
+    return FAIL
 
 
 def _plain(console, ev: dict) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..exitcodes import FAIL, NO_GPU, OK, USAGE
+from ..exitcodes import ENDPOINT, EVALUATOR, FAIL, NO_GPU, OK, USAGE
 from .common import fail, key_values, say, task_options
 from .scaleout import executor_options
 
@@ -158,7 +158,7 @@ def _render(
     sandbox: str = "auto",
     control: dict | None = None,
 ) -> None:
-    from ..agents.exceptions import HarnessTampered
+    from ..agents.exceptions import EvaluatorFailed, HarnessTampered
     from ..agents.sandbox import landlock_status
     from ..headtohead.compare import _machine, remeasure, remeasured_by_trace, unprotected
     from ..headtohead.final import FINAL_FILE, aa_control, bench_all, full_grid_repeats, read_rows
@@ -186,6 +186,8 @@ def _render(
             )
         except HarnessTampered as e:
             fail(str(e), FAIL)
+        except EvaluatorFailed as e:
+            fail(str(e), EVALUATOR)
         new = remeasured_by_trace(rows)
         if any(r.status == "no_gpu" for r in rows):
             say(
@@ -655,6 +657,13 @@ def compare_cmd(
         refusal = _sandbox_refusal("compare", proto.data["sandbox"], allow_unsandboxed)
     if refusal:
         fail(refusal, USAGE)
+    from ..agents.config import RunConfig
+    from ..agents.runner import unpriced_cost_limit
+    from ..headtohead.compare import plan as plan_runs
+
+    problem = next((p for spec in plan_runs(req) if (p := unpriced_cost_limit(RunConfig.from_dict(spec.config)))), None)
+    if problem:
+        fail(problem, USAGE)
     if not allow_unsandboxed and any(req.agent(label) == "agent-cmd" for label in req.arms):
         fail(UNSANDBOXED.format(what="compare", why="the agent-cmd arm runs its command outside it"), USAGE)
 
@@ -705,8 +714,15 @@ def compare_cmd(
         sandbox=remeasure_sandbox,
         control=req.control,
     )
-    failed = [r for r in records if r.get("exit_reason") in ("model_error", "error", "harness_tampered")]
-    sys.exit(FAIL if failed else OK)
+    reasons = {r.get("exit_reason") for r in records}
+    statuses = {r.get("evaluator_status") for r in records} - {None}
+    if "harness_tampered" in reasons:
+        sys.exit(FAIL)
+    if statuses:  # a run stopped by the evaluator's own failure: no verdict on its kernel
+        sys.exit(NO_GPU if statuses == {"no_gpu"} else EVALUATOR)
+    if "model_error" in reasons:
+        sys.exit(ENDPOINT)
+    sys.exit(FAIL if "error" in reasons else OK)
 
 
 COMMANDS = (compare_cmd,)

@@ -12,7 +12,7 @@ import click
 from tabulate import tabulate
 
 from .. import config
-from ..exitcodes import BUILD, FAIL, NO_GPU, OK, USAGE
+from ..exitcodes import BUILD, EVALUATOR, FAIL, NO_GPU, OK, USAGE
 from ..gpu import GPU_ENV
 from ..scenarios import SHAPE_HELP
 from .common import arch_option, fail, run_with_progress
@@ -217,7 +217,7 @@ def bench_cmd(
     the baselines, the rules, the build) is checked first."""
     from ..bench import BenchRequest, RequestError, ResumeMismatch, run_bench
     from ..build import BuildError
-    from ..evaluate import passed
+    from ..evaluate import machinery_failure, passed
     from ..gpu import NoGPUError
     from ..report import summary_lines
     from ..rules import DependencyRuleError
@@ -270,6 +270,9 @@ def bench_cmd(
             click.echo(line)
         ok = ok and passed(one)
     click.echo(f"results: {out_dir}")
+    why = None if summary.get("per_class") else machinery_failure(out_dir)
+    if why:  # the evaluator's own failure: no verdict on the kernel
+        fail(why, EVALUATOR)
     sys.exit(OK if ok else FAIL)
 
 
@@ -313,7 +316,7 @@ def eval_cmd(
     everything is correct. What needs no GPU (the rules, the build, the baseline) is checked first."""
     from ..bench import RequestError
     from ..build import BuildError
-    from ..evaluate import evaluate, passed
+    from ..evaluate import evaluate, machinery_failure, passed
     from ..gpu import NoGPUError
     from ..report import summary_lines
     from ..rules import DependencyRuleError
@@ -338,6 +341,9 @@ def eval_cmd(
         fail(str(e), NO_GPU, {"status": "no_gpu", "error": str(e)} if as_json else None)
     except RequestError as e:
         fail(str(e), USAGE, {"status": "usage", "error": str(e)} if as_json else None)
+    why = machinery_failure(Path(summary["out_dir"]))
+    if why:  # the evaluator's own failure: no verdict on the kernel (its own exit code)
+        summary.update(status="error", evaluator_error=why)
     if as_json:
         click.echo(json.dumps(summary))
     else:
@@ -350,6 +356,8 @@ def eval_cmd(
             click.echo(f"  {r.status}{f' ({r.code})' if r.code else ''}: {r.scenario}: {r.reason[:200]}")
         if len(bad) > 10:
             click.echo(f"  ... and {len(bad) - 10} more (see {summary['out_dir']}/bench.md)")
+    if why:
+        fail(why, EVALUATOR)
     sys.exit(OK if passed(summary) else FAIL)
 
 

@@ -137,6 +137,7 @@ def run_spec(spec: RunSpec, api_key: str | None = None, model=None) -> dict:
         "exit_reason": result.exit_reason,
         "goal_met": result.goal_met,
         "best": result.best,
+        "evaluator_status": (result.details or {}).get("evaluator_status"),
     }
 
 
@@ -234,8 +235,10 @@ def remeasure(
     """Evaluates every candidate recorded in `traces` again, with each run's own task and options, on
     this machine; each distinct candidate of a run once. Every evaluation goes through a sealed
     evaluator made for that run's task, in the sandbox (`sandbox`: auto, landlock or none), as in a
-    run. Rows go to `<out_dir>/remeasure.jsonl`."""
+    run. Rows go to `<out_dir>/remeasure.jsonl`. An evaluation that the evaluator's own machinery
+    failed (`error`) stops it with EvaluatorFailed: no candidate is counted wrong for it."""
     from ..agents.childenv import make_non_dumpable
+    from ..agents.exceptions import EvaluatorFailed
     from ..agents.seal import SealedEvaluator
     from ..agents.tasks import make_task
 
@@ -266,6 +269,12 @@ def remeasure(
                         seal.check("before re-measuring")
                         res = task.evaluate(kernel, run_dir / "eval", timeout_s or cfg.tools.eval_timeout_s, seal)
                         seal.check(f"while re-measuring evaluation {ev['index']} of {path}")
+                        if res.status == "error":  # the evaluator's own failure: no verdict, stop here
+                            raise EvaluatorFailed(
+                                f"the evaluator failed while re-measuring evaluation {ev['index']} of {path} "
+                                f"(not the candidate's fault): {(res.error or '').strip()[:1500]}",
+                                evaluator_status=res.status,
+                            )
                         done[sha] = Remeasurement(
                             str(path),
                             start["run_id"],

@@ -17,6 +17,9 @@ from typing import Protocol, runtime_checkable
 
 from ..workspace import Workspace
 
+# ok, wrong, build_failed, crash and timeout are verdicts on the candidate; no_gpu and error are the
+# evaluator's own failures (no suitable GPU; its machinery failed: CUDA unusable, its worker or its
+# own process unable to start, no result), which end the run without a verdict (context.py)
 STATUSES = ("ok", "wrong", "build_failed", "crash", "timeout", "no_gpu", "error")
 
 

@@ -7,7 +7,10 @@ interleaved, median of repeats.
 
 The candidate runs in the harness's process: it can lie about its own results (this task exercises
 the agent loop, it is not hardened against that), but it cannot change the harness the next
-evaluation uses, nor write anywhere but its scratch folder."""
+evaluation uses, nor write anywhere but its scratch folder. What the candidate can cause (a build
+that fails or takes too long, a harness that crashes, wrong or slow results) is a verdict on it; an
+evaluator that ends without a result (it could not start, its toolchain is gone) is `error`, the
+evaluator's own failure, which ends the run (context.py)."""
 
 from __future__ import annotations
 
@@ -133,13 +136,16 @@ def evaluate_here(harness: Path, work: Path, seed: int, budget_ms: float, timeou
     def done(status, error=None, **kw):
         return Evaluation(status, status == "ok", "baseline", error=error, wall_s=time.monotonic() - t0, **kw)
 
-    r = _compile([*CFLAGS, "-c", "candidate.c", "-o", "candidate.o"], work)
-    if r.returncode != 0:
-        return done("build_failed", f"gcc failed:\n{r.stderr[-3000:]}")
-    objects = [str(harness / (n[:-2] + ".o")) for n in HARNESS_FILES]
-    r = _compile(["-o", "harness", *objects, "candidate.o", "-lm"], work)
-    if r.returncode != 0:
-        return done("build_failed", f"linking failed:\n{r.stderr[-3000:]}")
+    try:  # the candidate's source can keep the compiler busy: that is its own build failure
+        r = _compile([*CFLAGS, "-c", "candidate.c", "-o", "candidate.o"], work)
+        if r.returncode != 0:
+            return done("build_failed", f"gcc failed:\n{r.stderr[-3000:]}")
+        objects = [str(harness / (n[:-2] + ".o")) for n in HARNESS_FILES]
+        r = _compile(["-o", "harness", *objects, "candidate.o", "-lm"], work)
+        if r.returncode != 0:
+            return done("build_failed", f"linking failed:\n{r.stderr[-3000:]}")
+    except subprocess.TimeoutExpired as e:
+        return done("build_failed", f"gcc took longer than {e.timeout:.0f}s")
     try:
         run = subprocess.run(
             [str(work / "harness"), str(seed), str(budget_ms)],

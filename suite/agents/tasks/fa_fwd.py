@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from ... import config as suite_config
+from ...exitcodes import BUILD, EVALUATOR, NO_GPU
 from ...results import read_jsonl
 from . import Evaluation, Goal, register_task
 
@@ -130,13 +131,18 @@ def _last_json(stdout: str) -> dict | None:
 
 def parse_eval_output(rc: int, stdout: str, stderr: str, baseline: str, out_dir: Path, wall_s: float) -> Evaluation:
     """An Evaluation from `kernelseek-suite eval --json`: exit 0 all correct, 1 not, 2 build failure,
-    3 no suitable GPU, 4 usage; stdout's last line is summary.json (or the build failure)."""
+    3 no suitable GPU, 4 usage, 6 the evaluator's own failure (its worker could not use the GPU);
+    stdout's last line is summary.json (or the build failure). Anything but a verdict (3, 6, another
+    code, no summary) is the evaluator's failure: `no_gpu` or `error`, which end the run."""
     data = _last_json(stdout)
     tail = stderr.strip()[-3000:]
-    if rc == 2:
+    if rc == EVALUATOR:
+        why = (data or {}).get("evaluator_error") or tail or "the evaluator's machinery failed"
+        return Evaluation("error", False, baseline, error=why, wall_s=wall_s, out_dir=str(out_dir))
+    if rc == BUILD:
         err = (data or {}).get("error") or tail
         return Evaluation("build_failed", False, baseline, error=err, wall_s=wall_s, out_dir=str(out_dir))
-    if rc == 3:
+    if rc == NO_GPU:
         return Evaluation(
             "no_gpu", False, baseline, error=tail or "no suitable GPU", wall_s=wall_s, out_dir=str(out_dir)
         )
