@@ -104,7 +104,7 @@ def test_the_copy_holds_the_suite_without_bytecode(seal):
     files = set(seal.manifest)
     assert "lib/kernelseek_suite/agents/seal.py" in files and "run.py" in files and "task/harness.o" in files
     assert not any("__pycache__" in f or f.endswith(".pyc") for f in files)
-    assert seal.command("m", ["a"])[1:4] == ["-I", "-B", str(seal.snapshot / "run.py")]
+    assert seal.command("m", ["a"])[1:7] == ["-I", "-S", "-B", str(seal.snapshot / "run.py"), "-m", "m"]
 
 
 @pytest.mark.parametrize("change", ["object", "bytecode", "source", "added", "link", "removed", "pipe"])
@@ -137,6 +137,23 @@ def test_every_change_to_the_copy_is_caught(seal, change):
     assert e.value.reason == "harness_tampered" and e.value.details["files"]
 
 
+def test_a_change_of_mode_is_caught(seal):
+    """`chmod u+w` of a sealed file (done here by its owner, or root), its content unchanged."""
+    seal.check()
+    os.chmod(seal.path("task/harness.o"), 0o644)
+    with pytest.raises(HarnessTampered) as e:
+        seal.check("before an evaluation")
+    assert e.value.details["files"] == ["task/harness.o"]
+
+
+def test_the_copy_is_read_only_and_owned_by_an_unprivileged_user_where_we_are_root(seal):
+    for p in [seal.snapshot, *seal.snapshot.rglob("*")]:
+        st = p.lstat()
+        assert st.st_mode & 0o222 == 0 and st.st_mode & 0o444 == 0o444, p
+        assert st.st_uid == (65534 if os.geteuid() == 0 else os.geteuid()), p
+    assert os.access(seal.path("bin/python"), os.X_OK)
+
+
 def test_the_bootstrap_runs_the_copy_in_isolated_mode(seal):
     """`python -m site` through the bootstrap: the copy first on sys.path, PYTHONPATH and the user's
     site folder ignored, the repository nowhere."""
@@ -147,8 +164,22 @@ def test_the_bootstrap_runs_the_copy_in_isolated_mode(seal):
     assert not any(
         p == str(suite_config.REPO_ROOT) or p.startswith(str(suite_config.REPO_ROOT / "suite")) for p in path
     )
-    assert "ENABLE_USER_SITE: False" in ran.stdout
+    assert "ENABLE_USER_SITE: True" not in ran.stdout and "ENABLE_USER_SITE: " in ran.stdout
     assert not list(seal.snapshot.rglob("__pycache__"))  # and it wrote no bytecode
+    seal.check()
+
+
+def test_a_python_the_evaluator_starts_runs_sealed_too(seal):
+    """bin/python of the copy (sys.executable inside it, so a sweep's worker): isolated, no site folder,
+    the copy first, and `-c`, `-m` and the interpreter's own options as python takes them."""
+    shim = str(seal.path("bin/python"))
+    code = "import sys, kernelseek_suite as k; print(sys.flags.isolated, sys.flags.no_site, sys.executable, k.__file__)"
+    ran = seal.run([shim, "-u", "-X", "utf8", "-c", code], seal.new_scratch(), 60)
+    assert ran.returncode == 0, ran.stderr
+    isolated, no_site, exe, where = ran.stdout.split()
+    assert (isolated, no_site, exe) == ("1", "1", shim) and where.startswith(str(seal.snapshot / "lib"))
+    ran = seal.run([shim, "-m", "json.tool", "--help"], seal.new_scratch(), 60)
+    assert ran.returncode == 0 and "usage" in ran.stdout, ran.stderr
     seal.check()
 
 
@@ -156,7 +187,8 @@ def test_digest_names_links_by_target(tmp_path):
     (tmp_path / "a").write_text("x")
     (tmp_path / "b").symlink_to("a")
     d = digest(tmp_path)
-    assert d["b"] == "link:a" and len(d["a"]) == 64
+    sha, mode = d["a"].split()
+    assert d["b"] == "link:a" and len(sha) == 64 and mode == f"{(tmp_path / 'a').stat().st_mode & 0o7777:o}"
 
 
 # ---------------------------------------------------------------- the key

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -191,6 +192,80 @@ def test_planted_bytecode_does_not_reach_the_evaluator(tmp_path, where):
         assert of_type(events, "harness_eval")[0]["status"] == "no_gpu" and not end["goal_met"]
 
 
+# a .pth file's import line runs in every Python process that processes its site folder: here it forges
+# the cpu-attn evaluator's answer (50x, all correct) whenever that evaluator is the process
+EVIL_PTH = (
+    "import sys, json, os; "
+    "argv = getattr(sys, 'argv', None) or []; "
+    "forge = 'kernelseek_suite.agents.tasks.cpu_attn' in argv; "
+    "forge and print(json.dumps({'status': 'ok', 'correct': True, 'baseline': 'baseline', 'scenarios_total': 6, "
+    "'scenarios_correct': 6, 'geomean': 50.0, 'min_ratio': 50.0, 'min_ratio_scenario': 'n64-d32'})); "
+    "forge and sys.stdout.flush(); forge and os._exit(0)\n"
+)
+
+
+def _venv_with_the_suite(tmp_path: Path) -> tuple[Path, Path, dict]:
+    """A virtual environment of our own (its site-packages is ours to plant in) that imports the
+    suite and its packages: python, its site-packages, and the environment to run the CLI with."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    site_dir = Path(
+        subprocess.run(
+            [str(python), "-c", "import site; print(site.getsitepackages()[0])"], capture_output=True, text=True
+        ).stdout.strip()
+    )
+    ours = [p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)]
+    (site_dir / "deps.pth").write_text("".join(f"{p}\n" for p in ours))
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "kernelseek_suite").symlink_to(PACKAGE)
+    root = tmp_path / "tmp"
+    root.mkdir()
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": str(pkg), "TMPDIR": str(root)}
+    return python, site_dir, env
+
+
+@pytest.mark.parametrize("planted", ["before the run", "by the shell during the run"])
+def test_a_pth_file_in_site_packages_never_runs_in_the_evaluator(tmp_path, planted):
+    """A `.pth` file in the interpreter's site-packages that forges the evaluator's answer: planted
+    before the run (by an earlier, unsandboxed one), the sealed evaluator (python -I -S) never runs it
+    and the trace names it; planted by the shell (--sandbox none) during the run, it is caught as a
+    change of the interpreter's start-up files and the run ends as tampered."""
+    python, site_dir, env = _venv_with_the_suite(tmp_path)
+    evil = site_dir / "zz-evil.pth"
+    trace = tmp_path / "t.jsonl"
+    if planted == "before the run":
+        evil.write_text(EVIL_PTH)
+        script = [reply(None, [("evaluate", {})]), reply("Done.")]
+        sandbox = "auto"
+    else:
+        plant = f"cat > {evil} <<'EOF'\n{EVIL_PTH}EOF\necho planted"
+        script = [reply(None, [("shell", {"command": plant})]), reply(None, [("evaluate", {})]), reply("Done.")]
+        sandbox = "none"
+    with ScriptedChatServer(script) as srv:
+        p = subprocess.run(
+            [str(python), "-m", "kernelseek_suite.cli", "run", "--agent", "general", "--task", "cpu-attn"]
+            + ["--task-opt", "budget_ms=2", "--goal", "40", "--model", "m", "--base-url", srv.url]
+            + ["--sandbox", sandbox, "--trace", str(trace), "--max-steps", "3", "--no-live"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    events = read_trace(trace).events
+    evals = of_type(events, "harness_eval")
+    assert not any(e.get("geomean") == 50.0 for e in evals), evals  # the forged answer never counted
+    assert p.returncode != 0 and not of_type(events, "run_end")[0]["goal_met"], p.stdout + p.stderr
+    if planted == "before the run":
+        assert evals and evals[0]["status"] == "ok" and evals[0]["geomean"] < 40
+        assert str(evil.resolve()) in events[0]["protections"]["evaluator"]["interpreter"]["startup_files"]
+    else:
+        assert "planted" in of_type(events, "tool_result")[0]["output"] and not evals
+        end = of_type(events, "exit")[0]
+        assert end["reason"] == "harness_tampered" and "zz-evil.pth" in end["message"], end
+
+
 def _probe_kernel(marker: Path, extra: str = "") -> str:
     """FASTER_KERNEL with a constructor that tries to write `marker` (itself and through a shell it
     starts) and wrong results whenever the API key is in its environment."""
@@ -333,6 +408,95 @@ def test_the_key_is_not_in_the_environ_of_the_agent_process(tmp_path, sandbox):
     assert start["protections"]["secrets"]["agent_non_dumpable"] is True
 
 
+def _run_with(script_for, cfg, tmp_path: Path, name: str = "run"):
+    """A run whose script is made once the run exists (`script_for(agent)`: the server's answers),
+    so that it can name the run's own folders."""
+    holder: dict = {}
+    steps = script_for(holder)
+    with ScriptedChatServer(steps) as srv:
+        cfg.model.base_url = srv.url
+        holder["agent"] = agent = new_run(cfg, tmp_path / name / "trace.jsonl", SECRET)
+        result = agent.run()
+    return result, read_trace(agent.ctx.trace.path).events, agent
+
+
+def test_a_sealed_file_cannot_change_mode_unnoticed(tmp_path, tmp_root):
+    """The shell tries `chmod u+w` on the sealed harness objects. Where the agent runs as root with
+    Landlock, the copy belongs to an unprivileged user and the sandboxed shell (root without
+    capabilities) is refused; elsewhere (another user, or no sandbox) the chmod goes through, and the
+    modes in the seal's hashes end the run as tampered before the next evaluation."""
+
+    def script_for(holder):
+        def chmod(body):
+            snap = holder["agent"].ctx.seal.snapshot
+            cmd = (
+                f"for f in {snap}/task/harness.o {snap}/run.py; do chmod u+w $f && echo CHANGED || echo REFUSED; "
+                f"done; stat -c '%a %u' {snap}/task/harness.o"
+            )
+            return reply(None, [("shell", {"command": cmd})])
+
+        return [chmod, reply(None, [("evaluate", {})]), reply("Done.")]
+
+    cfg = config_for(ScriptedChatServer([]), arm="general", max_steps=3)
+    result, events, agent = _run_with(script_for, cfg, tmp_path)
+    out = of_type(events, "tool_result")[0]["output"]
+    if LANDLOCK and os.geteuid() == 0:
+        assert out.count("REFUSED") == 2 and "Operation not permitted" in out and "CHANGED" not in out, out
+        assert out.strip().endswith("444 65534")
+        assert [e["status"] for e in of_type(events, "harness_eval")] == ["ok"]
+        assert events[0]["protections"]["evaluator"]["owner"].startswith("an unprivileged user")
+    else:  # the chmod went through: caught by the hashes, which hold the modes
+        assert "CHANGED" in out and result.exit_reason == "harness_tampered" and not of_type(events, "harness_eval")
+        assert "task/harness.o" in result.message
+
+
+@needs_landlock
+def test_a_run_cannot_leave_a_file_for_a_later_one(tmp_path, tmp_root):
+    """Two runs, one after the other: the first one's shell and its candidate try to stash a file in
+    the shared writable places (/dev/shm, /dev/mqueue, /tmp, /var/tmp), the second one's shell looks
+    for it there. Each run's own scratch folder is private and removed with the run."""
+    token = secrets.token_hex(6)
+    places = ["/dev/shm", "/dev/mqueue", "/tmp", "/var/tmp"]
+    stash = "; ".join(
+        f"(echo fast > {d}/ks-stash-{token}) 2>/dev/null && echo STASHED {d} || echo refused {d}" for d in places
+    )
+    look = "; ".join(f"cat {d}/ks-stash-{token} 2>/dev/null && echo FOUND {d}" for d in places) + "; echo looked"
+    writer = tmp_path / "writer.c"
+    writer.write_text(
+        "#include <stdio.h>\n__attribute__((constructor)) static void stash(void) {\n"
+        + "".join(
+            f'    {{ FILE *f = fopen("{d}/ks-stash-{token}-c", "w"); if (f) {{ fputs("fast", f); fclose(f); }} }}\n'
+            for d in places
+        )
+        + "}\n"
+        + FASTER_KERNEL
+    )
+    try:
+        with ScriptedChatServer(
+            [reply(None, [("shell", {"command": stash})]), reply(None, [("evaluate", {})]), reply("Done.")]
+        ) as srv:
+            cfg = config_for(srv, arm="general", max_steps=3)
+            cfg.task_options["kernel"] = str(writer)
+            cfg.seed = 1
+            _, first, agent1 = run(cfg, tmp_path / "first")
+        stashed = of_type(first, "tool_result")[0]["output"]
+        assert "STASHED" not in stashed and stashed.count("refused") == len(places), stashed
+        assert of_type(first, "harness_eval")[0]["status"] == "ok"
+        assert not agent1.ctx.workspace.scratch.exists() and not agent1.ctx.seal.base.exists()
+        with ScriptedChatServer([reply(None, [("shell", {"command": look})]), reply("Done.")]) as srv:
+            cfg = config_for(srv, arm="general", max_steps=2)
+            cfg.seed = 2
+            _, second, agent2 = run(cfg, tmp_path / "second")
+        found = of_type(second, "tool_result")[0]["output"]
+        assert "FOUND" not in found and "looked" in found, found
+        assert agent2.ctx.workspace.scratch != agent1.ctx.workspace.scratch
+        assert not any(Path(d, f"ks-stash-{token}{c}").exists() for d in places for c in ("", "-c"))
+    finally:
+        for d in places:
+            for c in ("", "-c"):
+                Path(d, f"ks-stash-{token}{c}").unlink(missing_ok=True)
+
+
 # ---------------------------------------------------------------- the answers cannot be read
 
 
@@ -413,7 +577,7 @@ def test_the_trace_records_the_protections(tmp_path, tmp_root):
         result, events, agent = run(config_for(srv, max_steps=1), tmp_path)
     prot = events[0]["protections"]
     ev = prot["evaluator"]
-    assert ev["sealed"] is True and ev["python"] == "-I -B" and ev["files"] > 50 and len(ev["sha256"]) == 64
+    assert ev["sealed"] is True and ev["python"] == "-I -S -B" and ev["files"] > 50 and len(ev["sha256"]) == 64
     assert prot["secrets"]["child_environment"] == "allow-list" and prot["secrets"]["ancestors_holding_key"] == []
     assert prot["shell"]["sandbox"] == prot["candidates"]["sandbox"] == ("landlock" if LANDLOCK else "none")
     assert prot["complete"] is LANDLOCK

@@ -70,8 +70,17 @@ def api_key_from_env() -> str | None:
 def _versions() -> dict:
     return {
         name: package_version(name)
-        for name in ("kernelseek-suite", "openai", "tenacity", "jsonschema", "landlock", "pyyaml", "rich", "click")
-    } | {"python": platform.python_version()}
+        for name in ("kernelseek-suite", "openai", "tenacity", "jsonschema", "pyyaml", "rich", "click")
+    } | {"python": platform.python_version(), "landlock_abi": _landlock_abi()}
+
+
+def _landlock_abi() -> int | None:
+    from .sandbox import abi_version
+
+    try:
+        return abi_version()
+    except OSError:
+        return None
 
 
 def _hardware() -> dict:

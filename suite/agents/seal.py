@@ -1,20 +1,32 @@
 """The sealed evaluator: at the start of a run, a private copy of everything the evaluator runs (the
-suite's code, the task's harness and its compiled objects), hashed file by file; every evaluation
-runs that copy with `python -I -B` (no user site, no environment variables of Python's, no bytecode
-written), inside the sandbox, from a scratch folder of its own that is the only place it and the
-candidate may write.
+suite's code, the task's harness and its compiled objects), hashed file by file with each file's
+mode; every evaluation runs that copy with `python -I -S -B` (no user site, no environment variables
+of Python's, no site folder processed, so no `.pth` file, `sitecustomize` or `usercustomize` runs;
+no bytecode written) and an explicit import path recorded at sealing, inside the sandbox, from a
+scratch folder of its own that is the only place it and the candidate may write. A Python process
+the evaluator starts (the sweep's worker) runs through `bin/python` of the copy, which starts the
+same interpreter the same way.
 
-`check()` hashes every file of the copy again (nothing skipped: bytecode, objects and files added
-since count too) and raises HarnessTampered on any difference. The context calls it before and after
-every evaluation and once more at the end of the run.
+The interpreter's start-up state is recorded beside the copy: the listing of every folder on that
+import path and of the site folders, and the content of every `.pth`, `sitecustomize` and
+`usercustomize` in them. `check()` hashes every file of the copy again (nothing skipped: bytecode,
+objects and files added since count too, and a change of mode) and compares the start-up state, and
+raises HarnessTampered on any difference. The context calls it before and after every evaluation and
+once more at the end of the run.
+
+Where the agent's process runs as root, the copy is owned by an unprivileged user (OWNER_UID) and
+left without write bits: a sandboxed process (root without capabilities) can then neither write a
+file of it nor change its mode.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import shutil
 import signal
+import site
 import stat
 import subprocess
 import sys
@@ -34,27 +46,61 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent  # the suite's code: kernel
 COPY_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".mypy_cache")
 MAX_OUTPUT_FILE = 64 << 20
 
-# Runs a module of the sealed copy: python -I -B run.py MODULE [ARGS...]. Isolated mode puts neither
-# the current folder nor PYTHONPATH on sys.path; the copy goes first, the import paths of the agent's
-# process (recorded at sealing, outside the repository) after the interpreter's own, and a process the
-# evaluator starts (a worker) inherits the same through its environment.
+# Runs the sealed copy as the interpreter would: python -I -S -B run.py [-m MODULE | -c CODE | SCRIPT]
+# [ARGS...]. Isolated mode puts neither the current folder nor PYTHONPATH on sys.path, -S processes
+# no site folder; the copy goes first, then the interpreter's own folders and the import paths of
+# the agent's process (recorded at sealing: its site folders, and the folders its packages came
+# from), and sys.executable becomes bin/python of the copy, so a process the evaluator starts (a
+# worker) runs the same way.
 BOOTSTRAP = """\
 import os, runpy, sys
 here = os.path.dirname(os.path.abspath(__file__))
 lib = os.path.join(here, "lib")
 with open(os.path.join(here, "import-paths.txt")) as f:
-    extra = [p for p in f.read().splitlines() if p and p not in sys.path]
-sys.path[:0] = [lib]
-sys.path.extend(extra)
+    recorded = [p for p in f.read().splitlines() if p]
+sys.path[:] = [lib, *dict.fromkeys(p for p in [*sys.path, *recorded] if p and p not in (here, lib))]
 sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, "__module__", "").startswith("__editable__")]
-os.environ.update(PYTHONPATH=os.pathsep.join([lib, *extra]), PYTHONSAFEPATH="1", PYTHONNOUSERSITE="1",
+sys.executable = os.path.join(here, "bin", "python")
+os.environ.update(PYTHONPATH=os.pathsep.join([lib, *recorded]), PYTHONSAFEPATH="1", PYTHONNOUSERSITE="1",
                   PYTHONDONTWRITEBYTECODE="1")
 import kernelseek_suite
 if not os.path.abspath(kernelseek_suite.__file__).startswith(lib + os.sep):
     sys.exit("sealed evaluator: kernelseek_suite was imported from " + kernelseek_suite.__file__)
-module, sys.argv = sys.argv[1], [sys.argv[1], *sys.argv[2:]]
-runpy.run_module(module, run_name="__main__", alter_sys=True)
+args = sys.argv[1:]
+while args and args[0].startswith("-") and args[0] not in ("-m", "-c", "-"):
+    args = args[2:] if args[0] in ("-X", "-W") else args[1:]  # the interpreter's options: bin/python gave them
+if not args:
+    sys.exit("sealed evaluator: nothing to run")
+if args[0] == "-m":
+    sys.argv = [args[1], *args[2:]]
+    runpy.run_module(args[1], run_name="__main__", alter_sys=True)
+elif args[0] == "-c":
+    sys.argv = ["-c", *args[2:]]
+    exec(compile(args[1], "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+else:
+    sys.argv = list(args)
+    runpy.run_path(args[0], run_name="__main__")
 """
+
+# bin/python of the copy: the interpreter's own options go before run.py, the rest after it
+SHIM = """\
+#!/bin/sh
+# the sealed evaluator's interpreter: {python} -I -S -B with the copy's bootstrap (seal.py)
+opts=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -m|-c|-) break ;;
+        -X|-W) opts="$opts $1 $2"; shift 2 ;;
+        -*) opts="$opts $1"; shift ;;
+        *) break ;;
+    esac
+done
+exec {python} -I -S -B $opts {run} "$@"
+"""
+
+# the owner of the copy where the agent's process is root: no sandboxed process can change its modes
+OWNER_UID = 65534  # nobody
+STARTUP_FILES = ("sitecustomize", "usercustomize")
 
 
 @dataclass
@@ -70,11 +116,15 @@ class Ran:
 
 
 def digest(root: Path) -> dict[str, str]:
-    """relative path -> sha256 of every file under `root`; a symbolic link is named by its target, any
-    other file that is not a regular one (a pipe, a socket, a device) by its kind, unread."""
+    """relative path -> sha256 of every file under `root` and its mode (`<sha256> <mode>`); a symbolic
+    link is named by its target, any other file that is not a regular one (a pipe, a socket, a device)
+    by its kind, unread; a folder (`<path>/`) by its mode."""
     out = {}
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
+        d = Path(dirpath)
+        if d != root:
+            out[f"{d.relative_to(root)}/"] = f"dir {stat.S_IMODE(d.lstat().st_mode):o}"
         for name in sorted(filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]):
             p = Path(dirpath) / name
             rel = str(p.relative_to(root))
@@ -84,7 +134,54 @@ def digest(root: Path) -> dict[str, str]:
             elif not stat.S_ISREG(mode):
                 out[rel] = f"special:{stat.S_IFMT(mode):o}"
             else:
-                out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
+                out[rel] = f"{hashlib.sha256(p.read_bytes()).hexdigest()} {stat.S_IMODE(mode):o}"
+    return out
+
+
+def interpreter_paths(exclude: list[Path]) -> list[Path]:
+    """This process's import path as the sealed evaluator takes it: every folder on sys.path but those
+    in `exclude` (the repository, the copy), except that a folder of the interpreter's own prefix or a
+    site folder (a virtual environment inside the repository) stays."""
+    own = [Path(os.path.realpath(r)) for r in {sys.prefix, sys.exec_prefix}]
+    out: list[Path] = []
+    for entry in sys.path:
+        if not entry or not os.path.isabs(entry) or not os.path.isdir(entry):
+            continue
+        p = Path(os.path.realpath(entry))
+        inside = any(p == e or e in p.parents for e in exclude)
+        packages = p.name in ("site-packages", "dist-packages") or any(p == r or r in p.parents for r in own)
+        if inside and not packages:
+            continue
+        if p not in out:
+            out.append(p)
+    return out
+
+
+def site_folders() -> list[Path]:
+    """The folders whose `.pth` files the interpreter runs at start-up (its site folders, the user's)."""
+    found = list(site.getsitepackages()) if hasattr(site, "getsitepackages") else []
+    found.append(site.getusersitepackages())
+    return [Path(os.path.realpath(p)) for p in dict.fromkeys(found) if os.path.isdir(p)]
+
+
+def startup_state(folders: list[Path]) -> dict[str, str]:
+    """What the interpreter's start-up can be made to run, per folder: the listing of its entries
+    (bytecode caches aside) and the sha256 of each `.pth`, `sitecustomize` and `usercustomize` in it."""
+    out = {}
+    for d in dict.fromkeys(folders):
+        try:
+            names = sorted(n for n in os.listdir(d) if n != "__pycache__")
+        except OSError as e:
+            out[f"{d}/"] = f"unreadable: {e.strerror}"
+            continue
+        out[f"{d}/"] = hashlib.sha256("\n".join(names).encode()).hexdigest()
+        for n in names:
+            if n.endswith(".pth") or n.split(".")[0] in STARTUP_FILES:
+                p = d / n
+                try:
+                    out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "folder"
+                except OSError as e:
+                    out[str(p)] = f"unreadable: {e.strerror}"
     return out
 
 
@@ -97,6 +194,9 @@ class SealedEvaluator:
         self.deny = list(deny)
         self.git_sha = git_sha()
         self.manifest: dict[str, str] = {}
+        self.startup_folders: list[Path] = []
+        self.startup: dict[str, str] = {}
+        self.owner: int | None = None  # the uid the copy was given (root only), None: ours
         self._n = 0
 
     @classmethod
@@ -116,11 +216,17 @@ class SealedEvaluator:
             snap = seal.snapshot
             shutil.copytree(PACKAGE_DIR, snap / "lib" / "kernelseek_suite", ignore=COPY_IGNORE)
             (snap / "run.py").write_text(BOOTSTRAP)
-            paths = policy_mod.import_paths([suite_config.REPO_ROOT, base])
+            (snap / "bin").mkdir()
+            shim = snap / "bin" / "python"
+            shim.write_text(SHIM.format(python=shlex.quote(sys.executable), run=shlex.quote(str(snap / "run.py"))))
+            shim.chmod(0o755)
+            paths = interpreter_paths([suite_config.REPO_ROOT.resolve(), base])
             (snap / "import-paths.txt").write_text("".join(f"{p}\n" for p in paths))
             task.seal(snap / "task")
-            _read_only(snap)
+            seal.owner = _seal_modes(snap)
             seal.manifest = digest(snap)
+            seal.startup_folders = list(dict.fromkeys([*paths, *site_folders()]))
+            seal.startup = startup_state(seal.startup_folders)
         except BaseException:
             seal.close()
             raise
@@ -128,10 +234,15 @@ class SealedEvaluator:
 
     # ---- integrity ----
     def changes(self) -> list[str]:
+        """What differs from the sealing: files of the copy (relative paths), and the interpreter's
+        start-up state (`interpreter: <path>`: a `.pth`, `sitecustomize` or `usercustomize` added,
+        changed or removed, or a folder of the import path with other entries)."""
         now = digest(self.snapshot) if self.snapshot.is_dir() else {}
         changed = [p for p in self.manifest if now.get(p) != self.manifest[p]]
         added = [p for p in now if p not in self.manifest]
-        return sorted(changed + added)
+        state = startup_state(self.startup_folders)
+        moved = [k for k in set(state) | set(self.startup) if state.get(k) != self.startup.get(k)]
+        return sorted(changed + added) + [f"interpreter: {k}" for k in sorted(moved)]
 
     def check(self, when: str = "before an evaluation") -> None:
         changed = self.changes()
@@ -152,7 +263,7 @@ class SealedEvaluator:
     # ---- running ----
     def command(self, module: str, args: list[str]) -> list[str]:
         """The command line that runs `module` of the sealed copy."""
-        return [sys.executable, "-I", "-B", str(self.snapshot / "run.py"), module, *args]
+        return [sys.executable, "-I", "-S", "-B", str(self.snapshot / "run.py"), "-m", module, *args]
 
     def new_scratch(self) -> Path:
         """A fresh folder for one evaluation: its working folder, HOME, TMPDIR and caches."""
@@ -224,10 +335,20 @@ class SealedEvaluator:
             "sealed": True,
             "files": len(self.manifest),
             "sha256": self.sha256(),
-            "python": "-I -B",
+            "python": "-I -S -B",
             "verified": "before and after every evaluation, and at the end of the run",
             "sandbox": "landlock" if self.sandboxed else "none",
             "sandbox_detail": self.sandbox_detail,
+            "owner": f"an unprivileged user (uid {self.owner}), no write bits"
+            if self.owner is not None
+            else "this user, no write bits",
+            "interpreter": {
+                "folders": len(self.startup_folders),
+                "startup_files": sorted(k for k in self.startup if not k.endswith("/")),
+                "sha256": hashlib.sha256(
+                    "".join(f"{k}\0{v}\n" for k, v in sorted(self.startup.items())).encode()
+                ).hexdigest(),
+            },
         }
 
     def close(self) -> None:
@@ -262,12 +383,22 @@ def collect(scratch_out: Path, out_dir: Path, names: list[str] | None = None) ->
     return left
 
 
-def _read_only(root: Path) -> None:
-    """No write bits in the copy: a stray write fails even where there is no sandbox (a process of the
-    same user can put them back; the hashes are what is relied on)."""
+def _seal_modes(root: Path) -> int | None:
+    """No write bits in the copy, and everything readable (files 0444, or 0555 where executable;
+    folders 0555), so a stray write fails even where there is no sandbox. Run as root, the copy is
+    also given to OWNER_UID: a sandboxed process (root without CAP_FOWNER) can then not change a
+    mode either; otherwise a process of the same user can put the bits back (the hashes, which hold
+    the modes, are what is relied on). Returns the owner given, or None."""
+    owner = OWNER_UID if os.geteuid() == 0 else None
     for dirpath, _dirnames, filenames in os.walk(root, topdown=False):
         for name in filenames:
             p = os.path.join(dirpath, name)
-            if not os.path.islink(p):
-                os.chmod(p, os.stat(p).st_mode & ~0o222)
-        os.chmod(dirpath, os.stat(dirpath).st_mode & ~0o222)
+            if os.path.islink(p):
+                continue
+            os.chmod(p, 0o555 if os.stat(p).st_mode & 0o111 else 0o444)
+            if owner is not None:
+                os.chown(p, owner, owner)
+        os.chmod(dirpath, 0o555)
+        if owner is not None:
+            os.chown(dirpath, owner, owner)
+    return owner
