@@ -191,6 +191,34 @@ def test_digest_names_links_by_target(tmp_path):
     assert d["b"] == "link:a" and len(sha) == 64 and mode == f"{(tmp_path / 'a').stat().st_mode & 0o7777:o}"
 
 
+def test_a_missing_protection_says_what_gives_it_back():
+    from kernelseek_suite.agents.protections import missing
+
+    none = {"sandbox": "none", "detail": "disabled by configuration"}
+    kernel = "this kernel has no Landlock (it needs Linux 5.13+ built with CONFIG_SECURITY_LANDLOCK)"
+    prot = {
+        "shell": {"sandbox": "none", "detail": kernel},
+        "candidates": {"sandbox": "none"},
+        "evaluator": {"sealed": True, "sandbox": "none", "sandbox_detail": kernel},
+        "secrets": {"agent_non_dumpable": True, "ancestors_holding_key": ["bash (12)"]},
+        "agent_command": none,
+    }
+    got = {m.what: m.remedy for m in missing(prot)}
+    assert set(got) == {
+        "shell not sandboxed",
+        "candidates not sandboxed",
+        "agent command not sandboxed",
+        "key in the environment of bash (12)",
+    }
+    assert got["shell not sandboxed"].startswith(kernel) and "lsm=" in got["shell not sandboxed"]
+    assert "seccomp" in got["candidates not sandboxed"]
+    assert got["agent command not sandboxed"].startswith("drop --sandbox none")
+    assert "unset OPENAI_API_KEY" in got["key in the environment of bash (12)"]
+    full = {**prot, "shell": {"sandbox": "landlock"}, "candidates": {"sandbox": "landlock"}}
+    full = {**full, "evaluator": {"sealed": True, "sandbox": "landlock"}, "agent_command": {"sandbox": "landlock"}}
+    assert missing({**full, "secrets": {"agent_non_dumpable": True, "ancestors_holding_key": []}}) == []
+
+
 # ---------------------------------------------------------------- the key
 
 

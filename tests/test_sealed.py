@@ -643,6 +643,35 @@ def test_compare_refuses_to_run_unsandboxed_unless_allowed(tmp_path):
     assert again.exit_code == 4 and "re-measuring needs the sandbox" in again.output
 
 
+@pytest.mark.parametrize("allow", [False, True])
+def test_the_selfcheck_fails_on_a_missing_protection_unless_allowed(tmp_path, allow):
+    cmd = [sys.executable, "-m", "kernelseek_suite.agents.selfcheck", "--task", "cpu-attn", "--sandbox", "none"]
+    cmd += ["--trace", str(tmp_path / "t.jsonl")] + (["--allow-unsandboxed"] if allow else [])
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert "protections complete: False" in p.stdout, p.stdout + p.stderr
+    assert "missing protection: shell not sandboxed; to have it: drop --sandbox none" in p.stdout
+    assert "missing protection: candidates not sandboxed; to have it: drop --sandbox none" in p.stdout
+    if allow:
+        assert (
+            p.returncode == 0 and "SELFCHECK PASS (protections incomplete, allowed by --allow-unsandboxed)" in p.stdout
+        )
+    else:
+        assert p.returncode == 1 and "SELFCHECK FAIL: 2 protection(s) missing" in p.stdout, p.stdout
+
+
+@needs_landlock
+def test_the_selfcheck_passes_with_every_protection(tmp_path):
+    cmd = [sys.executable, "-m", "kernelseek_suite.agents.selfcheck", "--task", "cpu-attn"]
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    p = subprocess.run(
+        cmd + ["--trace", str(tmp_path / "t.jsonl")], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert p.returncode == 0 and "protections complete: True" in p.stdout and "missing protection" not in p.stdout, (
+        p.stdout + p.stderr
+    )
+    assert p.stdout.strip().endswith("SELFCHECK PASS")
+
+
 def test_a_run_validates_with_its_protections(tmp_path, tmp_root):
     with ScriptedChatServer([reply("Done.")]) as srv:
         cfg = config_for(srv, arm="general", max_steps=1)

@@ -4,9 +4,15 @@ outside the workspace and to read the repository's kernels), make a harmless edi
 sealed copy, in the sandbox where there is one).
 
     python -m kernelseek_suite.agents.selfcheck --task fa-fwd-sm90 [--kernel K.cu] [--trace T.jsonl]
+                                                [--allow-unsandboxed]
 
 Passes (exit 0) when the evaluation is correct on every scenario and reports a geomean against the
-baseline; exit 1 otherwise, 3 when the task needs a GPU this machine lacks.
+baseline, and every protection of docs/threat-model.md is in force (the sandbox of the shell and of
+the candidates, the sealed evaluator, the agent's process out of reach, the key nowhere above it).
+A missing protection is named with what gives it back, and fails the check (exit 1) unless
+--allow-unsandboxed is given. Exit 1 also for an evaluation that is not correct everywhere, 3 when
+the task needs a GPU this machine lacks, 6 when the evaluator's own machinery failed (CUDA unusable,
+its worker unable to start: no verdict on the kernel).
 """
 
 from __future__ import annotations
@@ -17,8 +23,10 @@ import tempfile
 from pathlib import Path
 
 from ..config import REPO_ROOT
+from ..exitcodes import EVALUATOR, FAIL, NO_GPU, OK
 from .config import RunConfig
 from .model import ModelResponse, ToolCall
+from .protections import missing
 from .runner import new_run
 from .tasks import make_task
 from .trace import read_trace
@@ -92,6 +100,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kernel", default=None, help="starting kernel (default: the task's own)")
     ap.add_argument("--trace", default=None, help="trace file (default: a temporary folder)")
     ap.add_argument("--sandbox", default="auto", choices=["auto", "landlock", "none"])
+    ap.add_argument(
+        "--allow-unsandboxed",
+        action="store_true",
+        help="pass even when a protection is missing (it is still named, with what gives it back)",
+    )
     args = ap.parse_args(argv)
 
     trace_path = Path(args.trace) if args.trace else Path(tempfile.mkdtemp(prefix="ks-selfcheck-")) / "trace.jsonl"
@@ -110,8 +123,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"--- {ev['tool']} {ev['arguments']}\n{ev['output'][:1500]}")
     evals = [e for e in events if e["type"] == "harness_eval"]
     shells = [ev["output"] for ev in events if ev["type"] == "tool_result" and ev["tool"] == "shell"]
+    prot = events[0].get("protections")
+    lacking = missing(prot)
     print(f"\nsandbox: {ws.describe()}")
-    print(f"protections complete: {events[0].get('protections', {}).get('complete')}")
+    print(f"protections complete: {bool(prot and prot.get('complete')) and not lacking}")
+    for m in lacking:
+        print(f"missing protection: {m.what}; to have it: {m.remedy}")
     print(f"write outside the workspace: {'REFUSED' if not outside.exists() else 'ALLOWED (no sandbox here)'}")
     print(
         f"read the repository's kernels: "
@@ -120,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"trace: {trace_path} ({len(events)} events); exit {result.exit_reason}")
     if not evals:
         print("SELFCHECK FAIL: no evaluation ran")
-        return 1
+        return FAIL
     ev = evals[-1]
     gm = ev["geomean"]
     print(
@@ -130,10 +147,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     if ev["status"] == "no_gpu":
         print(f"SELFCHECK SKIPPED: {ev.get('error')}")
-        return 3
-    ok = ev["correct"] and gm is not None
-    print("SELFCHECK PASS" if ok else "SELFCHECK FAIL")
-    return 0 if ok else 1
+        return NO_GPU
+    if ev["status"] == "error":  # the evaluator's own failure: no verdict on the kernel
+        print(f"SELFCHECK FAIL: the evaluator failed, not the kernel: {ev.get('error')}")
+        return EVALUATOR
+    if not (ev["correct"] and gm is not None):
+        print("SELFCHECK FAIL: the evaluation is not correct everywhere or has no speed-up")
+        return FAIL
+    if lacking and not args.allow_unsandboxed:
+        print(
+            f"SELFCHECK FAIL: {len(lacking)} protection(s) missing ({', '.join(m.what for m in lacking)}); "
+            "--allow-unsandboxed accepts that"
+        )
+        return FAIL
+    print("SELFCHECK PASS" + (" (protections incomplete, allowed by --allow-unsandboxed)" if lacking else ""))
+    return OK
 
 
 if __name__ == "__main__":

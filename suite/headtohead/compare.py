@@ -184,22 +184,10 @@ def unprotected(traces: list[Path]) -> list[str]:
 
 
 def missing(prot: dict) -> list[str]:
-    """What a `protections` record lacks, in words."""
-    out = []
-    if prot.get("shell", {}).get("sandbox") != "landlock":
-        out.append("shell not sandboxed")
-    if prot.get("candidates", {}).get("sandbox") != "landlock":
-        out.append("candidates not sandboxed")
-    if not prot.get("evaluator", {}).get("sealed"):
-        out.append("evaluator not sealed")
-    sec = prot.get("secrets", {})
-    if not sec.get("agent_non_dumpable"):
-        out.append("agent process dumpable")
-    if "agent_command" in prot:
-        out.append("agent command not sandboxed")
-    if sec.get("ancestors_holding_key"):
-        out.append("key in the environment of " + ", ".join(sec["ancestors_holding_key"]))
-    return out
+    """What a `protections` record lacks, in words (agents/protections.py)."""
+    from ..agents.protections import missing as lacking
+
+    return [m.what for m in lacking(prot)]
 
 
 def _public(d: dict) -> dict:
