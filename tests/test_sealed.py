@@ -557,6 +557,49 @@ def test_search_docs_indexes_the_contract_docs_not_the_answers(tmp_path):
         assert r.exit_code == 4 and "may not include the repository's" in r.output, (bad, r.output)
 
 
+def test_documents_holding_the_answers_are_refused_wherever_they_are(tmp_path):
+    """docs_extra pointing at another clone's kernels/hopper, at an older version of the tuned kernel
+    (some lines changed) in a folder of guides, and at an excerpt of NOTES.md under another name:
+    refused by content (exit 4) before anything runs; a folder of real guides is taken."""
+    clone = tmp_path / "other-clone" / "kernels" / "hopper"
+    shutil.copytree(REPO / "kernels" / "hopper", clone)
+    older = tmp_path / "guides"
+    older.mkdir()
+    (older / "cuda-notes.txt").write_text("Shared memory banks: 32 banks of 4 bytes.\n")
+    lines = HOPPER.read_text().splitlines()
+    (older / "fa3-like.cu.txt").write_text("\n".join(l.replace("int ", "long ") for l in lines[: len(lines) // 3]))
+    excerpt = tmp_path / "excerpt"
+    excerpt.mkdir()
+    notes = (REPO / "kernels" / "hopper" / "NOTES.md").read_text().splitlines()
+    (excerpt / "tuning.md").write_text("\n".join(notes[40:120]))
+    for bad, what in (
+        (clone, "kernels/hopper/"),
+        (older, "lines of the repository's kernels/hopper/flash_fwd_sm90.cu"),
+        (excerpt, "hopper/NOTES.md"),
+    ):
+        r = CliRunner().invoke(
+            main,
+            ["run", "--agent", "toolrich", "--task", "cpu-attn", "--model", "m", "--base-url", "http://127.0.0.1:9/v1"]
+            + [
+                "--max-attempts",
+                "1",
+                "--agent-opt",
+                f"docs_extra=[{bad}]",
+                "--trace",
+                str(tmp_path / f"{bad.name}.jsonl"),
+            ],
+        )
+        assert r.exit_code == 4 and "the documents may not hold" in r.output and what in r.output, (bad, r.output)
+        left = tmp_path / f"{bad.name}.jsonl"
+        assert not left.exists() or not left.stat().st_size  # nothing ran
+    guides = tmp_path / "real-guides"
+    guides.mkdir()
+    (guides / "ptx.txt").write_text("wgmma.mma_async: warpgroup-level matrix multiply-accumulate.\n" * 3)
+    from kernelseek_suite.agents.retrieval import refuse_answers
+
+    refuse_answers([guides, *(REPO / d for d in ("README.md", "docs/kernels.md", "docs/judging.md"))])
+
+
 @needs_landlock
 def test_the_toolrich_shell_reads_its_documents_and_no_other_file_of_the_repository(tmp_path, tmp_root):
     look = f"head -1 {REPO / 'README.md'}; head -1 {REPO / 'pyproject.toml'}"

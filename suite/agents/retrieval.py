@@ -8,11 +8,15 @@ e.g. the CUDA and PTX guides saved as text or HTML, with the arm option `docs_ex
 them with `docs`. The repository's
 answers are never documents: a source in (or holding) kernels/, results/, the question bank or the
 runs' traces is refused, and the shell may read the documents given and nothing else of the
-repository (policy.py).
+repository (policy.py). Since a copy of them can be anywhere (another clone, a download), a source is
+also refused by content: a file under it (any file: the shell reads them all) with the content of a
+file of the repository's kernels/ (its tuned kernels and their NOTES.md), or sharing at least
+MIN_SHARED_LINES of their distinctive lines (an older version, an excerpt).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import html.parser
 from dataclasses import dataclass
@@ -184,8 +188,65 @@ def default_sources() -> list[Path]:
     return [suite_config.REPO_ROOT / s for s in CONTRACT_DOCS]
 
 
+# the starting kernels: given to every agent, so their lines (and the lines the contract docs quote)
+# say nothing of an answer
+GIVEN = ("kernels/reference",)
+MIN_LINE_CHARS = 30  # a line this long (whitespace collapsed) is distinctive
+MIN_SHARED_LINES = 12  # this many of an answer's distinctive lines in one file: a copy of it
+MAX_CHECKED_BYTES = 64 << 20
+
+
+def _lines(data: bytes) -> set[str]:
+    out = set()
+    for line in data.decode("utf-8", "replace").splitlines():
+        norm = " ".join(line.split())
+        if len(norm) >= MIN_LINE_CHARS:
+            out.add(norm)
+    return out
+
+
+@functools.lru_cache(1)
+def answer_fingerprints() -> tuple[dict[str, str], dict[str, frozenset[str]]]:
+    """The repository's answers by content: sha256 -> path (relative to the checkout) of every file
+    under kernels/, and path -> the distinctive lines of each that is not a starting kernel (lines of
+    the starting kernels and of the contract docs left out)."""
+    root = suite_config.REPO_ROOT
+    files = sorted(p for p in (root / "kernels").rglob("*") if p.is_file()) if (root / "kernels").is_dir() else []
+    hashes = {hashlib.sha256(p.read_bytes()).hexdigest(): p.relative_to(root).as_posix() for p in files}
+    public: set[str] = set()
+    for p in [*(root / g for g in GIVEN), *(root / d for d in CONTRACT_DOCS)]:
+        for f in [p] if p.is_file() else sorted(p.rglob("*")) if p.is_dir() else []:
+            if f.is_file():
+                public |= _lines(f.read_bytes())
+    lines = {}
+    for p in files:
+        rel = p.relative_to(root).as_posix()
+        if not any(rel.startswith(g + "/") for g in GIVEN):
+            lines[rel] = frozenset(_lines(p.read_bytes()) - public)
+    return hashes, lines
+
+
+def answer_in(path: Path) -> str | None:
+    """Which of the repository's answers the file at `path` holds (its content, or enough of its
+    distinctive lines), in words; None when it holds none."""
+    try:
+        if path.stat().st_size > MAX_CHECKED_BYTES:
+            return None
+        data = path.read_bytes()
+    except OSError:
+        return None
+    hashes, lines = answer_fingerprints()
+    same = hashes.get(hashlib.sha256(data).hexdigest())
+    if same:
+        return f"the content of the repository's {same}"
+    mine = _lines(data)
+    shared, rel = max(((len(mine & theirs), rel) for rel, theirs in lines.items()), default=(0, ""))
+    return f"{shared} lines of the repository's {rel}" if shared >= MIN_SHARED_LINES else None
+
+
 def refuse_answers(sources: list[Path]) -> None:
-    """A ValueError for a source that is, or is in, or holds one of the repository's ANSWERS folders."""
+    """A ValueError for a source that is, or is in, or holds one of the repository's ANSWERS folders,
+    or that holds (anywhere) a file with one of its answers' content (answer_in)."""
     for src in sources:
         p = Path(src).expanduser().resolve()
         for name in ANSWERS:
@@ -194,6 +255,14 @@ def refuse_answers(sources: list[Path]) -> None:
                 raise ValueError(
                     f"{src}: the documents may not include the repository's {name}/ "
                     f"(kernels, results, the question bank and traces are never documents)"
+                )
+        files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else []
+        for f in files:
+            held = answer_in(f)
+            if held:
+                raise ValueError(
+                    f"{f}: the documents may not hold {held} (a tuned kernel or its notes, wherever they are, "
+                    "are never documents)"
                 )
 
 
