@@ -10,9 +10,11 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -495,6 +497,62 @@ def test_a_run_cannot_leave_a_file_for_a_later_one(tmp_path, tmp_root):
         for d in places:
             for c in ("", "-c"):
                 Path(d, f"ks-stash-{token}{c}").unlink(missing_ok=True)
+
+
+def _running(marker: str) -> list[int]:
+    """Processes (not zombies) whose command line holds `marker`."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            if marker.encode() in (d / "cmdline").read_bytes() and "\nState:\tZ" not in (d / "status").read_text():
+                found.append(int(d.name))
+        except OSError:
+            continue
+    return found
+
+
+def _until(check, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.1)
+    return check()
+
+
+def test_a_killed_cli_leaves_no_children_and_no_folders(tmp_path):
+    """`kernelseek-suite run` killed with SIGKILL while its shell runs a command that started another
+    in the background: neither command, nor the shell, outlives it, and its workspace and sealed copy
+    are removed."""
+    root = tmp_path / "tmp"
+    root.mkdir()
+    n = str(4000 + secrets.randbelow(10**5))
+    cmd = f"sleep {n}7 & sleep {n}8"
+    script = [reply(None, [("shell", {"command": cmd, "timeout_s": 600})]), reply("Done.")]
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "TMPDIR": str(root)}
+    env.update({k: v for k, v in os.environ.items() if k == "PYTHONPATH"})
+    with ScriptedChatServer(script) as srv:
+        cli = subprocess.Popen(
+            [sys.executable, "-m", "kernelseek_suite.cli", "run", "--agent", "general", "--task", "cpu-attn"]
+            + ["--model", "m", "--base-url", srv.url, "--trace", str(tmp_path / "t.jsonl"), "--no-live"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            assert _until(lambda: len(_running(f"sleep\0{n}")) == 2, 120), "the shell's commands never started"
+            made = sorted(p.name.split("-")[1] for p in root.iterdir())
+            assert made == ["seal", "ws"], made
+            cli.kill()
+            cli.wait()
+            assert _until(lambda: not _running(f"sleep\0{n}"), 20), _running(f"sleep\0{n}")
+            assert _until(lambda: not list(root.iterdir()), 20), list(root.iterdir())
+        finally:
+            cli.kill()
+            for pid in _running(f"sleep\0{n}"):
+                os.kill(pid, signal.SIGKILL)
 
 
 # ---------------------------------------------------------------- the answers cannot be read

@@ -277,6 +277,8 @@ class Agent:
             fn()
         if not ctx.config.tools.keep_workspace:
             ctx.workspace.cleanup()
+        else:
+            ctx.workspace.keep()
         if hasattr(ctx.task, "close"):
             ctx.task.close()
         return RunResult(

@@ -37,7 +37,8 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import layers
+from ..harness.containment import die_with_parent
+from . import layers, reaper
 from .agent import RunResult, StepRecord
 from .childenv import SECRET_NAME, user_environment
 from .context import RunContext
@@ -318,6 +319,13 @@ def _kill(proc: subprocess.Popen) -> None:
             continue
 
 
+def _kill_rest(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 class ExternalAgent:
     """Drives an agent command through sessions (the `agent-cmd` arm's loop)."""
 
@@ -468,7 +476,9 @@ class ExternalAgent:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=die_with_parent,
             )
+            reaper.watch_group(proc.pid)
             try:
                 while True:
                     try:
@@ -490,6 +500,9 @@ class ExternalAgent:
             except KeyboardInterrupt:
                 _kill(proc)
                 stopped, code = "interrupted", None
+            finally:
+                _kill_rest(proc.pid)  # what the command left running in its group goes with it
+                reaper.release_group(proc.pid)
         return Invocation(code, stopped, time.monotonic() - t0, log, argv)
 
     # ---- workspace bookkeeping ----
@@ -554,6 +567,8 @@ class ExternalAgent:
             fn()
         if not ctx.config.tools.keep_workspace:
             ctx.workspace.cleanup()
+        else:
+            ctx.workspace.keep()
         if hasattr(ctx.task, "close"):
             ctx.task.close()
         return RunResult(

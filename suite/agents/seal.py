@@ -36,8 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import config as suite_config
+from ..harness.containment import die_with_parent
 from ..provenance import git_sha
 from . import policy as policy_mod
+from . import reaper
 from . import sandbox as sandbox_mod
 from .childenv import child_env
 from .exceptions import HarnessTampered
@@ -209,6 +211,7 @@ class SealedEvaluator:
         if sandbox == "landlock" and not available:
             raise RuntimeError(f"sandbox 'landlock' requested but unavailable: {detail}")
         base = Path(tempfile.mkdtemp(prefix="ks-seal-", dir=parent)).resolve()
+        reaper.watch_dir(base)  # removed if the process dies before close()
         seal = cls(
             base, available and sandbox != "none", detail if sandbox != "none" else "disabled by configuration", deny
         )
@@ -313,7 +316,9 @@ class SealedEvaluator:
                 stdout=out,
                 stderr=err,
                 start_new_session=True,
+                preexec_fn=die_with_parent,
             )
+            reaper.watch_group(proc.pid)
             timed_out = False
             try:
                 proc.wait(timeout=timeout_s)
@@ -325,6 +330,7 @@ class SealedEvaluator:
                 except (ProcessLookupError, PermissionError):
                     pass
                 proc.wait()
+                reaper.release_group(proc.pid)
             out.seek(0)
             err.seek(0)
             stdout, stderr = out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace")
@@ -352,6 +358,7 @@ class SealedEvaluator:
         }
 
     def close(self) -> None:
+        reaper.release_dir(self.base)
         if self.base.exists():
             for dirpath, _dirnames, _ in os.walk(self.base):
                 os.chmod(dirpath, stat.S_IRWXU)

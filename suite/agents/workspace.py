@@ -5,9 +5,11 @@ Containment (docs/threat-model.md has the whole picture):
 - view/edit resolve every path (symlinks included) and refuse anything outside the workspace;
 - the shell runs with the workspace as its working directory, an environment built from an
   allow-list (childenv.py; HOME and TMPDIR in the scratch folder), in its own process group, killed
-  after each command, and, where Landlock is available, under a ruleset (sandbox.py, policy.py): it
-  writes only the workspace and its scratch folder, reads only those, system folders, the toolchain
-  and the documents given to its arm, and has no capabilities;
+  after each command and when the agent's process dies, however it dies (reaper.py), and, where
+  Landlock is available, under a ruleset (sandbox.py, policy.py): it writes only the workspace and
+  its scratch folder (private to the run, removed with it), reads only those, system folders, the
+  toolchain and the documents given to its arm, never /dev/shm or another shared writable place, and
+  has no capabilities;
 - without Landlock a shell command can read and write wherever the user can: the sealed evaluator
   (seal.py) then still detects any change to what it runs, and the key is still kept out of the
   shell's reach (childenv.py), but the repository's kernels and results can be read.
@@ -24,7 +26,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..harness.containment import die_with_parent
 from . import policy as _policy
+from . import reaper
 from . import sandbox as _sandbox
 from .childenv import child_env
 from .exceptions import ToolError
@@ -62,7 +66,10 @@ class Workspace:
 
     @classmethod
     def create(cls, sandbox: str = "auto", parent: Path | None = None, deny: list[Path] = ()) -> Workspace:
+        """A fresh workspace and scratch folder in a new private folder, removed with the run (and by
+        the reaper if the process dies first)."""
         base = Path(tempfile.mkdtemp(prefix="ks-ws-", dir=parent))
+        reaper.watch_dir(base)
         return cls(base / "work", base / "scratch", sandbox=sandbox, deny=deny)
 
     def allow_read(self, paths: list[Path]) -> None:
@@ -81,7 +88,12 @@ class Workspace:
         return {"sandbox": "landlock" if self.sandboxed else "none", "sandbox_detail": self.sandbox_detail}
 
     def cleanup(self) -> None:
+        reaper.release_dir(self.root.parent)
         shutil.rmtree(self.root.parent, ignore_errors=True)
+
+    def keep(self) -> None:
+        """The workspace stays after the run (--keep-workspace): the reaper leaves it alone."""
+        reaper.release_dir(self.root.parent)
 
     # ---- paths ----
     def resolve(self, path: str, must_exist: bool = False) -> Path:
@@ -123,7 +135,9 @@ class Workspace:
                 stdout=sink,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=die_with_parent,
             )
+            reaper.watch_group(proc.pid)
             timed_out = False
             try:
                 proc.wait(timeout=timeout_s)
@@ -132,6 +146,7 @@ class Workspace:
             finally:
                 _kill_group(proc.pid)
                 proc.wait()
+                reaper.release_group(proc.pid)
             sink.seek(0)
             out = sink.read()
         return ShellResult(
