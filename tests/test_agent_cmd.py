@@ -24,15 +24,29 @@ from kernelseek_suite.agents.external import (
     expand,
     parse_session,
 )
+from kernelseek_suite.agents.sandbox import landlock_status
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
 STANDIN = f"{shlex.quote(sys.executable)} {shlex.quote(str(Path(__file__).with_name('standin_agent.py')))}"
 
 
+# the stand-in lives in the repository's tests/ and imports the suite (agent_runs.py), which a sandboxed
+# command may read only when given
+import kernelseek_suite  # noqa: E402
+
+TESTS = [str(Path(__file__).parent), str(Path(kernelseek_suite.__file__).resolve().parent)]
+
+
 def standin_config(goal: float = 1000.0, **opts) -> RunConfig:
     cfg = RunConfig(arm="agent-cmd", task="cpu-attn", task_options={"goal": goal, "budget_ms": 2.0}, seed=7)
-    cfg.arm_options = {"command": STANDIN, "start": "{cmd} start {prompt}", "resume": "{cmd} resume {prompt}", **opts}
+    cfg.arm_options = {
+        "command": STANDIN,
+        "start": "{cmd} start {prompt}",
+        "resume": "{cmd} resume {prompt}",
+        "read": TESTS,
+        **opts,
+    }
     cfg.limits.max_steps = 2
     return cfg
 
@@ -149,6 +163,8 @@ def test_run_agent_cmd_from_the_command_line_needs_no_model(tmp_path):
             "start={cmd} start {prompt}",
             "--agent-opt",
             "resume={cmd} resume {prompt}",
+            "--agent-opt",
+            f"read=[{','.join(TESTS)}]",
             "--task",
             "cpu-attn",
             "--task-opt",
@@ -265,8 +281,15 @@ def test_the_claude_adapter_allows_the_shell_commands_the_task_needs():
 
 def _emulated(cli: str, tmp_path, monkeypatch, **opts) -> RunConfig:
     monkeypatch.setenv("STANDIN_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir(exist_ok=True)
     cfg = standin_config(**opts)
-    cfg.arm_options = {"command": f"{STANDIN} --as {cli}", "adapter": cli, **opts}
+    cfg.arm_options = {
+        "command": f"{STANDIN} --as {cli}",
+        "adapter": cli,
+        "read": TESTS,
+        "write": [str(tmp_path / "home")],  # where the CLI keeps its sessions, as ~/.codex
+        **opts,
+    }
     cfg.tools.keep_workspace = True
     return cfg
 
@@ -324,3 +347,61 @@ def test_aider_leaves_the_workspace_clean_and_keeps_its_history_in_the_runs_fold
     history = trace.with_suffix(".d") / "agent-state" / "aider.chat.history.md"
     assert history.read_text().count("#### ") == 2 and inv[1]["exit_code"] == 0
     assert (trace.with_suffix(".d") / "agent-files" / "0001" / ".aider.tags.cache.v4" / "cache.db").exists()
+
+
+# ---------------------------------------------------------------- the command in the sandbox
+
+
+def _probing_command(tmp_path: Path, **opts) -> RunConfig:
+    """A generic agent command that tries to write outside the workspace and to read the tuned kernel,
+    and writes a note in the workspace."""
+    from kernelseek_suite import config as suite_config
+
+    hopper = suite_config.REPO_ROOT / "kernels" / "hopper" / "flash_fwd_sm90.cu"
+    outside = tmp_path / "outside.txt"
+    probe = (
+        f"(echo x > {outside}) 2>/dev/null && echo WROTE-OUTSIDE || echo refused-write; "
+        f"head -c 64 {hopper} >/dev/null 2>&1 && echo READ-KERNEL || echo refused-read; "
+        "echo note > note.txt && echo wrote-workspace; echo $TMPDIR"
+    )
+    cfg = RunConfig(arm="agent-cmd", task="cpu-attn", task_options={"goal": 1000.0, "budget_ms": 2.0}, seed=7)
+    cfg.arm_options = {"command": f"bash -c {shlex.quote(probe)}", "start": "{cmd}", "resume": "{cmd}", **opts}
+    cfg.limits.max_steps = 1
+    return cfg
+
+
+@pytest.mark.skipif(not landlock_status()[0], reason=f"needs Landlock, not available here: {landlock_status()[1]}")
+def test_an_agent_command_runs_in_the_sandbox_of_the_built_in_arms(tmp_path):
+    trace = tmp_path / "run" / "t.jsonl"
+    agent = new_run(_probing_command(tmp_path), trace)
+    agent.run()
+    events = read_trace(trace).events
+    out = of_type(events, "invocation")[0]["output"]
+    assert "refused-write" in out and "refused-read" in out and "wrote-workspace" in out, out
+    assert "WROTE-OUTSIDE" not in out and "READ-KERNEL" not in out and not (tmp_path / "outside.txt").exists()
+    assert str(agent.ctx.workspace.scratch / "tmp") in out  # its temporary files stay in the run's scratch folder
+    prot = events[0]["protections"]
+    assert prot["agent_command"]["sandbox"] == "landlock" and prot["complete"] is True
+    assert events[0]["agent_cmd"]["sandbox"] == "landlock"
+
+
+def test_an_agent_command_outside_the_sandbox_is_marked_and_compare_refuses_it(tmp_path):
+    from click.testing import CliRunner
+
+    from kernelseek_suite.cli import main
+
+    traces = tmp_path / "traces"
+    new_run(_probing_command(tmp_path, sandbox="none"), traces / "cmd-seed1.jsonl").run()
+    events = read_trace(traces / "cmd-seed1.jsonl").events
+    out = of_type(events, "invocation")[0]["output"]
+    assert "WROTE-OUTSIDE" in out and "READ-KERNEL" in out  # as the user: nothing kept it in
+    prot = events[0]["protections"]
+    assert prot["agent_command"]["sandbox"] == "none" and prot["complete"] is False
+    refused = CliRunner().invoke(main, ["compare", "--from-traces", str(traces), "--out", str(tmp_path / "a")])
+    assert refused.exit_code == 4, refused.output
+    assert "cmd-seed1.jsonl: agent command not sandboxed" in refused.output and "--allow-unsandboxed" in refused.output
+    taken = CliRunner().invoke(
+        main, ["compare", "--from-traces", str(traces), "--out", str(tmp_path / "b"), "--allow-unsandboxed"]
+    )
+    assert taken.exit_code == 0, taken.output
+    assert "cmd-seed1.jsonl: agent command not sandboxed" in (tmp_path / "b" / "compare.md").read_text()

@@ -290,15 +290,17 @@ def test_an_agent_command_is_an_arm_of_compare(tmp_path):
                 "standin:start={cmd} start {prompt}",
                 "--agent-opt",
                 "standin:resume={cmd} resume {prompt}",
+                "--agent-opt",  # the stand-in and the suite it imports, read from the sandbox
+                f"standin:read=[{Path(__file__).parent},{REPO_ROOT / 'suite'}]",
                 "--no-final-bench",
-                "--allow-unsandboxed",  # the agent command runs outside the sandbox (docs/threat-model.md)
                 "--out",
                 str(out),
             ],
             env={"OPENAI_API_KEY": None},
         )
     assert r.exit_code == 0, r.output
-    assert "standin-seed1.jsonl: agent command not sandboxed" in r.output
+    assert "agent command not sandboxed" not in r.output  # in the sandbox, as the built-in arms
+    assert read_trace(out / "traces" / "standin-seed1.jsonl").events[0]["protections"]["complete"] is True
     runs = {x.arm: x for x in read_runs(out / "runs.jsonl")}
     assert set(runs) == {"kernelseek", "standin"} and runs["standin"].agent == "agent-cmd"
     assert runs["standin"].evals == 2 and runs["standin"].steps == 2 and runs["standin"].questions == 1

@@ -721,13 +721,26 @@ def test_compare_refuses_to_run_unsandboxed_unless_allowed(tmp_path):
             *args[:2],
             "general,agent-cmd",
             *args[3:-2],
+            "--agent-opt",
+            "agent-cmd:command=true",
+            "--agent-opt",
+            "agent-cmd:sandbox=none",
             "--base-url",
             "http://127.0.0.1:9/v1",
             "--out",
             str(tmp_path / "d"),
         ],
     )
-    assert cmd.exit_code == 4 and "the agent-cmd arm runs its command outside it" in cmd.output
+    assert cmd.exit_code == 4 and "the agent-cmd arm runs its command outside it (agent-cmd)" in cmd.output
+    # the unsandboxed runs of b/, rendered again: refused, unless allowed
+    traces = str(tmp_path / "b" / "traces")
+    refused = CliRunner().invoke(main, ["compare", "--from-traces", traces, "--out", str(tmp_path / "e")])
+    assert refused.exit_code == 4 and "general-seed1.jsonl: shell not sandboxed" in refused.output
+    assert "--allow-unsandboxed" in refused.output and not (tmp_path / "e" / "compare.md").exists()
+    taken = CliRunner().invoke(
+        main, ["compare", "--from-traces", traces, "--out", str(tmp_path / "e"), "--allow-unsandboxed"]
+    )
+    assert taken.exit_code == 0 and "general-seed1.jsonl: shell not sandboxed" in taken.output
     again = CliRunner().invoke(
         main,
         [

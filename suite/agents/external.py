@@ -17,9 +17,15 @@ workspace that is not the task's (aider's `.aider*` files) is moved out into the
 each session, and aider's chat history is kept there (`{state}`) rather than in the workspace.
 
 It runs with the user's environment (it needs its own credentials; every value of a secret-looking
-variable is redacted from the trace) and without the shell tool's Landlock rules, in a process group
-of its own that is killed when it is stopped: such a run's protections are recorded as incomplete
-(docs/threat-model.md), and `compare` takes it only with --allow-unsandboxed. Its evaluations go
+variable is redacted from the trace), in a process group of its own that is killed when it is
+stopped, and, where Landlock is available (the run's --sandbox, or the arm option `sandbox`), in
+the same sandbox as the built-in arms' shell: it writes only the workspace, its scratch folder
+(its TMPDIR), the run's state folder for it and the paths given with the option `write` (a CLI's own
+session folder, e.g. `write=[~/.codex]`), and reads only those, system folders, the toolchain, the
+folders of its own executable and the paths given with `read`; not the repository, not the user's
+home (docs/threat-model.md). Its network is not limited. Where it cannot have the sandbox (no
+Landlock, `--sandbox none`, `--agent-opt sandbox=none`) it runs as the user: the run's protections
+are recorded as incomplete, and `compare` takes it only with --allow-unsandboxed. Its evaluations go
 through the sealed evaluator, in the sandbox, as any other.
 """
 
@@ -39,6 +45,8 @@ from pathlib import Path
 
 from ..harness.containment import die_with_parent
 from . import layers, reaper
+from . import policy as _policy
+from . import sandbox as _sandbox
 from .agent import RunResult, StepRecord
 from .childenv import SECRET_NAME, user_environment
 from .context import RunContext
@@ -133,6 +141,9 @@ OPTIONS: dict = {
     "output_chars": 4000,
     "allowed_tools": None,  # Claude Code's --allowedTools (a list); None: CLAUDE_TOOLS
     "leftovers": [],  # more file patterns to move out of the workspace after each session
+    "sandbox": None,  # auto, landlock or none; None: the run's --sandbox
+    "read": [],  # more paths the command may read in the sandbox (its installation, its configuration)
+    "write": [],  # more paths it may write there (its own session folder, e.g. ~/.codex)
 }
 
 PROMPT_ADDENDUM = """
@@ -292,6 +303,43 @@ def parse_session(adapter: str, text: str) -> SessionReport:
     return parse(text) if parse else SessionReport()
 
 
+def command_sandbox(config) -> tuple[bool, str]:
+    """(sandboxed, detail): whether the run's agent command runs in the sandbox, and why not. Its arm
+    option `sandbox` decides, else the run's --sandbox; `landlock` where it is unavailable is an error."""
+    mode = config.arm_options.get("sandbox") or config.tools.sandbox
+    if mode not in ("auto", "landlock", "none"):
+        raise ValueError(f"sandbox must be auto, landlock or none, not {mode!r}")
+    available, detail = _sandbox.landlock_status()
+    if mode == "landlock" and not available:
+        raise RuntimeError(f"sandbox 'landlock' requested for the agent command but unavailable: {detail}")
+    if mode == "none":
+        return False, "disabled by configuration"
+    return available, detail
+
+
+def _paths(value) -> list[Path]:
+    items = [value] if isinstance(value, str) else list(value or [])
+    return [Path(os.path.expanduser(str(p))).resolve() for p in items]
+
+
+def _own_folders(command: str) -> list[Path]:
+    """Where the command's executable lives (its folder, and the one above it: an installation's
+    prefix), unless that is the user's home, the repository or the root."""
+    words = shlex.split(command)
+    found = shutil.which(words[0]) if words else None
+    if not found:
+        return []
+    exe = Path(os.path.realpath(found))
+    too_wide = {Path("/"), Path.home().resolve()}
+    from .. import config as suite_config
+
+    repo = suite_config.REPO_ROOT.resolve()
+    out = [exe.parent]
+    if exe.parent.parent not in too_wide and not (exe.parent.parent == repo or exe.parent.parent in repo.parents):
+        out.append(exe.parent.parent)
+    return out
+
+
 def env_secrets() -> tuple[str, ...]:
     """Values of the environment's secret-looking variables (for redaction)."""
     return tuple(v for k, v in user_environment().items() if SECRET_NAME.search(k) and len(v) >= 8)
@@ -339,6 +387,13 @@ class ExternalAgent:
         self.leftovers = (*LEFTOVERS.get(self.adapter, ()), *(options.get("leftovers") or ()))
         self.state = ctx.trace.artifacts / "agent-state"  # the CLI's own files, kept across sessions
         self.state.mkdir(parents=True, exist_ok=True)
+        self.sandboxed, self.sandbox_detail = command_sandbox(ctx.config)
+        self.policy: _sandbox.Policy | None = None
+        if self.sandboxed:
+            ws = ctx.workspace
+            write = [ws.root, ws.scratch, self.state, *_paths(options.get("write"))]
+            read = [*write, *ws.docs, *_own_folders(self.command), *_paths(options.get("read"))]
+            self.policy = _policy.make_policy(read, write, deny_extra=ws.deny)
         self.messages: list[dict] = []
         self._logged = 0
 
@@ -467,11 +522,16 @@ class ExternalAgent:
         limit = self.opts.get("invocation_timeout_s")
         t0 = time.monotonic()
         stopped, code = "exited", None
+        env = user_environment()
+        run_argv = argv
+        if self.policy is not None:  # its temporary files in the run's scratch folder, the only place it may
+            env["TMPDIR"] = str(ctx.workspace.scratch / "tmp")
+            run_argv = _sandbox.wrap(argv, self.policy)
         with open(log, "wb") as out:
             proc = subprocess.Popen(
-                argv,
+                run_argv,
                 cwd=ctx.workspace.root,
-                env=user_environment(),
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,

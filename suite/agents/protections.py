@@ -13,6 +13,10 @@ NO_LANDLOCK = (
 )
 
 
+# what `compare` refuses without --allow-unsandboxed (the rest it lists in its table)
+SANDBOX = ("no protections recorded", "shell not sandboxed", "candidates not sandboxed", "agent command not sandboxed")
+
+
 @dataclass(frozen=True)
 class Missing:
     what: str  # the protection, in words

@@ -129,9 +129,24 @@ def protections(
             "ancestors_holding_key": holders,
         },
     }
-    if config.arm == "agent-cmd":  # the command brings its own credentials and runs as the user
-        out["agent_command"] = {"sandbox": "none", "environment": "the user's"}
-    out["complete"] = bool(boxed and seal.sandboxed and non_dumpable and not holders and "agent_command" not in out)
+    command_boxed = True
+    if config.arm == "agent-cmd":  # the command brings its own credentials, in the user's environment
+        from .external import command_sandbox
+
+        command_boxed, detail = command_sandbox(config)
+        out["agent_command"] = {
+            "sandbox": "landlock" if command_boxed else "none",
+            "detail": detail,
+            "environment": "the user's",
+            "writes": "workspace, scratch folder, its state folder and the paths given (write=)"
+            if command_boxed
+            else "anywhere the user can",
+            "reads": "those, system folders, toolchain, its own installation and the paths given (read=)"
+            if command_boxed
+            else "anywhere the user can",
+            "network": "not limited",
+        }
+    out["complete"] = bool(boxed and seal.sandboxed and non_dumpable and not holders and command_boxed)
     return out
 
 

@@ -149,6 +149,14 @@ def _sandbox_refusal(what: str, sandbox: str | None, allow_unsandboxed: bool) ->
     return None
 
 
+UNSANDBOXED_RUNS = """\
+{n} of the runs ran without the sandbox:
+{runs}
+Their shell, candidates or agent command could write outside their folders and read the repository's
+kernels and results (docs/threat-model.md). Pass --allow-unsandboxed to take them anyway (the table
+then lists them)."""
+
+
 def _render(
     traces: list[Path],
     out_dir: Path,
@@ -157,10 +165,17 @@ def _render(
     note: str = "",
     sandbox: str = "auto",
     control: dict | None = None,
+    allow_unsandboxed: bool = False,
 ) -> None:
     from ..agents.exceptions import EvaluatorFailed, HarnessTampered
     from ..agents.sandbox import landlock_status
-    from ..headtohead.compare import _machine, remeasure, remeasured_by_trace, unprotected
+    from ..headtohead.compare import _machine, remeasure, remeasured_by_trace, unprotected, unsandboxed
+
+    if not allow_unsandboxed:
+        bare = unsandboxed(traces)
+        if bare:
+            fail(UNSANDBOXED_RUNS.format(n=len(bare), runs="\n".join(f"- {r}" for r in bare)), USAGE)
+    out_dir.mkdir(parents=True, exist_ok=True)  # --from-traces into a new folder
     from ..headtohead.final import FINAL_FILE, aa_control, bench_all, full_grid_repeats, read_rows
     from ..headtohead.noise import NOISE_FILE, read_noise, trace_repeats, write_noise
     from ..headtohead.protocol import CONTROL_DEFAULTS
@@ -550,6 +565,7 @@ def compare_cmd(
             {"enabled": bool(final_bench), "timeout_s": 3600.0},
             sandbox=remeasure_sandbox,
             control=control,
+            allow_unsandboxed=allow_unsandboxed,
         )
         return
     given = dict(
@@ -645,7 +661,15 @@ def compare_cmd(
             f"no model endpoint configured (OPENAI_API_KEY or --base-url): regenerating from the "
             f"{len(traces)} trace(s) under {out_dir / 'traces'}"
         )
-        _render(traces, out_dir, remeasure, None, sandbox=remeasure_sandbox, control=req.control)
+        _render(
+            traces,
+            out_dir,
+            remeasure,
+            None,
+            sandbox=remeasure_sandbox,
+            control=req.control,
+            allow_unsandboxed=allow_unsandboxed,
+        )
         return
     if needs_model and not req.model.get("name"):
         fail(
@@ -658,14 +682,21 @@ def compare_cmd(
     if refusal:
         fail(refusal, USAGE)
     from ..agents.config import RunConfig
+    from ..agents.external import command_sandbox
     from ..agents.runner import unpriced_cost_limit
     from ..headtohead.compare import plan as plan_runs
 
-    problem = next((p for spec in plan_runs(req) if (p := unpriced_cost_limit(RunConfig.from_dict(spec.config)))), None)
+    configs = [RunConfig.from_dict(spec.config) for spec in plan_runs(req)]
+    problem = next((p for c in configs if (p := unpriced_cost_limit(c))), None)
     if problem:
         fail(problem, USAGE)
-    if not allow_unsandboxed and any(req.agent(label) == "agent-cmd" for label in req.arms):
-        fail(UNSANDBOXED.format(what="compare", why="the agent-cmd arm runs its command outside it"), USAGE)
+    try:
+        outside = [c.label or c.arm for c in configs if c.arm == "agent-cmd" and not command_sandbox(c)[0]]
+    except (ValueError, RuntimeError) as e:
+        fail(str(e), USAGE)
+    if not allow_unsandboxed and outside:
+        why = f"the agent-cmd arm runs its command outside it ({', '.join(sorted(set(outside)))})"
+        fail(UNSANDBOXED.format(what="compare", why=why), USAGE)
 
     def on_run(spec, rec):
         what = (
@@ -713,6 +744,7 @@ def compare_cmd(
         note,
         sandbox=remeasure_sandbox,
         control=req.control,
+        allow_unsandboxed=allow_unsandboxed,
     )
     reasons = {r.get("exit_reason") for r in records}
     statuses = {r.get("evaluator_status") for r in records} - {None}

@@ -183,7 +183,26 @@ def unprotected(traces: list[Path]) -> list[str]:
     return out
 
 
-def missing(prot: dict) -> list[str]:
+def unsandboxed(traces: list[Path]) -> list[str]:
+    """'<trace name>: what was missing' for each run (and resumed session) that ran without the sandbox
+    (its shell, its candidates or its agent command), or that recorded no protections: `compare`
+    takes those only with --allow-unsandboxed."""
+    from ..agents.protections import SANDBOX
+
+    out = []
+    for path in traces:
+        for ev in read_trace(path).events:
+            if ev["type"] not in ("run_start", "resume"):
+                continue
+            lacking = [w for w in missing(ev.get("protections")) if w in SANDBOX]
+            if lacking:
+                out.append(
+                    f"{Path(path).name}{'' if ev['type'] == 'run_start' else ' (resumed)'}: {', '.join(lacking)}"
+                )
+    return out
+
+
+def missing(prot: dict | None) -> list[str]:
     """What a `protections` record lacks, in words (agents/protections.py)."""
     from ..agents.protections import missing as lacking
 

@@ -8,14 +8,17 @@ acceptEdits`, `aider --model M`), `adapter` (codex, claude, aider, generic; defa
 command's first word), `start` and `resume` (templates with {cmd}, {prompt}, {kernel} that replace
 the adapter's), `invocation_timeout_s` (one session's time limit; default none, the run's wall limit
 still holds), `output_chars` (4000: how much of a session's output is kept in the conversation and
-the trace event; all of it is in a blob), and the question settings of the kernelseek arm."""
+the trace event; all of it is in a blob), `sandbox` (auto, landlock or none; default: the run's
+--sandbox), `read` and `write` (more paths the command may read, or read and write, in the sandbox:
+its installation, its configuration and session folder, e.g. `write=[~/.codex]`), and the question
+settings of the kernelseek arm."""
 
 from __future__ import annotations
 
 from ..bank import load_bank
 from ..context import RunContext
 from ..decisions import DecisionPoint
-from ..external import ADAPTERS, CLAUDE_TOOLS, LEFTOVERS, ExternalAgent, adapter_for
+from ..external import ADAPTERS, CLAUDE_TOOLS, LEFTOVERS, ExternalAgent, adapter_for, command_sandbox
 from ..external import OPTIONS as COMMAND_OPTIONS
 from ..questions import BankQuestioner, HumanQuestioner
 from ..tools import ToolRegistry
@@ -57,7 +60,7 @@ def build(ctx: RunContext) -> ArmParts:
     if not opts["command"]:
         raise ArmOptionError('the agent-cmd agent needs its command: --agent-cmd "..." (or --agent-opt command=...)')
     adapter_for(opts["command"], opts["adapter"])  # an unknown adapter is an error now
-    for key in ("allowed_tools", "leftovers"):
+    for key in ("allowed_tools", "leftovers", "read", "write"):
         value = opts[key]
         if isinstance(value, str):
             opts[key] = [v.strip() for v in value.split(",") if v.strip()]
@@ -90,6 +93,9 @@ def build(ctx: RunContext) -> ArmParts:
             "resume": opts["resume"] or resume,
             "invocation_timeout_s": opts["invocation_timeout_s"],
             "leftovers": [*LEFTOVERS.get(adapter, ()), *(opts["leftovers"] or [])],
+            "sandbox": "landlock" if command_sandbox(ctx.config)[0] else "none",
+            "read": list(opts["read"] or []),
+            "write": list(opts["write"] or []),
         },
     }
     if adapter == "claude":
