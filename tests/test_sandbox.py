@@ -219,6 +219,66 @@ def test_a_missing_protection_says_what_gives_it_back():
     assert missing({**full, "secrets": {"agent_non_dumpable": True, "ancestors_holding_key": []}}) == []
 
 
+def test_the_gpu_rules_resolve_against_a_gpu_nodes_layout(tmp_path):
+    """The GPU rule set (sandbox_rules/gpu.json, not yet verified on a GPU node) against a stand-in of
+    a node's filesystem: placeholders filled, globs expanded to what exists, never a shared place."""
+    from kernelseek_suite.agents import gpu_rules
+
+    root = tmp_path / "node"
+    for f in (
+        "dev/nvidiactl",
+        "dev/nvidia0",
+        "dev/nvidia7",
+        "dev/nvidia-uvm",
+        "dev/nvidia-caps/nvidia-cap1",
+        "dev/shm/stash",
+        "proc/driver/nvidia/params",
+        "usr/lib/x86_64-linux-gnu/libcuda.so.1",
+        "usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so.1",
+        "opt/cuda/bin/nvcc",
+        "opt/cuda/nvvm/bin/cicc",
+        "opt/nsight/ncu",
+    ):
+        (root / f).parent.mkdir(parents=True, exist_ok=True)
+        (root / f).write_text("")
+    data = gpu_rules.load()
+    assert data["verified_on_gpu"] is False and data["status"].startswith("NOT YET VERIFIED ON A GPU NODE")
+    values = {"cuda_home": "/opt/cuda", "ncu_root": "/opt/nsight", "scratch": "/s"}
+    r = gpu_rules.resolve(data, values, root=str(root))
+    rel = lambda paths: sorted("/" + str(Path(p).relative_to(root)) for p in paths)  # noqa: E731
+    assert rel(r.device) == ["/dev/nvidia-caps", "/dev/nvidia-uvm", "/dev/nvidia0", "/dev/nvidia7", "/dev/nvidiactl"]
+    assert rel(r.read) == [
+        "/opt/cuda/bin",
+        "/opt/cuda/nvvm",
+        "/opt/nsight",
+        "/proc/driver/nvidia",
+        "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+        "/usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so.1",
+    ]
+    assert r.write == [] and r.refused == [] and r.not_granted == ["/dev/shm"]
+    assert r.env == {"CUDA_CACHE_PATH": "/s/cache/nv", "TMPDIR": "/s/tmp"}
+    only_nvcc = gpu_rules.resolve(data, values, root=str(root), tools=("nvcc",))
+    assert rel(only_nvcc.read) == ["/opt/cuda/bin", "/opt/cuda/nvvm"] and not only_nvcc.device
+    # without the toolkit here, its rules give nothing (no placeholder, no path)
+    assert gpu_rules.resolve(data, {"scratch": "/s"}, root=str(root), tools=("nvcc", "ncu")).read == []
+    # a rule that asks for a shared place, the repository or the home folder is refused, whatever it says
+    shared = {"rules": [{"tool": "x", "access": "device", "paths": ["/dev/shm", "/dev/shm/*"], "why": "."}]}
+    r = gpu_rules.resolve(shared, {}, root=str(root))
+    assert r.device == [] and rel(r.refused) == ["/dev/shm", "/dev/shm/stash"]
+    answers = {"rules": [{"tool": "x", "access": "read", "paths": [str(suite_config.REPO_ROOT), "/"], "why": "."}]}
+    r = gpu_rules.resolve(answers, {})
+    assert r.read == [] and len(r.refused) == 2
+    with pytest.raises(ValueError):
+        (tmp_path / "no-why.json").write_text('{"rules": [{"tool": "cuda", "access": "read", "paths": ["/x"]}]}')
+        gpu_rules.load(tmp_path / "no-why.json")
+
+
+def test_the_evaluator_gets_the_gpu_rules_environment_and_says_they_are_unverified(seal):
+    ran = seal.run(["sh", "-c", "echo $CUDA_CACHE_PATH"], seal.new_scratch(), 30)
+    assert ran.stdout.strip().endswith("/cache/nv") and "/scratch/" in ran.stdout
+    assert seal.describe()["gpu_rules"]["verified_on_gpu"] is False
+
+
 # ---------------------------------------------------------------- the key
 
 

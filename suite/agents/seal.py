@@ -38,8 +38,8 @@ from pathlib import Path
 from .. import config as suite_config
 from ..harness.containment import die_with_parent
 from ..provenance import git_sha
+from . import gpu_rules, reaper
 from . import policy as policy_mod
-from . import reaper
 from . import sandbox as sandbox_mod
 from .childenv import child_env
 from .exceptions import HarnessTampered
@@ -199,6 +199,8 @@ class SealedEvaluator:
         self.startup_folders: list[Path] = []
         self.startup: dict[str, str] = {}
         self.owner: int | None = None  # the uid the copy was given (root only), None: ours
+        self.gpu_rules = gpu_rules.load()  # the GPU tools' paths and environment (not yet verified on a GPU)
+        self.gpu = gpu_rules.resolve(self.gpu_rules)
         self._n = 0
 
     @classmethod
@@ -277,8 +279,9 @@ class SealedEvaluator:
         return d
 
     def policy(self, scratch: Path, keep_caps: tuple[int, ...] = (), read: list[Path] = ()) -> sandbox_mod.Policy:
+        gpu = [Path(p) for p in self.gpu.read]  # those of this machine: none without the driver
         return policy_mod.make_policy(
-            [self.snapshot, scratch, *read], [scratch], deny_extra=self.deny, keep_caps=keep_caps
+            [self.snapshot, scratch, *read, *gpu], [scratch], deny_extra=self.deny, keep_caps=keep_caps
         )
 
     def run(
@@ -299,6 +302,7 @@ class SealedEvaluator:
                 "TMPDIR": str(scratch / "tmp"),
                 "XDG_CACHE_HOME": str(scratch / "cache"),
                 "KERNELSEEK_CACHE": str(scratch / "cache"),
+                **gpu_rules.env_for(scratch, self.gpu_rules),
                 **({"KERNELSEEK_GIT_SHA": self.git_sha} if self.git_sha else {}),
                 **(env or {}),
             }
@@ -348,6 +352,11 @@ class SealedEvaluator:
             "owner": f"an unprivileged user (uid {self.owner}), no write bits"
             if self.owner is not None
             else "this user, no write bits",
+            "gpu_rules": {
+                "verified_on_gpu": bool(self.gpu_rules.get("verified_on_gpu")),
+                "reads_granted": len(self.gpu.read),
+                "device_files_found": len(self.gpu.device),
+            },
             "interpreter": {
                 "folders": len(self.startup_folders),
                 "startup_files": sorted(k for k in self.startup if not k.endswith("/")),
