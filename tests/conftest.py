@@ -73,6 +73,7 @@ INTEGRATION_MODULES = {
     "test_headtohead.py",
     "test_reproduce.py",
     "test_reproduce_overlap.py",
+    "test_run_failures.py",
     "test_scaleout_agents.py",
     "test_scaleout_bench.py",
     "test_scaleout_cli.py",

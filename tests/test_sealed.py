@@ -268,6 +268,54 @@ def test_a_pth_file_in_site_packages_never_runs_in_the_evaluator(tmp_path, plant
         assert end["reason"] == "harness_tampered" and "zz-evil.pth" in end["message"], end
 
 
+def test_a_run_started_in_a_folder_it_writes_to_is_not_taken_for_tampering(tmp_path):
+    """The current folder is the user's, not the interpreter's: the run's own trace folder appearing
+    in it (runs/<id>/, the default) changes nothing the evaluator watches."""
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    env.update({k: v for k, v in os.environ.items() if k == "PYTHONPATH"})
+    with ScriptedChatServer([reply(None, [("evaluate", {})]), reply(None, [("evaluate", {})]), reply("Done.")]) as srv:
+        p = subprocess.run(
+            [sys.executable, "-m", "kernelseek_suite.cli", "run", "--agent", "general", "--task", "cpu-attn"]
+            + ["--task-opt", "budget_ms=2", "--goal", "0.01", "--model", "m", "--base-url", srv.url, "--no-live"],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert p.returncode == 0 and "harness_tampered" not in p.stdout + p.stderr, p.stdout + p.stderr
+    (trace,) = (work / "runs").glob("*/trace.jsonl")
+    assert of_type(read_trace(trace).events, "harness_eval")[0]["status"] == "ok"
+
+
+def test_compare_names_runs_whose_interpreter_changed_since_the_first(tmp_path, tmp_root):
+    """Two runs, a `.pth` file added to a folder of the import path between them (outside any run):
+    each run seals what it finds, and compare's table names the second one."""
+    from kernelseek_suite.headtohead.compare import interpreter_changes
+
+    extra = tmp_path / "extra-site"
+    extra.mkdir()
+    sys.path.append(str(extra))
+    try:
+        traces = []
+        for n in (1, 2):
+            if n == 2:
+                (extra / "zz-later.pth").write_text("import os\n")
+            with ScriptedChatServer([reply("Done.")]) as srv:
+                cfg = config_for(srv, arm="general", max_steps=1)
+                _, _, agent = run(cfg, tmp_path / f"r{n}")
+            traces.append(agent.ctx.trace.path)
+    finally:
+        sys.path.remove(str(extra))
+    first, second = (read_trace(t).events[0]["protections"]["evaluator"]["interpreter"] for t in traces)
+    assert str(extra / "zz-later.pth") in second["startup_files"] and first["sha256"] != second["sha256"]
+    assert interpreter_changes(traces) == [
+        "trace.jsonl: the interpreter's start-up files differ from those of trace.jsonl"
+    ]
+
+
 def _probe_kernel(marker: Path, extra: str = "") -> str:
     """FASTER_KERNEL with a constructor that tries to write `marker` (itself and through a shell it
     starts) and wrong results whenever the API key is in its environment."""

@@ -145,11 +145,18 @@ def interpreter_paths(exclude: list[Path]) -> list[Path]:
     in `exclude` (the repository, the copy), except that a folder of the interpreter's own prefix or a
     site folder (a virtual environment inside the repository) stays."""
     own = [Path(os.path.realpath(r)) for r in {sys.prefix, sys.exec_prefix}]
+    # the current folder and the script's (what `python -m` or a script put first): the user's, not
+    # the interpreter's; a folder of them the evaluator needs is reached through its own entry
+    where = {Path(os.path.realpath(os.getcwd()))} | ({Path(os.path.realpath(sys.path[0]))} if sys.path[0] else set())
     out: list[Path] = []
     for entry in sys.path:
         if not entry or not os.path.isabs(entry) or not os.path.isdir(entry):
             continue
         p = Path(os.path.realpath(entry))
+        if p in where and not (
+            p.name in ("site-packages", "dist-packages") or any(p == r or r in p.parents for r in own)
+        ):
+            continue
         inside = any(p == e or e in p.parents for e in exclude)
         packages = p.name in ("site-packages", "dist-packages") or any(p == r or r in p.parents for r in own)
         if inside and not packages:

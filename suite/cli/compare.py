@@ -169,7 +169,14 @@ def _render(
 ) -> None:
     from ..agents.exceptions import EvaluatorFailed, HarnessTampered
     from ..agents.sandbox import landlock_status
-    from ..headtohead.compare import _machine, remeasure, remeasured_by_trace, unprotected, unsandboxed
+    from ..headtohead.compare import (
+        _machine,
+        interpreter_changes,
+        remeasure,
+        remeasured_by_trace,
+        unprotected,
+        unsandboxed,
+    )
 
     if not allow_unsandboxed:
         bare = unsandboxed(traces)
@@ -212,7 +219,7 @@ def _render(
         note = (note + " " if note else "") + f"Speed-ups re-measured on this machine ({out_dir / 'remeasure.jsonl'})."
         if sandbox == "none" or not landlock_status()[0]:
             note += " The re-measurement ran without the sandbox (--allow-unsandboxed)."
-    lacking = unprotected(traces)
+    lacking = unprotected(traces) + interpreter_changes(traces)
     if lacking:
         note = (note + "\n\n" if note else "") + (
             "Runs without every protection (docs/threat-model.md), allowed with "

@@ -183,6 +183,28 @@ def unprotected(traces: list[Path]) -> list[str]:
     return out
 
 
+def interpreter_changes(traces: list[Path]) -> list[str]:
+    """'<trace name>: ...' for each run whose interpreter start-up state (the `.pth`, `sitecustomize`
+    and `usercustomize` files and the import folders' listings, recorded at sealing) differs from the
+    first run's: the environment changed between runs (a change during a run ends that run as
+    tampered). Traces that recorded none are left out."""
+    first: tuple[str, str] | None = None
+    out = []
+    for path in traces:
+        for ev in read_trace(path).events:
+            if ev["type"] not in ("run_start", "resume"):
+                continue
+            sha = (((ev.get("protections") or {}).get("evaluator") or {}).get("interpreter") or {}).get("sha256")
+            if not sha:
+                continue
+            name = f"{Path(path).name}{'' if ev['type'] == 'run_start' else ' (resumed)'}"
+            if first is None:
+                first = (name, sha)
+            elif sha != first[1]:
+                out.append(f"{name}: the interpreter's start-up files differ from those of {first[0]}")
+    return out
+
+
 def unsandboxed(traces: list[Path]) -> list[str]:
     """'<trace name>: what was missing' for each run (and resumed session) that ran without the sandbox
     (its shell, its candidates or its agent command), or that recorded no protections: `compare`
