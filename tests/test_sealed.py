@@ -295,8 +295,8 @@ def test_compare_names_runs_whose_interpreter_changed_since_the_first(tmp_path, 
     each run seals what it finds, and compare's table names the second one."""
     from kernelseek_suite.headtohead.compare import interpreter_changes
 
-    extra = tmp_path / "extra-site"
-    extra.mkdir()
+    extra = tmp_path / "extra" / "site-packages"  # a site folder reached through a .pth file, say
+    extra.mkdir(parents=True)
     sys.path.append(str(extra))
     try:
         traces = []

@@ -7,11 +7,12 @@ scratch folder of its own that is the only place it and the candidate may write.
 the evaluator starts (the sweep's worker) runs through `bin/python` of the copy, which starts the
 same interpreter the same way.
 
-The interpreter's start-up state is recorded beside the copy: the listing of every folder on that
-import path and of the site folders, and the content of every `.pth`, `sitecustomize` and
-`usercustomize` in them. `check()` hashes every file of the copy again (nothing skipped: bytecode,
-objects and files added since count too, and a change of mode) and compares the start-up state, and
-raises HarnessTampered on any difference. The context calls it before and after every evaluation and
+The interpreter's start-up state is recorded beside the copy: the listing of the interpreter's own
+folders on that import path (its prefixes: the standard library, a virtual environment) and of the
+site folders, and the content of every `.pth`, `sitecustomize` and `usercustomize` in them.
+`check()` hashes every file of the copy again (nothing skipped: bytecode, objects and files added
+since count too, and a change of mode) and compares the start-up state, and raises HarnessTampered
+on any difference. The context calls it before and after every evaluation and
 once more at the end of the run.
 
 Where the agent's process runs as root, the copy is owned by an unprivileged user (OWNER_UID) and
@@ -166,6 +167,15 @@ def interpreter_paths(exclude: list[Path]) -> list[Path]:
     return out
 
 
+def _interpreters(p: Path) -> bool:
+    """A folder of the interpreter's own (its prefixes: the standard library, a virtual environment)
+    or a site folder: what the start-up check watches. Folders a process adds while it runs (a Dask
+    worker's own, whose files come and go) are not the interpreter's start-up."""
+    prefixes = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix}
+    own = [Path(os.path.realpath(r)) for r in prefixes]
+    return p.name in ("site-packages", "dist-packages") or any(p == r or r in p.parents for r in own)
+
+
 def site_folders() -> list[Path]:
     """The folders whose `.pth` files the interpreter runs at start-up (its site folders, the user's)."""
     found = list(site.getsitepackages()) if hasattr(site, "getsitepackages") else []
@@ -237,7 +247,7 @@ class SealedEvaluator:
             task.seal(snap / "task")
             seal.owner = _seal_modes(snap)
             seal.manifest = digest(snap)
-            seal.startup_folders = list(dict.fromkeys([*paths, *site_folders()]))
+            seal.startup_folders = list(dict.fromkeys([*filter(_interpreters, paths), *site_folders()]))
             seal.startup = startup_state(seal.startup_folders)
         except BaseException:
             seal.close()

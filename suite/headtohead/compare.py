@@ -266,6 +266,7 @@ def remeasure(
     evaluator made for that run's task, in the sandbox (`sandbox`: auto, landlock or none), as in a
     run. Rows go to `<out_dir>/remeasure.jsonl`. An evaluation that the evaluator's own machinery
     failed (`error`) stops it with EvaluatorFailed: no candidate is counted wrong for it."""
+    from ..agents import reaper
     from ..agents.childenv import make_non_dumpable
     from ..agents.exceptions import EvaluatorFailed
     from ..agents.seal import SealedEvaluator
@@ -277,6 +278,7 @@ def remeasure(
     rows: list[Remeasurement] = []
     sandboxes: set[str] = set()
     work = Path(tempfile.mkdtemp(prefix="ks-remeasure-"))
+    reaper.watch_dir(work)  # removed even if this process is killed
     try:
         for path in traces:
             events = read_trace(path).events
@@ -334,6 +336,7 @@ def remeasure(
             finally:
                 seal.close()
     finally:
+        reaper.release_dir(work)
         shutil.rmtree(work, ignore_errors=True)
     with open(out_dir / "remeasure.jsonl", "w", encoding="utf-8") as f:
         f.write(json.dumps({"remeasured_at": now_utc(), "host": _machine(), "sandbox": sorted(sandboxes)}) + "\n")
