@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from kernelseek_suite import build as B
-from kernelseek_suite import exitcodes
 from kernelseek_suite.cli import main
+from kernelseek_suite.contracts import exitcodes
 
 ROOT = Path(__file__).resolve().parent.parent
 HOPPER = ROOT / "kernels" / "hopper" / "flash_fwd_sm90.cu"

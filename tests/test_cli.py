@@ -11,8 +11,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from kernelseek_suite import exitcodes
 from kernelseek_suite.cli import main
+from kernelseek_suite.contracts import exitcodes
 
 SUITE = Path(__file__).resolve().parent.parent / "suite"
 KERNELS = Path(__file__).parent / "kernels"
@@ -218,4 +218,4 @@ def test_the_wheel_ships_py_typed(tmp_path):
     )
     (wheel,) = tmp_path.glob("kernelseek_suite-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "kernelseek_suite/py.typed" in names and "kernelseek_suite/exitcodes.py" in names
+    assert "kernelseek_suite/py.typed" in names and "kernelseek_suite/contracts/exitcodes.py" in names

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kernelseek_suite import config, exitcodes
+from kernelseek_suite import config
 from kernelseek_suite.cli import main
+from kernelseek_suite.contracts import exitcodes
 from kernelseek_suite.gpu import list_gpus
 from kernelseek_suite.reproduce.pipeline import ReproduceRequest, reproduce
 from synthetic_results import default_ratio, make_rows, write_results

@@ -14,7 +14,7 @@ import fakes
 from kernelseek_suite import bench
 from kernelseek_suite.cli import main as cli
 from kernelseek_suite.config import CheckConfig, HarnessConfig, SweepConfig
-from kernelseek_suite.exitcodes import USAGE
+from kernelseek_suite.contracts.exitcodes import USAGE
 from kernelseek_suite.harness import distributions as D
 from kernelseek_suite.harness import trial
 

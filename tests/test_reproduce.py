@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelseek_suite import config, exitcodes
+from kernelseek_suite import config
+from kernelseek_suite.contracts import exitcodes
 from kernelseek_suite.gpu import NoGPUError, list_gpus
 from kernelseek_suite.reproduce import containers, pipeline
 from kernelseek_suite.reproduce.gemm import measure_in_child

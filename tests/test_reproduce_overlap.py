@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelseek_suite import build, config, exitcodes
+from kernelseek_suite import build, config
+from kernelseek_suite.contracts import exitcodes
 from kernelseek_suite.reproduce import gemm, pipeline
 from kernelseek_suite.reproduce.gemm import CeilingError, GatedChild, GateTimedOut, GemmCeiling, measure_in_child
 from kernelseek_suite.reproduce.pipeline import ReproduceRequest

@@ -1,6 +1,6 @@
 """Failures that are no verdict: the evaluator's own machinery (CUDA unusable, its worker or its own
 process unable to start, no suitable GPU), the model endpoint, and a cost limit that could not bind.
-Each has its own exit code (suite/exitcodes.py, the README's table); the machinery's failure ends an
+Each has its own exit code (suite/contracts/exitcodes.py, the README's table); the machinery's failure ends an
 agent run without the model ever being told that its kernel is wrong."""
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from click.testing import CliRunner
 from agent_runs import config_for, of_type, run
 from chat_server import ScriptedChatServer, reply
 from kernelseek_suite import config as suite_config
-from kernelseek_suite import exitcodes
 from kernelseek_suite import scenarios as sc
 from kernelseek_suite.agents import read_trace
 from kernelseek_suite.agents.tasks.fa_fwd import parse_eval_output
 from kernelseek_suite.cli import main
 from kernelseek_suite.config import HarnessConfig, SweepConfig
+from kernelseek_suite.contracts import exitcodes
 from kernelseek_suite.harness.sweep import SweepSpec, run_sweep
 
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")

@@ -9,9 +9,10 @@ from click.testing import CliRunner
 
 # imported before any test stands in for bench.run_bench: evaluate binds the real one at its import
 import kernelseek_suite.evaluate  # noqa: F401
-from kernelseek_suite import config, exitcodes
+from kernelseek_suite import config
 from kernelseek_suite.bench import BenchRequest, SweepOutput
 from kernelseek_suite.cli import main
+from kernelseek_suite.contracts import exitcodes
 from kernelseek_suite.gpu import NoGPUError
 from kernelseek_suite.harness.sweep import _setup_job
 from kernelseek_suite.scenarios import grid

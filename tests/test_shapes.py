@@ -10,9 +10,10 @@ from click.testing import CliRunner
 
 # imported before any test stands in for bench.run_bench: evaluate binds the real one at its import
 import kernelseek_suite.evaluate  # noqa: F401
-from kernelseek_suite import config, exitcodes
+from kernelseek_suite import config
 from kernelseek_suite.bench import BenchRequest, RequestError, select_scenarios
 from kernelseek_suite.cli import main
+from kernelseek_suite.contracts import exitcodes
 from kernelseek_suite.gpu import NoGPUError, list_gpus
 from kernelseek_suite.scenarios import Scenario, ShapeError, by_id, parse_shape
 

@@ -12,9 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from kernelseek_suite import build as build_mod
-from kernelseek_suite import exitcodes, gpu
+from kernelseek_suite import gpu
 from kernelseek_suite.cli import main
 from kernelseek_suite.contract import REQUIRED_SYMBOLS
+from kernelseek_suite.contracts import exitcodes
 from kernelseek_suite.harness import run_once
 
 ROOT = Path(__file__).resolve().parent.parent

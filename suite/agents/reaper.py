@@ -91,7 +91,7 @@ def _remove(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def main() -> int:
+def main() -> None:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     groups: set[int] = set()
@@ -120,8 +120,7 @@ def main() -> int:
             time.sleep(0.2)
     for d in dirs:
         _remove(d)
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -26,6 +26,7 @@ import os
 import stat
 import sys
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 PR_SET_NO_NEW_PRIVS = 38
 PR_CAPBSET_DROP = 24
@@ -221,7 +222,7 @@ def _cap_last() -> int:
         return CAP_LAST_FALLBACK
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> NoReturn:
     args = list(sys.argv[1:] if argv is None else argv)
     read: list[str] = []
     write: list[str] = []
@@ -231,12 +232,10 @@ def main(argv: list[str] | None = None) -> int:
         {"--read": read, "--write": write, "--dev": dev, "--keep-cap": keep}[args[0]].append(args[1])
         args = args[2:]
     if not args or args[0] != "--" or len(args) < 2:
-        sys.stderr.write("usage: sandbox.py --read DIR ... --write DIR ... [--dev PATH] [--keep-cap N] -- COMMAND...\n")
-        return 2
+        sys.exit("usage: sandbox.py --read DIR ... --write DIR ... [--dev PATH] [--keep-cap N] -- COMMAND...")
     apply(Policy(tuple(read), tuple(write), tuple(int(c) for c in keep), tuple(dev) if dev else None))
-    os.execvp(args[1], args[1:])
-    return 127  # not reached
+    os.execvp(args[1], args[1:])  # never returns
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from ..config import REPO_ROOT
-from ..exitcodes import EVALUATOR, FAIL, NO_GPU, OK
+from ..contracts.exitcodes import EVALUATOR, FAIL, NO_GPU, OK
 from .config import RunConfig
 from .model import ModelResponse, ToolCall
 from .protections import missing

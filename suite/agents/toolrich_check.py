@@ -14,6 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..contracts import exitcodes
 from .config import RunConfig
 from .runner import new_run
 from .selfcheck import ScriptedModel
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         agent = new_run(cfg, trace_path, model=ScriptedModel(script))
     except (KeyError, ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
-        return 4
+        return exitcodes.USAGE
     agent.run()
     ok = True
     for ev in read_trace(trace_path).events:
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
             ok = False
     print(f"trace: {trace_path}")
     print("TOOLCHECK PASS" if ok else "TOOLCHECK FAIL")
-    return 0 if ok else 1
+    return exitcodes.OK if ok else exitcodes.FAIL
 
 
 if __name__ == "__main__":

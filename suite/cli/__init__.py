@@ -10,7 +10,7 @@ nothing else imports click.
   scaleout.py    the --executor/--scheduler options; agreement, cluster
   reproduce.py   reproduce, doctor, wheelhouse, render, verify, container
 
-The exit codes are those of `kernelseek_suite.exitcodes`.
+The exit codes are those of `kernelseek_suite.contracts.exitcodes`.
 """
 
 from __future__ import annotations

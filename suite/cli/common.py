@@ -17,7 +17,8 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .. import __version__, config, exitcodes
+from .. import __version__, config
+from ..contracts import exitcodes
 
 console = Console(stderr=True)
 
@@ -137,7 +138,7 @@ def main() -> None:
 
 
 def _terminate(signum, frame):
-    raise SystemExit(128 + signum)
+    raise SystemExit(exitcodes.signalled(signum))
 
 
 def arch_option(f):

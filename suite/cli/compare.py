@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..exitcodes import ENDPOINT, EVALUATOR, FAIL, NO_GPU, OK, USAGE
+from ..contracts.exitcodes import ENDPOINT, EVALUATOR, FAIL, NO_GPU, OK, USAGE
 from .common import fail, key_values, say, task_options
 from .scaleout import executor_options
 

@@ -12,7 +12,7 @@ import click
 from tabulate import tabulate
 
 from .. import config
-from ..exitcodes import BUILD, EVALUATOR, FAIL, NO_GPU, OK, USAGE
+from ..contracts.exitcodes import BUILD, EVALUATOR, FAIL, NO_GPU, OK, USAGE
 from ..gpu import GPU_ENV
 from ..scenarios import SHAPE_HELP
 from .common import arch_option, fail, run_with_progress

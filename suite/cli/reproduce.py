@@ -11,7 +11,7 @@ import click
 from tabulate import tabulate
 
 from .. import config
-from ..exitcodes import FAIL, OK, USAGE
+from ..contracts.exitcodes import FAIL, OK, USAGE
 from .common import fail, run_with_progress, say
 from .scaleout import scaleout_options
 

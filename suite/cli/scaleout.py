@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from ..exitcodes import NO_GPU, USAGE
+from ..contracts.exitcodes import NO_GPU, USAGE
 from .common import fail
 
 _executor_option = click.option(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..exitcodes import FAIL, OK, USAGE
+from ..contracts.exitcodes import FAIL, OK, USAGE
 from .common import fail, say
 
 

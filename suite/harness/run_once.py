@@ -27,7 +27,8 @@ import math
 import os
 import sys
 
-from .. import config, exitcodes
+from .. import config
+from ..contracts import exitcodes
 
 
 class _Parser(argparse.ArgumentParser):

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import sys
 
+from ..contracts import exitcodes
+
 
 def main(argv=None) -> int:
     import torch
@@ -30,7 +32,7 @@ def main(argv=None) -> int:
         torch.cuda.synchronize()
         print(f"{scn.id}: returned {rc}", flush=True)
         del q, k, v, out, lse
-    return 0
+    return exitcodes.OK
 
 
 if __name__ == "__main__":

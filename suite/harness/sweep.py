@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..config import HarnessConfig
+from ..contracts import exitcodes
 from ..results import STATUS_CRASH, STATUS_TIMEOUT, ScenarioResult, append_jsonl
 from ..scenarios import Scenario
 from .channel import Message, ParentChannel
@@ -222,7 +223,11 @@ def _exit_failure(rc: int | None, log_path: Path, offset: int) -> _Failure:
     else:
         why = f"worker exited with code {rc} before it was done"
     tail = _tail(log_path, offset)
-    code = "cuda-error" if rc == 3 or "illegal" in tail.lower() or "CUDA error" in tail else "crash"
+    code = (
+        "cuda-error"
+        if rc == exitcodes.WORKER_CUDA_LOST or "illegal" in tail.lower() or "CUDA error" in tail
+        else "crash"
+    )
     return _Failure(STATUS_CRASH, code, f"{why}: {tail}" if tail else why)
 
 
@@ -300,7 +305,7 @@ def run_sweep(
                     continue
                 if ev is None:  # the channel closed: the worker exited
                     proc.wait()
-                    if failure is None and (current is not None or not finished or proc.returncode != 0):
+                    if failure is None and (current is not None or not finished or proc.returncode != exitcodes.OK):
                         failure = _exit_failure(proc.returncode, this_log, offset)
                     break
                 deadline = time.monotonic() + timeout

@@ -24,6 +24,7 @@ import sys
 import time
 import traceback
 
+from ..contracts import exitcodes
 from .channel import WorkerChannel
 from .gate import await_build, wait_at_gate
 
@@ -172,7 +173,7 @@ def run_job(job: dict, chan: WorkerChannel) -> int:
         lib = KernelLibrary(job["library"])
     except ContractError as e:
         chan.emit("fatal", error=str(e)[:1000], code="contract")
-        return 2
+        return exitcodes.WORKER_FATAL
     gate = wait_at_gate(job.get("gate"), lambda: chan.emit("waiting"))
     if gate is not None and gate["timed_out"]:
         sys.stderr.write(f"the gate did not open within {gate['waited_s']:.0f} s: measuring anyway\n")
@@ -319,14 +320,14 @@ def run_job(job: dict, chan: WorkerChannel) -> int:
             chan.emit("result", row=row.to_dict())
             if fatal:
                 sys.stderr.write(traceback.format_exc())
-                return 3  # the context is gone: the parent restarts a fresh worker
+                return exitcodes.WORKER_CUDA_LOST  # the parent restarts a fresh worker
             torch.cuda.empty_cache()
             continue
         row.wall_s = round(time.time() - t0, 3)
         chan.emit("result", row=row.to_dict())
         torch.cuda.empty_cache()
     chan.emit("done")
-    return 0
+    return exitcodes.OK
 
 
 def main(argv=None) -> int:
@@ -339,7 +340,7 @@ def main(argv=None) -> int:
     except Exception as e:
         traceback.print_exc()
         chan.emit("fatal", error=f"{type(e).__name__}: {e}"[:1000], code="cuda-error" if _is_cuda_error(e) else "error")
-        return 2
+        return exitcodes.WORKER_FATAL
 
 
 if __name__ == "__main__":

@@ -293,7 +293,7 @@ def run_in_container(req, notify=lambda m: None, cli=None):
     import docker
     from docker.types import DeviceRequest
 
-    from ..exitcodes import FAIL
+    from ..contracts.exitcodes import FAIL
     from ..provenance import git_sha
     from .pipeline import IMAGE_ENV, Outcome
 

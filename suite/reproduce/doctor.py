@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import config
-from ..exitcodes import DOCTOR as CODES
+from ..contracts.exitcodes import DOCTOR as CODES
 
 # The oldest Linux driver each CUDA release needs (CUDA's release notes, table 3); within a major
 # release a newer toolkit runs on the major's first driver (minor version compatibility).

@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import config, exitcodes
+from .. import config
 from .. import scenarios as _scenarios
+from ..contracts import exitcodes
 from ..reports.data import CEILING, MEASURED, RECORD, SHIPPED, NoResults
 from . import kernels as _kernels
 

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from ... import config as suite_config
-from ...exitcodes import BUILD, EVALUATOR, NO_GPU
+from ...contracts.exitcodes import BUILD, EVALUATOR, NO_GPU
 from ...results import read_jsonl
 from . import Evaluation, Goal, register_task
 

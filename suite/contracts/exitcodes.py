@@ -1,5 +1,5 @@
-"""The exit codes of every command, in one place. This module imports nothing of the suite: every
-layer may use it.
+"""The exit codes of every command and of the suite's own child processes, in one place. This module
+imports nothing of the suite: every layer may use it.
 
   0   OK           success; for `bench`/`eval`: correct on every scenario run
   1   FAIL         not correct everywhere (or implausible rows); a claim not reproduced; the command
@@ -13,6 +13,10 @@ layer may use it.
   7   ENDPOINT     the model endpoint failed (unreachable, refusing, or failing after the bounded
                    retries of --max-attempts and --retry-budget): no verdict on the agent
   10-18            `doctor`: one code per problem (DOCTOR below)
+The suite's own child processes (never a command's code; each distinct from every code above):
+  20  WORKER_FATAL        the measuring worker stopped before its scenarios (the kernel's library
+                          breaks the contract, or an error outside any one scenario)
+  21  WORKER_CUDA_LOST    the worker's CUDA context is gone: the parent starts a fresh worker
 A command whose output is cut off by a closed pipe (`reproduce 2>&1 | head -2`) drops the rest of its
 output and exits with its own code (cli/common.py, survive_closed_pipes). `make` exits 2 for any failed
 recipe: `make reproduce` prints the command's code, which a script gets from the command itself.
@@ -29,6 +33,10 @@ RUNTIME = 5
 EVALUATOR = 6
 ENDPOINT = 7
 
+# The measuring worker's own codes (harness/worker.py, read by harness/sweep.py).
+WORKER_FATAL = 20
+WORKER_CUDA_LOST = 21
+
 # `doctor`: each problem its own code; the exit code is the first problem's, in this order.
 DOCTOR = {
     "gpu": NO_GPU,  # no NVIDIA GPU, or not the architecture's exact compute capability
@@ -42,6 +50,12 @@ DOCTOR = {
     "baselines": 17,  # the architecture's main baseline cannot be imported
     "nvml": 18,  # nvidia-ml-py is missing
 }
+
+
+def signalled(signum: int) -> int:
+    """The code of a process ended by a signal, as a shell reports it (128 + the signal's number)."""
+    return 128 + signum
+
 
 MEANING = {
     OK: "ok",
