@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernelseek_suite.agents import RunConfig, new_run, read_trace, validate_trace
+from kernelseek_suite.agents import RunConfig, new_run
+from kernelseek_suite.contracts.traces import read_trace, validate_trace
 
 SECRET = "sk-test-0123456789-do-not-log"
 

@@ -12,7 +12,8 @@ import random
 from pathlib import Path
 
 from kernelseek_suite.agents.config import RunConfig
-from kernelseek_suite.agents.trace import TRACE_SCHEMA_VERSION, TraceWriter
+from kernelseek_suite.agents.trace import TraceWriter
+from kernelseek_suite.contracts.traces import TRACE_SCHEMA_VERSION
 
 # the conversation hashes are not computed (the viewer does not read them; hashing the growing
 # conversation at every event would make a long trace slow to write)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from agent_runs import FASTER_KERNEL, of_type
-from kernelseek_suite.agents import RunConfig, new_run, read_trace, resume_run, validate_trace
+from kernelseek_suite.agents import RunConfig, new_run, resume_run
 from kernelseek_suite.agents.arms import ArmOptionError
 from kernelseek_suite.agents.external import (
     ADAPTERS,
@@ -25,6 +25,7 @@ from kernelseek_suite.agents.external import (
     parse_session,
 )
 from kernelseek_suite.agents.sandbox import landlock_status
+from kernelseek_suite.contracts.traces import read_trace, validate_trace
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 

@@ -9,8 +9,8 @@ from click.testing import CliRunner
 
 from agent_runs import SECRET, of_type
 from chat_server import ScriptedChatServer, reply
-from kernelseek_suite.agents import read_trace
 from kernelseek_suite.cli import main
+from kernelseek_suite.contracts.traces import read_trace
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 

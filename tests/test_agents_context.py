@@ -11,9 +11,10 @@ import pytest
 
 from agent_runs import FASTER_KERNEL, SECRET, config_for, of_type, run
 from chat_server import ScriptedChatServer, reply, request_tokens
-from kernelseek_suite.agents import read_trace, resume_run, validate_trace
+from kernelseek_suite.agents import resume_run
 from kernelseek_suite.agents.compaction import SUMMARY_HEAD, ContextManager
 from kernelseek_suite.agents.config import ContextConfig
+from kernelseek_suite.contracts.traces import read_trace, validate_trace
 
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 

@@ -11,7 +11,8 @@ import pytest
 
 from agent_runs import FASTER_KERNEL, SECRET, config_for, of_type, run
 from chat_server import ScriptedChatServer, fault, hang, reply
-from kernelseek_suite.agents import read_trace, resume_run, validate_trace
+from kernelseek_suite.agents import resume_run
+from kernelseek_suite.contracts.traces import read_trace, validate_trace
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 

@@ -9,7 +9,8 @@ import pytest
 
 from agent_runs import FASTER_KERNEL, SECRET, WRONG_KERNEL, config_for, of_type, run, user_texts
 from chat_server import ScriptedChatServer, fault, hang, reply, reset
-from kernelseek_suite.agents import read_trace, resume_run, validate_trace
+from kernelseek_suite.agents import resume_run
+from kernelseek_suite.contracts.traces import read_trace, validate_trace
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
@@ -112,7 +113,7 @@ def test_the_runs_own_model_decides_a_claimed_limit_and_the_call_is_in_the_trace
     assert result.totals["steps"] == 3 and result.totals["total_tokens"] == 3 * 120 + 53
     assert len(srv.requests) == 3
     # the timeline and the page show it as a model call of its own
-    from kernelseek_suite.agents.trace import timeline_lines
+    from kernelseek_suite.contracts.traces import timeline_lines
     from kernelseek_suite.reports.trace_html import run_model
 
     assert any("classify claimed-limit: claim" in line and "(50+3 tok)" in line for line in timeline_lines(events))

@@ -19,8 +19,8 @@ from kernelseek_suite.agents.decisions import DecisionDetector, claimed_limit, f
 from kernelseek_suite.agents.exceptions import ToolError
 from kernelseek_suite.agents.tasks import Evaluation, make_task, task_names
 from kernelseek_suite.agents.tools import elide
-from kernelseek_suite.agents.trace import trace_schema, validate_events
 from kernelseek_suite.agents.workspace import Workspace, scrubbed_env
+from kernelseek_suite.contracts.traces import trace_schema, validate_events, validate_trace
 
 
 def test_public_surface():
@@ -46,7 +46,6 @@ def test_public_surface():
             "StepRecord",
             "Submitted",
             "Supervisor",
-            "TRACE_SCHEMA_VERSION",
             "Task",
             "Terminate",
             "Tool",
@@ -59,11 +58,8 @@ def test_public_surface():
             "load_bank",
             "make_task",
             "new_run",
-            "read_trace",
             "resume_run",
             "task_names",
-            "timeline_lines",
-            "validate_trace",
         ]
     )
     for name in agents.__all__:
@@ -329,7 +325,7 @@ def test_selfcheck_on_the_cpu_task(tmp_path, capsys):
     assert main(["--task", "cpu-attn", "--trace", str(tmp_path / "t.jsonl")]) == 0
     out = capsys.readouterr().out
     assert "SELFCHECK PASS" in out and "correct 6/6" in out
-    assert agents.validate_trace(tmp_path / "t.jsonl").ok
+    assert validate_trace(tmp_path / "t.jsonl").ok
 
 
 # ---------------------------------------------------------------- trace validation

@@ -8,8 +8,8 @@ import csv
 import pytest
 from click.testing import CliRunner
 
-from kernelseek_suite.agents.trace import validate_trace
 from kernelseek_suite.cli import main
+from kernelseek_suite.contracts.traces import validate_trace
 from kernelseek_suite.headtohead.analysis import analyze
 from kernelseek_suite.headtohead.noise import Repeats, write_noise
 from trace_builder import TraceBuilder

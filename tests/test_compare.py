@@ -14,8 +14,8 @@ from click.testing import CliRunner
 
 from agent_runs import FASTER_KERNEL, WRONG_KERNEL
 from chat_server import ScriptedChatServer, reply
-from kernelseek_suite.agents import read_trace, validate_trace
 from kernelseek_suite.cli import main
+from kernelseek_suite.contracts.traces import read_trace, validate_trace
 from kernelseek_suite.headtohead.compare import CompareRequest, RunSpec, plan, run_spec
 from kernelseek_suite.headtohead.report import read_runs, render
 from kernelseek_suite.headtohead.runstats import stats_from_trace

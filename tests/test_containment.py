@@ -6,7 +6,7 @@ import stat
 import pytest
 
 from kernelseek_suite import config
-from kernelseek_suite.harness.containment import protected_paths, rss_bytes, writable
+from kernelseek_suite.containment import protected_paths, rss_bytes, writable
 
 
 def test_rss_of_this_process():

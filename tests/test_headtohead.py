@@ -15,9 +15,9 @@ from click.testing import CliRunner
 
 from agent_runs import FASTER_KERNEL, WRONG_KERNEL
 from chat_server import ScriptedChatServer, reply
-from kernelseek_suite.agents import read_trace, validate_trace
 from kernelseek_suite.cli import main
 from kernelseek_suite.config import REPO_ROOT
+from kernelseek_suite.contracts.traces import read_trace, validate_trace
 from kernelseek_suite.headtohead.protocol import ProtocolError, load_protocol
 from kernelseek_suite.headtohead.report import intervals, read_runs
 from kernelseek_suite.headtohead.runstats import stats_from_trace

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelseek_suite.agents.trace import read_trace, validate_trace
+from kernelseek_suite.contracts.traces import read_trace, validate_trace
 from kernelseek_suite.reports import load, page, scale
 from kernelseek_suite.reports.document import _claims
 from kernelseek_suite.reports.html import heatmaps, model, render_html, scenario_detail

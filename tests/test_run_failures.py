@@ -19,11 +19,11 @@ from agent_runs import config_for, of_type, run
 from chat_server import ScriptedChatServer, reply
 from kernelseek_suite import config as suite_config
 from kernelseek_suite import scenarios as sc
-from kernelseek_suite.agents import read_trace
 from kernelseek_suite.agents.tasks.fa_fwd import parse_eval_output
 from kernelseek_suite.cli import main
 from kernelseek_suite.config import HarnessConfig, SweepConfig
 from kernelseek_suite.contracts import exitcodes
+from kernelseek_suite.contracts.traces import read_trace
 from kernelseek_suite.harness.sweep import SweepSpec, run_sweep
 
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")

@@ -19,8 +19,8 @@ from click.testing import CliRunner
 distributed = pytest.importorskip("distributed")
 
 from chat_server import ScriptedChatServer, reply  # noqa: E402
-from kernelseek_suite.agents import read_trace, validate_trace  # noqa: E402
 from kernelseek_suite.cli import main  # noqa: E402
+from kernelseek_suite.contracts.traces import read_trace, validate_trace  # noqa: E402
 from kernelseek_suite.gpu import GPU_ENV  # noqa: E402
 from kernelseek_suite.headtohead.compare import CompareRequest, plan  # noqa: E402
 from kernelseek_suite.headtohead.report import read_runs  # noqa: E402

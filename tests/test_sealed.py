@@ -23,9 +23,10 @@ from click.testing import CliRunner
 from agent_runs import FASTER_KERNEL, SECRET, config_for, of_type, run
 from chat_server import ScriptedChatServer, reply
 from kernelseek_suite import config as suite_config
-from kernelseek_suite.agents import new_run, read_trace, validate_trace
+from kernelseek_suite.agents import new_run
 from kernelseek_suite.agents.sandbox import landlock_status
 from kernelseek_suite.cli import main
+from kernelseek_suite.contracts.traces import read_trace, validate_trace
 
 LANDLOCK, LANDLOCK_DETAIL = landlock_status()
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")

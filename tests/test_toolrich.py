@@ -16,12 +16,13 @@ from click.testing import CliRunner
 
 from agent_runs import FASTER_KERNEL, config_for, of_type, run, user_texts
 from chat_server import ScriptedChatServer, reply
-from kernelseek_suite.agents import RunConfig, new_run, read_trace, resume_run, validate_trace
+from kernelseek_suite.agents import RunConfig, new_run, resume_run
 from kernelseek_suite.agents.lessons import LessonStore
 from kernelseek_suite.agents.population import Member, Population
 from kernelseek_suite.agents.profiler_tools import find_executable
 from kernelseek_suite.agents.selfcheck import ScriptedModel
 from kernelseek_suite.cli import main
+from kernelseek_suite.contracts.traces import read_trace, validate_trace
 
 FIX = Path(__file__).parent / "fixtures"
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")

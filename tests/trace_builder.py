@@ -7,7 +7,8 @@ import hashlib
 from pathlib import Path
 
 from kernelseek_suite.agents.config import RunConfig
-from kernelseek_suite.agents.trace import TRACE_SCHEMA_VERSION, TraceWriter
+from kernelseek_suite.agents.trace import TraceWriter
+from kernelseek_suite.contracts.traces import TRACE_SCHEMA_VERSION
 
 ZERO = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, "cost": None}
 

@@ -9,7 +9,7 @@ protects the evaluator, the repository and the key; docs/threat-model.md), tasks
 cpu-attn), arms/ (general, kernelseek, toolrich, agent-cmd), external.py (an agent command driven
 through sessions), decisions.py + questions.py + bank.py (the KernelSeek questions),
 profiler_tools.py + retrieval.py + lessons.py + population.py (the tool-rich arm's equipment),
-trace.py (writing, reading, validating, showing traces), runner.py (a run put together, or resumed),
+trace.py (writing traces; reading them is contracts/traces.py), runner.py (a run put together, or resumed),
 selfcheck.py (a task's tools driven without a model). The head-to-head (compare, protocol, plan,
 statistics, report, trace analysis) is the `headtohead` package, which uses this one (never the other
 way round). The commands are in suite/cli/.
@@ -28,7 +28,7 @@ _EXPORTS = {
     "runner": ("RunSetupError", "new_run", "resume_run"),
     "tasks": ("Evaluation", "Goal", "Task", "make_task", "task_names"),
     "tools": ("Tool", "ToolRegistry", "ToolResult", "base_tools"),
-    "trace": ("TRACE_SCHEMA_VERSION", "TraceWriter", "read_trace", "timeline_lines", "validate_trace"),
+    "trace": ("TraceWriter",),
     "workspace": ("Workspace",),
 }
 _WHERE = {name: mod for mod, names in _EXPORTS.items() for name in names}

@@ -43,7 +43,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..harness.containment import die_with_parent
+from ..containment import die_with_parent
 from . import layers, reaper
 from . import policy as _policy
 from . import sandbox as _sandbox

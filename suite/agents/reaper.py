@@ -1,7 +1,7 @@
 """Nothing a run starts outlives the process that runs it, however that process ends (SIGKILL too).
 
 Each process a run starts in a group of its own (a shell command, an evaluation, an agent command)
-dies with the process that started it (harness/containment.py, `die_with_parent`), and its group is
+dies with the process that started it (containment.py, `die_with_parent`), and its group is
 registered here; so is each temporary folder the run makes (its workspace, its sealed copy). A small
 watcher process, started once per process that runs agents, holds the read end of a pipe whose only
 write end that process holds: when the pipe closes (the process ended, whatever ended it) the watcher

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import __version__
+from ..contracts.traces import TRACE_SCHEMA_VERSION, read_trace
 from ..gpu import default_gpu_index
 from ..provenance import git_sha, host_provenance, package_version
 from .agent import Agent
@@ -25,7 +26,7 @@ from .model import OpenAIChatModel
 from .seal import SealedEvaluator
 from .tasks import make_task
 from .tools import tools_digest
-from .trace import TRACE_SCHEMA_VERSION, TraceWriter, read_trace, sha256_bytes, sha256_json
+from .trace import TraceWriter, sha256_bytes, sha256_json
 from .workspace import Workspace
 
 API_KEY_ENV = "OPENAI_API_KEY"

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import config as suite_config
-from ..harness.containment import die_with_parent
+from ..containment import die_with_parent
 from ..provenance import git_sha
 from . import gpu_rules, reaper
 from . import policy as policy_mod

@@ -24,12 +24,12 @@ from pathlib import Path
 
 from ..config import REPO_ROOT
 from ..contracts.exitcodes import EVALUATOR, FAIL, NO_GPU, OK
+from ..contracts.traces import read_trace
 from .config import RunConfig
 from .model import ModelResponse, ToolCall
 from .protections import missing
 from .runner import new_run
 from .tasks import make_task
-from .trace import read_trace
 
 
 class ScriptedModel:

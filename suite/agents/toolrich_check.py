@@ -15,10 +15,10 @@ import tempfile
 from pathlib import Path
 
 from ..contracts import exitcodes
+from ..contracts.traces import read_trace
 from .config import RunConfig
 from .runner import new_run
 from .selfcheck import ScriptedModel
-from .trace import read_trace
 
 
 def main(argv: list[str] | None = None) -> int:

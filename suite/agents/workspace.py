@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..harness.containment import die_with_parent
+from ..containment import die_with_parent
 from . import policy as _policy
 from . import reaper
 from . import sandbox as _sandbox

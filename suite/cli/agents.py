@@ -293,7 +293,7 @@ def run_exit_code(result) -> int:
 
 
 def _plain(console, ev: dict) -> None:
-    from ..agents.trace import timeline_lines
+    from ..contracts.traces import timeline_lines
 
     if ev["type"] in ("llm_call", "harness_eval", "question", "retry", "exit", "resume", "context", "invocation"):
         for line in timeline_lines([ev]):

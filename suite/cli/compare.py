@@ -268,7 +268,7 @@ def _render(
 
 
 def _first_trace_per_task(traces: list[Path]) -> list[Path]:
-    from ..agents.trace import read_trace
+    from ..contracts.traces import read_trace
 
     seen: dict[str, Path] = {}
     for t in traces:

@@ -21,7 +21,7 @@ def traces_group():
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 def traces_validate(files):
     """Check FILES against the trace schema; exit 1 if any is invalid."""
-    from ..agents.trace import validate_trace
+    from ..contracts.traces import validate_trace
 
     bad = 0
     for f in files:
@@ -44,7 +44,7 @@ def traces_validate(files):
 )
 def traces_show(file, as_json):
     """A readable timeline of a run. A file that is not a trace (no run_start first) exits 4."""
-    from ..agents.trace import read_trace, timeline_lines
+    from ..contracts.traces import read_trace, timeline_lines
 
     tf = _read_or_fail(file, read_trace, as_json)
     lines = timeline_lines(tf.events)
@@ -159,7 +159,7 @@ def traces_analyze(files, threshold, noise_file, out_dir):
 def traces_html(files, out_dir):
     """A self-contained page (no server, no network) to browse the runs of FILES: timeline, best-so-far
     curve with the questions, conversation, each candidate's diff; two runs side by side."""
-    from ..agents.trace import read_trace
+    from ..contracts.traces import read_trace
     from ..reports.trace_html import default_output, render_traces
 
     for f in files:

@@ -24,11 +24,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..config import HarnessConfig
+from ..containment import die_with_parent, rss_bytes
 from ..contracts import exitcodes
 from ..results import STATUS_CRASH, STATUS_TIMEOUT, ScenarioResult, append_jsonl
 from ..scenarios import Scenario
 from .channel import Message, ParentChannel
-from .containment import die_with_parent, rss_bytes
 from .gate import Gate
 
 WORKER_COMMAND = (sys.executable, "-m", "kernelseek_suite.harness.worker")

@@ -331,7 +331,7 @@ def run_job(job: dict, chan: WorkerChannel) -> int:
 
 
 def main(argv=None) -> int:
-    from .containment import no_core_dumps
+    from ..containment import no_core_dumps
 
     no_core_dumps()
     job, chan = WorkerChannel.open(sys.argv if argv is None else argv)

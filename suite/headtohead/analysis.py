@@ -25,7 +25,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from ..agents import layers
-from ..agents.trace import question_category, read_trace
+from ..contracts.traces import question_category, read_trace
 from .control import Control, control
 from .noise import Repeats, bands, trace_repeats
 from .runstats import EvalPoint, arm_label

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..agents.config import RunConfig
 from ..agents.runner import API_KEY_ENV
-from ..agents.trace import artifacts_dir, read_trace
+from ..contracts.traces import artifacts_dir, read_trace
 from ..provenance import host_provenance, now_utc
 from .protocol import CONTROL_DEFAULTS
 

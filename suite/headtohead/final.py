@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..agents.config import RunConfig
 from ..agents.tasks import make_task
-from ..agents.trace import artifacts_dir, read_trace
+from ..contracts.traces import artifacts_dir, read_trace
 from ..provenance import now_utc
 from .compare import portable_options
 from .noise import Repeats

@@ -23,7 +23,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..agents.trace import read_trace
+from ..contracts.traces import read_trace
 from ..provenance import now_utc
 
 NOISE_FILE = "noise.json"

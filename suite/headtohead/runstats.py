@@ -8,7 +8,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..agents.trace import question_category, read_trace
+from ..contracts.traces import question_category, read_trace
 
 # evaluations that say nothing about the candidate: the machine could not judge it
 NOT_JUDGED = ("no_gpu", "error")

@@ -1,5 +1,5 @@
 """The trace viewer: one self-contained HTML page for one or more agent runs, read through the trace
-loader (`agents.trace.read_trace`). Per run: the timeline of its events (model calls, tool calls by
+reader (`contracts.traces.read_trace`). Per run: the timeline of its events (model calls, tool calls by
 tool, evaluations with their geomean, questions with their trigger and category, human messages,
 retries, resumes, context compactions, sessions of an external agent, limits), the best-so-far
 curve with the questions marked, the conversation with tool outputs folded, and each evaluated
@@ -17,7 +17,7 @@ import json
 import os
 from pathlib import Path
 
-from ..agents.trace import artifacts_dir, question_category, read_trace
+from ..contracts.traces import artifacts_dir, question_category, read_trace
 from .page import render_page, write_page
 
 VENDOR = ["chart.umd.min.js"]

@@ -128,7 +128,7 @@ class GatedChild:
         gate_timeout_s: float = 3600,
     ):
         # the harness's own guard against orphans on the GPU; imported here, the child never needs it
-        from ..harness.containment import die_with_parent
+        from ..containment import die_with_parent
 
         self.gate = Gate(gate_timeout_s)
         try:

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..agents.trace import artifacts_dir
+from ..contracts.traces import artifacts_dir
 from ..gpu import GPU_ENV
 from ..headtohead.compare import CompareRequest, RunSpec, prepare, run_spec
 from . import cluster

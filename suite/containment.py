@@ -44,9 +44,9 @@ def protected_paths(repo_root: Path, results_dir: Path | None = None) -> list[Pa
     """What an agent's workspace must not be able to write: the harness package, the reference
     kernel, the results, and the build cache (a library planted there under the key of an honest
     source would be loaded without being compiled from it)."""
-    from .. import config
+    from . import config
 
-    suite_dir = Path(__file__).resolve().parent.parent
+    suite_dir = Path(__file__).resolve().parent
     paths = [suite_dir, repo_root / "kernels" / "reference", results_dir or (repo_root / "results"), config.cache_dir()]
     return [p for p in paths if p.exists()]
 
