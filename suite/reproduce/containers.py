@@ -293,9 +293,9 @@ def run_in_container(req, notify=lambda m: None, cli=None):
     import docker
     from docker.types import DeviceRequest
 
-    from ..contracts.exitcodes import FAIL
+    from ..contracts.exitcodes import FAIL, OK
     from ..provenance import git_sha
-    from .pipeline import IMAGE_ENV, Outcome
+    from .outcome import IMAGE_ENV, Outcome
 
     cli = cli or client()
     root = Path(req.root)
@@ -359,7 +359,7 @@ def run_in_container(req, notify=lambda m: None, cli=None):
     report = out / "REPORT.md"
     return Outcome(
         req.arch,
-        "measured" if report.exists() and rc in (0, 1) else "failed",
+        "measured" if report.exists() and rc in (OK, FAIL) else "failed",
         rc,
         out,
         "docker",

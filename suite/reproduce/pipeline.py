@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,7 @@ from .. import scenarios as _scenarios
 from ..contracts import exitcodes
 from ..reports.data import CEILING, MEASURED, RECORD, SHIPPED, NoResults
 from . import kernels as _kernels
+from .outcome import IMAGE_ENV, Outcome
 
 if TYPE_CHECKING:
     from .gemm import GatedChild, GemmCeiling
@@ -39,7 +40,6 @@ RUNTIMES = ("auto", "docker", "native")
 # how long the second ceiling's child, started during the sweep, waits for the sweep to end: only a
 # backstop, for the parent ends it itself (and it dies with the parent); past it, a fresh child measures
 CEILING_GATE_TIMEOUT_S = 4 * 3600.0
-IMAGE_ENV = "KERNELSEEK_IMAGE"  # set by the container runner: the image's tag, id and digests (JSON)
 # reproduce.json's `phases`: seconds from the run's start to the end of each step (None where a step
 # did not happen in this run: no FA4 warm-up, no row, or the sweep on a Dask cluster). `fa4_warm_s` is
 # the warm-up's own length (provenance.json's fa4_warm.seconds)
@@ -76,19 +76,6 @@ class ReproduceRequest:
 
     def partial_dir(self) -> Path:
         return Path(self.out) if self.out else Path(self.root) / "build" / "reproduce" / self.arch
-
-
-@dataclass
-class Outcome:
-    arch: str
-    status: str  # "measured", "partial" or "failed"
-    exit_code: int
-    out: Path | None = None
-    runtime: str = "native"
-    messages: list[str] = field(default_factory=list)
-    static: list[_kernels.StaticCheck] = field(default_factory=list)
-    report: Path | None = None
-    summary: dict | None = None
 
 
 Notify = Callable[[str], None]
