@@ -7,6 +7,7 @@ after it."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from functools import partial
 
 from .context import RunContext
 from .exceptions import ToolError
@@ -97,119 +98,131 @@ class Population:
         self.workspace_parents, self.looked_at = list(state["workspace_parents"]), list(state["looked_at"])
 
 
+def _show(pop: Population, args: dict, ctx: RunContext) -> ToolResult:
+    lines = [pop.table()]
+    if pop.workspace_parents or pop.looked_at:
+        lines.append(
+            f"the workspace kernel descends from: {', '.join(pop.workspace_parents) or '-'}"
+            + (f"; also checked out: {', '.join(pop.looked_at)}" if pop.looked_at else "")
+        )
+    return ToolResult("\n".join(lines), data={"top": [m.id for m in pop.top()]})
+
+
+def _checkout(pop: Population, args: dict, ctx: RunContext) -> ToolResult:
+    m = pop.get(args["id"])
+    target = args.get("path") or ctx.task.kernel
+    path = ctx.workspace.resolve(target)
+    data = ctx.trace.get_blob(m.sha256)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    rel = ctx.workspace.relative(path)
+    if rel == ctx.task.kernel:
+        pop.workspace_parents, pop.looked_at = [m.id], []
+        role = "the kernel that the next evaluation judges"
+    else:
+        pop.looked_at = list(dict.fromkeys(pop.looked_at + [m.id]))
+        role = "beside the kernel, to recombine from"
+    return ToolResult(f"{m.id} ({m.line()}) written to {rel}: {role}", data={"id": m.id, "path": rel})
+
+
+def _evaluate(pop: Population, args: dict, ctx: RunContext) -> ToolResult:
+    parents, gen, operator = pop.lineage_for(args.get("parents"))
+    index = ctx.totals.evals + 1
+    note = args.get("note")
+    meta = {"candidate_id": f"c{index}", "parents": parents, "generation": gen, "operator": operator, "note": note}
+    rec = ctx.evaluate(meta=meta)
+    ev = rec.evaluation
+    member = Member(
+        f"c{rec.index}",
+        rec.index,
+        rec.candidate_sha256,
+        ev.status,
+        ev.correct,
+        ev.geomean,
+        gen,
+        parents,
+        operator,
+        rec.step,
+        note,
+    )
+    admitted = pop.add(member)
+    ctx.trace.emit(
+        "x-population",
+        candidate_id=member.id,
+        admitted=admitted,
+        top=[{"id": m.id, "geomean": m.geomean, "generation": m.generation} for m in pop.top()],
+    )
+    text = [
+        evaluation_text(rec, ctx),
+        f"candidate {member.line()}"
+        + ("" if admitted or not ev.correct else " (not among the best; not kept in the population)"),
+        pop.table(),
+    ]
+    if ev.status not in ("no_gpu", "error"):  # nothing was learned about the candidate
+        text.append("Record what this evaluation taught you with record_lesson.")
+    return ToolResult(
+        "\n".join(text),
+        is_error=not ev.correct,
+        data={
+            "eval_index": rec.index,
+            "status": ev.status,
+            "candidate_id": member.id,
+            "parents": parents,
+            "generation": gen,
+            "admitted": admitted,
+        },
+    )
+
+
+_CANDIDATE_ID = {"type": "string", "pattern": "^c[0-9]+$"}
+
+_SHOW_PARAMS = {"type": "object", "properties": {}, "additionalProperties": False}
+
+_CHECKOUT_PARAMS = {
+    "type": "object",
+    "properties": {"id": _CANDIDATE_ID, "path": {"type": "string"}},
+    "required": ["id"],
+    "additionalProperties": False,
+}
+
+_EVALUATE_PARAMS = {
+    "type": "object",
+    "properties": {
+        "parents": {
+            "type": "array",
+            "items": _CANDIDATE_ID,
+            "uniqueItems": True,
+            "description": "the candidates this one was made from (default: the one the kernel "
+            "descends from and any checked out beside it)",
+        },
+        "note": {"type": "string", "maxLength": 300, "description": "what was changed"},
+    },
+    "additionalProperties": False,
+}
+
+
 def tools(pop: Population) -> list[Tool]:
-    def show(args: dict, ctx: RunContext) -> ToolResult:
-        lines = [pop.table()]
-        if pop.workspace_parents or pop.looked_at:
-            lines.append(
-                f"the workspace kernel descends from: {', '.join(pop.workspace_parents) or '-'}"
-                + (f"; also checked out: {', '.join(pop.looked_at)}" if pop.looked_at else "")
-            )
-        return ToolResult("\n".join(lines), data={"top": [m.id for m in pop.top()]})
-
-    def checkout(args: dict, ctx: RunContext) -> ToolResult:
-        m = pop.get(args["id"])
-        target = args.get("path") or ctx.task.kernel
-        path = ctx.workspace.resolve(target)
-        data = ctx.trace.get_blob(m.sha256)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-        rel = ctx.workspace.relative(path)
-        if rel == ctx.task.kernel:
-            pop.workspace_parents, pop.looked_at = [m.id], []
-            role = "the kernel that the next evaluation judges"
-        else:
-            pop.looked_at = list(dict.fromkeys(pop.looked_at + [m.id]))
-            role = "beside the kernel, to recombine from"
-        return ToolResult(f"{m.id} ({m.line()}) written to {rel}: {role}", data={"id": m.id, "path": rel})
-
-    def evaluate(args: dict, ctx: RunContext) -> ToolResult:
-        parents, gen, operator = pop.lineage_for(args.get("parents"))
-        index = ctx.totals.evals + 1
-        note = args.get("note")
-        meta = {"candidate_id": f"c{index}", "parents": parents, "generation": gen, "operator": operator, "note": note}
-        rec = ctx.evaluate(meta=meta)
-        ev = rec.evaluation
-        member = Member(
-            f"c{rec.index}",
-            rec.index,
-            rec.candidate_sha256,
-            ev.status,
-            ev.correct,
-            ev.geomean,
-            gen,
-            parents,
-            operator,
-            rec.step,
-            note,
-        )
-        admitted = pop.add(member)
-        ctx.trace.emit(
-            "x-population",
-            candidate_id=member.id,
-            admitted=admitted,
-            top=[{"id": m.id, "geomean": m.geomean, "generation": m.generation} for m in pop.top()],
-        )
-        text = [
-            evaluation_text(rec, ctx),
-            f"candidate {member.line()}"
-            + ("" if admitted or not ev.correct else " (not among the best; not kept in the population)"),
-            pop.table(),
-        ]
-        if ev.status not in ("no_gpu", "error"):  # nothing was learned about the candidate
-            text.append("Record what this evaluation taught you with record_lesson.")
-        return ToolResult(
-            "\n".join(text),
-            is_error=not ev.correct,
-            data={
-                "eval_index": rec.index,
-                "status": ev.status,
-                "candidate_id": member.id,
-                "parents": parents,
-                "generation": gen,
-                "admitted": admitted,
-            },
-        )
-
     return [
         Tool(
             "population",
             "Show the population: the best correct candidates evaluated so far, with their speed-up, "
             "generation and parents.",
-            {"type": "object", "properties": {}, "additionalProperties": False},
-            show,
+            _SHOW_PARAMS,
+            partial(_show, pop),
         ),
         Tool(
             "checkout",
             "Write a candidate of the population into the workspace: into the kernel file (default) to "
             "mutate it, or into another file to recombine parts of it with the kernel.",
-            {
-                "type": "object",
-                "properties": {"id": {"type": "string", "pattern": "^c[0-9]+$"}, "path": {"type": "string"}},
-                "required": ["id"],
-                "additionalProperties": False,
-            },
-            checkout,
+            _CHECKOUT_PARAMS,
+            partial(_checkout, pop),
         ),
         Tool(
             "evaluate",
             "Run the task's evaluator on the workspace's kernel (correctness on every scenario, then "
             "speed against the baseline) and add it to the population as a child of its parents. Uses one "
             "evaluation of the budget.",
-            {
-                "type": "object",
-                "properties": {
-                    "parents": {
-                        "type": "array",
-                        "items": {"type": "string", "pattern": "^c[0-9]+$"},
-                        "uniqueItems": True,
-                        "description": "the candidates this one was made from (default: the one the kernel "
-                        "descends from and any checked out beside it)",
-                    },
-                    "note": {"type": "string", "maxLength": 300, "description": "what was changed"},
-                },
-                "additionalProperties": False,
-            },
-            evaluate,
+            _EVALUATE_PARAMS,
+            partial(_evaluate, pop),
         ),
     ]

@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from ..profiling import ncu as ncu_parse
@@ -140,178 +141,130 @@ def _tail(text: str, n: int = 25) -> str:
 # ---------------------------------------------------------------- profile
 
 
+@dataclass(frozen=True)
+class _ProfileSetup:
+    scenario_default: str
+    timeout_s: float
+    ncu: str | None  # the ncu to run, where the options name one
+
+
 def profile_tool(options: dict) -> Tool:
-    scenario_default = options.get("profile_scenario") or DEFAULT_SCENARIO
-    timeout_s = float(options.get("profile_timeout_s") or 600)
-
-    def run(args: dict, ctx: RunContext) -> ToolResult:
-        arch, why = cuda_arch(ctx)
-        if why:
-            return unavailable("profile", why)
-        from ..scenarios import by_id
-
-        scenario = args.get("scenario") or scenario_default
-        if scenario not in by_id(arch):
-            raise ToolError(
-                f"unknown scenario {scenario!r} (ids look like {DEFAULT_SCENARIO} or d64-h32kv8-s2048-causal)"
-            )
-        exe = find_executable("ncu", options.get("ncu"))
-        if not exe:
-            return unavailable("profile", "Nsight Compute (ncu) is not installed or not on the PATH")
-        why = gpu_problem(arch)
-        if why:
-            return unavailable("profile", why)
-        out = _next_dir(ctx.trace.artifacts / "profiles")
-        _copy_kernel(ctx, out)  # kept with the profile; ncu runs a copy in the sandbox
-        seal = ctx.seal
-        scratch = seal.new_scratch()
-        try:
-            kernel = _copy_kernel(ctx, scratch)
-            target = seal.command(
-                "kernelseek_suite.harness.run_once", [str(kernel), scenario, "--arch", arch, "--reps", "1"]
-            )
-
-            def profile(extra_metrics: bool):
-                cmd = ncu_parse.ncu_command(exe, target, nvtx_range=f"kernel:{scenario}", extra_metrics=extra_metrics)
-                return cmd, seal.run(
-                    cmd, scratch, timeout_s, keep_caps=(CAP_SYS_ADMIN,), read=[Path(exe).resolve().parent]
-                )
-
-            cmd, ran = profile(True)
-            note = ""
-            said = (ran.stdout + ran.stderr).lower()
-            if ran.returncode is not None and "metric" in said and "error" in said and not ncu_parse.parse(ran.stdout):
-                # an ncu that does not know one of the extra metrics: profile with the sections alone
-                note = "this ncu refused the tensor-pipe and stall metrics; they are not reported\n"
-                cmd, ran = profile(False)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-        (out / "ncu.csv").write_text(ran.stdout)
-        (out / "ncu.log").write_text(ran.stderr)
-        (out / "command.json").write_text(json.dumps(cmd))
-        ctx.trace.redact_tree(out)
-        rel = out.relative_to(ctx.trace.artifacts)
-        if ran.returncode is None:
-            return ToolResult(
-                f"profile: ncu took longer than {timeout_s:.0f}s and was stopped; nothing measured",
-                is_error=True,
-                data={"available": True, "timed_out": True, "dir": str(rel)},
-            )
-        kernels = ncu_parse.parse(ran.stdout)
-        if not kernels:
-            msg = _tail(ran.stderr + "\n" + ran.stdout)
-            return ToolResult(
-                f"profile: ncu profiled no kernel on {scenario} (exit {ran.returncode}):\n{msg}",
-                is_error=True,
-                data={"available": True, "kernels": 0, "dir": str(rel)},
-            )
-        summaries = sorted((ncu_parse.summarize(k) for k in kernels), key=lambda s: -(s.duration_s or 0.0))
-        shown = summaries[:MAX_KERNELS_SHOWN]
-        (out / "summary.json").write_text(json.dumps([s.to_dict() for s in summaries], indent=1))
-        head = (
-            f"Nsight Compute, scenario {scenario}, one call of the kernel (clocks not locked); "
-            f"{len(kernels)} kernel launch{'es' if len(kernels) > 1 else ''} profiled"
-            + (f", the {len(shown)} longest shown" if len(shown) < len(kernels) else "")
-            + ":"
-        )
-        text = note + head + "\n\n" + "\n\n".join(ncu_parse.table(s) for s in shown)
-        return ToolResult(
-            text,
-            data={"available": True, "scenario": scenario, "dir": str(rel), "kernels": [s.to_dict() for s in shown]},
-        )
-
+    setup = _ProfileSetup(
+        options.get("profile_scenario") or DEFAULT_SCENARIO,
+        float(options.get("profile_timeout_s") or 600),
+        options.get("ncu"),
+    )
     return Tool(
         "profile",
         "Profile the workspace's kernel with Nsight Compute on one scenario (default "
-        f"{scenario_default}): SM and tensor-pipe throughput, DRAM and L2 throughput, occupancy, registers, "
+        f"{setup.scenario_default}): SM and tensor-pipe throughput, DRAM and L2 throughput, occupancy, registers, "
         "shared memory, spills, top warp stalls and ncu's own findings. Needs an NVIDIA GPU.",
         {
             "type": "object",
             "properties": {"scenario": {"type": "string", "description": f"a scenario id, e.g. {DEFAULT_SCENARIO}"}},
             "additionalProperties": False,
         },
-        run,
+        partial(_profile, setup),
+    )
+
+
+def _profile(setup: _ProfileSetup, args: dict, ctx: RunContext) -> ToolResult:
+    arch, why = cuda_arch(ctx)
+    if why:
+        return unavailable("profile", why)
+    scenario = _known_scenario(args.get("scenario") or setup.scenario_default, arch)
+    exe = find_executable("ncu", setup.ncu)
+    if not exe:
+        return unavailable("profile", "Nsight Compute (ncu) is not installed or not on the PATH")
+    why = gpu_problem(arch)
+    if why:
+        return unavailable("profile", why)
+    out = _next_dir(ctx.trace.artifacts / "profiles")
+    _copy_kernel(ctx, out)  # kept with the profile; ncu runs a copy in the sandbox
+    cmd, ran, note = _run_ncu(ctx, exe, arch, scenario, setup.timeout_s)
+    (out / "ncu.csv").write_text(ran.stdout)
+    (out / "ncu.log").write_text(ran.stderr)
+    (out / "command.json").write_text(json.dumps(cmd))
+    ctx.trace.redact_tree(out)
+    return _profile_result(ran, note, scenario, out, out.relative_to(ctx.trace.artifacts), setup.timeout_s)
+
+
+def _known_scenario(scenario: str, arch: str) -> str:
+    from ..scenarios import by_id
+
+    if scenario not in by_id(arch):
+        raise ToolError(f"unknown scenario {scenario!r} (ids look like {DEFAULT_SCENARIO} or d64-h32kv8-s2048-causal)")
+    return scenario
+
+
+def _run_ncu(ctx: RunContext, exe: str, arch: str, scenario: str, timeout_s: float) -> tuple[list[str], Ran, str]:
+    """ncu on run_once of a copy of the kernel in the sandbox: (the command, what it did, a note for the
+    model). An ncu that does not know one of the extra metrics profiles again with the sections alone."""
+    seal = ctx.seal
+    scratch = seal.new_scratch()
+    try:
+        kernel = _copy_kernel(ctx, scratch)
+        target = seal.command(
+            "kernelseek_suite.harness.run_once", [str(kernel), scenario, "--arch", arch, "--reps", "1"]
+        )
+
+        def profile(extra_metrics: bool):
+            cmd = ncu_parse.ncu_command(exe, target, nvtx_range=f"kernel:{scenario}", extra_metrics=extra_metrics)
+            return cmd, seal.run(cmd, scratch, timeout_s, keep_caps=(CAP_SYS_ADMIN,), read=[Path(exe).resolve().parent])
+
+        cmd, ran = profile(True)
+        said = (ran.stdout + ran.stderr).lower()
+        if ran.returncode is not None and "metric" in said and "error" in said and not ncu_parse.parse(ran.stdout):
+            cmd, ran = profile(False)
+            return cmd, ran, "this ncu refused the tensor-pipe and stall metrics; they are not reported\n"
+        return cmd, ran, ""
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _profile_result(ran: Ran, note: str, scenario: str, out: Path, rel: Path, timeout_s: float) -> ToolResult:
+    """What the model is told of an ncu run whose output is kept in `out` (`rel` in the trace's folder)."""
+    if ran.returncode is None:
+        return ToolResult(
+            f"profile: ncu took longer than {timeout_s:.0f}s and was stopped; nothing measured",
+            is_error=True,
+            data={"available": True, "timed_out": True, "dir": str(rel)},
+        )
+    kernels = ncu_parse.parse(ran.stdout)
+    if not kernels:
+        msg = _tail(ran.stderr + "\n" + ran.stdout)
+        return ToolResult(
+            f"profile: ncu profiled no kernel on {scenario} (exit {ran.returncode}):\n{msg}",
+            is_error=True,
+            data={"available": True, "kernels": 0, "dir": str(rel)},
+        )
+    summaries = sorted((ncu_parse.summarize(k) for k in kernels), key=lambda s: -(s.duration_s or 0.0))
+    shown = summaries[:MAX_KERNELS_SHOWN]
+    (out / "summary.json").write_text(json.dumps([s.to_dict() for s in summaries], indent=1))
+    head = (
+        f"Nsight Compute, scenario {scenario}, one call of the kernel (clocks not locked); "
+        f"{len(kernels)} kernel launch{'es' if len(kernels) > 1 else ''} profiled"
+        + (f", the {len(shown)} longest shown" if len(shown) < len(kernels) else "")
+        + ":"
+    )
+    text = note + head + "\n\n" + "\n\n".join(ncu_parse.table(s) for s in shown)
+    return ToolResult(
+        text,
+        data={"available": True, "scenario": scenario, "dir": str(rel), "kernels": [s.to_dict() for s in shown]},
     )
 
 
 # ---------------------------------------------------------------- disassemble
 
 
+@dataclass(frozen=True)
+class _DisassembleSetup:
+    timeout_s: float
+    cuobjdump: str | None  # the cuobjdump to run, where the options name one
+
+
 def disassemble_tool(options: dict) -> Tool:
-    timeout_s = float(options.get("disassemble_timeout_s") or 300)
-
-    def run(args: dict, ctx: RunContext) -> ToolResult:
-        arch, why = cuda_arch(ctx)
-        if why:
-            return unavailable("disassemble", why)
-        exe = find_executable("cuobjdump", options.get("cuobjdump"))
-        if not exe:
-            return unavailable(
-                "disassemble",
-                "cuobjdump is not installed (it comes with the CUDA toolkit, or "
-                "pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)",
-            )
-        from ..build import BuildError, build
-        from ..rules import DependencyRuleError
-
-        out = _next_dir(ctx.trace.artifacts / "sass")
-        kernel = _copy_kernel(ctx, out)
-        try:
-            built = build(kernel, arch)
-        except (BuildError, DependencyRuleError) as e:
-            return ToolResult(
-                f"disassemble: the kernel does not build:\n{elide(str(e), 4000)}",
-                is_error=True,
-                data={"available": True, "built": False},
-            )
-        env = child_env({"PATH": f"{Path(exe).parent}{os.pathsep}{os.environ.get('PATH', '')}"})
-        ran = run_command([exe, "--dump-sass", built.library], timeout_s, out, env)
-        (out / "kernel.sass").write_text(ran.stdout)
-        ctx.trace.redact_tree(out)
-        rel = out.relative_to(ctx.trace.artifacts)
-        summaries = sass_parse.summarize(ran.stdout) if ran.returncode == 0 else []
-        if not summaries:
-            return ToolResult(
-                f"disassemble: cuobjdump gave no SASS (exit {ran.returncode}):\n{_tail(ran.stderr + ran.stdout)}",
-                is_error=True,
-                data={"available": True, "built": True, "dir": str(rel)},
-            )
-        want = args.get("function")
-        if want:
-            summaries = [s for s in summaries if want in s.display_name or want in s.name]
-            if not summaries:
-                raise ToolError(f"no function matches {want!r}")
-        resources = {
-            f.name: {
-                "registers": f.registers,
-                "shared_bytes": f.shared_bytes,
-                "spill_bytes": f.spill_store_bytes + f.spill_load_bytes,
-            }
-            for f in built.functions
-        }
-        text = sass_parse.table(summaries, resources)
-        if args.get("listing"):
-            text += "\n\n" + _loop_listing(ran.stdout, summaries[0])
-        (out / "summary.json").write_text(json.dumps([s.to_dict() for s in summaries], indent=1))
-        return ToolResult(
-            text,
-            data={
-                "available": True,
-                "dir": str(rel),
-                "arch": arch,
-                "functions": [
-                    {
-                        "name": s.display_name,
-                        "instructions": s.instructions,
-                        "mix": s.mix,
-                        "registers": resources.get(s.name, {}).get("registers"),
-                        "inner_loop": s.inner_loop.instructions if s.inner_loop else None,
-                    }
-                    for s in summaries
-                ],
-            },
-        )
-
+    setup = _DisassembleSetup(float(options.get("disassemble_timeout_s") or 300), options.get("cuobjdump"))
     return Tool(
         "disassemble",
         "Build the workspace's kernel as the evaluator does and summarize its SASS "
@@ -325,8 +278,86 @@ def disassemble_tool(options: dict) -> Tool:
             },
             "additionalProperties": False,
         },
-        run,
+        partial(_disassemble, setup),
     )
+
+
+def _disassemble(setup: _DisassembleSetup, args: dict, ctx: RunContext) -> ToolResult:
+    arch, why = cuda_arch(ctx)
+    if why:
+        return unavailable("disassemble", why)
+    exe = find_executable("cuobjdump", setup.cuobjdump)
+    if not exe:
+        return unavailable(
+            "disassemble",
+            "cuobjdump is not installed (it comes with the CUDA toolkit, or "
+            "pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)",
+        )
+    from ..build import BuildError, build
+    from ..rules import DependencyRuleError
+
+    out = _next_dir(ctx.trace.artifacts / "sass")
+    kernel = _copy_kernel(ctx, out)
+    try:
+        built = build(kernel, arch)
+    except (BuildError, DependencyRuleError) as e:
+        return ToolResult(
+            f"disassemble: the kernel does not build:\n{elide(str(e), 4000)}",
+            is_error=True,
+            data={"available": True, "built": False},
+        )
+    env = child_env({"PATH": f"{Path(exe).parent}{os.pathsep}{os.environ.get('PATH', '')}"})
+    ran = run_command([exe, "--dump-sass", built.library], setup.timeout_s, out, env)
+    (out / "kernel.sass").write_text(ran.stdout)
+    ctx.trace.redact_tree(out)
+    rel = out.relative_to(ctx.trace.artifacts)
+    summaries = sass_parse.summarize(ran.stdout) if ran.returncode == 0 else []
+    if not summaries:
+        return ToolResult(
+            f"disassemble: cuobjdump gave no SASS (exit {ran.returncode}):\n{_tail(ran.stderr + ran.stdout)}",
+            is_error=True,
+            data={"available": True, "built": True, "dir": str(rel)},
+        )
+    summaries = _matching(summaries, args.get("function"))
+    resources = _resources(built.functions)
+    text = sass_parse.table(summaries, resources)
+    if args.get("listing"):
+        text += "\n\n" + _loop_listing(ran.stdout, summaries[0])
+    (out / "summary.json").write_text(json.dumps([s.to_dict() for s in summaries], indent=1))
+    functions = [_function_data(s, resources) for s in summaries]
+    return ToolResult(text, data={"available": True, "dir": str(rel), "arch": arch, "functions": functions})
+
+
+def _matching(summaries: list, want: str | None) -> list:
+    """The functions whose name contains `want` (all of them without one)."""
+    if not want:
+        return summaries
+    found = [s for s in summaries if want in s.display_name or want in s.name]
+    if not found:
+        raise ToolError(f"no function matches {want!r}")
+    return found
+
+
+def _resources(functions) -> dict[str, dict]:
+    """The compiler's registers, shared memory and spills of each built function, by name."""
+    return {
+        f.name: {
+            "registers": f.registers,
+            "shared_bytes": f.shared_bytes,
+            "spill_bytes": f.spill_store_bytes + f.spill_load_bytes,
+        }
+        for f in functions
+    }
+
+
+def _function_data(summary, resources: dict[str, dict]) -> dict:
+    return {
+        "name": summary.display_name,
+        "instructions": summary.instructions,
+        "mix": summary.mix,
+        "registers": resources.get(summary.name, {}).get("registers"),
+        "inner_loop": summary.inner_loop.instructions if summary.inner_loop else None,
+    }
 
 
 def _loop_listing(text: str, summary, max_lines: int = 160) -> str:
