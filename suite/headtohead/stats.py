@@ -124,45 +124,27 @@ def median_difference(
     run has no value, e.g. no correct candidate). `extra`: kernel sha256 -> more measurements of it
     made outside the runs (the A/A control's). `noise_sets`: other sets of repeated measurements of
     one kernel each (the A/A control), whose deviations join those of the pooled kernels."""
-    sa = {s: x for s, x in ((s, _sample(v)) for s, v in a.items()) if x is not None}
-    sb = {s: x for s, x in ((s, _sample(v)) for s, v in b.items()) if x is not None}
+    sa, sb = _samples(a), _samples(b)
     base = Interval(name_a, name_b, None, None, None, 0, len(sa), len(sb), min_runs=min_runs, kind=kind)
     if not sa or not sb:
         base.note, base.verdict = "an arm has no run with a value", "no value"
         return base
-    # one pool of measurements per kernel, across both arms (and the A/A control's)
-    keys: dict[tuple[str, int], str] = {}
-    pools: dict[str, list[float]] = {}
-    for arm, samples in (("a", sa), ("b", sb)):
-        for s, x in samples.items():
-            key = x.kernel if x.kernel else f"run:{arm}:{s}"
-            keys[(arm, s)] = key
-            pools.setdefault(key, []).extend(x.values)
-    for key, more in (extra or {}).items():
-        if key in pools:
-            pools[key].extend(float(v) for v in more if v is not None)
-    names = sorted(pools)
-    index = {k: i for i, k in enumerate(names)}
-    point = np.asarray([float(np.median(pools[k])) for k in names])
-    va = {s: point[index[keys[("a", s)]]] for s in sa}
-    vb = {s: point[index[keys[("b", s)]]] for s in sb}
-    diff = float(np.median(list(vb.values())) - np.median(list(va.values())))
-    kernels = {keys[("a", s)] for s in sa} | {keys[("b", s)] for s in sb}
+    kp = _KernelPools.of(sa, sb, extra)
+    diff = float(np.median([kp.value("b", s) for s in sb]) - np.median([kp.value("a", s) for s in sa]))
+    kernels = {kp.keys[("a", s)] for s in sa} | {kp.keys[("b", s)] for s in sb}
     identical = len(kernels) == 1 and not next(iter(kernels)).startswith("run:")
-    both = sorted(set(sa) & set(sb))
-    only_a = sorted(set(sa) - set(sb))
-    only_b = sorted(set(sb) - set(sa))
+    pairing = _Pairing(sorted(set(sa) & set(sb)), sorted(set(sa) - set(sb)), sorted(set(sb) - set(sa)))
     out = Interval(
         name_a,
         name_b,
         diff,
         None,
         None,
-        len(both),
+        len(pairing.both),
         len(sa),
         len(sb),
         min_runs=min_runs,
-        measurements=sum(len(pools[k]) for k in names),
+        measurements=sum(len(kp.pools[k]) for k in kp.names),
         identical_kernels=identical,
         kind=kind,
     )
@@ -174,31 +156,86 @@ def median_difference(
         notes.insert(0, f"insufficient runs: {len(sa)} and {len(sb)} with a value, fewer than {min_runs} per arm")
         out.note = "; ".join(notes)
         return out
-    rng = np.random.default_rng(seed)
-    draws = _kernel_draws(
-        rng, [pools[k] for k in names], point, resamples, relative_deviations([*pools.values(), *(noise_sets or [])])
-    )
+    out.low, out.high = _bootstrap(kp, pairing, resamples, confidence, np.random.default_rng(seed), noise_sets)
+    if identical:
+        out.low = out.high = 0.0
+    if pairing.only_a or pairing.only_b:
+        notes.append(f"{len(pairing.only_a) + len(pairing.only_b)} run(s) without a partner of the same seed")
+    out.verdict = NO_DIFFERENCE if out.low <= 0.0 <= out.high else f"{name_b if out.low > 0 else name_a} higher"
+    out.note = "; ".join(notes)
+    return out
+
+
+def _samples(runs: dict[int, Sample | float | None]) -> dict[int, Sample]:
+    """seed -> Sample, for the runs with a value."""
+    return {s: x for s, x in ((s, _sample(v)) for s, v in runs.items()) if x is not None}
+
+
+@dataclass
+class _KernelPools:
+    """One pool of measurements per kernel, across both arms (and the A/A control's)."""
+
+    keys: dict[tuple[str, int], str]  # (arm, seed) -> the run's kernel (`run:<arm>:<seed>` when not known)
+    pools: dict[str, list[float]]  # kernel -> its measurements, in the order the runs came
+    names: list[str]  # the kernels, sorted: the columns of the bootstrap's draws
+    point: np.ndarray  # each kernel's median, by column
+
+    @classmethod
+    def of(cls, sa: dict[int, Sample], sb: dict[int, Sample], extra: dict[str, list[float]] | None) -> _KernelPools:
+        keys: dict[tuple[str, int], str] = {}
+        pools: dict[str, list[float]] = {}
+        for arm, samples in (("a", sa), ("b", sb)):
+            for s, x in samples.items():
+                key = x.kernel if x.kernel else f"run:{arm}:{s}"
+                keys[(arm, s)] = key
+                pools.setdefault(key, []).extend(x.values)
+        for key, more in (extra or {}).items():
+            if key in pools:
+                pools[key].extend(float(v) for v in more if v is not None)
+        names = sorted(pools)
+        return cls(keys, pools, names, np.asarray([float(np.median(pools[k])) for k in names]))
+
+    def column(self, arm: str, seed: int) -> int:
+        return self.names.index(self.keys[(arm, seed)])
+
+    def value(self, arm: str, seed: int) -> float:
+        return self.point[self.column(arm, seed)]
+
+    def columns(self, arm: str, seeds: list[int]) -> np.ndarray:
+        return np.asarray([self.column(arm, s) for s in seeds])
+
+
+@dataclass
+class _Pairing:
+    both: list[int]  # seeds with a run of both arms
+    only_a: list[int]
+    only_b: list[int]
+
+
+def _bootstrap(
+    kp: _KernelPools,
+    pairing: _Pairing,
+    resamples: int,
+    confidence: float,
+    rng: np.random.Generator,
+    noise_sets: list[list[float]] | None,
+) -> tuple[float, float]:
+    """The percentile interval of B's median minus A's, over the seeds and the measurements."""
+    factors = relative_deviations([*kp.pools.values(), *(noise_sets or [])])
+    draws = _kernel_draws(rng, [kp.pools[k] for k in kp.names], kp.point, resamples, factors)
     cols_a, cols_b = [], []
-    if both:
-        idx = rng.integers(0, len(both), size=(resamples, len(both)))
-        cols_a.append(np.asarray([index[keys[("a", s)]] for s in both])[idx])
-        cols_b.append(np.asarray([index[keys[("b", s)]] for s in both])[idx])
-    for arm, only, cols in (("a", only_a, cols_a), ("b", only_b, cols_b)):
+    if pairing.both:
+        idx = rng.integers(0, len(pairing.both), size=(resamples, len(pairing.both)))
+        cols_a.append(kp.columns("a", pairing.both)[idx])
+        cols_b.append(kp.columns("b", pairing.both)[idx])
+    for arm, only, cols in (("a", pairing.only_a, cols_a), ("b", pairing.only_b, cols_b)):
         if only:
-            ks = np.asarray([index[keys[(arm, s)]] for s in only])
-            cols.append(ks[rng.integers(0, len(only), size=(resamples, len(only)))])
+            cols.append(kp.columns(arm, only)[rng.integers(0, len(only), size=(resamples, len(only)))])
     pick_a = np.take_along_axis(draws, np.concatenate(cols_a, axis=1), axis=1)
     pick_b = np.take_along_axis(draws, np.concatenate(cols_b, axis=1), axis=1)
     dist = np.median(pick_b, axis=1) - np.median(pick_a, axis=1)
     lo, hi = np.percentile(dist, [(1 - confidence) / 2 * 100, (1 + confidence) / 2 * 100])
-    out.low, out.high = float(lo), float(hi)
-    if identical:
-        out.low = out.high = 0.0
-    if only_a or only_b:
-        notes.append(f"{len(only_a) + len(only_b)} run(s) without a partner of the same seed")
-    out.verdict = NO_DIFFERENCE if out.low <= 0.0 <= out.high else f"{name_b if out.low > 0 else name_a} higher"
-    out.note = "; ".join(notes)
-    return out
+    return float(lo), float(hi)
 
 
 def _kernel_draws(rng, pools: list[list[float]], point, resamples: int, factors: list[float]) -> np.ndarray:
