@@ -57,6 +57,10 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .scenarios import Scenario
 
 SUMMARY_SCHEMA_VERSION = 3
 
@@ -134,6 +138,13 @@ class ScenarioResult:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def for_scenario(cls, s: Scenario, status: str, **fields) -> ScenarioResult:
+        """The one constructor of a row from its scenario (the worker's, and a failed one's)."""
+        return cls(
+            s.id, s.head_config, s.batch, s.seqlen_q, s.seqlen_k, s.causal, s.extended, s.flops, status, **fields
+        )
 
     @classmethod
     def from_dict(cls, d: dict) -> ScenarioResult:

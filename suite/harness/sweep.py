@@ -364,18 +364,6 @@ def run_sweep(
 
 
 def _failed_row(s: Scenario, seed: int, failure: _Failure, wall: float = 0.0) -> ScenarioResult:
-    return ScenarioResult(
-        s.id,
-        s.head_config,
-        s.batch,
-        s.seqlen_q,
-        s.seqlen_k,
-        s.causal,
-        s.extended,
-        s.flops,
-        status=failure.status,
-        reason=failure.reason,
-        code=failure.code,
-        seed=seed,
-        wall_s=round(wall, 3),
+    return ScenarioResult.for_scenario(
+        s, failure.status, reason=failure.reason, code=failure.code, seed=seed, wall_s=round(wall, 3)
     )

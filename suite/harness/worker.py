@@ -131,203 +131,256 @@ def record_times(row, scn, res, baselines: list[str]) -> None:
         row.ratio_by_distribution = {}
 
 
-def run_job(job: dict, chan: WorkerChannel) -> int:
-    import torch
+def _new_row(scn, seed: int):
+    from ..results import STATUS_OK, ScenarioResult
 
-    from .. import baselines as bl
-    from ..config import CheckConfig, PlausibilityConfig, TimingConfig
-    from ..contract import ContractError, KernelLibrary, make_params
-    from ..results import STATUS_ERROR, STATUS_OK, STATUS_WRONG, ScenarioResult
-    from ..scenarios import Scenario
-    from . import trial
-    from .device_state import CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, CudaDriver, DeviceGuard, DeviceStateError
-    from .distributions import PRIMARY
-    from .inputs import scenario_seed
-    from .plausibility import implausible_reason
-    from .timed import device_state_verdict, time_scenario
-    from .timing import L2Flusher, idle_gap_ms
+    return ScenarioResult.for_scenario(scn, status=STATUS_OK, seed=seed)
 
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    check_cfg = CheckConfig(**job.get("check", {}))
-    timing_cfg = TimingConfig(**job.get("timing", {}))
-    plaus_cfg = PlausibilityConfig(**job.get("plausibility", {}))
-    dev = torch.device("cuda")
-    stream = torch.cuda.Stream(device=dev)  # non-blocking: see the module docstring
-    torch.cuda.set_stream(stream)
-    props = torch.cuda.get_device_properties(dev)
-    # the state the kernel must leave alone, read before its library is loaded (device_state.py); if
-    # the driver cannot be reached, every row says so in its flags
-    try:
-        guard = DeviceGuard(CudaDriver(), [stream.cuda_stream, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD])
-        unguarded = ""
-    except (OSError, AttributeError, DeviceStateError) as e:
-        guard = None
-        unguarded = f"unguarded: device state not checked ({type(e).__name__}: {e})"[:300]
-        sys.stderr.write(unguarded + "\n")
-    # the baselines imported now (FA4 takes seconds): nothing measured yet
-    baseline_status = {b: bl.get(b).available()[1] for b in job["baselines"]}
-    baseline_versions = {b: bl.get(b).version() for b in job["baselines"]}
-    job = await_build(job)  # a worker started during the build waits here for its library
-    try:
-        lib = KernelLibrary(job["library"])
-    except ContractError as e:
-        chan.emit("fatal", error=str(e)[:1000], code="contract")
-        return exitcodes.WORKER_FATAL
-    gate = wait_at_gate(job.get("gate"), lambda: chan.emit("waiting"))
-    if gate is not None and gate["timed_out"]:
-        sys.stderr.write(f"the gate did not open within {gate['waited_s']:.0f} s: measuring anyway\n")
-    try:
-        gemm = measure_gemm_tflops(plaus_cfg.gemm_size)
-    except Exception as e:  # the alarm is then off, and says so in provenance
-        sys.stderr.write(f"GEMM ceiling not measured: {e}\n")
-        gemm = None
-    chan.emit(
-        "hello",
-        device=props.name,
-        sms=props.multi_processor_count,
-        torch=torch.__version__,
-        cuda=torch.version.cuda,
-        cudnn=torch.backends.cudnn.version(),
-        gemm_tflops=gemm,
-        device_state="checked after every call" if guard is not None else unguarded,
-        baselines=baseline_status,
-        baseline_versions=baseline_versions,
-        gate=gate,
-    )
-    flush = L2Flusher(timing_cfg.l2_flush_bytes)
-    gap = idle_gap_ms()
-    seed = int(job["seed"])
-    rng = random.Random(seed)
-    # the input distributions every scenario is checked and timed on, the primary one first
-    dists = list(job.get("distributions") or [PRIMARY])
 
-    def sync():
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else ""
+
+
+class _Job:
+    """One job's measuring: the settings, the stream, the device guard, the library and the GEMM
+    ceiling set up once (`start`), then one scenario after another (`run_scenario`)."""
+
+    def __init__(self, job: dict, chan: WorkerChannel):
+        import torch
+
+        from ..config import CheckConfig, PlausibilityConfig, TimingConfig
+
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        self.job, self.chan = job, chan
+        self.check_cfg = CheckConfig(**job.get("check", {}))
+        self.timing_cfg = TimingConfig(**job.get("timing", {}))
+        self.plaus_cfg = PlausibilityConfig(**job.get("plausibility", {}))
+        self.dev = torch.device("cuda")
+        self.stream = torch.cuda.Stream(device=self.dev)  # non-blocking: see the module docstring
+        torch.cuda.set_stream(self.stream)
+        self.guard, self.unguarded = self._device_guard()
+        self.lib = None
+        self.gemm: float | None = None
+
+    def _device_guard(self):
+        """The state the kernel must leave alone, read before its library is loaded (device_state.py);
+        if the driver cannot be reached, every row says so in its flags."""
+        from .device_state import CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, CudaDriver, DeviceGuard, DeviceStateError
+
+        try:
+            streams = [self.stream.cuda_stream, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD]
+            return DeviceGuard(CudaDriver(), streams), ""
+        except (OSError, AttributeError, DeviceStateError) as e:
+            unguarded = f"unguarded: device state not checked ({type(e).__name__}: {e})"[:300]
+            sys.stderr.write(unguarded + "\n")
+            return None, unguarded
+
+    def start(self) -> bool:
+        """The baselines imported, the library loaded, the gate passed, the GEMM ceiling measured and
+        the hello sent: False (a fatal message sent) when the library breaks the contract."""
+        import torch
+
+        from .. import baselines as bl
+        from ..contract import ContractError, KernelLibrary
+
+        # the baselines imported now (FA4 takes seconds): nothing measured yet
+        baseline_status = {b: bl.get(b).available()[1] for b in self.job["baselines"]}
+        baseline_versions = {b: bl.get(b).version() for b in self.job["baselines"]}
+        self.job = await_build(self.job)  # a worker started during the build waits here for its library
+        try:
+            self.lib = KernelLibrary(self.job["library"])
+        except ContractError as e:
+            self.chan.emit("fatal", error=str(e)[:1000], code="contract")
+            return False
+        gate = wait_at_gate(self.job.get("gate"), lambda: self.chan.emit("waiting"))
+        if gate is not None and gate["timed_out"]:
+            sys.stderr.write(f"the gate did not open within {gate['waited_s']:.0f} s: measuring anyway\n")
+        try:
+            self.gemm = measure_gemm_tflops(self.plaus_cfg.gemm_size)
+        except Exception as e:  # the alarm is then off, and says so in provenance
+            sys.stderr.write(f"GEMM ceiling not measured: {e}\n")
+        props = torch.cuda.get_device_properties(self.dev)
+        self.chan.emit(
+            "hello",
+            device=props.name,
+            sms=props.multi_processor_count,
+            torch=torch.__version__,
+            cuda=torch.version.cuda,
+            cudnn=torch.backends.cudnn.version(),
+            gemm_tflops=self.gemm,
+            device_state="checked after every call" if self.guard is not None else self.unguarded,
+            baselines=baseline_status,
+            baseline_versions=baseline_versions,
+            gate=gate,
+        )
+        return True
+
+    def run(self) -> int:
+        import torch
+
+        from ..results import STATUS_ERROR
+        from ..scenarios import Scenario
+        from .distributions import PRIMARY
+        from .timing import L2Flusher, idle_gap_ms
+
+        if not self.start():
+            return exitcodes.WORKER_FATAL
+        self.flush = L2Flusher(self.timing_cfg.l2_flush_bytes)
+        self.gap = idle_gap_ms()
+        self.seed = int(self.job["seed"])
+        self.rng = random.Random(self.seed)
+        # the input distributions every scenario is checked and timed on, the primary one first
+        self.dists = list(self.job.get("distributions") or [PRIMARY])
+        for item in self.job["scenarios"]:
+            scn = Scenario(**item["scenario"])
+            self.chan.emit("start", scenario=scn.id)
+            t0 = time.time()
+            row = _new_row(scn, self.seed)
+            try:
+                self.run_scenario(scn, bool(item.get("time", True)), row)
+            except Exception as e:
+                fatal = _is_cuda_error(e)
+                row.status = STATUS_ERROR
+                row.code = "cuda-error" if fatal else "error"
+                row.reason = f"{type(e).__name__}: {_first_line(e)}"[:500]
+                row.wall_s = round(time.time() - t0, 3)
+                self.chan.emit("result", row=row.to_dict())
+                if fatal:
+                    sys.stderr.write(traceback.format_exc())
+                    return exitcodes.WORKER_CUDA_LOST  # the parent restarts a fresh worker
+                torch.cuda.empty_cache()
+                continue
+            row.wall_s = round(time.time() - t0, 3)
+            self.chan.emit("result", row=row.to_dict())
+            torch.cuda.empty_cache()
+        self.chan.emit("done")
+        return exitcodes.OK
+
+    def sync(self) -> None:
+        import torch
+
         torch.cuda.synchronize()
 
-    def ceiling(tflops: float) -> str | None:
-        return implausible_reason(tflops, gemm, plaus_cfg.ceiling_factor)
+    def run_scenario(self, scn, timed: bool, row) -> None:
+        from ..results import STATUS_OK, STATUS_WRONG
+        from .timed import device_state_verdict
 
-    def run_scenario(scn: Scenario, timed: bool, row: ScenarioResult) -> None:
         changed: list[str] = []
-
-        def launch(bufs: trial.Buffers) -> int:
-            p = make_params(bufs.q, bufs.k, bufs.v, bufs.out.view, bufs.lse.view, scn.causal, scn.softmax_scale)
-            return lib.forward(p, stream.cuda_stream)
 
         def sync_and_guard():
             # after a trial's call and its device-wide synchronize (not between the call and the copy
             # of its output: the late-work check needs that copy right after the call), before the next
-            sync()
-            if guard is not None:
-                changed.extend(f for f in guard.check_and_restore() if f not in changed)
+            self.sync()
+            if self.guard is not None:
+                changed.extend(f for f in self.guard.check_and_restore() if f not in changed)
 
-        def apply(v: trial.Verdict):
-            row.status, row.code, row.reason = v.status, v.code, v.reason
-            if v.check is not None and row.check is None:
-                row.check = v.check
-
-        if unguarded:
-            row.flags.append(unguarded)
+        if self.unguarded:
+            row.flags.append(self.unguarded)
         with _Range(f"check:{scn.id}"):
-            verdict, state = trial.check_scenario(
-                scn, scenario_seed(seed, scn.id, 0), launch, sync_and_guard, dev, check_cfg, dists[0]
-            )
-            apply(verdict)
-            row.flags += verdict.flags
-            states = [state] if state is not None else []
-            if verdict.check is not None:
-                row.checks_by_distribution[dists[0]] = verdict.check
-            for dist in dists[1:]:
-                if row.status != STATUS_OK:
-                    break
-                v, st = trial.check_distribution(
-                    scn, dist, scenario_seed(seed, f"{scn.id}:{dist}", 0), launch, sync_and_guard, dev, check_cfg, rng
-                )
-                if v.check is not None:
-                    row.checks_by_distribution[dist] = v.check
-                if not v.ok:
-                    row.status, row.code, row.reason, row.check = v.status, v.code, v.reason, v.check or row.check
-                    break
-                if st is not None:
-                    states.append(st)
+            states = self._check(scn, row, sync_and_guard)
         if changed and row.status in (STATUS_OK, STATUS_WRONG):
-            apply(device_state_verdict(changed))
+            _apply(row, device_state_verdict(changed))
         if row.status != STATUS_OK or not timed:
             return
-
         with _Range(f"time:{scn.id}"):
-            params: dict[int, object] = {}
-
-            def launch_set(bufs: trial.Buffers, t: int) -> int:
-                if t not in params:
-                    params[t] = make_params(
-                        bufs.q, bufs.k, bufs.v, bufs.out.view, bufs.lse.view, scn.causal, scn.softmax_scale
-                    )
-                return lib.forward(params[t], stream.cuda_stream)
-
-            fns = {}
-            for b in job["baselines"]:
-                fn, row.baselines[b] = baseline_column(
-                    b, scn, (state.bufs.q, state.bufs.k, state.bufs.v), state.expected, check_cfg, sync
-                )
-                if fn is not None:
-                    fns[b] = fn
-            res = time_scenario(
-                scn,
-                states,
-                launch_set,
-                fns,
-                seed,
-                rng,
-                dev,
-                timing_cfg,
-                check_cfg,
-                sync,
-                flush,
-                gap,
-                guard=guard,
-                ceiling=ceiling,
-            )
-        record_times(row, scn, res, job["baselines"])
+            res = self._time(scn, row, states)
+        record_times(row, scn, res, self.job["baselines"])
         row.recheck = res.recheck
-        apply(res.verdict)
+        _apply(row, res.verdict)
 
-    for item in job["scenarios"]:
-        scn = Scenario(**item["scenario"])
-        chan.emit("start", scenario=scn.id)
-        t0 = time.time()
-        row = ScenarioResult(
-            scn.id,
-            scn.head_config,
-            scn.batch,
-            scn.seqlen_q,
-            scn.seqlen_k,
-            scn.causal,
-            scn.extended,
-            scn.flops,
-            status=STATUS_OK,
-            seed=seed,
+    def _launch(self, scn, bufs) -> int:
+        from ..contract import make_params
+
+        p = make_params(bufs.q, bufs.k, bufs.v, bufs.out.view, bufs.lse.view, scn.causal, scn.softmax_scale)
+        return self.lib.forward(p, self.stream.cuda_stream)
+
+    def _check(self, scn, row, sync_and_guard) -> list:
+        """The primary distribution checked in full, then each other one until one fails: the states
+        (buffers and expected outputs) that the timing goes on with."""
+        from ..results import STATUS_OK
+        from . import trial
+        from .inputs import scenario_seed
+
+        def launch(bufs: trial.Buffers) -> int:
+            return self._launch(scn, bufs)
+
+        dists, seed, dev, cfg = self.dists, self.seed, self.dev, self.check_cfg
+        verdict, state = trial.check_scenario(
+            scn, scenario_seed(seed, scn.id, 0), launch, sync_and_guard, dev, cfg, dists[0]
         )
-        try:
-            run_scenario(scn, bool(item.get("time", True)), row)
-        except Exception as e:
-            fatal = _is_cuda_error(e)
-            row.status = STATUS_ERROR
-            row.code = "cuda-error" if fatal else "error"
-            row.reason = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:500]
-            row.wall_s = round(time.time() - t0, 3)
-            chan.emit("result", row=row.to_dict())
-            if fatal:
-                sys.stderr.write(traceback.format_exc())
-                return exitcodes.WORKER_CUDA_LOST  # the parent restarts a fresh worker
-            torch.cuda.empty_cache()
-            continue
-        row.wall_s = round(time.time() - t0, 3)
-        chan.emit("result", row=row.to_dict())
-        torch.cuda.empty_cache()
-    chan.emit("done")
-    return exitcodes.OK
+        _apply(row, verdict)
+        row.flags += verdict.flags
+        states = [state] if state is not None else []
+        if verdict.check is not None:
+            row.checks_by_distribution[dists[0]] = verdict.check
+        for dist in dists[1:]:
+            if row.status != STATUS_OK:
+                break
+            dist_seed = scenario_seed(seed, f"{scn.id}:{dist}", 0)
+            v, st = trial.check_distribution(scn, dist, dist_seed, launch, sync_and_guard, dev, cfg, self.rng)
+            if v.check is not None:
+                row.checks_by_distribution[dist] = v.check
+            if not v.ok:
+                row.status, row.code, row.reason, row.check = v.status, v.code, v.reason, v.check or row.check
+                break
+            if st is not None:
+                states.append(st)
+        return states
+
+    def _time(self, scn, row, states):
+        from ..contract import make_params
+        from .plausibility import implausible_reason
+        from .timed import time_scenario
+
+        params: dict[int, object] = {}
+
+        def launch_set(bufs, t: int) -> int:
+            if t not in params:
+                params[t] = make_params(
+                    bufs.q, bufs.k, bufs.v, bufs.out.view, bufs.lse.view, scn.causal, scn.softmax_scale
+                )
+            return self.lib.forward(params[t], self.stream.cuda_stream)
+
+        def ceiling(tflops: float) -> str | None:
+            return implausible_reason(tflops, self.gemm, self.plaus_cfg.ceiling_factor)
+
+        state = states[0]
+        fns = {}
+        for b in self.job["baselines"]:
+            fn, row.baselines[b] = baseline_column(
+                b, scn, (state.bufs.q, state.bufs.k, state.bufs.v), state.expected, self.check_cfg, self.sync
+            )
+            if fn is not None:
+                fns[b] = fn
+        return time_scenario(
+            scn,
+            states,
+            launch_set,
+            fns,
+            self.seed,
+            self.rng,
+            self.dev,
+            self.timing_cfg,
+            self.check_cfg,
+            self.sync,
+            self.flush,
+            self.gap,
+            guard=self.guard,
+            ceiling=ceiling,
+        )
+
+
+def _apply(row, v) -> None:
+    """A trial's verdict on the row: its status, code and reason, and its check where the row has none."""
+    row.status, row.code, row.reason = v.status, v.code, v.reason
+    if v.check is not None and row.check is None:
+        row.check = v.check
+
+
+def run_job(job: dict, chan: WorkerChannel) -> int:
+    return _Job(job, chan).run()
 
 
 def main(argv=None) -> int:

@@ -262,16 +262,4 @@ def _run_payload(payload: tuple[str, ShardJob, str], channel: Channel) -> dict:
 
 
 def _failed(s: Scenario, seed: int, reason: str) -> ScenarioResult:
-    return ScenarioResult(
-        s.id,
-        s.head_config,
-        s.batch,
-        s.seqlen_q,
-        s.seqlen_k,
-        s.causal,
-        s.extended,
-        s.flops,
-        status=STATUS_CRASH,
-        reason=reason,
-        seed=seed,
-    )
+    return ScenarioResult.for_scenario(s, STATUS_CRASH, reason=reason, seed=seed)
