@@ -231,6 +231,90 @@ def _exit_failure(rc: int | None, log_path: Path, offset: int) -> _Failure:
     return _Failure(STATUS_CRASH, code, f"{why}: {tail}" if tail else why)
 
 
+@dataclass
+class _Watch:
+    """What the parent saw of one worker: the scenario it said it started, the rows it reported,
+    whether it said it was done, and why it failed (None: it did not)."""
+
+    by_id: dict[str, Scenario]
+    gate: Gate | None
+    gate_passed: bool
+    timeout: float
+    current: Scenario | None = None
+    done_ids: set[str] = field(default_factory=set)
+    failure: _Failure | None = None
+    finished: bool = False
+    t_start: float = field(default_factory=time.time)
+
+
+def _watch_worker(proc, chan, w: _Watch, cfg, record, on_hello, log: tuple[Path, int]) -> _Watch:
+    """Reads the worker's messages until its channel closes or it is killed (over the memory limit,
+    or silent past its deadline)."""
+    q: queue.Queue = queue.Queue()
+    threading.Thread(target=_reader, args=(chan, q), daemon=True).start()
+    deadline = time.monotonic() + w.timeout
+    limit = int(cfg.memory_limit_gb * (1 << 30))
+    while True:
+        try:
+            ev = q.get(timeout=cfg.poll_s)
+        except queue.Empty:
+            w.failure = _over_limits(proc, rss_bytes(proc.pid), limit, deadline, w.timeout, cfg)
+            if w.failure is not None:
+                _kill(proc)
+                return w
+            continue
+        if ev is None:  # the channel closed: the worker exited
+            proc.wait()
+            if w.failure is None and (w.current is not None or not w.finished or proc.returncode != exitcodes.OK):
+                w.failure = _exit_failure(proc.returncode, *log)
+            return w
+        _on_message(ev, w, cfg, record, on_hello)
+        deadline = time.monotonic() + w.timeout
+
+
+def _over_limits(proc, rss: int | None, limit: int, deadline: float, timeout: float, cfg) -> _Failure | None:
+    if rss is not None and rss > limit:
+        return _Failure(
+            STATUS_CRASH,
+            "memory",
+            f"worker used {rss / (1 << 30):.1f} GiB of host memory, over the limit "
+            f"of {cfg.memory_limit_gb:g} GiB; worker killed",
+        )
+    if time.monotonic() > deadline:
+        return _Failure(STATUS_TIMEOUT, "timeout", f"no answer within {timeout:.0f} s (a hang); worker killed")
+    return None
+
+
+def _on_message(ev: Message, w: _Watch, cfg, record, on_hello) -> None:
+    """One message of the worker; a message sets the next deadline (w.timeout from now)."""
+    if ev.kind == "waiting" and w.gate is not None and not w.gate_passed:
+        w.timeout = w.gate.timeout_s + cfg.worker_start_timeout_s  # at the gate: it may wait that long, then start
+    elif ev.kind == "hello":
+        w.gate_passed = True
+        hello = dict(ev.payload)
+        if w.gate is not None:
+            hello["gate"] = {**(hello.get("gate") or {}), "open_at_hello": w.gate.is_open()}
+        if on_hello:
+            on_hello(hello)
+        w.timeout = cfg.scenario_timeout_s
+    elif ev.kind == "start":
+        w.current = w.by_id.get(ev.payload.get("scenario"))
+        w.t_start = time.time()
+    elif ev.kind == "result":
+        row = ScenarioResult.from_dict(ev.payload["row"])
+        if w.current is None or row.scenario != w.current.id or row.scenario in w.done_ids:
+            return  # only the scenario the worker said it started, once
+        w.done_ids.add(row.scenario)
+        record(row)
+        w.current = None
+    elif ev.kind == "done":
+        w.finished = True
+    elif ev.kind == "fatal":
+        w.failure = _Failure(
+            STATUS_CRASH, ev.payload.get("code") or "crash", f"worker failed: {ev.payload.get('error')}"
+        )
+
+
 def run_sweep(
     spec: SweepSpec,
     jsonl: Path | None = None,
@@ -270,74 +354,9 @@ def run_sweep(
                 log.flush()
                 offset = log.tell()
                 proc, chan = _start_worker(spec, todo, log, gate)
+        w = _Watch({s.id: s for s in todo}, gate, gate_passed, sweep_cfg.worker_start_timeout_s)
         try:
-            q: queue.Queue = queue.Queue()
-            threading.Thread(target=_reader, args=(chan, q), daemon=True).start()
-            current: Scenario | None = None
-            by_id = {s.id: s for s in todo}
-            done_ids: set[str] = set()
-            timeout = sweep_cfg.worker_start_timeout_s
-            deadline = time.monotonic() + timeout
-            failure: _Failure | None = None
-            finished = False
-            t_start = time.time()
-            limit = int(sweep_cfg.memory_limit_gb * (1 << 30))
-            while True:
-                try:
-                    ev = q.get(timeout=sweep_cfg.poll_s)
-                except queue.Empty:
-                    rss = rss_bytes(proc.pid)
-                    if rss is not None and rss > limit:
-                        failure = _Failure(
-                            STATUS_CRASH,
-                            "memory",
-                            f"worker used {rss / (1 << 30):.1f} GiB of host memory, over the limit "
-                            f"of {sweep_cfg.memory_limit_gb:g} GiB; worker killed",
-                        )
-                        _kill(proc)
-                        break
-                    if time.monotonic() > deadline:
-                        failure = _Failure(
-                            STATUS_TIMEOUT, "timeout", f"no answer within {timeout:.0f} s (a hang); worker killed"
-                        )
-                        _kill(proc)
-                        break
-                    continue
-                if ev is None:  # the channel closed: the worker exited
-                    proc.wait()
-                    if failure is None and (current is not None or not finished or proc.returncode != exitcodes.OK):
-                        failure = _exit_failure(proc.returncode, this_log, offset)
-                    break
-                deadline = time.monotonic() + timeout
-                if ev.kind == "waiting" and gate is not None and not gate_passed:
-                    # at the gate: it may wait that long, then start
-                    timeout = gate.timeout_s + sweep_cfg.worker_start_timeout_s
-                    deadline = time.monotonic() + timeout
-                elif ev.kind == "hello":
-                    gate_passed = True
-                    hello = dict(ev.payload)
-                    if gate is not None:
-                        hello["gate"] = {**(hello.get("gate") or {}), "open_at_hello": gate.is_open()}
-                    if on_hello:
-                        on_hello(hello)
-                    timeout = sweep_cfg.scenario_timeout_s
-                    deadline = time.monotonic() + timeout
-                elif ev.kind == "start":
-                    current = by_id.get(ev.payload.get("scenario"))
-                    t_start = time.time()
-                elif ev.kind == "result":
-                    row = ScenarioResult.from_dict(ev.payload["row"])
-                    if current is None or row.scenario != current.id or row.scenario in done_ids:
-                        continue  # only the scenario the worker said it started, once
-                    done_ids.add(row.scenario)
-                    record(row)
-                    current = None
-                elif ev.kind == "done":
-                    finished = True
-                elif ev.kind == "fatal":
-                    failure = _Failure(
-                        STATUS_CRASH, ev.payload.get("code") or "crash", f"worker failed: {ev.payload.get('error')}"
-                    )
+            w = _watch_worker(proc, chan, w, sweep_cfg, record, on_hello, (this_log, offset))
         finally:
             if proc.poll() is None:
                 _kill(proc)
@@ -345,15 +364,16 @@ def run_sweep(
                 proc.stdin.close()
             if this_log != log_path:
                 _move_log(this_log, log_path)
-        todo = [s for s in todo if s.id not in done_ids]
-        if failure is not None and current is not None:
-            record(_failed_row(current, spec.seed, failure, time.time() - t_start))
-            todo = [s for s in todo if s.id != current.id]
-        elif failure is not None and not done_ids and todo:
+        gate_passed = w.gate_passed
+        todo = [s for s in todo if s.id not in w.done_ids]
+        if w.failure is not None and w.current is not None:
+            record(_failed_row(w.current, spec.seed, w.failure, time.time() - w.t_start))
+            todo = [s for s in todo if s.id != w.current.id]
+        elif w.failure is not None and not w.done_ids and todo:
             # the worker failed before it finished any scenario (the library does not load, the
             # GPU is unusable, it hung at start): a fresh worker would fail the same way
             for s in todo:
-                record(_failed_row(s, spec.seed, failure))
+                record(_failed_row(s, spec.seed, w.failure))
             break
         restarts += 1
         if restarts > sweep_cfg.max_restarts:
