@@ -164,22 +164,28 @@ def run_compare(
     return records
 
 
+def _sessions(traces: list[Path]):
+    """(`<trace name>` or `<trace name> (resumed)`, its run_start or resume event) for each session of
+    each run."""
+    for path in traces:
+        for ev in read_trace(path).events:
+            if ev["type"] in ("run_start", "resume"):
+                yield f"{Path(path).name}{'' if ev['type'] == 'run_start' else ' (resumed)'}", ev
+
+
 def unprotected(traces: list[Path]) -> list[str]:
     """'<trace name>: what was missing' for each run (and resumed session) that lacked a protection
     (run_start/resume `protections`, absent in traces written before they were recorded)."""
     out = []
-    for path in traces:
-        for ev in read_trace(path).events:
-            if ev["type"] not in ("run_start", "resume"):
-                continue
-            prot = ev.get("protections")
-            if prot is None:
-                why = "no protections recorded"
-            elif prot.get("complete"):
-                continue
-            else:
-                why = ", ".join(missing(prot)) or "incomplete"
-            out.append(f"{Path(path).name}{'' if ev['type'] == 'run_start' else ' (resumed)'}: {why}")
+    for name, ev in _sessions(traces):
+        prot = ev.get("protections")
+        if prot is None:
+            why = "no protections recorded"
+        elif prot.get("complete"):
+            continue
+        else:
+            why = ", ".join(missing(prot)) or "incomplete"
+        out.append(f"{name}: {why}")
     return out
 
 
@@ -190,18 +196,14 @@ def interpreter_changes(traces: list[Path]) -> list[str]:
     tampered). Traces that recorded none are left out."""
     first: tuple[str, str] | None = None
     out = []
-    for path in traces:
-        for ev in read_trace(path).events:
-            if ev["type"] not in ("run_start", "resume"):
-                continue
-            sha = (((ev.get("protections") or {}).get("evaluator") or {}).get("interpreter") or {}).get("sha256")
-            if not sha:
-                continue
-            name = f"{Path(path).name}{'' if ev['type'] == 'run_start' else ' (resumed)'}"
-            if first is None:
-                first = (name, sha)
-            elif sha != first[1]:
-                out.append(f"{name}: the interpreter's start-up files differ from those of {first[0]}")
+    for name, ev in _sessions(traces):
+        sha = (((ev.get("protections") or {}).get("evaluator") or {}).get("interpreter") or {}).get("sha256")
+        if not sha:
+            continue
+        if first is None:
+            first = (name, sha)
+        elif sha != first[1]:
+            out.append(f"{name}: the interpreter's start-up files differ from those of {first[0]}")
     return out
 
 
@@ -212,15 +214,10 @@ def unsandboxed(traces: list[Path]) -> list[str]:
     from ..agents.protections import SANDBOX
 
     out = []
-    for path in traces:
-        for ev in read_trace(path).events:
-            if ev["type"] not in ("run_start", "resume"):
-                continue
-            lacking = [w for w in missing(ev.get("protections")) if w in SANDBOX]
-            if lacking:
-                out.append(
-                    f"{Path(path).name}{'' if ev['type'] == 'run_start' else ' (resumed)'}: {', '.join(lacking)}"
-                )
+    for name, ev in _sessions(traces):
+        lacking = [w for w in missing(ev.get("protections")) if w in SANDBOX]
+        if lacking:
+            out.append(f"{name}: {', '.join(lacking)}")
     return out
 
 
@@ -254,6 +251,17 @@ class Remeasurement:
     error: str | None
 
 
+@dataclass(frozen=True)
+class _Remeasuring:
+    """What every trace's re-measuring shares."""
+
+    out_dir: Path
+    work: Path  # the temporary folder the candidates are copied into
+    timeout_s: float | None
+    on_result: Callable[[Remeasurement], None] | None
+    sandbox: str
+
+
 def remeasure(
     traces: list[Path],
     out_dir: Path,
@@ -268,9 +276,6 @@ def remeasure(
     failed (`error`) stops it with EvaluatorFailed: no candidate is counted wrong for it."""
     from ..agents import reaper
     from ..agents.childenv import make_non_dumpable
-    from ..agents.exceptions import EvaluatorFailed
-    from ..agents.seal import SealedEvaluator
-    from ..agents.tasks import make_task
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -280,61 +285,9 @@ def remeasure(
     work = Path(tempfile.mkdtemp(prefix="ks-remeasure-"))
     reaper.watch_dir(work)  # removed even if this process is killed
     try:
+        job = _Remeasuring(out_dir, work, timeout_s, on_result, sandbox)
         for path in traces:
-            events = read_trace(path).events
-            start = events[0]
-            cfg = RunConfig.from_dict(start["config"])
-            task = make_task(cfg.task, **portable_options(cfg.task_options, start, path, work))
-            seal = SealedEvaluator.create(task, sandbox=sandbox, deny=[Path(path).resolve().parent, out_dir.resolve()])
-            sandboxes.add("landlock" if seal.sandboxed else "none")
-            done: dict[str, Remeasurement] = {}
-            try:
-                for ev in (e for e in events if e["type"] == "harness_eval"):
-                    sha = ev["candidate_sha256"]
-                    if sha not in done:
-                        blob = artifacts_dir(path) / "blobs" / sha
-                        run_dir = work / start["run_id"] / f"{ev['index']:04d}"
-                        run_dir.mkdir(parents=True)
-                        kernel = run_dir / Path(task.kernel).name
-                        shutil.copyfile(blob, kernel)
-                        seal.check("before re-measuring")
-                        res = task.evaluate(kernel, run_dir / "eval", timeout_s or cfg.tools.eval_timeout_s, seal)
-                        seal.check(f"while re-measuring evaluation {ev['index']} of {path}")
-                        if res.status == "error":  # the evaluator's own failure: no verdict, stop here
-                            raise EvaluatorFailed(
-                                f"the evaluator failed while re-measuring evaluation {ev['index']} of {path} "
-                                f"(not the candidate's fault): {(res.error or '').strip()[:1500]}",
-                                evaluator_status=res.status,
-                            )
-                        done[sha] = Remeasurement(
-                            str(path),
-                            start["run_id"],
-                            ev["index"],
-                            sha,
-                            ev["status"],
-                            ev.get("geomean"),
-                            res.status,
-                            res.correct,
-                            res.geomean,
-                            res.error,
-                        )
-                        if on_result:
-                            on_result(done[sha])
-                    row = done[sha]
-                    rows.append(
-                        row
-                        if row.eval_index == ev["index"]
-                        else Remeasurement(
-                            **{
-                                **asdict(row),
-                                "eval_index": ev["index"],
-                                "recorded_status": ev["status"],
-                                "recorded_geomean": ev.get("geomean"),
-                            }
-                        )
-                    )
-            finally:
-                seal.close()
+            rows += _remeasure_trace(path, job, sandboxes)
     finally:
         reaper.release_dir(work)
         shutil.rmtree(work, ignore_errors=True)
@@ -343,6 +296,83 @@ def remeasure(
         for r in rows:
             f.write(json.dumps(asdict(r)) + "\n")
     return rows
+
+
+def _remeasure_trace(path: Path, job: _Remeasuring, sandboxes: set[str]) -> list[Remeasurement]:
+    """A row for each evaluation of one trace; each distinct candidate evaluated once, through a sealed
+    evaluator made for the run's task (its sandbox, landlock or none, added to `sandboxes`)."""
+    from ..agents.seal import SealedEvaluator
+    from ..agents.tasks import make_task
+
+    events = read_trace(path).events
+    start = events[0]
+    cfg = RunConfig.from_dict(start["config"])
+    task = make_task(cfg.task, **portable_options(cfg.task_options, start, path, job.work))
+    seal = SealedEvaluator.create(task, sandbox=job.sandbox, deny=[Path(path).resolve().parent, job.out_dir.resolve()])
+    sandboxes.add("landlock" if seal.sandboxed else "none")
+    done: dict[str, Remeasurement] = {}
+    rows = []
+    try:
+        for ev in (e for e in events if e["type"] == "harness_eval"):
+            sha = ev["candidate_sha256"]
+            if sha not in done:
+                res = _evaluate_again(
+                    path, start["run_id"], ev, task, seal, job.work, job.timeout_s or cfg.tools.eval_timeout_s
+                )
+                done[sha] = Remeasurement(
+                    str(path),
+                    start["run_id"],
+                    ev["index"],
+                    sha,
+                    ev["status"],
+                    ev.get("geomean"),
+                    res.status,
+                    res.correct,
+                    res.geomean,
+                    res.error,
+                )
+                if job.on_result:
+                    job.on_result(done[sha])
+            rows.append(_for_evaluation(done[sha], ev))
+    finally:
+        seal.close()
+    return rows
+
+
+def _evaluate_again(path: Path, run_id: str, ev: dict, task, seal, work: Path, timeout_s: float):
+    """The candidate of evaluation `ev` (from the trace's blobs) through the sealed evaluator; an
+    evaluation that the evaluator itself failed raises EvaluatorFailed."""
+    from ..agents.exceptions import EvaluatorFailed
+
+    blob = artifacts_dir(path) / "blobs" / ev["candidate_sha256"]
+    run_dir = work / run_id / f"{ev['index']:04d}"
+    run_dir.mkdir(parents=True)
+    kernel = run_dir / Path(task.kernel).name
+    shutil.copyfile(blob, kernel)
+    seal.check("before re-measuring")
+    res = task.evaluate(kernel, run_dir / "eval", timeout_s, seal)
+    seal.check(f"while re-measuring evaluation {ev['index']} of {path}")
+    if res.status == "error":  # the evaluator's own failure: no verdict, stop here
+        raise EvaluatorFailed(
+            f"the evaluator failed while re-measuring evaluation {ev['index']} of {path} "
+            f"(not the candidate's fault): {(res.error or '').strip()[:1500]}",
+            evaluator_status=res.status,
+        )
+    return res
+
+
+def _for_evaluation(row: Remeasurement, ev: dict) -> Remeasurement:
+    """The re-measurement of a candidate, as the row of evaluation `ev` of the same candidate."""
+    if row.eval_index == ev["index"]:
+        return row
+    return Remeasurement(
+        **{
+            **asdict(row),
+            "eval_index": ev["index"],
+            "recorded_status": ev["status"],
+            "recorded_geomean": ev.get("geomean"),
+        }
+    )
 
 
 def portable_options(options: dict, start: dict, trace: Path, work: Path) -> dict:
