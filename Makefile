@@ -16,7 +16,7 @@ OUT ?=
 RESUME ?=
 REPRODUCE_FLAGS = --arch $(ARCH) --runtime $(RUNTIME) $(if $(OUT),--out $(OUT)) $(if $(RESUME),--resume)
 
-.PHONY: setup test test-quick test-gpu lint lint-baseline reproduce check-containers mutation mutation-changed clean
+.PHONY: setup test test-quick test-gpu lint lint-baseline reproduce check-containers mutation mutation-changed screenshots clean
 
 # the venv sees the machine's own packages (its CUDA torch), also where python3 runs in a venv itself
 $(VENV)/.ready: pyproject.toml
@@ -96,6 +96,12 @@ mutation-changed: setup
 check-containers: setup
 	$(PY) -m pip install -q "pip>=24"
 	$(VENV)/bin/kernelseek-suite container check --resolve
+
+# the README's screenshots (docs/img/*.png) of REPORT.html and the trace viewer, rendered from the committed
+# results/sm90 and taken in headless Chromium, each with its sidecar (*.png.json: the sources' and the PNG's
+# sha256, the numbers shown) that tests/test_screenshots.py checks against results/sm90
+screenshots: setup
+	$(PY) scripts/page-screenshots.py --out docs/img
 
 clean:
 	rm -rf $(VENV) .pytest_cache
