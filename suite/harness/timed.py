@@ -96,83 +96,25 @@ def time_scenario(
     sets = [st.bufs for st in states] + [
         trial.new_buffers(scn, scenario_seed(seed, scn.id, t), device, check_cfg, dists[0]) for t in extra
     ]
-    set_dist = dists + [dists[0] for _ in extra]
-    calls = cfg.warmup + cfg.max_reps
-    fresh = [
-        FreshContent((b.q, b.k, b.v), calls, rng.getrandbits(63), DISTRIBUTIONS[d].tied if d in DISTRIBUTIONS else ())
-        for b, d in zip(sets, set_dist)
-    ]
-    bad = [0 for _ in sets]  # device scalars on a GPU: read once, after timing
-    # a uniform random sample of each input set's counted calls, checked after timing
-    reservoirs = [Reservoir(cfg.checked_calls, rng) for _ in sets]
-    samples: list[list] = [[None] * cfg.checked_calls for _ in sets]
-
-    def before(c: Call):
-        if c.kind != REPEAT:
-            fresh[c.input_set].next()
-        sets[c.input_set].out.poison()
-        sets[c.input_set].lse.poison()
-
-    changed: list[str] = []
-
-    def after(c: Call):
-        if guard is not None:
-            changed.extend(f for f in guard.check_and_restore() if f not in changed)
-        b = sets[c.input_set]
-        bad[c.input_set] = bad[c.input_set] + b.out.count_nonfinite() + b.lse.count_nonfinite()
-        if c.kind == COUNTED:
-            slot = reservoirs[c.input_set].offer()
-            if slot is not None:
-                samples[c.input_set][slot] = take_sample(
-                    c.round, c.input_set, b.q, b.k, b.v, b.out.view, b.lse.view, rng, rows=cfg.checked_rows
-                )
-
-    fns: dict = {"kernel": Timed(lambda t: launch(sets[t], t), before, after, repeats=True)}
+    calls = _Calls(sets, dists + [dists[0] for _ in extra], cfg, rng, guard)
+    fns: dict = {"kernel": Timed(lambda t: launch(sets[t], t), calls.before, calls.after, repeats=True)}
     for name, fn in baselines.items():
         fns[name] = (lambda f: lambda t: f(sets[t].q, sets[t].k, sets[t].v))(fn)
     stats, by_set = time_interleaved_sets(fns, cfg, flush, gap_ms=gap_ms, rng=rng, timer=timer)
-    for f in fresh:
+    for f in calls.fresh:
         f.restore()
     by_dist = {d: by_set[i] for i, d in enumerate(dists)} if len(states) > 1 else {dists[0]: stats}
 
     def outcome(v: trial.Verdict, recheck: dict | None = None) -> TimedOutcome:
         return TimedOutcome(stats, v, recheck, by_dist)
 
-    kst = stats["kernel"]
-    if late_work(kst, cfg):
-        return outcome(
-            trial.Verdict(
-                STATUS_REJECTED,
-                "late-work",
-                f"each call left {kst.late_ms:.3f} ms of work running after its stream was done (the call itself: "
-                f"{kst.median_ms:.3f} ms): work on another stream or a host thread",
-            ),
-        )
-    if changed:
-        return outcome(device_state_verdict(changed))
-    unwritten = trial.timed_unwritten({t: int(n) for t, n in enumerate(bad)})
-    if not unwritten.ok:
-        return outcome(unwritten)
-    # the fastest distribution's median: a kernel too fast on any of them is implausible
-    fastest = min([kst.median_ms] + [d["kernel"].median_ms for d in by_dist.values() if "kernel" in d])
-    why = ceiling(flops_rate(scn.flops, fastest)) if ceiling is not None else None
-    if why:
-        return outcome(trial.Verdict(STATUS_IMPLAUSIBLE, "implausible", why))
-    if replayed(kst, cfg):
-        return outcome(
-            trial.Verdict(
-                STATUS_REJECTED,
-                "cached",
-                f"calls on inputs the kernel had just seen took {kst.repeat_ratio:.2f}x the time of calls on new "
-                "inputs "
-                f"(median of {kst.repeats}; below {cfg.repeat_faster:g}x is not noise): a result kept by input "
-                "contents and replayed",
-            ),
-        )
+    v = _timing_verdict(scn, stats, by_dist, calls, cfg, ceiling)
+    if v is not None:
+        return outcome(v)
     expected = [st.expected for st in states] + [
         trial.expected_for(scn, scenario_seed(seed, scn.id, t), device, dists[0]) for t in extra
     ]
-    kept = [s for per in samples for s in per if s is not None]
+    kept = [s for per in calls.samples for s in per if s is not None]
     v = trial.check_timed_outputs(kept, list(zip(sets, expected)), scn, check_cfg)
     if not v.ok:
         return outcome(v)
@@ -184,6 +126,79 @@ def time_scenario(
     if v.ok and after_recheck:
         return outcome(device_state_verdict(after_recheck), v.check)
     return outcome(v, v.check)
+
+
+class _Calls:
+    """What happens around each timed call of the kernel: fresh contents before it (flipping the
+    distribution's tied columns together) and poisoned outputs; after it, the device state checked,
+    the non-finite outputs counted on the device, and a uniform random sample of each input set's
+    counted calls kept, to be checked after timing."""
+
+    def __init__(self, sets: list, set_dist: list[str], cfg: TimingConfig, rng: random.Random, guard):
+        calls = cfg.warmup + cfg.max_reps
+        self.sets, self.cfg, self.rng, self.guard = sets, cfg, rng, guard
+        self.fresh = [
+            FreshContent(
+                (b.q, b.k, b.v), calls, rng.getrandbits(63), DISTRIBUTIONS[d].tied if d in DISTRIBUTIONS else ()
+            )
+            for b, d in zip(sets, set_dist)
+        ]
+        self.bad = [0 for _ in sets]  # device scalars on a GPU: read once, after timing
+        self.reservoirs = [Reservoir(cfg.checked_calls, rng) for _ in sets]
+        self.samples: list[list] = [[None] * cfg.checked_calls for _ in sets]
+        self.changed: list[str] = []
+
+    def before(self, c: Call) -> None:
+        if c.kind != REPEAT:
+            self.fresh[c.input_set].next()
+        self.sets[c.input_set].out.poison()
+        self.sets[c.input_set].lse.poison()
+
+    def after(self, c: Call) -> None:
+        if self.guard is not None:
+            self.changed.extend(f for f in self.guard.check_and_restore() if f not in self.changed)
+        b = self.sets[c.input_set]
+        self.bad[c.input_set] = self.bad[c.input_set] + b.out.count_nonfinite() + b.lse.count_nonfinite()
+        if c.kind == COUNTED:
+            slot = self.reservoirs[c.input_set].offer()
+            if slot is not None:
+                self.samples[c.input_set][slot] = take_sample(
+                    c.round, c.input_set, b.q, b.k, b.v, b.out.view, b.lse.view, self.rng, rows=self.cfg.checked_rows
+                )
+
+
+def _timing_verdict(scn: Scenario, stats: dict, by_dist: dict, calls: _Calls, cfg: TimingConfig, ceiling):
+    """What the timing itself shows against the kernel, before its sampled outputs are checked: work
+    left running after the call, a changed device state, outputs left unwritten, a speed above the
+    ceiling on any distribution, results replayed from a cache. None: nothing."""
+    kst = stats["kernel"]
+    if late_work(kst, cfg):
+        return trial.Verdict(
+            STATUS_REJECTED,
+            "late-work",
+            f"each call left {kst.late_ms:.3f} ms of work running after its stream was done (the call itself: "
+            f"{kst.median_ms:.3f} ms): work on another stream or a host thread",
+        )
+    if calls.changed:
+        return device_state_verdict(calls.changed)
+    unwritten = trial.timed_unwritten({t: int(n) for t, n in enumerate(calls.bad)})
+    if not unwritten.ok:
+        return unwritten
+    # the fastest distribution's median: a kernel too fast on any of them is implausible
+    fastest = min([kst.median_ms] + [d["kernel"].median_ms for d in by_dist.values() if "kernel" in d])
+    why = ceiling(flops_rate(scn.flops, fastest)) if ceiling is not None else None
+    if why:
+        return trial.Verdict(STATUS_IMPLAUSIBLE, "implausible", why)
+    if replayed(kst, cfg):
+        return trial.Verdict(
+            STATUS_REJECTED,
+            "cached",
+            f"calls on inputs the kernel had just seen took {kst.repeat_ratio:.2f}x the time of calls on new "
+            "inputs "
+            f"(median of {kst.repeats}; below {cfg.repeat_faster:g}x is not noise): a result kept by input "
+            "contents and replayed",
+        )
+    return None
 
 
 class StateGuard(Protocol):
