@@ -37,10 +37,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(exitcodes.USAGE, f"{self.prog}: error: {message}\n")
 
 
-def main(argv=None) -> int:
-    """Exit codes as the command line's: 4 bad arguments, 2 the kernel breaks the rules or does not
-    build, 3 no suitable GPU (checked after everything that needs none), 1 a wrong output or a
-    kernel's error code."""
+def _parser() -> _Parser:
     ap = _Parser(prog="python -m kernelseek_suite.harness.run_once")
     ap.add_argument("kernel")
     ap.add_argument("scenario", nargs="?", help="a scenario id, or several comma-separated ids or globs")
@@ -79,7 +76,11 @@ def main(argv=None) -> int:
         metavar="NAME",
         help="with --time: also time this baseline (fa3, fa4, cudnn, sdpa-flash), interleaved",
     )
-    args = ap.parse_args(argv)
+    return ap
+
+
+def _distributions(ap: _Parser, args) -> list[str]:
+    """The arguments that go together checked; the input distributions named (`all`: every one)."""
     if bool(args.scenario) == bool(args.shape):
         ap.error("give SCENARIO or --shape, one of them")
     if args.baseline and not args.time:
@@ -98,21 +99,16 @@ def main(argv=None) -> int:
     bad = [d for d in dists if d not in DISTRIBUTIONS]
     if bad:
         ap.error(f"unknown input distribution {', '.join(bad)}; known: {', '.join(DISTRIBUTIONS)}, all")
+    return dists
 
+
+def _build_all(ap: _Parser, args) -> dict | int:
+    """Each kernel built (the rules, and the build where nvcc is here, checked before the GPU): the
+    built kernels by path, or the exit code."""
     from ..build import BuildError, build, nvcc_path
-    from ..contract import KernelLibrary
     from ..gpu import NoGPUError, require_gpu
     from ..rules import DependencyRuleError, enforce
-    from ..scenarios import ShapeError, by_id, parse_shape
 
-    try:
-        shaped = [parse_shape(spec) for spec in args.shape]
-    except ShapeError as e:
-        ap.error(f"--shape: {e}")
-    scenarios = shaped or select_scenarios(args.scenario, by_id(args.arch))
-    if not scenarios:
-        print(f"unknown scenario {args.scenario}", file=sys.stderr)
-        return exitcodes.USAGE
     kernels = list(dict.fromkeys([args.kernel, *args.beside]))
     missing = [k for k in kernels if not os.path.isfile(k)]
     if missing:
@@ -136,10 +132,34 @@ def main(argv=None) -> int:
     except BuildError as e:
         print(f"build failed: {e}", file=sys.stderr)
         return exitcodes.BUILD
+    return built
+
+
+def main(argv=None) -> int:
+    """Exit codes as the command line's: 4 bad arguments, 2 the kernel breaks the rules or does not
+    build, 3 no suitable GPU (checked after everything that needs none), 1 a wrong output or a
+    kernel's error code."""
+    ap = _parser()
+    args = ap.parse_args(argv)
+    dists = _distributions(ap, args)
+    from ..contract import KernelLibrary
+    from ..scenarios import ShapeError, by_id, parse_shape
+
+    try:
+        shaped = [parse_shape(spec) for spec in args.shape]
+    except ShapeError as e:
+        ap.error(f"--shape: {e}")
+    scenarios = shaped or select_scenarios(args.scenario, by_id(args.arch))
+    if not scenarios:
+        print(f"unknown scenario {args.scenario}", file=sys.stderr)
+        return exitcodes.USAGE
+    built = _build_all(ap, args)
+    if isinstance(built, int):
+        return built
     lib = KernelLibrary(built[args.kernel].library)
     others = [(o, KernelLibrary(built[o].library)) for o in args.beside]
     speeds: dict[str, dict[str, list[float]]] = {d: {} for d in dists}
-    rc = 0
+    rc = exitcodes.OK
     for dist in dists:
         for scn in scenarios:
             rc = max(rc, _run_scenario(args, scn, lib, others, speeds[dist], dist))
@@ -185,7 +205,7 @@ def _run_scenario(args, scn, lib, others, speeds: dict, dist: str = "standard") 
             return exitcodes.FAIL
     torch.cuda.synchronize()
     torch.cuda.nvtx.range_pop()
-    rc = 0
+    rc = exitcodes.OK
     if args.check:
         ref, ref_lse, lowp = reference_pair(q, k, v, scn.causal, scn.softmax_scale)
         checked = [("", out, lse)]
@@ -194,7 +214,7 @@ def _run_scenario(args, scn, lib, others, speeds: dict, dist: str = "standard") 
                 o2, l2 = torch.full_like(out, float("nan")), torch.full_like(lse, float("nan"))
                 if other_lib.forward(make_params(q, k, v, o2, l2, scn.causal, scn.softmax_scale), stream) != 0:
                     print(f"{scn.id}: {other} returned an error")
-                    rc = 1
+                    rc = exitcodes.FAIL
                     continue
                 torch.cuda.synchronize()
                 checked.append((f" {other}", o2, l2))
@@ -202,9 +222,9 @@ def _run_scenario(args, scn, lib, others, speeds: dict, dist: str = "standard") 
             res = check_output(o, ref, lowp, lo, ref_lse)
             verdict = "ok" if res.ok else "WRONG: " + res.reason
             print(f"{scn.id}{who} [{dist}]: {verdict} (max err {res.max_err:.3g}, tol {res.tol:.3g})")
-            rc = max(rc, 0 if res.ok else 1)
+            rc = max(rc, exitcodes.OK if res.ok else exitcodes.FAIL)
     if args.time:
-        first = ("checked: ok" if rc == 0 else "checked: WRONG") if args.check else "not checked"
+        first = ("checked: ok" if rc == exitcodes.OK else "checked: WRONG") if args.check else "not checked"
         entries = [(args.kernel, _kernel_call(lib, params, stream), first)]
         for other, other_lib in others:
             name = other
