@@ -269,62 +269,14 @@ def _build(source: str | Path, arch: str, extra_flags: tuple[str, ...], cache: P
     root = (cache or config.cache_dir() / "build") / key
     report = root / "build.json"
     if report.exists() and not force and (root / "kernel.so").exists() and (root / "kernel.o").exists():
-        # the cache is a folder like any other: check what a cached library and its object import
-        # again (the driver functions it looks up were checked when it was built)
-        bad = import_violations(root / "kernel.o", root / "kernel.so", None, None)
-        bad = [v for v in bad if "preprocessed source" not in v.text]
-        if bad:
-            raise rules.DependencyRuleError(str(src), [rules.Violation(0, v.rule + " (cached)", v.text) for v in bad])
-        check_exports(root / "kernel.so", src)
-        data = json.loads(report.read_text())
-        data["functions"] = [FunctionResources(**f) for f in data["functions"]]
-        data.pop("spill_bytes", None)
-        data["cached"] = True
-        data["source"] = str(src)
-        return BuildResult(**data)
-
+        return _cached(root, src)
     root.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=key + ".", dir=root.parent))
-    lib = tmp / "kernel.so"
-    keep = tmp / "keep"
-    keep.mkdir()
-    private_src = tmp / src.name
-    private_src.write_bytes(source_bytes)
-    cmd = [nvcc, *flags, "-keep", f"-keep-dir={keep}", "-o", str(lib), str(private_src)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    log = (proc.stdout + proc.stderr).replace(str(private_src), str(src))
-    if proc.returncode != 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        # the files nvcc kept are gone with the build folder: its paths name the kernel instead
-        log = log.replace(str(keep / f"{private_src.stem}.ptx"), f"{src.name} (PTX)").replace(str(tmp), "<build>")
-        raise BuildError(failure_message(src.name, arch, log))
-    funcs, warnings = parse_ptxas(log)
-    fatal = fatal_warnings(warnings)
-    if fatal:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise BuildError(f"ptxas warnings that fail the build for {src.name}:\n" + "\n".join(fatal))
-    obj = keep / f"{private_src.stem}.o"
-    if not obj.exists():
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise BuildError(
-            f"nvcc -keep left no object file for {src.name} in {keep.name}/: its imports cannot be checked"
-        )
-    bad = import_violations(obj, lib, keep / f"{private_src.stem}.cpp4.ii", private_src)
-    if bad:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise rules.DependencyRuleError(str(src), bad)
     try:
-        check_exports(lib, src)
-    except ContractError:
+        funcs, warnings, log, has_ptx = _compile(nvcc, flags, src, source_bytes, arch, tmp)
+    except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    shutil.copy(obj, tmp / "kernel.o")
-    ptx_files = sorted(keep.glob("*.ptx"))
-    ptx_dst = None
-    if ptx_files:
-        ptx_dst = tmp / "kernel.ptx"
-        shutil.copy(ptx_files[-1], ptx_dst)
-    shutil.rmtree(keep, ignore_errors=True)
     (tmp / "ptxas.log").write_text(log)
     if root.exists():
         shutil.rmtree(root, ignore_errors=True)
@@ -334,7 +286,7 @@ def _build(source: str | Path, arch: str, extra_flags: tuple[str, ...], cache: P
         source_sha256=hashlib.sha256(source_bytes).hexdigest(),
         arch=arch,
         library=str(root / "kernel.so"),
-        ptx=str(root / "kernel.ptx") if ptx_dst else None,
+        ptx=str(root / "kernel.ptx") if has_ptx else None,
         nvcc_version=version,
         flags=flags,
         cached=False,
@@ -343,6 +295,60 @@ def _build(source: str | Path, arch: str, extra_flags: tuple[str, ...], cache: P
     )
     report.write_text(json.dumps(result.to_dict(), indent=1))
     return result
+
+
+def _cached(root: Path, src: Path) -> BuildResult:
+    """A cached build, its imports and exports checked again: the cache is a folder like any other
+    (the driver functions it looks up were checked when it was built)."""
+    bad = import_violations(root / "kernel.o", root / "kernel.so", None, None)
+    bad = [v for v in bad if "preprocessed source" not in v.text]
+    if bad:
+        raise rules.DependencyRuleError(str(src), [rules.Violation(0, v.rule + " (cached)", v.text) for v in bad])
+    check_exports(root / "kernel.so", src)
+    data = json.loads((root / "build.json").read_text())
+    data["functions"] = [FunctionResources(**f) for f in data["functions"]]
+    data.pop("spill_bytes", None)
+    data["cached"] = True
+    data["source"] = str(src)
+    return BuildResult(**data)
+
+
+def _compile(nvcc: str, flags: list[str], src: Path, source_bytes: bytes, arch: str, tmp: Path):
+    """nvcc on a private copy of the source in `tmp`, which ends holding kernel.so, kernel.o and
+    kernel.ptx; the build fails (BuildError, DependencyRuleError, ContractError) on an nvcc error, a
+    ptxas warning that fails it, a forbidden import or a missing export. Returns (the functions'
+    resources, the warnings, nvcc's log, whether PTX was kept)."""
+    lib = tmp / "kernel.so"
+    keep = tmp / "keep"
+    keep.mkdir()
+    private_src = tmp / src.name
+    private_src.write_bytes(source_bytes)
+    cmd = [nvcc, *flags, "-keep", f"-keep-dir={keep}", "-o", str(lib), str(private_src)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    log = (proc.stdout + proc.stderr).replace(str(private_src), str(src))
+    if proc.returncode != 0:
+        # the files nvcc kept are gone with the build folder: its paths name the kernel instead
+        log = log.replace(str(keep / f"{private_src.stem}.ptx"), f"{src.name} (PTX)").replace(str(tmp), "<build>")
+        raise BuildError(failure_message(src.name, arch, log))
+    funcs, warnings = parse_ptxas(log)
+    fatal = fatal_warnings(warnings)
+    if fatal:
+        raise BuildError(f"ptxas warnings that fail the build for {src.name}:\n" + "\n".join(fatal))
+    obj = keep / f"{private_src.stem}.o"
+    if not obj.exists():
+        raise BuildError(
+            f"nvcc -keep left no object file for {src.name} in {keep.name}/: its imports cannot be checked"
+        )
+    bad = import_violations(obj, lib, keep / f"{private_src.stem}.cpp4.ii", private_src)
+    if bad:
+        raise rules.DependencyRuleError(str(src), bad)
+    check_exports(lib, src)
+    shutil.copy(obj, tmp / "kernel.o")
+    ptx_files = sorted(keep.glob("*.ptx"))
+    if ptx_files:
+        shutil.copy(ptx_files[-1], tmp / "kernel.ptx")
+    shutil.rmtree(keep, ignore_errors=True)
+    return funcs, warnings, log, bool(ptx_files)
 
 
 def demangle(names: list[str]) -> list[str]:
