@@ -125,145 +125,165 @@ def run_items(
     """Run `fn(item.payload, channel)` for every item on the cluster; returns {key: result} of the
     items that finished. Callbacks run in the calling thread, in the order things arrive; on_failure
     may return new items to run (the rest of a shard whose worker kept dying, say)."""
-    from distributed import Queue, Variable, as_completed
-    from distributed.scheduler import KilledWorker
-
     if len({i.key for i in items}) != len(items):
         raise ValueError("work item keys must be unique")
     check_one_item_per_worker(client)
-    run = f"ks-{secrets.token_hex(6)}"
-    queue = Queue(f"{run}-progress", client=client)
-    marks: dict[str, list[str]] = {i.key: [] for i in items}
-    variables = {i.key: Variable(f"{run}-marks-{i.key}", client=client) for i in items}
-    for v in variables.values():
-        v.set([])
-    by_key = {i.key: i for i in items}
-    results: dict[str, Any] = {}
-    futures: dict = {}
-    pending = as_completed()
-    waiting = deque(items)
+    run = _ItemsRun(client, items, fn, on_emit, on_result, on_failure)
+    try:
+        run.loop(poll_s)
+    finally:
+        run.close()
+    return run.results
 
-    def live_workers() -> set[str]:
-        return set(client.scheduler_info(n_workers=-1)["workers"])
 
-    def fill() -> None:
+class _ItemsRun:
+    """The state of one run_items call: the items waiting, the futures running, the marks each item
+    reported, and the results."""
+
+    def __init__(self, client, items, fn, on_emit, on_result, on_failure):
+        from distributed import Queue, Variable, as_completed
+
+        self.client, self.fn = client, fn
+        self.on_emit, self.on_result, self.on_failure = on_emit, on_result, on_failure
+        self.run = f"ks-{secrets.token_hex(6)}"
+        self.queue = Queue(f"{self.run}-progress", client=client)
+        self.marks: dict[str, list[str]] = {i.key: [] for i in items}
+        self.variables = {i.key: Variable(f"{self.run}-marks-{i.key}", client=client) for i in items}
+        for v in self.variables.values():
+            v.set([])
+        self.by_key = {i.key: i for i in items}
+        self.results: dict[str, Any] = {}
+        self.futures: dict = {}
+        self.pending = as_completed()
+        self.waiting = deque(items)
+
+    def live_workers(self) -> set[str]:
+        return set(self.client.scheduler_info(n_workers=-1)["workers"])
+
+    def fill(self) -> None:
         """Hand out items while a worker is free: an item waits here, not queued behind a busy
         worker, so a worker that dies takes only its running item with it. Pools (per-class runs)
         are disjoint sets of workers."""
-        live = live_workers()
+        live = self.live_workers()
         in_pool: dict = {}
-        for it in futures.values():
+        for it in self.futures.values():
             in_pool[it.workers] = in_pool.get(it.workers, 0) + 1
-        for _ in range(len(waiting)):
-            item = waiting.popleft()
-            free = max(1, len(live)) - len(futures)
+        for _ in range(len(self.waiting)):
+            item = self.waiting.popleft()
+            free = max(1, len(live)) - len(self.futures)
             if item.workers:
                 free = min(free, len(live & set(item.workers)) - in_pool.get(item.workers, 0))
             if free <= 0:
-                waiting.append(item)
+                self.waiting.append(item)
                 continue
             in_pool[item.workers] = in_pool.get(item.workers, 0) + 1
-            submit(item)
+            self.submit(item)
 
-    def submit(item: WorkItem) -> None:
-        if item.key not in variables:
-            by_key[item.key], marks[item.key] = item, []
-            variables[item.key] = Variable(f"{run}-marks-{item.key}", client=client)
-            variables[item.key].set([])
-        fut = client.submit(
+    def submit(self, item: WorkItem) -> None:
+        from distributed import Variable
+
+        if item.key not in self.variables:
+            self.by_key[item.key], self.marks[item.key] = item, []
+            self.variables[item.key] = Variable(f"{self.run}-marks-{item.key}", client=self.client)
+            self.variables[item.key].set([])
+        fut = self.client.submit(
             _call,
-            fn,
+            self.fn,
             item.payload,
-            queue.name,
-            variables[item.key].name,
+            self.queue.name,
+            self.variables[item.key].name,
             item.key,
-            key=f"{run}-{item.key}",
+            key=f"{self.run}-{item.key}",
             pure=False,
             retries=0,
             workers=list(item.workers) if item.workers else None,
             allow_other_workers=False,
         )
-        futures[fut] = item
-        pending.add(fut)
+        self.futures[fut] = item
+        self.pending.add(fut)
 
-    def fail(item: WorkItem, exc: BaseException, worker_died: bool) -> None:
-        if on_failure is None:
+    def fail(self, item: WorkItem, exc: BaseException, worker_died: bool) -> None:
+        if self.on_failure is None:
             raise exc
-        for extra in on_failure(item, ItemFailure(item.key, f"{type(exc).__name__}: {exc}", worker_died, exc)) or ():
-            if extra.key in by_key:
+        failure = ItemFailure(item.key, f"{type(exc).__name__}: {exc}", worker_died, exc)
+        for extra in self.on_failure(item, failure) or ():
+            if extra.key in self.by_key:
                 raise ValueError(f"work item key {extra.key!r} used twice")
-            waiting.append(extra)
+            self.waiting.append(extra)
 
-    def orphans() -> None:
+    def orphans(self) -> None:
         """Items bound to a pool none of whose workers is alive any more (a restarted worker comes
         back under a new address): they would wait for ever."""
-        live = live_workers()
-        stranded = [(f, i) for f, i in futures.items() if i.workers and not live & set(i.workers)]
-        stranded += [(None, i) for i in waiting if i.workers and not live & set(i.workers)]
+        live = self.live_workers()
+        stranded = [(f, i) for f, i in self.futures.items() if i.workers and not live & set(i.workers)]
+        stranded += [(None, i) for i in self.waiting if i.workers and not live & set(i.workers)]
         for fut, item in stranded:
             if fut is not None:
-                futures.pop(fut)
+                self.futures.pop(fut)
                 fut.cancel()
             else:
-                waiting.remove(item)
-            _forget(variables.pop(item.key, None))
-            fail(
-                item,
-                WorkersGone(f"none of the workers item {item.key} may run on is alive ({', '.join(item.workers)})"),
-                False,
-            )
+                self.waiting.remove(item)
+            _forget(self.variables.pop(item.key, None))
+            gone = WorkersGone(f"none of the workers item {item.key} may run on is alive ({', '.join(item.workers)})")
+            self.fail(item, gone, False)
 
-    def drain() -> None:
-        for msg in queue.get(batch=True) or ():
+    def drain(self) -> None:
+        for msg in self.queue.get(batch=True) or ():
             key, mark = msg["key"], msg["mark"]
-            if key not in marks or mark in marks[key]:
+            if key not in self.marks or mark in self.marks[key]:
                 continue  # reported again by a retry whose predecessor died before noting it
-            marks[key].append(mark)
-            if on_emit:
-                on_emit(by_key[key], mark, json.loads(msg["data"]))
+            self.marks[key].append(mark)
+            if self.on_emit:
+                self.on_emit(self.by_key[key], mark, json.loads(msg["data"]))
 
-    fill()
-    last_check = time.monotonic()
-    try:
-        while futures or waiting:
-            batch = pending.next_batch(block=False)
-            drain()
+    def loop(self, poll_s: float) -> None:
+        self.fill()
+        last_check = time.monotonic()
+        while self.futures or self.waiting:
+            batch = self.pending.next_batch(block=False)
+            self.drain()
             if not batch:
                 if time.monotonic() - last_check > 2.0:
-                    orphans()
-                    fill()
+                    self.orphans()
+                    self.fill()
                     last_check = time.monotonic()
                 time.sleep(poll_s)
                 continue
             for fut in batch:
-                if fut not in futures:
-                    continue  # cancelled as stranded
-                if fut.status not in ("finished", "error", "cancelled"):
-                    # its result lived on a worker that died before it was fetched: Dask runs it again
-                    pending.add(fut)
-                    continue
-                item = futures.pop(fut)
-                if fut.status == "finished":
-                    results[item.key] = res = fut.result()
-                    if on_result:
-                        on_result(item, res)
-                else:
-                    exc = fut.exception() if fut.status == "error" else CancelledError(item.key)
-                    fail(item, exc, isinstance(exc, KilledWorker))
-                fut.release()
-                _forget(variables.pop(item.key, None))
-            fill()
-        drain()
-    finally:
-        for fut in futures:
+                self.done(fut)
+            self.fill()
+        self.drain()
+
+    def done(self, fut) -> None:
+        """A future that completed: its result kept, or its failure handled."""
+        from distributed.scheduler import KilledWorker
+
+        if fut not in self.futures:
+            return  # cancelled as stranded
+        if fut.status not in ("finished", "error", "cancelled"):
+            # its result lived on a worker that died before it was fetched: Dask runs it again
+            self.pending.add(fut)
+            return
+        item = self.futures.pop(fut)
+        if fut.status == "finished":
+            self.results[item.key] = res = fut.result()
+            if self.on_result:
+                self.on_result(item, res)
+        else:
+            exc = fut.exception() if fut.status == "error" else CancelledError(item.key)
+            self.fail(item, exc, isinstance(exc, KilledWorker))
+        fut.release()
+        _forget(self.variables.pop(item.key, None))
+
+    def close(self) -> None:
+        for fut in self.futures:
             fut.cancel()
         try:
-            queue.close()  # not in every version; the queue is dropped with the client anyway
+            self.queue.close()  # not in every version; the queue is dropped with the client anyway
         except Exception:
             pass
-        for v in variables.values():
+        for v in self.variables.values():
             _forget(v)
-    return results
 
 
 def _forget(variable) -> None:
