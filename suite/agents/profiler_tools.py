@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -118,6 +119,21 @@ def run_command(cmd: list[str], timeout_s: float, cwd: Path, env: dict | None = 
         return Ran(None, out or "", err or "")
 
 
+def _cuda_tool(
+    name: str, description: str, parameters: dict, run: Callable[[str, dict, RunContext], ToolResult]
+) -> Tool:
+    """A tool that looks at a CUDA kernel: for a task whose kernel is not CUDA it says so to the model
+    and measures nothing; otherwise `run(arch, args, ctx)`."""
+
+    def guarded(args: dict, ctx: RunContext) -> ToolResult:
+        arch, why = cuda_arch(ctx)
+        if why:
+            return unavailable(name, why)
+        return run(arch, args, ctx)
+
+    return Tool(name, description, parameters, guarded)
+
+
 def _next_dir(root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     n = 1 + max((int(p.name) for p in root.iterdir() if p.name.isdigit()), default=0)
@@ -154,7 +170,7 @@ def profile_tool(options: dict) -> Tool:
         float(options.get("profile_timeout_s") or 600),
         options.get("ncu"),
     )
-    return Tool(
+    return _cuda_tool(
         "profile",
         "Profile the workspace's kernel with Nsight Compute on one scenario (default "
         f"{setup.scenario_default}): SM and tensor-pipe throughput, DRAM and L2 throughput, occupancy, registers, "
@@ -168,10 +184,7 @@ def profile_tool(options: dict) -> Tool:
     )
 
 
-def _profile(setup: _ProfileSetup, args: dict, ctx: RunContext) -> ToolResult:
-    arch, why = cuda_arch(ctx)
-    if why:
-        return unavailable("profile", why)
+def _profile(setup: _ProfileSetup, arch: str, args: dict, ctx: RunContext) -> ToolResult:
     scenario = _known_scenario(args.get("scenario") or setup.scenario_default, arch)
     exe = find_executable("ncu", setup.ncu)
     if not exe:
@@ -265,7 +278,7 @@ class _DisassembleSetup:
 
 def disassemble_tool(options: dict) -> Tool:
     setup = _DisassembleSetup(float(options.get("disassemble_timeout_s") or 300), options.get("cuobjdump"))
-    return Tool(
+    return _cuda_tool(
         "disassemble",
         "Build the workspace's kernel as the evaluator does and summarize its SASS "
         "(cuobjdump --dump-sass) per function: instruction mix (MMA, LDG/STG, TMA, LDS/STS, LDL/STL spills, "
@@ -282,10 +295,7 @@ def disassemble_tool(options: dict) -> Tool:
     )
 
 
-def _disassemble(setup: _DisassembleSetup, args: dict, ctx: RunContext) -> ToolResult:
-    arch, why = cuda_arch(ctx)
-    if why:
-        return unavailable("disassemble", why)
+def _disassemble(setup: _DisassembleSetup, arch: str, args: dict, ctx: RunContext) -> ToolResult:
     exe = find_executable("cuobjdump", setup.cuobjdump)
     if not exe:
         return unavailable(

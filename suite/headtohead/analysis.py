@@ -19,16 +19,20 @@ from __future__ import annotations
 
 import csv
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from operator import attrgetter
 from pathlib import Path
 
 from tabulate import tabulate
 
 from ..agents import layers
 from ..contracts.traces import question_category, read_trace
-from .control import Control, control
+from .control import ArmRate, CategoryControl, Control, control
 from .noise import Repeats, bands, trace_repeats
+from .plots import Frame, finish, pyplot
 from .runstats import EvalPoint, arm_label
+from .tables import Columns, column_rows
 
 DEFAULT_THRESHOLD = 0.10
 CATEGORIES = ("layer-shift", "limit-rejection", "information", "human", "none")
@@ -281,46 +285,74 @@ def _counts(d: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(d.items(), key=lambda kv: (-kv[1], kv[0]))) or "-"
 
 
+def _table(items: list, columns: Columns) -> str:
+    """A GitHub-style table of `items`."""
+    head, rows = column_rows(items, columns)
+    return tabulate(rows, head, tablefmt="github")
+
+
+def _question(g: Gain) -> str:
+    if g.question_step is None:
+        return "-"
+    return f"step {g.question_step} {g.question_trigger or ''}" + (f" {g.question_id}" if g.question_id else "")
+
+
+def _gain_columns(gain: str) -> dict[str, Callable[[Gain], object]]:
+    """The columns that say which gain it is: the run, the evaluation, the speed-up, the gain (headed
+    `gain`) and the question it followed."""
+    return {
+        "run": attrgetter("run_id"),
+        "eval": attrgetter("eval_index"),
+        "step": attrgetter("step"),
+        "speed-up": lambda g: f"{g.before:.3f}x -> {g.after:.3f}x",
+        gain: lambda g: f"+{g.gain_pct:.1f} %",
+        "after question": attrgetter("category"),
+    }
+
+
+_RUN_COLUMNS: dict[str, Callable[[RunAnalysis], object]] = {
+    "run": attrgetter("run_id"),
+    "arm": attrgetter("arm"),
+    "human messages": attrgetter("human_messages"),
+    "bank questions": lambda r: _counts({k: v for k, v in r.questions_by_category.items() if k != "human"}),
+    "tool calls": lambda r: _counts(r.tool_calls),
+    "evaluations": attrgetter("evaluations"),
+    "wrong": attrgetter("wrong"),
+    "large gains": lambda r: len(r.gains),
+}
+_GAIN_COLUMNS = {
+    **_gain_columns("gain"),
+    "question": _question,
+    "layers": lambda g: f"{g.layer_before or '-'} -> {g.layer_after or '-'}",
+}
+_HELD_COLUMNS = {**_gain_columns("apparent gain"), "why": attrgetter("note")}
+_RATE_COLUMNS: dict[str, Callable[[ArmRate], object]] = {
+    "arm": attrgetter("arm"),
+    "runs": attrgetter("runs"),
+    "steps": attrgetter("steps"),
+    "evaluations": attrgetter("evaluations"),
+    "large gains": attrgetter("gains"),
+    "per 10 evaluations": lambda x: "-" if x.per_eval is None else f"{x.per_eval * 10:.2f}",
+    "per 100 steps": lambda x: "-" if not x.steps else f"{x.gains / x.steps * 100:.1f}",
+}
+_CONTROL_COLUMNS: dict[str, Callable[[CategoryControl], object]] = {
+    "arm": attrgetter("arm"),
+    "category": attrgetter("category"),
+    "questions": attrgetter("questions"),
+    "credited": attrgetter("credited"),
+    "by chance: mean [95 %]": lambda c: f"{c.chance_mean:.2f} [{c.chance_low:g}-{c.chance_high:g}]",
+    "p": lambda c: f"{c.p:.3f}",
+    "evaluations after": attrgetter("evals_after"),
+    "at the other arms' rate": lambda c: "-" if c.at_other_rate is None else f"{c.at_other_rate:.2f}",
+}
+
+
 def run_table(a: Analysis) -> str:
-    rows = [
-        [
-            r.run_id,
-            r.arm,
-            r.human_messages,
-            _counts({k: v for k, v in r.questions_by_category.items() if k != "human"}),
-            _counts(r.tool_calls),
-            r.evaluations,
-            r.wrong,
-            len(r.gains),
-        ]
-        for r in a.runs
-    ]
-    return tabulate(
-        rows,
-        ["run", "arm", "human messages", "bank questions", "tool calls", "evaluations", "wrong", "large gains"],
-        tablefmt="github",
-    )
+    return _table(a.runs, _RUN_COLUMNS)
 
 
 def gains_table(a: Analysis) -> str:
-    rows = [
-        [
-            g.run_id,
-            g.eval_index,
-            g.step,
-            f"{g.before:.3f}x -> {g.after:.3f}x",
-            f"+{g.gain_pct:.1f} %",
-            g.category,
-            "-"
-            if g.question_step is None
-            else f"step {g.question_step} {g.question_trigger or ''}" + (f" {g.question_id}" if g.question_id else ""),
-            f"{g.layer_before or '-'} -> {g.layer_after or '-'}",
-        ]
-        for g in a.gains
-    ]
-    return tabulate(
-        rows, ["run", "eval", "step", "speed-up", "gain", "after question", "question", "layers"], tablefmt="github"
-    )
+    return _table(a.gains, _GAIN_COLUMNS)
 
 
 def shares_table(a: Analysis) -> str:
@@ -339,53 +371,11 @@ def shares_table(a: Analysis) -> str:
 
 
 def rates_table(a: Analysis) -> str:
-    rows = [
-        [
-            x.arm,
-            x.runs,
-            x.steps,
-            x.evaluations,
-            x.gains,
-            "-" if x.per_eval is None else f"{x.per_eval * 10:.2f}",
-            "-" if not x.steps else f"{x.gains / x.steps * 100:.1f}",
-        ]
-        for x in a.control.rates
-    ]
-    return tabulate(
-        rows,
-        ["arm", "runs", "steps", "evaluations", "large gains", "per 10 evaluations", "per 100 steps"],
-        tablefmt="github",
-    )
+    return _table(a.control.rates, _RATE_COLUMNS)
 
 
 def control_table(a: Analysis) -> str:
-    rows = [
-        [
-            c.arm,
-            c.category,
-            c.questions,
-            c.credited,
-            f"{c.chance_mean:.2f} [{c.chance_low:g}-{c.chance_high:g}]",
-            f"{c.p:.3f}",
-            c.evals_after,
-            "-" if c.at_other_rate is None else f"{c.at_other_rate:.2f}",
-        ]
-        for c in a.control.categories
-    ]
-    return tabulate(
-        rows,
-        [
-            "arm",
-            "category",
-            "questions",
-            "credited",
-            "by chance: mean [95 %]",
-            "p",
-            "evaluations after",
-            "at the other arms' rate",
-        ],
-        tablefmt="github",
-    )
+    return _table(a.control.categories, _CONTROL_COLUMNS)
 
 
 def markdown(a: Analysis) -> str:
@@ -428,21 +418,7 @@ def markdown(a: Analysis) -> str:
 
 
 def held_table(held: list[Gain]) -> str:
-    rows = [
-        [
-            g.run_id,
-            g.eval_index,
-            g.step,
-            f"{g.before:.3f}x -> {g.after:.3f}x",
-            f"+{g.gain_pct:.1f} %",
-            g.category,
-            g.note,
-        ]
-        for g in held
-    ]
-    return tabulate(
-        rows, ["run", "eval", "step", "speed-up", "apparent gain", "after question", "why"], tablefmt="github"
-    )
+    return _table(held, _HELD_COLUMNS)
 
 
 def write_gains_csv(a: Analysis, path: Path) -> None:
@@ -458,11 +434,7 @@ def write_gains_csv(a: Analysis, path: Path) -> None:
 
 
 def timeline(r: RunAnalysis, gains: list[Gain], png: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(10, 4.5))
     best, xs, ys = None, [], []
     for p in r.points:
@@ -501,13 +473,7 @@ def timeline(r: RunAnalysis, gains: list[Gain], png: Path) -> None:
             markersize=14,
             label="large gain",
         )
-    ax.set_xlabel("step (model call)")
-    ax.set_ylabel("speed-up vs the baseline")
-    ax.set_title(f"{r.run_id} ({r.arm})")
-    ax.grid(alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
+    finish(fig, ax, Frame("step (model call)", "speed-up vs the baseline", f"{r.run_id} ({r.arm})", 7, "upper left"))
     fig.savefig(png, dpi=110)
     plt.close(fig)
 

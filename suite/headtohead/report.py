@@ -11,13 +11,16 @@ import csv
 import json
 import statistics
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 
 from tabulate import tabulate
 
 from .noise import NoiseBand, Repeats, bands
+from .plots import Frame, finish, pyplot
 from .runstats import RunStats
 from .stats import DEFAULT_MIN_RUNS, Interval, Sample, median_difference, spread
+from .tables import Columns, column_rows
 
 AA_SUFFIX = "-aa"  # the label of an arm's A/A copy: the same agent and options, run again
 
@@ -44,42 +47,7 @@ def _calls(calls: dict[str, int]) -> str:
 
 
 def run_rows(runs: list[RunStats]) -> tuple[list[str], list[list]]:
-    head = [
-        "arm",
-        "seed",
-        "best vs baseline",
-        "steps to best",
-        "evals to best",
-        "evals",
-        "wrong",
-        "questions",
-        "tool calls",
-        "tokens",
-        "cost $",
-        "wall min",
-        "exit",
-        "full grid",
-    ]
-    rows = [
-        [
-            r.arm,
-            r.seed,
-            _num(r.best, "{:.3f}x"),
-            _num(r.steps_to_best, "{}"),
-            _num(r.evals_to_best, "{}"),
-            r.evals,
-            r.wrong,
-            r.questions,
-            _calls(r.tool_calls),
-            r.total_tokens,
-            _num(r.cost, "{:.4f}"),
-            f"{r.wall_s / 60:.1f}",
-            r.exit_reason or "-",
-            _final(r),
-        ]
-        for r in sorted(runs, key=lambda r: (r.arm, r.seed or 0))
-    ]
-    return head, rows
+    return column_rows(sorted(runs, key=lambda r: (r.arm, r.seed or 0)), _RUN_COLUMNS)
 
 
 def _final(r: RunStats) -> str:
@@ -89,6 +57,24 @@ def _final(r: RunStats) -> str:
             return f"{r.final_geomean:.3f}x ({len(r.final_geomeans)}: {lo:.3f}-{hi:.3f})"
         return f"{r.final_geomean:.3f}x"
     return r.final_status or "-"
+
+
+_RUN_COLUMNS: Columns = {
+    "arm": attrgetter("arm"),
+    "seed": attrgetter("seed"),
+    "best vs baseline": lambda r: _num(r.best, "{:.3f}x"),
+    "steps to best": lambda r: _num(r.steps_to_best, "{}"),
+    "evals to best": lambda r: _num(r.evals_to_best, "{}"),
+    "evals": attrgetter("evals"),
+    "wrong": attrgetter("wrong"),
+    "questions": attrgetter("questions"),
+    "tool calls": lambda r: _calls(r.tool_calls),
+    "tokens": attrgetter("total_tokens"),
+    "cost $": lambda r: _num(r.cost, "{:.4f}"),
+    "wall min": lambda r: f"{r.wall_s / 60:.1f}",
+    "exit": lambda r: r.exit_reason or "-",
+    "full grid": _final,
+}
 
 
 def _spread(values) -> tuple[str, str, str]:
@@ -298,6 +284,39 @@ def noise_lines(noise: list[Repeats]) -> list[str]:
     return lines
 
 
+_ARM_NOTE = (
+    "`median best`: the median over the arm's runs of each run's best speed-up; `IQR`: its 25th-75th "
+    "percentiles; `range`: lowest-highest; `full grid`: each run's best kernel benched on the task's full "
+    "grid at the end."
+)
+_INTERVAL_NOTE = (
+    "Each run's value is its best kernel's median over every measurement of that file (its re-evaluations, "
+    "the final bench's re-benches, the A/A control's), so runs whose best kernels are the same file have the "
+    "same value. Percentile bootstrap (10,000 resamples, fixed seed) over the seeds (drawn with replacement, "
+    "paired by seed) and the measurements (each kernel's median of its measurements drawn with replacement; "
+    "a kernel measured once is scaled by a deviation drawn from the kernels measured several times). "
+    "With fewer than {min_runs} runs with a value in an arm: `insufficient runs`, no interval. An A/A "
+    "control is an arm run twice under two labels: it must show no significant difference."
+)
+_NOISE_NOTE = (
+    "The band: the largest ratio between two measurements of one unchanged kernel, less 1; a difference "
+    "below it is within the noise of this task on this machine (docs/head-to-head.md)."
+)
+_RUN_NOTE = (
+    "`wrong`: evaluated candidates judged incorrect (wrong results, crashes, time-outs, build failures). "
+    "`steps to best`: the step whose evaluation gave the run's best."
+)
+
+
+def _table(head: list[str], rows: list[list]) -> str:
+    return tabulate(rows, head, tablefmt="github", disable_numparse=True)
+
+
+def _section(title: str, body: list[str], note: str) -> list[str]:
+    """A section of compare.md: its heading, its body and the note under it."""
+    return ["", f"## {title}", "", *body, "", note]
+
+
 def markdown(
     runs: list[RunStats], note: str = "", min_runs: int = DEFAULT_MIN_RUNS, noise: list[Repeats] | None = None
 ) -> str:
@@ -312,63 +331,19 @@ def markdown(
     ]
     if note:
         lines += ["", note]
-    h, rows = arm_rows(runs)
-    lines += [
-        "",
-        "## Per arm",
-        "",
-        tabulate(rows, h, tablefmt="github", disable_numparse=True),
-        "",
-        "`median best`: the median over the arm's runs of each run's best speed-up; `IQR`: its 25th-75th "
-        "percentiles; `range`: lowest-highest; `full grid`: each run's best kernel benched on the task's full "
-        "grid at the end.",
-    ]
-    h, rows = interval_rows(runs, min_runs, noise)
+    lines += _section("Per arm", [_table(*arm_rows(runs))], _ARM_NOTE)
+    head, rows = interval_rows(runs, min_runs, noise)
     if rows:
-        lines += [
-            "",
-            "## Difference between the arms",
-            "",
-            tabulate(rows, h, tablefmt="github", disable_numparse=True),
-            "",
-            "Each run's value is its best kernel's median over every measurement of that file (its re-evaluations, "
-            "the final bench's re-benches, the A/A control's), so runs whose best kernels are the same file have the "
-            "same value. Percentile bootstrap (10,000 resamples, fixed seed) over the seeds (drawn with replacement, "
-            "paired by seed) and the measurements (each kernel's median of its measurements drawn with replacement; "
-            "a kernel measured once is scaled by a deviation drawn from the kernels measured several times). "
-            f"With fewer than {min_runs} runs with a value in an arm: `insufficient runs`, no interval. An A/A "
-            "control is an arm run twice under two labels: it must show no significant difference.",
-        ]
+        lines += _section("Difference between the arms", [_table(head, rows)], _INTERVAL_NOTE.format(min_runs=min_runs))
     nl = noise_lines(noise or [])
     if nl:
-        lines += [
-            "",
-            "## Noise (A/A control)",
-            "",
-            *nl,
-            "",
-            "The band: the largest ratio between two measurements of one unchanged kernel, less 1; a difference "
-            "below it is within the noise of this task on this machine (docs/head-to-head.md).",
-        ]
-    h, rows = run_rows(runs)
-    lines += [
-        "",
-        "## Per run",
-        "",
-        tabulate(rows, h, tablefmt="github", disable_numparse=True),
-        "",
-        "`wrong`: evaluated candidates judged incorrect (wrong results, crashes, time-outs, build failures). "
-        "`steps to best`: the step whose evaluation gave the run's best.",
-    ]
+        lines += _section("Noise (A/A control)", nl, _NOISE_NOTE)
+    lines += _section("Per run", [_table(*run_rows(runs))], _RUN_NOTE)
     return "\n".join(lines) + "\n"
 
 
 def plot(runs: list[RunStats], png: Path, svg: Path, title: str = "") -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 5.5))
     styles = ["-", "--", ":", "-."]
     seeds = sorted({r.seed for r in runs if r.seed is not None})
@@ -397,14 +372,9 @@ def plot(runs: list[RunStats], png: Path, svg: Path, title: str = "") -> None:
                 markeredgecolor="black",
                 label=label,
             )
-    ax.set_xlabel("step (model call)")
-    ax.set_ylabel("best speed-up so far vs the baseline")
     ax.axhline(1.0, color="grey", linewidth=0.8, linestyle=":")
-    ax.set_title(title or "Best-so-far speed-up against step")
-    ax.grid(alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8, loc="best")
-    fig.tight_layout()
+    title = title or "Best-so-far speed-up against step"
+    finish(fig, ax, Frame("step (model call)", "best speed-up so far vs the baseline", title, 8, "best"))
     fig.savefig(png, dpi=120)
     fig.savefig(svg)
     plt.close(fig)
