@@ -1,75 +1,40 @@
 """The agent loop: one message list, one model call per step, the tools it asks for, the supervisor's
 word, a checkpoint in the trace. Control flow goes through exceptions (exceptions.py); every limit is
 checked before each model call; the conversation is kept inside the model's context window
-(compaction.py); the run can be resumed from any checkpoint (runner.py)."""
+(compaction.py); the run can be resumed from any checkpoint (runner.py). The lifecycle around the
+steps (the opening, a resume, the checkpoint, the end) is lifecycle.py's, shared with external.py."""
 
 from __future__ import annotations
 
 import time
-import traceback
-from dataclasses import dataclass, field
 
 from . import layers
 from .compaction import ContextManager
-from .context import EvalRecord, RunContext
-from .exceptions import ContextTooLong, Interrupted, LimitExceeded, ModelError, Submitted, Terminate
+from .context import RunContext
+from .exceptions import ContextTooLong, ModelError, Submitted
+from .lifecycle import RunLifecycle
 from .model import ModelResponse, ToolCall
 from .protocols import Model, Supervisor
+from .records import RunResult, StepRecord
 from .tools import ToolRegistry, ToolResult
 
-
-@dataclass
-class StepRecord:
-    step: int
-    response: ModelResponse
-    results: list[tuple[ToolCall, ToolResult]] = field(default_factory=list)
-    evals: list[EvalRecord] = field(default_factory=list)
-    layer_scores: dict[str, int] = field(default_factory=dict)
-    dominant_layer: str | None = None
+__all__ = ["Agent", "RunResult", "StepRecord"]
 
 
-@dataclass
-class RunResult:
-    exit_reason: str
-    limit: str | None
-    message: str
-    goal_met: bool
-    best: dict | None
-    totals: dict
-    trace_path: str
-    details: dict = field(default_factory=dict)  # the exit event's details (e.g. evaluator_status)
-
-
-class Agent:
+class Agent(RunLifecycle):
     def __init__(self, ctx: RunContext, model: Model, tools: ToolRegistry, supervisor: Supervisor | None = None):
-        self.ctx, self.model, self.tools, self.supervisor = ctx, model, tools, supervisor
-        self.messages: list[dict] = []
-        self._logged = 0  # messages already written to the trace
+        super().__init__(ctx, supervisor)
+        self.model, self.tools = model, tools
         self.window = ContextManager(ctx.config.context, ctx.config.model.max_output_tokens)
         self._files: dict[str, bytes] | None = None  # the workspace's text files as the last step left them
 
-    def start(self, run_start: dict, system: str, task: str) -> None:
-        self.messages = [{"role": "system", "content": system}, {"role": "user", "content": task}]
-        self.ctx.trace.emit("run_start", **run_start)
-
     def restore(self, messages: list[dict], context: dict) -> None:
         """The conversation and the context window's state of a resumed run."""
-        self.messages, self._logged = messages, len(messages)
+        super().restore(messages, context)
         self.window.load(context)
-        if messages[-1]["role"] == "assistant" and not messages[-1].get("tool_calls"):
-            self.messages.append({"role": "user", "content": "The run was resumed. Continue with the task."})
 
-    def run(self) -> RunResult:
-        while True:
-            try:
-                self.step()
-            except Terminate as e:
-                return self._finish(e)
-            except KeyboardInterrupt:
-                return self._finish(Interrupted("interrupted"))
-            except Exception as e:
-                stop = Terminate(f"{type(e).__name__}: {e}", traceback=traceback.format_exc()[-6000:])
-                return self._finish(stop)
+    def _waits_for_user(self, last: dict) -> bool:
+        return last["role"] == "assistant" and not last.get("tool_calls")
 
     def step(self) -> None:
         ctx = self.ctx
@@ -96,14 +61,10 @@ class Agent:
         elif self.supervisor:
             for text in self.supervisor.after_step(ctx, record):
                 self.messages.append({"role": "user", "content": text})
-        self._checkpoint(record)
+        context = {k: v for k, v in self.window.state.to_dict().items() if k not in ("summary_lines", "turn_lines")}
+        self._checkpoint(record, context=context)
         if accepted:
             raise Submitted(" ".join((response.content or "").split())[:500] or "stopped")
-
-    def _take_delta(self) -> list[dict]:
-        delta = self.messages[self._logged :]
-        self._logged = len(self.messages)
-        return delta
 
     # refusals of a request as too long, in one step, before the run gives up
     MAX_CONTEXT_REFUSALS = 3
@@ -228,69 +189,6 @@ class Agent:
         )
         self.messages.append({"role": "tool", "tool_call_id": call.id, "content": result.output})
         return result
-
-    def _wall_spent(self) -> bool:
-        try:
-            self.ctx.wall_left()
-            return False
-        except LimitExceeded:
-            return True
-
-    def _checkpoint(self, record: StepRecord) -> None:
-        ctx = self.ctx
-        files = {rel: ctx.trace.put_file(p) for rel, p in ctx.workspace.files().items()}
-        ctx.totals.wall_s = ctx.trace.elapsed()
-        ctx.trace.emit(
-            "step",
-            messages_delta=self._take_delta(),
-            messages_count=len(self.messages),
-            messages_sha256=ctx.trace.messages_sha256(self.messages),
-            totals=ctx.totals.to_dict(),
-            best=ctx.best.to_dict() if ctx.best else None,
-            layers=record.layer_scores,
-            dominant_layer=record.dominant_layer,
-            workspace=files,
-            supervisor=self.supervisor.state() if self.supervisor else {},
-            context={k: v for k, v in self.window.state.to_dict().items() if k not in ("summary_lines", "turn_lines")},
-        )
-        ctx.trace.sync()
-
-    def _finish(self, stop: Terminate) -> RunResult:
-        ctx = self.ctx
-        stop = ctx.verify_at_end(stop)
-        ctx.totals.wall_s = ctx.trace.elapsed()
-        details = {k: v for k, v in stop.details.items() if k not in ("limit",)}
-        ctx.trace.emit(
-            "exit",
-            reason=stop.reason,
-            message=stop.message,
-            goal_met=ctx.goal_met,
-            limit=stop.details.get("limit"),
-            details=details,
-        )
-        best = ctx.best.to_dict() if ctx.best else None
-        ctx.trace.emit(
-            "run_end", totals=ctx.totals.to_dict(), best=best, goal_met=ctx.goal_met, exit_reason=stop.reason
-        )
-        ctx.trace.sync()
-        for fn in ctx.finalizers:
-            fn()
-        if not ctx.config.tools.keep_workspace:
-            ctx.workspace.cleanup()
-        else:
-            ctx.workspace.keep()
-        if hasattr(ctx.task, "close"):
-            ctx.task.close()
-        return RunResult(
-            stop.reason,
-            stop.details.get("limit"),
-            stop.message,
-            ctx.goal_met,
-            best,
-            ctx.totals.to_dict(),
-            str(ctx.trace.path),
-            details,
-        )
 
 
 def _step_text(record: StepRecord) -> str:

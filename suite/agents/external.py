@@ -39,19 +39,19 @@ import shutil
 import signal
 import subprocess
 import time
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..containment import die_with_parent
-from . import layers, reaper
+from . import layers
 from . import policy as _policy
 from . import sandbox as _sandbox
-from .agent import RunResult, StepRecord
 from .childenv import SECRET_NAME, user_environment
 from .context import RunContext
-from .exceptions import Interrupted, LimitExceeded, Submitted, Terminate, ToolError
+from .exceptions import LimitExceeded, Submitted, ToolError
+from .lifecycle import RunLifecycle
 from .model import ModelResponse, priced
+from .procgroup import process_group
+from .records import StepRecord
 from .tools import evaluation_text
 
 # how a coding-agent CLI is started with the task and resumed with the harness's message:
@@ -367,18 +367,12 @@ def _kill(proc: subprocess.Popen) -> None:
             continue
 
 
-def _kill_rest(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-class ExternalAgent:
-    """Drives an agent command through sessions (the `agent-cmd` arm's loop)."""
+class ExternalAgent(RunLifecycle):
+    """Drives an agent command through sessions (the `agent-cmd` arm's loop); a step is one session."""
 
     def __init__(self, ctx: RunContext, supervisor, options: dict):
-        self.ctx, self.supervisor, self.opts = ctx, supervisor, options
+        super().__init__(ctx, supervisor)
+        self.opts = options
         self.command = options["command"]
         self.adapter = adapter_for(self.command, options.get("adapter"))
         start, resume = ADAPTERS[self.adapter]
@@ -394,42 +388,21 @@ class ExternalAgent:
             write = [ws.root, ws.scratch, self.state, *_paths(options.get("write"))]
             read = [*write, *ws.docs, *_own_folders(self.command), *_paths(options.get("read"))]
             self.policy = _policy.make_policy(read, write, deny_extra=ws.deny)
-        self.messages: list[dict] = []
-        self._logged = 0
 
-    # the same surface as Agent for the runner
-    def start(self, run_start: dict, system: str, task: str) -> None:
-        kernel = self.ctx.task.kernel
-        self.messages = [
+    def opening(self, system: str, task: str) -> list[dict]:
+        return [
             {"role": "system", "content": f"(the agent command's own: {self.command})"},
-            {"role": "user", "content": task + PROMPT_ADDENDUM.format(kernel=kernel)},
+            {"role": "user", "content": task + PROMPT_ADDENDUM.format(kernel=self.ctx.task.kernel)},
         ]
-        self.ctx.trace.emit("run_start", **run_start)
-
-    def restore(self, messages: list[dict], context: dict) -> None:
-        self.messages, self._logged = messages, len(messages)
-        if self.messages[-1]["role"] != "user":
-            self.messages.append({"role": "user", "content": "The run was resumed. Continue with the task."})
-
-    def run(self) -> RunResult:
-        while True:
-            try:
-                self.session()
-            except Terminate as e:
-                return self._finish(e)
-            except KeyboardInterrupt:
-                return self._finish(Interrupted("interrupted"))
-            except Exception as e:
-                return self._finish(Terminate(f"{type(e).__name__}: {e}", traceback=traceback.format_exc()[-6000:]))
 
     # ---- one session: invoke, evaluate, decide ----
-    def session(self) -> None:
+    def step(self) -> None:
         ctx = self.ctx
         ctx.check_limits()
         step = ctx.trace.step = ctx.totals.steps + 1
         mode = "start" if self._sessions() == 0 else "resume"
         prompt = self.messages[-1]["content"]
-        before, texts_before = self._files(), layers.diffable_files(ctx.workspace.files())
+        before, texts_before = self._stored_files(), layers.diffable_files(ctx.workspace.files())
         inv = self._invoke(mode, prompt, step)
         ctx.trace.redact_tree(inv.log)
         ctx.trace.redact_tree(self.state)
@@ -442,7 +415,7 @@ class ExternalAgent:
             report.usage["cost"] = priced(report.usage, ctx.config.model)
             ctx.totals.add_usage(report.usage)
         reply = (report.reply or tail)[-int(self.opts["output_chars"]) :]
-        after = self._files()
+        after = self._stored_files()
         changed = sorted(rel for rel in set(before) | set(after) if before.get(rel) != after.get(rel))
         extra: dict = {}
         if report.usage:
@@ -521,49 +494,37 @@ class ExternalAgent:
         log.parent.mkdir(parents=True, exist_ok=True)
         limit = self.opts.get("invocation_timeout_s")
         t0 = time.monotonic()
-        stopped, code = "exited", None
         env = user_environment()
         run_argv = argv
         if self.policy is not None:  # its temporary files in the run's scratch folder, the only place it may
             env["TMPDIR"] = str(ctx.workspace.scratch / "tmp")
             run_argv = _sandbox.wrap(argv, self.policy)
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(
-                run_argv,
-                cwd=ctx.workspace.root,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=die_with_parent,
-            )
-            reaper.watch_group(proc.pid)
+        with open(log, "wb") as out, process_group(run_argv, ctx.workspace.root, env, out, subprocess.STDOUT) as proc:
             try:
-                while True:
-                    try:
-                        code = proc.wait(timeout=0.2)
-                        break
-                    except subprocess.TimeoutExpired:
-                        pass
-                    if limit is not None and time.monotonic() - t0 >= float(limit):
-                        stopped = "timeout"
-                    else:
-                        try:
-                            ctx.wall_left()
-                        except LimitExceeded:
-                            stopped = "wall"
-                    if stopped != "exited":
-                        _kill(proc)
-                        code = None
-                        break
+                stopped = self._wait(proc, t0, limit)
             except KeyboardInterrupt:
                 _kill(proc)
-                stopped, code = "interrupted", None
-            finally:
-                _kill_rest(proc.pid)  # what the command left running in its group goes with it
-                reaper.release_group(proc.pid)
+                stopped = "interrupted"
+        code = proc.returncode if stopped == "exited" else None
         return Invocation(code, stopped, time.monotonic() - t0, log, argv)
+
+    def _wait(self, proc: subprocess.Popen, t0: float, limit: float | None) -> str:
+        """`exited` once the command has, or why it was stopped: `timeout` (one session's limit) or
+        `wall` (the run's wall-time limit)."""
+        while True:
+            try:
+                proc.wait(timeout=0.2)
+                return "exited"
+            except subprocess.TimeoutExpired:
+                pass
+            if limit is not None and time.monotonic() - t0 >= float(limit):
+                stopped = "timeout"
+            elif self._wall_spent():
+                stopped = "wall"
+            else:
+                continue
+            _kill(proc)
+            return stopped
 
     # ---- workspace bookkeeping ----
     def _move_leftovers(self, step: int) -> list[str]:
@@ -581,63 +542,3 @@ class ExternalAgent:
             shutil.move(str(p), str(dest / p.name))
         self.ctx.trace.redact_tree(dest)
         return [p.name for p in found]
-
-    def _files(self) -> dict[str, str]:
-        return {rel: self.ctx.trace.put_file(p) for rel, p in self.ctx.workspace.files().items()}
-
-    def _checkpoint(self, record: StepRecord) -> None:
-        ctx = self.ctx
-        files = {rel: ctx.trace.put_file(p) for rel, p in ctx.workspace.files().items()}
-        ctx.totals.wall_s = ctx.trace.elapsed()
-        delta = self.messages[self._logged :]
-        self._logged = len(self.messages)
-        ctx.trace.emit(
-            "step",
-            messages_delta=delta,
-            messages_count=len(self.messages),
-            messages_sha256=ctx.trace.messages_sha256(self.messages),
-            totals=ctx.totals.to_dict(),
-            best=ctx.best.to_dict() if ctx.best else None,
-            layers=record.layer_scores,
-            dominant_layer=record.dominant_layer,
-            workspace=files,
-            supervisor=self.supervisor.state(),
-        )
-        ctx.trace.sync()
-
-    def _finish(self, stop: Terminate) -> RunResult:
-        ctx = self.ctx
-        stop = ctx.verify_at_end(stop)
-        ctx.totals.wall_s = ctx.trace.elapsed()
-        details = {k: v for k, v in stop.details.items() if k != "limit"}
-        ctx.trace.emit(
-            "exit",
-            reason=stop.reason,
-            message=stop.message,
-            goal_met=ctx.goal_met,
-            limit=stop.details.get("limit"),
-            details=details,
-        )
-        best = ctx.best.to_dict() if ctx.best else None
-        ctx.trace.emit(
-            "run_end", totals=ctx.totals.to_dict(), best=best, goal_met=ctx.goal_met, exit_reason=stop.reason
-        )
-        ctx.trace.sync()
-        for fn in ctx.finalizers:
-            fn()
-        if not ctx.config.tools.keep_workspace:
-            ctx.workspace.cleanup()
-        else:
-            ctx.workspace.keep()
-        if hasattr(ctx.task, "close"):
-            ctx.task.close()
-        return RunResult(
-            stop.reason,
-            stop.details.get("limit"),
-            stop.message,
-            ctx.goal_met,
-            best,
-            ctx.totals.to_dict(),
-            str(ctx.trace.path),
-            details,
-        )

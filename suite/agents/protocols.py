@@ -7,7 +7,9 @@ another object with the same methods.
 - Tools: a ToolRegistry of Tool objects (tools.py); an arm adds its own tools to it.
 - Supervisor: what an arm does around the loop: accept or refuse a stop, add messages after a step
   (arms/kernelseek.py asks questions at decision points). None: the general agent.
-- Agent: runs until a Terminate (agent.py: Agent).
+- Driver: runs the run from its opening, or its resumed conversation, to its end (agent.py: Agent,
+  the model loop; external.py: ExternalAgent, an agent command's sessions), both on the lifecycle
+  of lifecycle.py.
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from .agent import RunResult, StepRecord
     from .context import RunContext
     from .model import ModelResponse
+    from .records import RunResult, StepRecord
     from .workspace import ShellResult
 
 
@@ -53,5 +55,13 @@ class Supervisor(Protocol):
 
 
 @runtime_checkable
-class Agent(Protocol):
+class Driver(Protocol):
+    ctx: RunContext
+
+    def start(self, run_start: dict, system: str, task: str) -> None:
+        """The opening conversation, and the run_start event."""
+
+    def restore(self, messages: list[dict], context: dict) -> None:
+        """The conversation of a resumed run, and the driver's own state of it (`context`)."""
+
     def run(self) -> RunResult: ...

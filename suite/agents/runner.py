@@ -23,6 +23,7 @@ from .childenv import ancestors_holding, make_non_dumpable, take_api_key
 from .config import RunConfig
 from .context import Best, RunContext, Totals, record_retry
 from .model import OpenAIChatModel
+from .protocols import Driver
 from .seal import SealedEvaluator
 from .tasks import make_task
 from .tools import tools_digest
@@ -179,8 +180,9 @@ def new_run(
     api_key: str | None = None,
     ask_human: Callable | None = None,
     model=None,
-) -> Agent:
-    """A fresh run, ready for Agent.run(). `model` replaces the OpenAI client (any Model)."""
+) -> Driver:
+    """A fresh run, ready for its run(): the model loop (Agent), or the arm's own driver (any
+    protocols.Driver). `model` replaces the OpenAI client (any Model)."""
     check_options(config.arm, dict(config.arm_options))  # an unknown arm or option: nothing written yet
     problem = unpriced_cost_limit(config)
     if problem:
@@ -355,7 +357,7 @@ def resume_run(
     ask_human: Callable | None = None,
     model=None,
     context_overrides: dict | None = None,
-) -> Agent:
+) -> Driver:
     """Takes a run up again from its last checkpoint, appending to the same trace. `limits`,
     `model_overrides` and `context_overrides` replace recorded settings (e.g. a larger budget, another
     base URL, the context window of another model)."""

@@ -26,10 +26,8 @@ import hashlib
 import os
 import shlex
 import shutil
-import signal
 import site
 import stat
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,13 +35,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import config as suite_config
-from ..containment import die_with_parent
 from ..provenance import git_sha
 from . import gpu_rules, reaper
 from . import policy as policy_mod
 from . import sandbox as sandbox_mod
 from .childenv import child_env
 from .exceptions import HarnessTampered
+from .procgroup import run_in_group
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # the suite's code: kernelseek_suite/
 COPY_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".mypy_cache")
@@ -329,33 +327,11 @@ class SealedEvaluator:
             argv = sandbox_mod.wrap(argv, self.policy(scratch, keep_caps, read), launcher=launcher)
         t0 = time.monotonic()
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-            proc = subprocess.Popen(
-                argv,
-                cwd=scratch,
-                env=full_env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                start_new_session=True,
-                preexec_fn=die_with_parent,
-            )
-            reaper.watch_group(proc.pid)
-            timed_out = False
-            try:
-                proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-            finally:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-                proc.wait()
-                reaper.release_group(proc.pid)
+            code = run_in_group(argv, scratch, full_env, out, err, timeout_s)
             out.seek(0)
             err.seek(0)
             stdout, stderr = out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace")
-        return Ran(None if timed_out else proc.returncode, stdout, stderr, time.monotonic() - t0)
+        return Ran(code, stdout, stderr, time.monotonic() - t0)
 
     def describe(self) -> dict:
         return {

@@ -19,19 +19,18 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..containment import die_with_parent
 from . import policy as _policy
 from . import reaper
 from . import sandbox as _sandbox
 from .childenv import child_env
 from .exceptions import ToolError
+from .procgroup import run_in_group
 
 
 @dataclass
@@ -127,31 +126,10 @@ class Workspace:
         # output goes to an unnamed file, not a pipe: a background job that keeps it open must not make
         # the command look unfinished; the job is killed with the process group right after
         with tempfile.TemporaryFile() as sink:
-            proc = subprocess.Popen(
-                argv,
-                cwd=self.root,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=die_with_parent,
-            )
-            reaper.watch_group(proc.pid)
-            timed_out = False
-            try:
-                proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-            finally:
-                _kill_group(proc.pid)
-                proc.wait()
-                reaper.release_group(proc.pid)
+            code = run_in_group(argv, self.root, env, sink, subprocess.STDOUT, timeout_s)
             sink.seek(0)
             out = sink.read()
-        return ShellResult(
-            None if timed_out else proc.returncode, out.decode("utf-8", "replace"), timed_out, time.monotonic() - t0
-        )
+        return ShellResult(code, out.decode("utf-8", "replace"), code is None, time.monotonic() - t0)
 
     # ---- snapshots (for resuming a run) ----
     def files(self) -> dict[str, Path]:
@@ -190,10 +168,3 @@ class Workspace:
             p = self.resolve(rel)
             p.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, p)
-
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass

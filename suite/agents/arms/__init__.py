@@ -5,13 +5,12 @@ imported when the registry is first read, so a new arm is one new file here."""
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..context import RunContext
-from ..protocols import Supervisor
+from ..protocols import Driver, Supervisor
+from ..registry import Registry
 from ..tools import ToolRegistry
 
 
@@ -20,13 +19,11 @@ class ArmParts:
     tools: ToolRegistry
     supervisor: Supervisor | None = None
     info: dict = field(default_factory=dict)  # recorded in run_start (e.g. the bank used)
-    # an arm that runs without the model loop (agent-cmd): RunContext -> an object with start/restore/run
-    driver: Callable[[RunContext], object] | None = None
+    # an arm that runs without the model loop (agent-cmd): its own driver of the run
+    driver: Callable[[RunContext], Driver] | None = None
 
 
-_REGISTRY: dict[str, Callable[[RunContext], ArmParts]] = {}
-_OPTIONS: dict[str, dict] = {}
-_LOADED = False
+_ARMS: Registry[tuple[Callable[[RunContext], ArmParts], dict]] = Registry(__name__, __path__, "agent")
 
 
 class ArmOptionError(ValueError):
@@ -37,8 +34,7 @@ def register_arm(name: str, options: dict | None = None):
     """`options`: the keys the arm takes, with their defaults."""
 
     def deco(factory):
-        _REGISTRY[name] = factory
-        _OPTIONS[name] = dict(options or {})
+        _ARMS.add(name, (factory, dict(options or {})))
         return factory
 
     return deco
@@ -46,10 +42,7 @@ def register_arm(name: str, options: dict | None = None):
 
 def arm_options(name: str) -> dict:
     """The options an arm takes, with their defaults."""
-    _load_all()
-    if name not in _REGISTRY:
-        raise KeyError(f"unknown agent {name!r}; known: {', '.join(sorted(_REGISTRY))}")
-    return dict(_OPTIONS[name])
+    return dict(_ARMS.get(name)[1])
 
 
 def check_options(name: str, given: dict) -> dict:
@@ -64,22 +57,13 @@ def check_options(name: str, given: dict) -> dict:
     return {**known, **given}
 
 
-def _load_all() -> None:
-    global _LOADED
-    if not _LOADED:
-        for mod in pkgutil.iter_modules(__path__):
-            importlib.import_module(f"{__name__}.{mod.name}")
-        _LOADED = True
-
-
 def arm_names() -> list[str]:
-    _load_all()
-    return sorted(_REGISTRY)
+    return _ARMS.names()
 
 
 def build_arm(name: str, ctx: RunContext) -> ArmParts:
     """The arm's tools and supervisor; its options in force go into run_start (`arm_options`)."""
     opts = check_options(name, dict(ctx.config.arm_options))
-    parts = _REGISTRY[name](ctx)
+    parts = _ARMS.get(name)[0](ctx)
     parts.info.setdefault("arm_options", {k: (list(v) if isinstance(v, tuple) else v) for k, v in opts.items()})
     return parts
