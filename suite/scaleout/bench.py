@@ -154,7 +154,6 @@ def run_bench_distributed(
     if req.out_dir is None:
         raise RequestError("a sharded bench needs an output folder")
     source = Path(req.kernel).read_bytes()
-    sha = hashlib.sha256(source).hexdigest()
     with _connected(so.cluster, client) as cl:
         gpus = cluster_gpus(cl, probe or probe_this_worker)
         classes = check_cluster(gpus, req.arch, so.per_class_reports)
@@ -164,97 +163,112 @@ def run_bench_distributed(
             "scheduler": cl.scheduler.address,
             "workers": len(gpus),
         }
-        sweeps: dict[str, _Sweep] = {}
-        items: list[WorkItem] = []
+        plan = _Plan(req, so, source, runner, probe)
         for cls_name, members in classes.items():
-            out = Path(req.out_dir) / members[0].slug if so.per_class_reports else Path(req.out_dir)
-            sw = _Sweep(out, req, sha, chosen, members, {**executor, "workers": len(members), "chunk": so.chunk})
-            sweeps[cls_name] = sw
-            # one class: any worker (a restarted one too); several: only that class's workers
-            pool = tuple(g.worker for g in members) if len(classes) > 1 else None
-            for i, shard in enumerate(plan_shards(sw.todo, len(members), so.chunk)):
-                timed = [s.id for s in shard if not s.extended and (req.timed_ids is None or s.id in req.timed_ids)]
-                job = ShardJob(
-                    Path(req.kernel).name,
-                    source,
-                    sha,
-                    req.arch,
-                    list(req.baselines),
-                    sw.seed,
-                    [s.to_dict() for s in shard],
-                    timed,
-                    req.config,
-                    runner,
-                    probe,
-                    req.worker_command,
-                    cls_name,
-                )
-                items.append(WorkItem(f"{members[0].slug}/{i:04d}", (cls_name, job, "shard"), pool))
-            if req.sanitize:
-                job = ShardJob(
-                    Path(req.kernel).name,
-                    source,
-                    sha,
-                    req.arch,
-                    [],
-                    sw.seed,
-                    [],
-                    [],
-                    req.config,
-                    runner,
-                    probe,
-                    req.worker_command,
-                    cls_name,
-                )
-                items.append(WorkItem(f"{members[0].slug}/sanitize", (cls_name, job, "sanitize"), pool))
+            plan.add_class(cls_name, members, chosen, executor, several=len(classes) > 1)
         if on_start:
-            on_start(sum(len(s.chosen) for s in sweeps.values()), sum(len(s.prior) for s in sweeps.values()))
-
-        previous = plausibility.load_previous(req.previous)
-
-        def on_emit(item: WorkItem, mark: str, data: dict) -> None:
-            row = plausibility.annotate(ScenarioResult.from_dict(data), None, previous, req.config.plausibility)
-            if sweeps[item.payload[0]].record(row) and on_row:
-                on_row(row)
-
-        def on_result(item: WorkItem, res: dict) -> None:
-            if item.payload[2] == "sanitize":
-                sweeps[item.payload[0]].sanitized(res)
-            else:
-                sweeps[item.payload[0]].shard_done(res)
-
-        def on_failure(item: WorkItem, failure: ItemFailure) -> list[WorkItem]:
-            if not failure.worker_died:  # a build error, a bug: the run stops (and can be resumed)
-                raise failure.exception
-            if item.payload[2] == "sanitize":
-                sweeps[item.payload[0]].sanitized({"ok": False, "runs": [], "error": failure.error})
-                return []
-            # Dask gave up on the shard: its workers kept dying. A shard runs in order, so the first
-            # scenario not recorded is the one they died on; the rest go on as a new shard.
-            sw, job = sweeps[item.payload[0]], item.payload[1]
-            left = [d for d in job.scenarios if d["id"] not in sw.done]
-            if not left:
-                return []
-            row = _failed(
-                Scenario(**left[0]),
-                sw.seed,
-                f"the Dask worker died while running it, {failure.error.split(':')[0]} ({failure.error[-300:]})",
-            )
-            if sw.record(row) and on_row:
-                on_row(row)
-            if len(left) == 1:
-                return []
-            rest = [d for d in left[1:]]
-            again = dataclasses.replace(
-                job, scenarios=rest, timed_ids=[t for t in job.timed_ids if t in {d["id"] for d in rest}]
-            )
-            return [WorkItem(f"{item.key}+{left[1]['id']}", (item.payload[0], again, "shard"), item.workers)]
-
-        run_items(cl, items, _run_payload, on_emit=on_emit, on_result=on_result, on_failure=on_failure)
-    summaries = {name: sw.finish_all() for name, sw in sweeps.items()}
+            sweeps = plan.sweeps.values()
+            on_start(sum(len(s.chosen) for s in sweeps), sum(len(s.prior) for s in sweeps))
+        calls = _Callbacks(plan.sweeps, req, on_row, plausibility.load_previous(req.previous))
+        run_items(
+            cl, plan.items, _run_payload, on_emit=calls.on_emit, on_result=calls.on_result, on_failure=calls.on_failure
+        )
+    summaries = {name: sw.finish_all() for name, sw in plan.sweeps.items()}
     if so.per_class_reports:
         return {"per_class": summaries}
     return next(iter(summaries.values()))
+
+
+class _Plan:
+    """The work of a sharded bench: one output folder (a _Sweep) per class of GPU, and its work items,
+    shards of the scenarios still to do (and a sanitizer run)."""
+
+    def __init__(self, req: BenchRequest, so: ScaleOut, source: bytes, runner, probe):
+        self.req, self.so, self.source, self.runner, self.probe = req, so, source, runner, probe
+        self.sha = hashlib.sha256(source).hexdigest()
+        self.sweeps: dict[str, _Sweep] = {}
+        self.items: list[WorkItem] = []
+
+    def job(self, sw: _Sweep, cls_name: str, shard: list[Scenario], baselines: list[str]) -> ShardJob:
+        req = self.req
+        timed = [s.id for s in shard if not s.extended and (req.timed_ids is None or s.id in req.timed_ids)]
+        return ShardJob(
+            Path(req.kernel).name,
+            self.source,
+            self.sha,
+            req.arch,
+            baselines,
+            sw.seed,
+            [s.to_dict() for s in shard],
+            timed,
+            req.config,
+            self.runner,
+            self.probe,
+            req.worker_command,
+            cls_name,
+        )
+
+    def add_class(self, cls_name: str, members: list, chosen: list[Scenario], executor: dict, several: bool):
+        req, so = self.req, self.so
+        out = Path(req.out_dir) / members[0].slug if so.per_class_reports else Path(req.out_dir)
+        sw = _Sweep(out, req, self.sha, chosen, members, {**executor, "workers": len(members), "chunk": so.chunk})
+        self.sweeps[cls_name] = sw
+        # one class: any worker (a restarted one too); several: only that class's workers
+        pool = tuple(g.worker for g in members) if several else None
+        for i, shard in enumerate(plan_shards(sw.todo, len(members), so.chunk)):
+            job = self.job(sw, cls_name, shard, list(req.baselines))
+            self.items.append(WorkItem(f"{members[0].slug}/{i:04d}", (cls_name, job, "shard"), pool))
+        if req.sanitize:
+            job = self.job(sw, cls_name, [], [])
+            self.items.append(WorkItem(f"{members[0].slug}/sanitize", (cls_name, job, "sanitize"), pool))
+
+
+class _Callbacks:
+    """What the executor's callbacks do with a shard's rows, results and failures."""
+
+    def __init__(self, sweeps: dict[str, _Sweep], req: BenchRequest, on_row, previous):
+        self.sweeps, self.req, self.on_row, self.previous = sweeps, req, on_row, previous
+
+    def _record(self, sw: _Sweep, row: ScenarioResult) -> None:
+        if sw.record(row) and self.on_row:
+            self.on_row(row)
+
+    def on_emit(self, item: WorkItem, mark: str, data: dict) -> None:
+        from ..harness import plausibility
+
+        cfg = self.req.config.plausibility
+        self._record(
+            self.sweeps[item.payload[0]],
+            plausibility.annotate(ScenarioResult.from_dict(data), None, self.previous, cfg),
+        )
+
+    def on_result(self, item: WorkItem, res: dict) -> None:
+        if item.payload[2] == "sanitize":
+            self.sweeps[item.payload[0]].sanitized(res)
+        else:
+            self.sweeps[item.payload[0]].shard_done(res)
+
+    def on_failure(self, item: WorkItem, failure: ItemFailure) -> list[WorkItem]:
+        if not failure.worker_died:  # a build error, a bug: the run stops (and can be resumed)
+            raise failure.exception
+        if item.payload[2] == "sanitize":
+            self.sweeps[item.payload[0]].sanitized({"ok": False, "runs": [], "error": failure.error})
+            return []
+        # Dask gave up on the shard: its workers kept dying. A shard runs in order, so the first
+        # scenario not recorded is the one they died on; the rest go on as a new shard.
+        sw, job = self.sweeps[item.payload[0]], item.payload[1]
+        left = [d for d in job.scenarios if d["id"] not in sw.done]
+        if not left:
+            return []
+        why = f"the Dask worker died while running it, {failure.error.split(':')[0]} ({failure.error[-300:]})"
+        self._record(sw, _failed(Scenario(**left[0]), sw.seed, why))
+        if len(left) == 1:
+            return []
+        rest = [d for d in left[1:]]
+        again = dataclasses.replace(
+            job, scenarios=rest, timed_ids=[t for t in job.timed_ids if t in {d["id"] for d in rest}]
+        )
+        return [WorkItem(f"{item.key}+{left[1]['id']}", (item.payload[0], again, "shard"), item.workers)]
 
 
 def _run_payload(payload: tuple[str, ShardJob, str], channel: Channel) -> dict:
