@@ -19,12 +19,13 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..agents.config import RunConfig
-from ..agents.tasks import make_task
+from ..agents.tasks import GridResult, Task, make_task, task_names
 from ..contracts.traces import artifacts_dir, read_trace
 from ..provenance import now_utc
 from .compare import portable_options
@@ -58,96 +59,6 @@ class FinalBench:
         return asdict(self)
 
 
-@dataclass
-class GridResult:
-    status: str
-    geomean: float | None = None
-    scenarios_correct: int | None = None
-    scenarios_total: int | None = None
-    baseline: str | None = None
-    note: str = ""
-
-
-def _fa_fwd_ready(task) -> GridResult | None:
-    """A GridResult that says why the full grid cannot be benched here, or None."""
-    from ..gpu import NoGPUError, default_gpu_index, require_gpu
-
-    try:
-        require_gpu(task.arch, default_gpu_index())
-    except NoGPUError as e:
-        return GridResult(
-            "no_gpu",
-            baseline=task.baseline,
-            note=f"skipped: {e}. Bench the best kernels where there is one: kernelseek-suite compare "
-            "--from-traces DIR --final-bench",
-        )
-    return None
-
-
-def _fa_fwd(task, kernel: Path, out_dir: Path, timeout_s: float, seal) -> GridResult:
-    from ..agents.seal import collect
-
-    scratch = seal.new_scratch()
-    try:
-        work = scratch / "work" / Path(task.kernel).name
-        work.parent.mkdir()
-        (scratch / "out").mkdir()
-        shutil.copyfile(kernel, work)
-        args = [
-            "bench",
-            "--arch",
-            task.arch,
-            "--kernel",
-            str(work),
-            "--baseline",
-            task.baseline,
-            "--out",
-            str(scratch / "out"),
-        ]
-        p = seal.run(seal.command("kernelseek_suite.cli", args), scratch, timeout_s)
-        collect(scratch / "out", out_dir)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    if p.timed_out:
-        return GridResult("timeout", baseline=task.baseline, note=f"the bench took longer than {timeout_s:.0f}s")
-    summary = out_dir / "summary.json"
-    if p.returncode == 2:
-        return GridResult("build_failed", baseline=task.baseline, note=p.stderr.strip()[-500:])
-    if p.returncode == 3:
-        return GridResult("no_gpu", baseline=task.baseline, note=p.stderr.strip()[-500:])
-    if p.returncode not in (0, 1) or not summary.exists():
-        return GridResult("error", baseline=task.baseline, note=f"bench exited {p.returncode}: {p.stderr[-500:]}")
-    s = json.loads(summary.read_text())
-    return GridResult(
-        "ok" if p.returncode == 0 else "wrong",
-        (s.get("geomean") or {}).get(task.baseline),
-        s.get("scenarios_correct"),
-        s.get("scenarios_total"),
-        task.baseline,
-        "" if p.returncode == 0 else "not correct on every scenario of the grid",
-    )
-
-
-def _cpu_attn(task, kernel: Path, out_dir: Path, timeout_s: float, seal) -> GridResult:
-    opts = {"budget_ms": max(task.budget_ms * 10, 20.0), "goal": task.goal.min_geomean, "seed": task.seed}
-    ev = make_task("cpu-attn", **opts).evaluate(kernel, out_dir, timeout_s, seal)
-    return GridResult(
-        ev.status,
-        ev.geomean if ev.correct else None,
-        ev.scenarios_correct,
-        ev.scenarios_total,
-        ev.baseline,
-        f"all {ev.scenarios_total} shapes, {opts['budget_ms']:g} ms timing budget",
-    )
-
-
-# task name -> (ready: task -> GridResult or None, bench: (task, kernel, out_dir, timeout_s, seal) -> GridResult)
-FULL_GRID: dict[str, tuple[Callable, Callable]] = {
-    "fa-fwd-sm90": (_fa_fwd_ready, _fa_fwd),
-    "cpu-attn": (lambda task: None, _cpu_attn),
-}
-
-
 DEFAULT_REBENCH = 3
 
 
@@ -160,11 +71,9 @@ def bench_best(
     repeats: int = DEFAULT_REBENCH,
 ) -> FinalBench:
     """The run's best candidate (re-measured numbers when given) benched `repeats` times on its task's
-    full grid, by a sealed evaluator in the sandbox (`sandbox`: auto, landlock or none). The row's
-    geomean is the median of the benches' (a bench that is not correct makes the row's status its own
-    and gives no geomean)."""
-    from ..agents.seal import SealedEvaluator
-
+    full grid (the task's `bench_full_grid`), by a sealed evaluator in the sandbox (`sandbox`: auto,
+    landlock or none). The row's geomean is the median of the benches' (a bench that is not correct
+    makes the row's status its own and gives no geomean)."""
     t0 = time.monotonic()
     events = read_trace(trace).events
     start = events[0]
@@ -183,51 +92,26 @@ def bench_best(
         out_dir=None,
         measured_at=now_utc(),
     )
+
+    def done(status: str, note: str) -> FinalBench:
+        return FinalBench(**row, status=status, note=note, wall_s=round(time.monotonic() - t0, 3))
+
     if stats.best_eval is None:
-        return FinalBench(
-            **row, status="skipped", note="no correct candidate in this run", wall_s=round(time.monotonic() - t0, 3)
-        )
-    sha = next(p.candidate_sha256 for p in stats.points if p.index == stats.best_eval)
-    row["candidate_sha256"] = sha
-    cfg = RunConfig.from_dict(start["config"])
-    grid = FULL_GRID.get(cfg.task)
-    if grid is None:
-        return FinalBench(
-            **row,
-            status="skipped",
-            note=f"no full grid known for task {cfg.task}",
-            wall_s=round(time.monotonic() - t0, 3),
-        )
-    ready, bench = grid
+        return done("skipped", "no correct candidate in this run")
+    sha = row["candidate_sha256"] = next(p.candidate_sha256 for p in stats.points if p.index == stats.best_eval)
+    task_name = RunConfig.from_dict(start["config"]).task
+    if task_name not in task_names():
+        return done("skipped", f"no full grid known for task {task_name}")
     run_dir = Path(out_dir) / "final" / Path(trace).stem
-    work = Path(tempfile.mkdtemp(prefix="ks-final-"))
     results: list[GridResult] = []
-    try:
-        task = make_task(cfg.task, **portable_options(cfg.task_options, start, trace, work))
-        res = ready(task)
+    with _run_task(trace, start, "ks-final-") as (task, work):
+        res = task.full_grid_unavailable()
         if res is None:
-            kernel = work / Path(task.kernel).name
-            shutil.copyfile(artifacts_dir(trace) / "blobs" / sha, kernel)
-            if run_dir.exists():
-                shutil.rmtree(run_dir)
-            run_dir.mkdir(parents=True)
-            seal = SealedEvaluator.create(
-                task, sandbox=sandbox, deny=[Path(trace).resolve().parent, Path(out_dir).resolve()]
-            )
-            try:
-                for n in range(1, max(1, repeats) + 1):
-                    seal.check("before the final bench")
-                    where = run_dir / f"bench-{n}"
-                    where.mkdir()
-                    results.append(bench(task, kernel, where, timeout_s, seal))
-                    seal.check("after the final bench")
-                    if results[-1].status != "ok":
-                        break  # a bench that is not correct (or could not run) ends the repeats
-            finally:
-                seal.close()
+            kernel = _copy_blob(trace, sha, work / Path(task.kernel).name)
+            _fresh(run_dir)
+            with _sealed(task, trace, out_dir, sandbox) as seal:
+                results = _rebench(task, kernel, run_dir, seal, timeout_s, repeats)
             res = next((r for r in results if r.status != "ok"), results[0])
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     values = [r.geomean for r in results]
     ok = [v for v in values if v is not None]
     row.update(
@@ -239,8 +123,59 @@ def bench_best(
         geomeans=values,
         repeats=len(results),
     )
-    note = res.note + (f"; {len(results)} benches, the median" if len(results) > 1 and res.status == "ok" else "")
-    return FinalBench(**row, status=res.status, note=note, wall_s=round(time.monotonic() - t0, 3))
+    median = f"; {len(results)} benches, the median" if len(results) > 1 and res.status == "ok" else ""
+    return done(res.status, res.note + median)
+
+
+def _rebench(task: Task, kernel: Path, run_dir: Path, seal, timeout_s: float, repeats: int) -> list[GridResult]:
+    """`kernel` benched on the task's full grid up to `repeats` times (into run_dir/bench-N), the
+    sealed evaluator checked before and after each; a bench that is not correct (or could not run)
+    ends the repeats."""
+    results: list[GridResult] = []
+    for n in range(1, max(1, repeats) + 1):
+        seal.check("before the final bench")
+        where = run_dir / f"bench-{n}"
+        where.mkdir()
+        results.append(task.bench_full_grid(kernel, where, timeout_s, seal))
+        seal.check("after the final bench")
+        if results[-1].status != "ok":
+            break
+    return results
+
+
+@contextmanager
+def _run_task(trace: Path, start: dict, prefix: str) -> Iterator[tuple[Task, Path]]:
+    """The run's task, made with its options (a starting kernel not on this machine taken from the
+    trace), and a temporary folder, removed afterwards."""
+    cfg = RunConfig.from_dict(start["config"])
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield make_task(cfg.task, **portable_options(cfg.task_options, start, trace, work)), work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+@contextmanager
+def _sealed(task: Task, trace: Path, out_dir: Path, sandbox: str) -> Iterator:
+    """A sealed evaluator for the task that reads neither the traces nor the comparison's folder."""
+    from ..agents.seal import SealedEvaluator
+
+    seal = SealedEvaluator.create(task, sandbox=sandbox, deny=[Path(trace).resolve().parent, Path(out_dir).resolve()])
+    try:
+        yield seal
+    finally:
+        seal.close()
+
+
+def _copy_blob(trace: Path, sha: str, dest: Path) -> Path:
+    shutil.copyfile(artifacts_dir(trace) / "blobs" / sha, dest)
+    return dest
+
+
+def _fresh(folder: Path) -> None:
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
 
 
 def _median(xs: list[float]) -> float:
@@ -253,30 +188,20 @@ def aa_control(trace: Path, out_dir: Path, repeats: int, timeout_s: float = 3600
     """The A/A control: the task's starting kernel (as the trace keeps it) evaluated `repeats` times
     exactly as a run evaluates a candidate (the run's task and options, a sealed evaluator in the
     sandbox). An evaluation that is not correct (e.g. no GPU of the task's architecture) ends it."""
-    from ..agents.seal import SealedEvaluator
-
     events = read_trace(trace).events
     start = events[0]
-    cfg = RunConfig.from_dict(start["config"])
+    task_name = RunConfig.from_dict(start["config"]).task
     rel = (start.get("task") or {}).get("kernel")
     sha = (start.get("workspace") or {}).get(rel) if rel else None
-    out = Repeats(cfg.task, "evaluation", "the starting kernel, evaluated as in a run (A/A control)", sha)
+    out = Repeats(task_name, "evaluation", "the starting kernel, evaluated as in a run (A/A control)", sha)
     if not sha:
         out.status, out.note = "skipped", "the trace keeps no starting kernel"
         return out
-    run_dir = Path(out_dir) / "aa" / cfg.task
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True)
-    work = Path(tempfile.mkdtemp(prefix="ks-aa-"))
-    try:
-        task = make_task(cfg.task, **portable_options(cfg.task_options, start, trace, work))
-        kernel = work / Path(task.kernel).name
-        shutil.copyfile(artifacts_dir(trace) / "blobs" / sha, kernel)
-        seal = SealedEvaluator.create(
-            task, sandbox=sandbox, deny=[Path(trace).resolve().parent, Path(out_dir).resolve()]
-        )
-        try:
+    run_dir = Path(out_dir) / "aa" / task_name
+    _fresh(run_dir)
+    with _run_task(trace, start, "ks-aa-") as (task, work):
+        kernel = _copy_blob(trace, sha, work / Path(task.kernel).name)
+        with _sealed(task, trace, out_dir, sandbox) as seal:
             for n in range(1, repeats + 1):
                 seal.check("before the A/A control")
                 ev = task.evaluate(kernel, run_dir / f"{n:02d}", timeout_s, seal)
@@ -285,10 +210,6 @@ def aa_control(trace: Path, out_dir: Path, repeats: int, timeout_s: float = 3600
                     out.status, out.note = ev.status, (ev.error or "")[:300]
                     break
                 out.values.append(float(ev.geomean))
-        finally:
-            seal.close()
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     return out
 
 

@@ -2,19 +2,21 @@
 from the sealed copy the run makes at its start (seal.py: `seal(dest)` puts the task's own harness
 files there; `evaluate(..., seal)` runs them through it).
 
+A task also benches a candidate on its full grid (`bench_full_grid`), the final word on a run's best
+kernel at the end of a comparison (headtohead/final.py), where it can (`full_grid_unavailable`).
+
 A task registers itself with @register_task; every module of this package is imported when the
 registry is first read, so a new task is one new file here.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from ..registry import Registry
 from ..workspace import Workspace
 
 # ok, wrong, build_failed, crash and timeout are verdicts on the candidate; no_gpu and error are the
@@ -91,6 +93,18 @@ class Goal:
         return {"min_geomean": self.min_geomean, "baseline": self.baseline, "text": self.text()}
 
 
+@dataclass
+class GridResult:
+    """One bench of a candidate on its task's full grid."""
+
+    status: str
+    geomean: float | None = None
+    scenarios_correct: int | None = None
+    scenarios_total: int | None = None
+    baseline: str | None = None
+    note: str = ""
+
+
 @runtime_checkable
 class Task(Protocol):
     name: str
@@ -101,36 +115,27 @@ class Task(Protocol):
     def setup(self, ws: Workspace) -> None: ...
     def seal(self, dest: Path) -> None: ...
     def evaluate(self, kernel_path: Path, out_dir: Path, timeout_s: float, seal) -> Evaluation: ...
+    def full_grid_unavailable(self) -> GridResult | None:
+        """Why the full grid cannot be benched here (e.g. no GPU of the task's architecture), or None."""
+
+    def bench_full_grid(self, kernel_path: Path, out_dir: Path, timeout_s: float, seal) -> GridResult: ...
     def to_dict(self) -> dict: ...
 
 
-_REGISTRY: dict[str, Callable[..., Task]] = {}
-_LOADED = False
+_TASKS: Registry[Callable[..., Task]] = Registry(__name__, __path__, "task")
 
 
 def register_task(name: str):
     def deco(factory):
-        _REGISTRY[name] = factory
+        _TASKS.add(name, factory)
         return factory
 
     return deco
 
 
-def _load_all() -> None:
-    global _LOADED
-    if not _LOADED:
-        for mod in pkgutil.iter_modules(__path__):
-            importlib.import_module(f"{__name__}.{mod.name}")
-        _LOADED = True
-
-
 def task_names() -> list[str]:
-    _load_all()
-    return sorted(_REGISTRY)
+    return _TASKS.names()
 
 
 def make_task(name: str, **options) -> Task:
-    _load_all()
-    if name not in _REGISTRY:
-        raise KeyError(f"unknown task {name!r}; known: {', '.join(sorted(_REGISTRY))}")
-    return _REGISTRY[name](**options)
+    return _TASKS.get(name)(**options)

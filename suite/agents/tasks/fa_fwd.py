@@ -1,18 +1,22 @@
 """`fa-fwd-sm90`: make a FlashAttention forward kernel faster than FA3 on a Hopper GPU, correct on
 every scenario. The evaluator is the suite's own `kernelseek-suite eval`, run from the sealed copy of
-the suite in a child process, in the sandbox (seal.py)."""
+the suite in a child process, in the sandbox (seal.py); the full grid is its `kernelseek-suite bench`
+over all 182 scenarios, run the same way. Both are read by contracts/evaljson.py."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ... import config as suite_config
-from ...contracts.exitcodes import BUILD, EVALUATOR, NO_GPU
+from ... import gpu
+from ...contracts.evaljson import last_json, read_outcome
 from ...results import read_jsonl
-from . import Evaluation, Goal, register_task
+from ..seal import Ran, collect
+from . import Evaluation, Goal, GridResult, register_task
 
 DESCRIPTION = """\
 Task: make a FlashAttention forward kernel for NVIDIA {gpus} ({arch}) as fast as possible while it \
@@ -89,87 +93,89 @@ class FlashAttentionForward:
         ]
         return args + ([] if self.extended else ["--no-extended"])
 
-    def evaluate(self, kernel_path: Path, out_dir: Path, timeout_s: float, seal) -> Evaluation:
-        from ..seal import collect
+    def bench_arguments(self, kernel_path: Path, out_dir: Path) -> list[str]:
+        """`kernelseek-suite bench`'s arguments: every scenario of the grid against the baseline."""
+        args = ["bench", "--arch", self.arch, "--kernel", str(kernel_path), "--baseline", self.baseline]
+        return args + ["--out", str(out_dir)]
 
+    def evaluate(self, kernel_path: Path, out_dir: Path, timeout_s: float, seal) -> Evaluation:
         t0 = time.monotonic()
+        ran = self._run_sealed(self.arguments, kernel_path, out_dir, timeout_s, seal)
+        wall = time.monotonic() - t0
+        return parse_eval_output(ran.returncode, ran.stdout, ran.stderr, self.baseline, out_dir, wall, timeout_s)
+
+    def full_grid_unavailable(self) -> GridResult | None:
+        try:
+            gpu.require_gpu(self.arch, gpu.default_gpu_index())
+        except gpu.NoGPUError as e:
+            return GridResult(
+                "no_gpu",
+                baseline=self.baseline,
+                note=f"skipped: {e}. Bench the best kernels where there is one: kernelseek-suite compare "
+                "--from-traces DIR --final-bench",
+            )
+        return None
+
+    def bench_full_grid(self, kernel_path: Path, out_dir: Path, timeout_s: float, seal) -> GridResult:
+        ran = self._run_sealed(self.bench_arguments, kernel_path, out_dir, timeout_s, seal)
+        summary = _read_json(out_dir / "summary.json")
+        got = read_outcome(ran.returncode, summary, ran.stderr, timeout_s, program="the bench", tail_chars=500)
+        if got.summary is None:
+            return GridResult(got.status, baseline=self.baseline, note=got.error or "")
+        ok = got.status == "ok"
+        return GridResult(
+            got.status,
+            (got.summary.get("geomean") or {}).get(self.baseline),
+            got.summary.get("scenarios_correct"),
+            got.summary.get("scenarios_total"),
+            self.baseline,
+            "" if ok else "not correct on every scenario of the grid",
+        )
+
+    def _run_sealed(self, arguments: Callable[[Path, Path], list[str]], kernel_path, out_dir, timeout_s, seal) -> Ran:
+        """`kernelseek-suite` of the sealed copy (`arguments(kernel, out)`) on a copy of the kernel, in a
+        scratch folder of its own; what it wrote is collected into `out_dir`."""
         scratch = seal.new_scratch()
         try:
             kernel = scratch / "work" / Path(self.kernel).name
             kernel.parent.mkdir()
             (scratch / "out").mkdir()
             shutil.copyfile(kernel_path, kernel)
-            ran = seal.run(
-                seal.command("kernelseek_suite.cli", self.arguments(kernel, scratch / "out")), scratch, timeout_s
-            )
+            command = seal.command("kernelseek_suite.cli", arguments(kernel, scratch / "out"))
+            ran = seal.run(command, scratch, timeout_s)
             collect(scratch / "out", out_dir)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-        wall = time.monotonic() - t0
-        if ran.timed_out:
-            return Evaluation(
-                "timeout",
-                False,
-                self.baseline,
-                error=f"the evaluator took longer than {timeout_s:.0f}s",
-                wall_s=wall,
-                out_dir=str(out_dir),
-            )
-        return parse_eval_output(ran.returncode, ran.stdout, ran.stderr, self.baseline, out_dir, wall)
+        return ran
 
 
-def _last_json(stdout: str) -> dict | None:
-    for line in reversed(stdout.strip().splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                return json.loads(line)
-            except ValueError:
-                return None
-    return None
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
 
 
-def parse_eval_output(rc: int, stdout: str, stderr: str, baseline: str, out_dir: Path, wall_s: float) -> Evaluation:
-    """An Evaluation from `kernelseek-suite eval --json`: exit 0 all correct, 1 not, 2 build failure,
-    3 no suitable GPU, 4 usage, 6 the evaluator's own failure (its worker could not use the GPU);
-    stdout's last line is summary.json (or the build failure). Anything but a verdict (3, 6, another
-    code, no summary) is the evaluator's failure: `no_gpu` or `error`, which end the run."""
-    data = _last_json(stdout)
-    tail = stderr.strip()[-3000:]
-    if rc == EVALUATOR:
-        why = (data or {}).get("evaluator_error") or tail or "the evaluator's machinery failed"
-        return Evaluation("error", False, baseline, error=why, wall_s=wall_s, out_dir=str(out_dir))
-    if rc == BUILD:
-        err = (data or {}).get("error") or tail
-        return Evaluation("build_failed", False, baseline, error=err, wall_s=wall_s, out_dir=str(out_dir))
-    if rc == NO_GPU:
-        return Evaluation(
-            "no_gpu", False, baseline, error=tail or "no suitable GPU", wall_s=wall_s, out_dir=str(out_dir)
-        )
-    if rc not in (0, 1) or not data or "scenarios_total" not in data:
-        return Evaluation(
-            "error",
-            False,
-            baseline,
-            error=f"the evaluator exited with {rc}: {tail}",
-            wall_s=wall_s,
-            out_dir=str(out_dir),
-        )
-    rows = read_jsonl(out_dir / "bench.jsonl")
-    per = []
-    for r in rows:
-        if r.status != "ok" or r.ratio.get(baseline) is not None:
-            per.append(
-                {
-                    "scenario": r.scenario,
-                    "status": r.status,
-                    "ratio": r.ratio.get(baseline),
-                    "reason": (r.reason or "")[:200],
-                }
-            )
-    ok = rc == 0
+def parse_eval_output(
+    rc: int | None, stdout: str, stderr: str, baseline: str, out_dir: Path, wall_s: float, timeout_s: float = 0.0
+) -> Evaluation:
+    """An Evaluation from `kernelseek-suite eval --json` (contracts/evaljson.py; `rc` None: killed at
+    `timeout_s`): exit 0 all correct, 1 not, 2 build failure, 3 no suitable GPU, 6 the evaluator's own
+    failure (its worker could not use the GPU); stdout's last line is summary.json (or the build
+    failure). Anything but a verdict (a time-out, 3, 6, another code, no summary) is the evaluator's
+    failure: `timeout`, `no_gpu` or `error`, which end the run."""
+    got = read_outcome(rc, last_json(stdout), stderr, timeout_s)
+    data = got.summary
+    if data is None:
+        return Evaluation(got.status, False, baseline, error=got.error, wall_s=wall_s, out_dir=str(out_dir))
+    per = [
+        {"scenario": r.scenario, "status": r.status, "ratio": r.ratio.get(baseline), "reason": (r.reason or "")[:200]}
+        for r in read_jsonl(out_dir / "bench.jsonl")
+        if r.status != "ok" or r.ratio.get(baseline) is not None
+    ]
+    ok = got.status == "ok"
     return Evaluation(
-        "ok" if ok else "wrong",
+        got.status,
         ok,
         baseline,
         scenarios_total=data["scenarios_total"],
