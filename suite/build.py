@@ -368,18 +368,22 @@ def demangle(names: list[str]) -> list[str]:
     return list(names)
 
 
-def readable_name(cxx_name: str) -> str:
-    """A kernel's C++ name without its return type and parameter list, its template arguments kept
-    whole: what tells its instances apart (`flash_fwd_sm90_kernel<Config<128, ...>, true>`)."""
-    name = cxx_name.strip()
+def without_parameters(name: str) -> str:
+    """A C++ function's name without the parameter list it ends with (the parentheses matched from the
+    end); `name` as it is when it does not end with one."""
     if name.endswith(")"):
         depth = 0
         for i in range(len(name) - 1, -1, -1):
             depth += {")": 1, "(": -1}.get(name[i], 0)
             if depth == 0:
-                name = name[:i]
-                break
-    return name.removeprefix("void ").strip()
+                return name[:i]
+    return name
+
+
+def readable_name(cxx_name: str) -> str:
+    """A kernel's C++ name without its return type and parameter list, its template arguments kept
+    whole: what tells its instances apart (`flash_fwd_sm90_kernel<Config<128, ...>, true>`)."""
+    return without_parameters(cxx_name.strip()).removeprefix("void ").strip()
 
 
 def resource_table(result: BuildResult) -> list[list]:

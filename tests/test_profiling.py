@@ -204,3 +204,15 @@ def test_the_tool_rich_profilers_own_capture_with_nvtx_columns_and_command_line_
     ]
     table = ncu.table(s)
     assert "tensor pipe                         21.3 %" in table and "66.0 GB/s" in table
+
+
+def test_names_lose_their_parameter_list_matched_from_the_end():
+    from kernelseek_suite.build import readable_name, without_parameters
+
+    cxx = "void attn_kernel<Config<128, (int)64>, true>(ks_attn_params, float (*)(int))"
+    assert without_parameters(cxx) == "void attn_kernel<Config<128, (int)64>, true>"
+    assert without_parameters("no_parameters<1>") == "no_parameters<1>"
+    assert without_parameters("unbalanced)") == "unbalanced)"
+    assert readable_name(f"  {cxx} ") == "attn_kernel<Config<128, (int)64>, true>"
+    assert sass.short_name(cxx) == "attn_kernel<Config<128, (int)64>, true>"
+    assert sass.short_name(cxx, width=12) == "attn_kern..."

@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 
 from tabulate import tabulate
 
+from ..build import without_parameters
+
 # instruction classes, by the opcode before its first '.'
 CLASSES: dict[str, tuple[str, ...]] = {
     "tensor": (
@@ -221,15 +223,7 @@ COLUMNS = (
 
 def short_name(display: str, width: int = 48) -> str:
     """A function's name without its parameter list, cut to `width`."""
-    base = display
-    if display.endswith(")"):
-        depth = 0
-        for pos in range(len(display) - 1, -1, -1):
-            depth += {")": 1, "(": -1}.get(display[pos], 0)
-            if depth == 0:
-                base = display[:pos]
-                break
-    base = base.removeprefix("void ")
+    base = without_parameters(display).removeprefix("void ")
     return base if len(base) <= width else base[: width - 3] + "..."
 
 
