@@ -20,8 +20,8 @@ from ..results import ScenarioResult
 from ..scenarios import HEAD_CONFIGS, SEQLENS
 from . import scale, tables
 from .data import MEASURED, ArchResults, load
-from .document import _claims, _distribution_lines, _provenance_lines
 from .page import render_page, write_page
+from .sections import claim_lines, distribution_lines, provenance_lines, rel_path
 
 VENDOR = ["chart.umd.min.js", "chartjs-chart-matrix.min.js", "chartjs-plugin-datalabels.min.js"]
 FILENAME = "REPORT.html"
@@ -227,7 +227,7 @@ def render_html(
     res = res or load(root)
     t_scen, attrs = scenario_rows(res)
     t_geo, t_ext = tables.geomean_table(res), tables.extended_table(res)
-    dist_lines = _distribution_lines(res, tables.distribution_table(res), tables.data_dependent_table(res))
+    dist_lines = distribution_lines(res, tables.distribution_table(res), tables.data_dependent_table(res))
     gpu = res.provenance.get("gpu_name") or "GPU"
     html = render_page(
         "report.html.j2",
@@ -241,9 +241,9 @@ def render_html(
         kernel=kernel_label(res),
         arch=res.arch,
         gpu=gpu,
-        source=_rel(res.run_dir / "bench.jsonl", out),
-        provenance_html=_md(_provenance_lines(res, status)),
-        claims_html=_md(_claims(res)),
+        source=rel_path(res.run_dir / "bench.jsonl", out),
+        provenance_html=_md(provenance_lines(res, status)),
+        claims_html=_md(claim_lines(res)),
         distributions_html=_md(dist_lines) if dist_lines else "",
         extra_html=_md(extra) if extra else "",
         gradient=scale.gradient(),
@@ -261,9 +261,3 @@ def render_html(
         extended_correct=sum(r.correct for r in res.extended_rows),
     )
     return write_page(out / FILENAME, html)
-
-
-def _rel(path: Path, start: Path) -> str:
-    import os
-
-    return os.path.relpath(path, start).replace(os.sep, "/")
