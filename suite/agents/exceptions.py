@@ -3,6 +3,8 @@ reason; everything else a step can meet is turned into a message to the model.""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 
 class Terminate(Exception):
     """Ends the run. `reason` is the trace's exit reason."""
@@ -53,40 +55,34 @@ class EvaluatorFailed(Terminate):
     reason = "error"
 
 
+@dataclass(eq=False, repr=False)
 class RetryableModelFault(Exception):
     """A fault of one model request that is worth retrying (kind: rate_limit, server_error, timeout,
     connection)."""
 
-    def __init__(
-        self,
-        kind: str,
-        message: str,
-        status_code: int | None = None,
-        retry_after_s: float | None = None,
-        usage: dict | None = None,
-    ):
-        super().__init__(message)
-        self.kind = kind
-        self.status_code = status_code
-        self.retry_after_s = retry_after_s
-        self.usage = usage or {}
+    kind: str
+    message: str
+    status_code: int | None = None
+    retry_after_s: float | None = None
+    usage: dict | None = None  # what the failed request used, where the endpoint said ({} when not)
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
+        self.usage = self.usage or {}
 
 
+@dataclass(eq=False, repr=False)
 class ContextTooLong(Exception):
     """The endpoint refused a request as longer than the model's context window. `limit_tokens` and
     `requested_tokens` are read from its message when it says them (None otherwise)."""
 
-    def __init__(
-        self,
-        message: str,
-        limit_tokens: int | None = None,
-        requested_tokens: int | None = None,
-        status_code: int | None = None,
-    ):
-        super().__init__(message)
-        self.limit_tokens = limit_tokens
-        self.requested_tokens = requested_tokens
-        self.status_code = status_code
+    message: str
+    limit_tokens: int | None = None
+    requested_tokens: int | None = None
+    status_code: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
 
 
 class ToolError(Exception):
