@@ -17,7 +17,7 @@ PY=${PY:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}
 mkdir -p "$OUT"
 rm -rf "$OUT/selfcheck" "$OUT/compare"
 t0=$(date +%s)
-"$PY" -m kernelseek_suite.agents.selfcheck --task fa-fwd-sm90 --kernel "$KERNEL" \
+"$PY" -m kernelseek_suite.cli selfcheck --task fa-fwd-sm90 --kernel "$KERNEL" \
     --trace "$OUT/selfcheck/trace.jsonl" > "$OUT/selfcheck.log" 2>&1
 sc=$?
 t1=$(date +%s)

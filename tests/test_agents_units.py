@@ -17,7 +17,7 @@ from kernelseek_suite.agents import layers
 from kernelseek_suite.agents.config import QuestionConfig, RunConfig
 from kernelseek_suite.agents.decisions import DecisionDetector, claimed_limit, failure_signature
 from kernelseek_suite.agents.exceptions import ToolError
-from kernelseek_suite.agents.tasks import Evaluation, make_task, task_names
+from kernelseek_suite.agents.tasks import Evaluation, GridResult, make_task, task_names
 from kernelseek_suite.agents.tools import elide
 from kernelseek_suite.agents.workspace import Workspace, scrubbed_env
 from kernelseek_suite.contracts.traces import trace_schema, validate_events, validate_trace
@@ -282,6 +282,47 @@ def test_fa_task_reads_the_evaluator_output(tmp_path, mode, status, correct, geo
     assert not list(tmp_path.glob("scratch*"))  # the evaluation's scratch folder is gone
 
 
+FAKE_BENCH = r"""
+import json, sys
+from pathlib import Path
+args = sys.argv[1:]
+out = Path(args[args.index("--out") + 1])
+mode = Path(args[args.index("--kernel") + 1]).read_text().strip()
+if mode == "build":
+    print("build failed: ptxas error C7515", file=sys.stderr); sys.exit(2)
+if mode == "crash":
+    print("Traceback: boom", file=sys.stderr); sys.exit(7)
+correct = 182 if mode == "ok" else 181
+(out / "summary.json").write_text(json.dumps({"scenarios_total": 182, "scenarios_correct": correct,
+                                              "geomean": {"fa3": 1.25}}))
+sys.exit(0 if mode == "ok" else 1)
+"""
+
+
+@pytest.mark.parametrize(
+    "mode,expected",
+    [
+        ("ok", GridResult("ok", 1.25, 182, 182, "fa3", "")),
+        ("wrong", GridResult("wrong", 1.25, 181, 182, "fa3", "not correct on every scenario of the grid")),
+        ("build", GridResult("build_failed", baseline="fa3", note="build failed: ptxas error C7515")),
+        ("crash", GridResult("error", baseline="fa3", note="the bench exited with 7: Traceback: boom")),
+    ],
+)
+def test_fa_task_benches_its_full_grid_with_the_suites_bench(tmp_path, mode, expected):
+    script = tmp_path / "fake_bench.py"
+    script.write_text(FAKE_BENCH)
+    seal = FakeSeal(script, tmp_path)
+    task = make_task("fa-fwd-sm90")
+    kernel = tmp_path / "k.cu"
+    kernel.write_text(mode)
+    assert task.bench_full_grid(kernel, tmp_path / "out", 60, seal) == expected
+    module, args = seal.commands[0]
+    assert module == "kernelseek_suite.cli" and args[:3] == ["bench", "--arch", "sm90"]
+    assert args[args.index("--baseline") + 1] == "fa3" and "--scenarios" not in args  # every scenario
+    assert (tmp_path / "out" / "summary.json").is_file() == (mode in ("ok", "wrong"))  # the outputs are kept
+    assert not list(tmp_path.glob("scratch*"))
+
+
 def test_fa_task_runs_the_real_evaluator_sealed(tmp_path):
     """The suite's own `kernelseek-suite eval`, from the sealed copy (exit 3 without a GPU)."""
     from kernelseek_suite.agents.seal import SealedEvaluator
@@ -312,18 +353,24 @@ def test_fa_task_runs_the_real_evaluator_sealed(tmp_path):
 
 @pytest.mark.gpu
 def test_selfcheck_on_the_gpu(tmp_path):
-    from kernelseek_suite.agents.selfcheck import main
+    from click.testing import CliRunner
 
-    assert main(["--task", "fa-fwd-sm90", "--trace", str(tmp_path / "t.jsonl")]) == 0
+    from kernelseek_suite.cli import main
+
+    r = CliRunner().invoke(main, ["selfcheck", "--task", "fa-fwd-sm90", "--trace", str(tmp_path / "t.jsonl")])
+    assert r.exit_code == 0, r.output
 
 
-def test_selfcheck_on_the_cpu_task(tmp_path, capsys):
+def test_selfcheck_on_the_cpu_task(tmp_path):
     if shutil.which("gcc") is None:
         pytest.skip("needs gcc")
-    from kernelseek_suite.agents.selfcheck import main
+    from click.testing import CliRunner
 
-    assert main(["--task", "cpu-attn", "--trace", str(tmp_path / "t.jsonl")]) == 0
-    out = capsys.readouterr().out
+    from kernelseek_suite.cli import main
+
+    r = CliRunner().invoke(main, ["selfcheck", "--task", "cpu-attn", "--trace", str(tmp_path / "t.jsonl")])
+    assert r.exit_code == 0, r.output
+    out = r.stdout
     assert "SELFCHECK PASS" in out and "correct 6/6" in out
     assert validate_trace(tmp_path / "t.jsonl").ok
 

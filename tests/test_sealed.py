@@ -808,7 +808,7 @@ def test_compare_refuses_to_run_unsandboxed_unless_allowed(tmp_path):
 
 @pytest.mark.parametrize("allow", [False, True])
 def test_the_selfcheck_fails_on_a_missing_protection_unless_allowed(tmp_path, allow):
-    cmd = [sys.executable, "-m", "kernelseek_suite.agents.selfcheck", "--task", "cpu-attn", "--sandbox", "none"]
+    cmd = [sys.executable, "-m", "kernelseek_suite.cli", "selfcheck", "--task", "cpu-attn", "--sandbox", "none"]
     cmd += ["--trace", str(tmp_path / "t.jsonl")] + (["--allow-unsandboxed"] if allow else [])
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert "protections complete: False" in p.stdout, p.stdout + p.stderr
@@ -824,7 +824,7 @@ def test_the_selfcheck_fails_on_a_missing_protection_unless_allowed(tmp_path, al
 
 @needs_landlock
 def test_the_selfcheck_passes_with_every_protection(tmp_path):
-    cmd = [sys.executable, "-m", "kernelseek_suite.agents.selfcheck", "--task", "cpu-attn"]
+    cmd = [sys.executable, "-m", "kernelseek_suite.cli", "selfcheck", "--task", "cpu-attn"]
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
     p = subprocess.run(
         cmd + ["--trace", str(tmp_path / "t.jsonl")], capture_output=True, text=True, timeout=300, env=env

@@ -1,10 +1,10 @@
 """Drives a task's tools through the real agent loop with a fixed script instead of a model, so a
 machine can be checked without an endpoint: view the kernel, run shell commands (and try to write
 outside the workspace and to read the repository's kernels), make a harmless edit, evaluate (from the
-sealed copy, in the sandbox where there is one).
+sealed copy, in the sandbox where there is one). The command is `kernelseek-suite selfcheck`
+(cli/checks.py):
 
-    python -m kernelseek_suite.agents.selfcheck --task fa-fwd-sm90 [--kernel K.cu] [--trace T.jsonl]
-                                                [--allow-unsandboxed]
+    kernelseek-suite selfcheck --task fa-fwd-sm90 [--kernel K.cu] [--trace T.jsonl] [--allow-unsandboxed]
 
 Passes (exit 0) when the evaluation is correct on every scenario and reports a geomean against the
 baseline, and every protection of docs/threat-model.md is in force (the sandbox of the shell and of
@@ -17,9 +17,10 @@ its worker unable to start: no verdict on the kernel).
 
 from __future__ import annotations
 
-import argparse
-import sys
+import json
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import REPO_ROOT
@@ -31,11 +32,13 @@ from .protections import missing
 from .runner import new_run
 from .tasks import make_task
 
+Script = list[list[tuple[str, dict]]]  # each step's tool calls: (tool, arguments)
+
 
 class ScriptedModel:
     """A Model that answers with a fixed list of tool calls, then stops."""
 
-    def __init__(self, steps: list[list[tuple[str, dict]]]):
+    def __init__(self, steps: Script):
         self.steps = list(steps)
         self.calls = 0
 
@@ -46,8 +49,6 @@ class ScriptedModel:
         return {"model": "selfcheck-script"}
 
     def query(self, messages: list[dict], tools: list[dict]) -> ModelResponse:
-        import json
-
         self.calls += 1
         if not self.steps:
             return ModelResponse("self-check finished", [], "stop", _NO_USAGE, 0.0)
@@ -61,7 +62,7 @@ class ScriptedModel:
 _NO_USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, "cost": None}
 
 
-def script_for(kernel: str, outside: Path, answers: Path | None = None) -> list[list[tuple[str, dict]]]:
+def script_for(kernel: str, outside: Path, answers: Path | None = None) -> Script:
     answers = answers or REPO_ROOT / "kernels" / "hopper" / "NOTES.md"
     return [
         [("view_file", {"path": kernel, "start_line": 1, "end_line": 20})],
@@ -94,24 +95,33 @@ def script_for(kernel: str, outside: Path, answers: Path | None = None) -> list[
     ]
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kernelseek_suite.agents.selfcheck", description=__doc__.split("\n")[0])
-    ap.add_argument("--task", default="fa-fwd-sm90")
-    ap.add_argument("--kernel", default=None, help="starting kernel (default: the task's own)")
-    ap.add_argument("--trace", default=None, help="trace file (default: a temporary folder)")
-    ap.add_argument("--sandbox", default="auto", choices=["auto", "landlock", "none"])
-    ap.add_argument(
-        "--allow-unsandboxed",
-        action="store_true",
-        help="pass even when a protection is missing (it is still named, with what gives it back)",
-    )
-    args = ap.parse_args(argv)
+def trace_path_for(trace: str | Path | None, prefix: str) -> Path:
+    """The trace file given, or one in a new temporary folder."""
+    return Path(trace) if trace else Path(tempfile.mkdtemp(prefix=prefix)) / "trace.jsonl"
 
-    trace_path = Path(args.trace) if args.trace else Path(tempfile.mkdtemp(prefix="ks-selfcheck-")) / "trace.jsonl"
+
+def scripted_config(arm: str, task: str, kernel: str | None, model_name: str) -> RunConfig:
+    """A run of `arm` on `task` (from `kernel`, else the task's own starting kernel) by a script."""
+    cfg = RunConfig(arm=arm, task=task, task_options={"kernel": kernel} if kernel else {})
+    cfg.model.name = model_name
+    return cfg
+
+
+@dataclass
+class SelfCheckOptions:
+    task: str = "fa-fwd-sm90"
+    kernel: str | None = None  # the starting kernel (default: the task's own)
+    trace: str | Path | None = None  # the trace file (default: in a temporary folder)
+    sandbox: str = "auto"  # auto, landlock or none
+    allow_unsandboxed: bool = False  # pass even when a protection is missing (it is still named)
+
+
+def selfcheck(opts: SelfCheckOptions, say: Callable[[str], None]) -> int:
+    """Runs the self-check; `say` gets each line of its report. Returns the exit code."""
+    trace_path = trace_path_for(opts.trace, "ks-selfcheck-")
     outside = trace_path.parent / "written-from-the-workspace.txt"
-    cfg = RunConfig(arm="general", task=args.task, task_options={"kernel": args.kernel} if args.kernel else {})
-    cfg.tools.sandbox = args.sandbox
-    cfg.model.name = "selfcheck-script"
+    cfg = scripted_config("general", opts.task, opts.kernel, "selfcheck-script")
+    cfg.tools.sandbox = opts.sandbox
     kernel = make_task(cfg.task, **cfg.task_options).kernel
     agent = new_run(cfg, trace_path, model=ScriptedModel(script_for(kernel, outside)))
     ws = agent.ctx.workspace
@@ -120,49 +130,49 @@ def main(argv: list[str] | None = None) -> int:
     events = read_trace(trace_path).events
     for ev in events:
         if ev["type"] == "tool_result":
-            print(f"--- {ev['tool']} {ev['arguments']}\n{ev['output'][:1500]}")
-    evals = [e for e in events if e["type"] == "harness_eval"]
+            say(f"--- {ev['tool']} {ev['arguments']}\n{ev['output'][:1500]}")
     shells = [ev["output"] for ev in events if ev["type"] == "tool_result" and ev["tool"] == "shell"]
     prot = events[0].get("protections")
     lacking = missing(prot)
-    print(f"\nsandbox: {ws.describe()}")
-    print(f"protections complete: {bool(prot and prot.get('complete')) and not lacking}")
+    say(f"\nsandbox: {ws.describe()}")
+    say(f"protections complete: {bool(prot and prot.get('complete')) and not lacking}")
     for m in lacking:
-        print(f"missing protection: {m.what}; to have it: {m.remedy}")
-    print(f"write outside the workspace: {'REFUSED' if not outside.exists() else 'ALLOWED (no sandbox here)'}")
-    print(
+        say(f"missing protection: {m.what}; to have it: {m.remedy}")
+    say(f"write outside the workspace: {'REFUSED' if not outside.exists() else 'ALLOWED (no sandbox here)'}")
+    say(
         f"read the repository's kernels: "
         f"{'ALLOWED (no sandbox here)' if any('READ-REPOSITORY' in o for o in shells) else 'REFUSED'}"
     )
-    print(f"trace: {trace_path} ({len(events)} events); exit {result.exit_reason}")
+    say(f"trace: {trace_path} ({len(events)} events); exit {result.exit_reason}")
+    evals = [e for e in events if e["type"] == "harness_eval"]
     if not evals:
-        print("SELFCHECK FAIL: no evaluation ran")
+        say("SELFCHECK FAIL: no evaluation ran")
         return FAIL
-    ev = evals[-1]
+    return _verdict(evals[-1], [m.what for m in lacking], opts.allow_unsandboxed, say)
+
+
+def _verdict(ev: dict, lacking: list[str], allow_unsandboxed: bool, say: Callable[[str], None]) -> int:
+    """The last evaluation and the protections missing, as the check's last lines and its exit code."""
     gm = ev["geomean"]
-    print(
+    say(
         f"evaluation: status {ev['status']}, correct {ev['scenarios_correct']}/{ev['scenarios_total']}, extended "
         f"{ev.get('extended_correct')}/{ev.get('extended_total')}, geomean vs {ev['baseline']}: "
         f"{'-' if gm is None else f'{gm:.4f}x'} (slowest {ev.get('min_ratio')} at {ev.get('min_ratio_scenario')})"
     )
     if ev["status"] == "no_gpu":
-        print(f"SELFCHECK SKIPPED: {ev.get('error')}")
+        say(f"SELFCHECK SKIPPED: {ev.get('error')}")
         return NO_GPU
     if ev["status"] == "error":  # the evaluator's own failure: no verdict on the kernel
-        print(f"SELFCHECK FAIL: the evaluator failed, not the kernel: {ev.get('error')}")
+        say(f"SELFCHECK FAIL: the evaluator failed, not the kernel: {ev.get('error')}")
         return EVALUATOR
     if not (ev["correct"] and gm is not None):
-        print("SELFCHECK FAIL: the evaluation is not correct everywhere or has no speed-up")
+        say("SELFCHECK FAIL: the evaluation is not correct everywhere or has no speed-up")
         return FAIL
-    if lacking and not args.allow_unsandboxed:
-        print(
-            f"SELFCHECK FAIL: {len(lacking)} protection(s) missing ({', '.join(m.what for m in lacking)}); "
+    if lacking and not allow_unsandboxed:
+        say(
+            f"SELFCHECK FAIL: {len(lacking)} protection(s) missing ({', '.join(lacking)}); "
             "--allow-unsandboxed accepts that"
         )
         return FAIL
-    print("SELFCHECK PASS" + (" (protections incomplete, allowed by --allow-unsandboxed)" if lacking else ""))
+    say("SELFCHECK PASS" + (" (protections incomplete, allowed by --allow-unsandboxed)" if lacking else ""))
     return OK
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -5,6 +5,7 @@ nothing else imports click.
   common.py      the group itself, exit codes on usage errors and closed pipes, shared options
   evaluator.py   scenarios, build, bench, eval, env, report
   agents.py      run
+  checks.py      selfcheck, toolrich-check
   traces.py      traces validate / show / analyze
   compare.py     compare
   scaleout.py    the --executor/--scheduler options; agreement, cluster
@@ -15,10 +16,10 @@ The exit codes are those of `kernelseek_suite.contracts.exitcodes`.
 
 from __future__ import annotations
 
-from . import agents, compare, evaluator, reproduce, scaleout, traces
+from . import agents, checks, compare, evaluator, reproduce, scaleout, traces
 from .common import main
 
-for _module in (evaluator, agents, traces, compare, scaleout, reproduce):
+for _module in (evaluator, agents, checks, traces, compare, scaleout, reproduce):
     for _command in _module.COMMANDS:
         main.add_command(_command)
 
