@@ -15,16 +15,14 @@ settings of the kernelseek arm."""
 
 from __future__ import annotations
 
-from ..bank import load_bank
 from ..context import RunContext
 from ..decisions import DecisionPoint
 from ..external import ADAPTERS, CLAUDE_TOOLS, LEFTOVERS, ExternalAgent, adapter_for, command_sandbox
 from ..external import OPTIONS as COMMAND_OPTIONS
-from ..questions import BankQuestioner, HumanQuestioner
 from ..tools import ToolRegistry
 from . import ArmOptionError, ArmParts, check_options, register_arm
 from .kernelseek import OPTIONS as QUESTION_OPTIONS
-from .kernelseek import KernelSeekSupervisor, question_settings
+from .kernelseek import KernelSeekSupervisor, questions_for
 
 OPTIONS = {**COMMAND_OPTIONS, **QUESTION_OPTIONS}
 # a stop that also shows one of these is asked about it (the first found), else about the stop
@@ -59,33 +57,18 @@ def build(ctx: RunContext) -> ArmParts:
     opts = check_options("agent-cmd", dict(ctx.config.arm_options))
     if not opts["command"]:
         raise ArmOptionError('the agent-cmd agent needs its command: --agent-cmd "..." (or --agent-opt command=...)')
-    adapter_for(opts["command"], opts["adapter"])  # an unknown adapter is an error now
+    adapter = adapter_for(opts["command"], opts["adapter"])  # an unknown adapter is an error now
     for key in ("allowed_tools", "leftovers", "read", "write"):
         value = opts[key]
         if isinstance(value, str):
             opts[key] = [v.strip() for v in value.split(",") if v.strip()]
         elif value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
             raise ArmOptionError(f"{key}: {value!r}; expected a list of strings")
-    for k, v in question_settings({k: v for k, v in ctx.config.arm_options.items() if k in QUESTION_OPTIONS}).items():
-        setattr(ctx.config.questions, k, v)
-    cfg = ctx.config.questions
-    bank = load_bank(cfg.bank_path)
-    if ctx.config.human:
-        if ctx.ask_human is None:
-            raise ValueError("--human needs a terminal front end to type the questions")
-        questioner = HumanQuestioner(bank, cfg, ctx.config.seed, ctx.ask_human)
-    else:
-        questioner = BankQuestioner(bank, cfg, ctx.config.seed)
+    questioner, bank = questions_for(ctx)
     supervisor = SessionSupervisor(ctx, questioner)
-    adapter = adapter_for(opts["command"], opts["adapter"])
     start, resume = ADAPTERS[adapter]
     info = {
-        "bank": {
-            "path": bank.path,
-            "sha256": bank.sha256,
-            "questions": len(bank.questions),
-            "categories": list(cfg.categories),
-        },
+        "bank": bank,
         "agent_cmd": {
             "command": opts["command"],
             "adapter": adapter,

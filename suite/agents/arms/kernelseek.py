@@ -211,26 +211,28 @@ class KernelSeekSupervisor:
             self.last_question_step = state["last_question_step"]
 
 
-@register_arm("kernelseek", options=OPTIONS)
-def build(ctx: RunContext) -> ArmParts:
-    given = dict(ctx.config.arm_options)
-    check_options("kernelseek", given)
+def questions_for(ctx: RunContext) -> tuple[BankQuestioner, dict]:
+    """The arm's question settings (among its options) put into the run's config, the questioner
+    that asks from the bank (or a person at the terminal, with --human), and the bank as run_start
+    records it."""
+    given = {k: v for k, v in ctx.config.arm_options.items() if k in OPTIONS}
     for k, v in question_settings(given).items():
         setattr(ctx.config.questions, k, v)
     cfg = ctx.config.questions
     bank = load_bank(cfg.bank_path)
+    questioner: BankQuestioner
     if ctx.config.human:
         if ctx.ask_human is None:
             raise ValueError("--human needs a terminal front end to type the questions")
         questioner = HumanQuestioner(bank, cfg, ctx.config.seed, ctx.ask_human)
     else:
         questioner = BankQuestioner(bank, cfg, ctx.config.seed)
-    info = {
-        "bank": {
-            "path": bank.path,
-            "sha256": bank.sha256,
-            "questions": len(bank.questions),
-            "categories": list(cfg.categories),
-        }
-    }
-    return ArmParts(base_tools(), KernelSeekSupervisor(ctx, questioner), info)
+    described = {"path": bank.path, "sha256": bank.sha256, "questions": len(bank.questions)}
+    return questioner, {**described, "categories": list(cfg.categories)}
+
+
+@register_arm("kernelseek", options=OPTIONS)
+def build(ctx: RunContext) -> ArmParts:
+    check_options("kernelseek", dict(ctx.config.arm_options))
+    questioner, bank = questions_for(ctx)
+    return ArmParts(base_tools(), KernelSeekSupervisor(ctx, questioner), {"bank": bank})
