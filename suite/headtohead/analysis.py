@@ -56,19 +56,16 @@ class Gain:
     after: float
     gain_pct: float
     category: str  # of the question it followed, or "none"
-    question_step: int | None = None
-    question_trigger: str | None = None
-    question_id: str | None = None
-    question_text: str | None = None
-    layer_before: str | None = None
-    layer_after: str | None = None
+    question_step: int | None  # the question's step, trigger, bank id and text (None without one)
+    question_trigger: str | None
+    question_id: str | None
+    question_text: str | None
+    layer_before: str | None  # the layer worked in before the question (None without one)
+    layer_after: str | None  # the layer of the edits that led to the gain
     prev_best_step: int = 0  # the step of the best this gain beats
     candidate_sha256: str = ""
     threshold: float = 0.0  # the gain it had to exceed (a fraction)
     note: str = ""  # why a gain above the threshold is not credited
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass
@@ -217,8 +214,8 @@ def _large(value: float, best: float, threshold: float, band: float | None) -> b
 
 
 def _attribute(ev, p, before, best_step, best_seq, questions, texts, step_layers, trace, start) -> Gain:
-    q = next((q for q in reversed(questions) if best_seq < q["seq"] < ev["seq"]), None)
-    g = Gain(
+    q = next((q for q in reversed(questions) if best_seq < q["seq"] < ev["seq"]), None) or {}
+    return Gain(
         trace,
         start.get("run_id", ""),
         arm_label(start),
@@ -227,18 +224,16 @@ def _attribute(ev, p, before, best_step, best_seq, questions, texts, step_layers
         before,
         p.geomean,
         round((p.geomean / before - 1) * 100, 2),
-        "none",
+        question_category(q) if q else "none",
+        q.get("step"),
+        q.get("trigger"),
+        q.get("bank_id"),
+        q.get("text"),
+        _layer(texts, step_layers, best_step, q["step"]) if q else None,
+        _layer(texts, step_layers, q.get("step", best_step), p.step),
         prev_best_step=best_step,
         candidate_sha256=p.candidate_sha256,
     )
-    if q is None:
-        g.layer_after = _layer(texts, step_layers, best_step, p.step)
-        return g
-    g.category, g.question_step, g.question_trigger = question_category(q), q["step"], q.get("trigger")
-    g.question_id, g.question_text = q.get("bank_id"), q.get("text")
-    g.layer_before = _layer(texts, step_layers, best_step, q["step"])
-    g.layer_after = _layer(texts, step_layers, q["step"], p.step)
-    return g
 
 
 def analyze(
@@ -422,12 +417,14 @@ def held_table(held: list[Gain]) -> str:
 
 
 def write_gains_csv(a: Analysis, path: Path) -> None:
-    fields = list(Gain.__dataclass_fields__)
+    _write_csv(path, list(Gain.__dataclass_fields__), [asdict(g) for g in a.gains])
+
+
+def _write_csv(path: Path, fields: list[str], rows: list[dict]) -> None:
     with open(path, "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
-        for g in a.gains:
-            w.writerow(g.to_dict())
+        w.writerows(rows)
 
 
 # ---------------------------------------------------------------- timeline plots
@@ -484,12 +481,9 @@ def write(a: Analysis, out_dir: Path) -> list[Path]:
     written = [out_dir / "analysis.md", out_dir / "gains.csv", out_dir / "attribution.csv"]
     written[0].write_text(markdown(a), encoding="utf-8")
     write_gains_csv(a, written[1])
-    fields = list(a.control.categories[0].to_dict()) if a.control.categories else ["arm", "category"]
-    with open(written[2], "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=fields)
-        w.writeheader()
-        for c in a.control.categories:
-            w.writerow(c.to_dict())
+    cats = a.control.categories
+    fields = list(CategoryControl.__dataclass_fields__) if cats else ["arm", "category"]
+    _write_csv(written[2], fields, [asdict(c) for c in cats])
     for r in a.runs:
         name = re.sub(r"[^\w.-]+", "_", r.run_id or Path(r.trace).stem)
         png = out_dir / f"timeline-{name}.png"

@@ -50,9 +50,6 @@ class CategoryControl:
     evals_after: int  # evaluations in the windows after its questions
     at_other_rate: float | None  # gains those evaluations give at the other arms' rate
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 @dataclass
 class ArmRate:
