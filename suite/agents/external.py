@@ -51,6 +51,7 @@ from .exceptions import LimitExceeded, Submitted, ToolError
 from .lifecycle import RunLifecycle
 from .model import ModelResponse, priced
 from .procgroup import process_group
+from .protocols import CommandSupervisor
 from .records import StepRecord
 from .tools import evaluation_text
 
@@ -370,7 +371,9 @@ def _kill(proc: subprocess.Popen) -> None:
 class ExternalAgent(RunLifecycle):
     """Drives an agent command through sessions (the `agent-cmd` arm's loop); a step is one session."""
 
-    def __init__(self, ctx: RunContext, supervisor, options: dict):
+    supervisor: CommandSupervisor
+
+    def __init__(self, ctx: RunContext, supervisor: CommandSupervisor, options: dict):
         super().__init__(ctx, supervisor)
         self.opts = options
         self.command = options["command"]

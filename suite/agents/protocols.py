@@ -7,6 +7,8 @@ another object with the same methods.
 - Tools: a ToolRegistry of Tool objects (tools.py); an arm adds its own tools to it.
 - Supervisor: what an arm does around the loop: accept or refuse a stop, add messages after a step
   (arms/kernelseek.py asks questions at decision points). None: the general agent.
+- CommandSupervisor: a Supervisor that also has the word after each session of an agent command
+  (arms/agent_cmd.py).
 - Driver: runs the run from its opening, or its resumed conversation, to its end (agent.py: Agent,
   the model loop; external.py: ExternalAgent, an agent command's sessions), both on the lifecycle
   of lifecycle.py.
@@ -52,6 +54,12 @@ class Supervisor(Protocol):
 
     def state(self) -> dict: ...
     def load_state(self, state: dict) -> None: ...
+
+
+@runtime_checkable
+class CommandSupervisor(Supervisor, Protocol):
+    def after_session(self, ctx: RunContext, record: StepRecord) -> str | None:
+        """The message for the agent command's next session (a question), or None."""
 
 
 @runtime_checkable
