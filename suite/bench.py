@@ -45,7 +45,7 @@ class BenchRequest:
     scenario_filter: str | None = None
     extended: bool = False
     grid: bool = True
-    out_dir: Path | None = Path("results/bench")  # None: a fresh temporary folder, set here once made
+    out_dir: Path | None = Path("results/bench")  # None: a fresh temporary folder, made once the checks pass
     resume: bool = False
     seed: int | None = None
     gpu_index: int = 0
@@ -288,105 +288,136 @@ def run_bench(
     warming: fa4_warm.Warming | None = None,
     on_phase: Callable[[str], None] | None = None,
 ) -> dict:
-    """One GPU (req.gpu_index); a Dask cluster is scaleout.bench.run_bench_distributed. Returns
-    summary.json's content. Raises, before anything is written: RequestError for a filter that matches
-    nothing or an unknown baseline, DependencyRuleError or BuildError when the kernel breaks the rules
-    or does not build, and only then NoGPUError without a suitable GPU. `warming`: an FA4 warm-up
-    already started (start_fa4_warm); otherwise one starts here, once the request is checked.
+    """`run_local`'s summary: one GPU (req.gpu_index); a Dask cluster is scaleout.bench's."""
+    return run_local(req, on_row, on_start, warming, on_phase)[0]
+
+
+def run_local(
+    req: BenchRequest,
+    on_row: Callable[[ScenarioResult], None] | None = None,
+    on_start: Callable[[int, int], None] | None = None,
+    warming: fa4_warm.Warming | None = None,
+    on_phase: Callable[[str], None] | None = None,
+) -> tuple[dict, Path]:
+    """One GPU (req.gpu_index). Returns summary.json's content and the output folder (req.out_dir, or
+    a fresh temporary one, made once the checks have passed). Raises, before anything is written:
+    RequestError for a filter that matches nothing or an unknown baseline, DependencyRuleError or
+    BuildError when the kernel breaks the rules or does not build, and only then NoGPUError without
+    a suitable GPU. `warming`: an FA4 warm-up already started (start_fa4_warm); otherwise one starts
+    here, once the request is checked.
 
     With a warm-up, the sweep's worker starts while it runs and measures nothing until it has ended
     (harness/gate.py): the gate opens when `warming.finish()` returns. Where nvcc is here, that worker
     starts even before the build, so that its imports overlap it; it loads the kernel's library only
     once the build has passed, and is killed (nothing written) if it fails. `on_phase` is called with
     "build_done", "fa4_warm_done" (from another thread) and "worker_ready" (each worker's hello)."""
-    phase = on_phase or (lambda _name: None)
-    gate: Gate | None = None
-    early: EarlyWorker | None = None
-    try:
-        checked = check_statically(req, build=False)
-        chosen = checked.scenarios
-        if warming is None:
-            warming = _start_fa4_warm(req, chosen)  # FA4 compiles while our kernel builds
-        gate = Gate(req.config.sweep.fa4_warm_gate_timeout_s) if warming is not None else None
-        early = _start_early_worker(req, gate)  # and the worker imports meanwhile
-        built = _build.build(req.kernel, req.arch) if _build.nvcc_path() else None
-        gpu = require_gpu(req.arch, req.gpu_index)
-        built = built or _build.build(req.kernel, req.arch)
-        phase("build_done")
-        if req.out_dir is None:
-            req.out_dir = Path(tempfile.mkdtemp(prefix=f"ks-{req.kind}-"))
-        sweep = SweepOutput(Path(req.out_dir), req, built.source_sha256, chosen, lambda: _fresh_provenance(req, built))
-        sweep.save()
-        if on_start:
-            on_start(len(chosen), len(chosen) - len(sweep.todo))
-        previous = plausibility.load_previous(req.previous)
-    except BaseException:  # nothing that started ahead of the sweep is left running
-        _abandon(warming, gate, early)
-        raise
-    out, prov = sweep.out, sweep.prov
-    lock = threading.Lock()  # prov is also written by the thread that finishes the warm-up
+    run = _LocalRun(req, on_phase or (lambda _name: None))
+    run.start(warming, on_start)
+    new_rows = run.sweep(on_row)
+    return run.finish(new_rows), run.sweep_out.out
 
-    def on_hello(h: dict):
-        phase("worker_ready")
-        with lock:
-            _record_hello(prov, h, req.config.plausibility.ceiling_factor)
-            sweep.save()
 
-    def annotate(row: ScenarioResult):
-        plausibility.annotate(row, prov.get("gemm_tflops"), previous, req.config.plausibility)
+class _LocalRun:
+    """One run on one GPU, in its steps: `start` (the checks, the warm-up, the early worker, the
+    build, the GPU, the output folder), `sweep`, `finish` (the sanitizer, the outputs)."""
 
-    def timed(s: scenarios.Scenario) -> bool:
-        return _timed(req, s)
+    def __init__(self, req: BenchRequest, phase: Callable[[str], None]):
+        self.req, self.phase = req, phase
+        self.gate: Gate | None = None
+        self.early: EarlyWorker | None = None
+        self.warming: fa4_warm.Warming | None = None
 
-    spec = SweepSpec(
-        library=built.library,
-        scenarios=sweep.todo,
-        baselines=req.baselines,
-        seed=sweep.seed,
-        timed=timed,
-        config=req.config,
-        gpu_index=req.gpu_index,
-        worker_log=out / "worker.log",
-        gpu_uuid=gpu.uuid or None,
-        worker_command=req.worker_command,
-        gate=gate,
-        early=early,
-    )
-    finisher = None
-    if warming is not None and gate is not None:
-        finisher = threading.Thread(
-            target=_finish_warm, args=(warming, gate, prov, lock, sweep, out, phase), name="fa4-warm", daemon=True
+    def start(self, warming: fa4_warm.Warming | None, on_start) -> None:
+        req = self.req
+        self.warming = warming
+        try:
+            chosen = check_statically(req, build=False).scenarios
+            if self.warming is None:
+                self.warming = _start_fa4_warm(req, chosen)  # FA4 compiles while our kernel builds
+            self.gate = Gate(req.config.sweep.fa4_warm_gate_timeout_s) if self.warming is not None else None
+            self.early = _start_early_worker(req, self.gate)  # and the worker imports meanwhile
+            built = _build.build(req.kernel, req.arch) if _build.nvcc_path() else None
+            self.gpu = require_gpu(req.arch, req.gpu_index)
+            self.built = built or _build.build(req.kernel, req.arch)
+            self.phase("build_done")
+            out = Path(req.out_dir) if req.out_dir is not None else Path(tempfile.mkdtemp(prefix=f"ks-{req.kind}-"))
+            self.sweep_out = SweepOutput(out, req, self.built.source_sha256, chosen, self._fresh_provenance)
+            self.sweep_out.save()
+            if on_start:
+                on_start(len(chosen), len(chosen) - len(self.sweep_out.todo))
+            self.previous = plausibility.load_previous(req.previous)
+        except BaseException:  # nothing that started ahead of the sweep is left running
+            _abandon(self.warming, self.gate, self.early)
+            raise
+
+    def _fresh_provenance(self) -> dict:
+        return _fresh_provenance(self.req, self.built)
+
+    def sweep(self, on_row) -> list[ScenarioResult]:
+        req, sweep, gate, warming = self.req, self.sweep_out, self.gate, self.warming
+        out, prov = sweep.out, sweep.prov
+        lock = threading.Lock()  # prov is also written by the thread that finishes the warm-up
+
+        def on_hello(h: dict):
+            self.phase("worker_ready")
+            with lock:
+                _record_hello(prov, h, req.config.plausibility.ceiling_factor)
+                sweep.save()
+
+        def annotate(row: ScenarioResult):
+            plausibility.annotate(row, prov.get("gemm_tflops"), self.previous, req.config.plausibility)
+
+        spec = SweepSpec(
+            library=self.built.library,
+            scenarios=sweep.todo,
+            baselines=req.baselines,
+            seed=sweep.seed,
+            timed=lambda s: _timed(req, s),
+            config=req.config,
+            gpu_index=req.gpu_index,
+            worker_log=out / "worker.log",
+            gpu_uuid=self.gpu.uuid or None,
+            worker_command=req.worker_command,
+            gate=gate,
+            early=self.early,
         )
-        finisher.start()
-    try:
-        new_rows = (
-            run_sweep(spec, sweep.jsonl, on_row=on_row, on_hello=on_hello, annotate=annotate) if sweep.todo else []
-        )
-    except BaseException:
-        if warming is not None:  # the run is cut short: its processes go, and `finish` returns
-            warming.kill()
-        raise
-    finally:
-        if finisher is not None:
-            finisher.join()
-        if gate is not None:
-            gate.remove()
-        if early is not None:
-            early.stop()
-    extra = {}
-    if req.sanitize:
-        runs = sanitize.run_sanitizer(
-            built.library,
-            config.SANITIZE_SUBSET,
-            sweep.seed,
-            gpu.uuid or None,
-            config.SANITIZER_TIMEOUT_S,
-            out / "sanitize",
-        )
-        extra["sanitize"] = sanitize.summary_entry(runs)
-        (out / "sanitize.json").write_text(json.dumps(extra["sanitize"], indent=1))
-    prov["clocks_end"] = clocks_now(req.gpu_index)
-    return sweep.finish(sweep.prior + new_rows, extra)
+        finisher = None
+        if warming is not None and gate is not None:
+            args = (warming, gate, prov, lock, sweep, out, self.phase)
+            finisher = threading.Thread(target=_finish_warm, args=args, name="fa4-warm", daemon=True)
+            finisher.start()
+        try:
+            if not sweep.todo:
+                return []
+            return run_sweep(spec, sweep.jsonl, on_row=on_row, on_hello=on_hello, annotate=annotate)
+        except BaseException:
+            if warming is not None:  # the run is cut short: its processes go, and `finish` returns
+                warming.kill()
+            raise
+        finally:
+            if finisher is not None:
+                finisher.join()
+            if gate is not None:
+                gate.remove()
+            if self.early is not None:
+                self.early.stop()
+
+    def finish(self, new_rows: list[ScenarioResult]) -> dict:
+        req, sweep = self.req, self.sweep_out
+        extra = {}
+        if req.sanitize:
+            runs = sanitize.run_sanitizer(
+                self.built.library,
+                config.SANITIZE_SUBSET,
+                sweep.seed,
+                self.gpu.uuid or None,
+                config.SANITIZER_TIMEOUT_S,
+                sweep.out / "sanitize",
+            )
+            extra["sanitize"] = sanitize.summary_entry(runs)
+            (sweep.out / "sanitize.json").write_text(json.dumps(extra["sanitize"], indent=1))
+        sweep.prov["clocks_end"] = clocks_now(req.gpu_index)
+        return sweep.finish(sweep.prior + new_rows, extra)
 
 
 def _fresh_provenance(req: BenchRequest, built: _build.BuildResult) -> dict:

@@ -8,8 +8,9 @@ import json
 from pathlib import Path
 
 from . import config
-from .bench import BenchRequest, run_bench
+from .bench import BenchRequest
 from .results import read_jsonl
+from .run import LOCAL, Hooks
 
 
 def evaluate(
@@ -43,9 +44,9 @@ def evaluate(
         gpu_index=gpu_index,
         config=harness_config or config.HarnessConfig(),
     )
-    summary = run_bench(req, on_row=on_row, on_start=on_start)
-    summary["out_dir"] = str(req.out_dir)
-    return summary
+    ran = LOCAL.run(req, Hooks(on_row=on_row, on_start=on_start))
+    ran.summary["out_dir"] = str(ran.out_dir)
+    return ran.summary
 
 
 def passed(summary: dict) -> bool:

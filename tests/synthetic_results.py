@@ -191,3 +191,13 @@ def stand_in_bench_outputs(req) -> dict:
     prov = {"gpu_name": "NVIDIA H200", "arch": req.arch, "baselines": req.baselines}
     (out / "provenance.json").write_text(json.dumps(prov))
     return bench.write_outputs(out, rows, req.baselines, req.arch, "bench", str(req.kernel), "f" * 64, prov)
+
+
+def as_run_local(fake):
+    """A stand-in for `bench.run_bench(req, on_row, on_start, warming, on_phase) -> summary` made
+    into one for `bench.run_local`, the local executor's sweep, which also returns the output folder."""
+
+    def run_local(req, on_row=None, on_start=None, warming=None, on_phase=None):
+        return fake(req, on_row=on_row, on_start=on_start, warming=warming, on_phase=on_phase), Path(req.out_dir)
+
+    return run_local

@@ -13,7 +13,7 @@ from kernelseek_suite.gpu import NoGPUError, list_gpus
 from kernelseek_suite.reproduce import containers, pipeline
 from kernelseek_suite.reproduce.gemm import measure_in_child
 from kernelseek_suite.reproduce.pipeline import ReproduceRequest, reproduce
-from synthetic_results import write_results
+from synthetic_results import as_run_local, write_results
 
 ROOT = config.REPO_ROOT
 
@@ -267,7 +267,7 @@ def test_run_native_end_to_end_with_the_gpu_parts_stood_in(tmp_path, monkeypatch
         (out / "provenance.json").write_text(json.dumps(prov))
         return bench.write_outputs(out, rows, req.baselines, req.arch, "bench", str(req.kernel), "f" * 64, prov)
 
-    monkeypatch.setattr(bench, "run_bench", fake_run_bench)
+    monkeypatch.setattr(bench, "run_local", as_run_local(fake_run_bench))
     image = {"tag": "kernelseek-suite:sm90-abc", "id": "sha256:" + "1" * 64, "base": "nvidia/cuda:13.0.1@sha256:x"}
     monkeypatch.setenv(pipeline.IMAGE_ENV, json.dumps(image))
 
@@ -328,7 +328,7 @@ def test_an_interrupted_run_resumes(tmp_path, monkeypatch):
         asked.append(req.resume)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(bench, "run_bench", interrupted)
+    monkeypatch.setattr(bench, "run_local", as_run_local(interrupted))
     root = _checkout(tmp_path)
     with pytest.raises(KeyboardInterrupt):
         pipeline.run_native(ReproduceRequest(arch="sm90", root=root))
@@ -340,7 +340,7 @@ def test_an_interrupted_run_resumes(tmp_path, monkeypatch):
         asked.append(req.resume)
         return stand_in_bench_outputs(req)
 
-    monkeypatch.setattr(bench, "run_bench", finish)
+    monkeypatch.setattr(bench, "run_local", as_run_local(finish))
     (res / "attn_fwd_ref").mkdir()
     (res / "attn_fwd_ref" / "bench.jsonl").write_text("")  # what the cut-short sweep left
     out = pipeline.run_native(ReproduceRequest(arch="sm90", root=root, resume=True))
@@ -372,7 +372,7 @@ def test_a_run_cut_short_during_the_first_ceiling_stops_the_fa4_warm_up(tmp_path
         raise KeyboardInterrupt
 
     monkeypatch.setattr("kernelseek_suite.reproduce.gemm.measure_in_child", cut)
-    monkeypatch.setattr(bench, "run_bench", lambda *a, **k: events.append("bench"))
+    monkeypatch.setattr(bench, "run_local", as_run_local(lambda *a, **k: events.append("bench")))
     with pytest.raises(KeyboardInterrupt):
         pipeline.run_native(ReproduceRequest(arch="sm90", root=_checkout(tmp_path)))
     assert events == ["warm", "ceiling", "stop"]

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from kernelseek_suite import build, config
+from kernelseek_suite import build, config, run
 from kernelseek_suite.contracts import exitcodes
 from kernelseek_suite.reproduce import gemm, pipeline
 from kernelseek_suite.reproduce.gemm import CeilingError, GatedChild, GateTimedOut, GemmCeiling, measure_in_child
 from kernelseek_suite.reproduce.pipeline import ReproduceRequest
+from synthetic_results import as_run_local
 
 ROOT = config.REPO_ROOT
 
@@ -181,7 +182,7 @@ def _stand_in_run(monkeypatch, run_bench) -> None:
     monkeypatch.setattr(build, "nvcc_path", lambda: None)
     monkeypatch.setattr(bench, "start_fa4_warm", lambda req: None)
     monkeypatch.setattr(gemm, "measure_in_child", lambda idx=0, reps=3: _ceiling(650.0, reps))
-    monkeypatch.setattr(bench, "run_bench", run_bench)
+    monkeypatch.setattr(bench, "run_local", as_run_local(run_bench))
 
 
 @pytest.mark.parametrize("failure", [KeyboardInterrupt, RuntimeError])
@@ -298,7 +299,7 @@ def test_a_build_asked_for_during_the_same_build_waits_and_finds_it_cached(tmp_p
 def test_no_build_beside_the_ceiling_without_nvcc(monkeypatch):
     monkeypatch.setattr(build, "nvcc_path", lambda: None)
     monkeypatch.setattr(build, "build", lambda *a: pytest.fail("built without nvcc"))
-    assert pipeline._build_beside(ROOT / config.REFERENCE_KERNEL, "sm90") is None
+    assert run.build_beside(ROOT / config.REFERENCE_KERNEL, "sm90") is None
 
 
 @pytest.mark.nvcc

@@ -7,8 +7,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-# imported before any test stands in for bench.run_bench: evaluate binds the real one at its import
-import kernelseek_suite.evaluate  # noqa: F401
 from kernelseek_suite import config
 from kernelseek_suite.bench import BenchRequest, SweepOutput
 from kernelseek_suite.cli import main
@@ -51,16 +49,16 @@ def test_a_minimum_above_the_default_maximum_raises_it_and_contradictions_are_re
 def _captured(monkeypatch, where: str) -> list:
     seen = []
 
-    def run_bench(req, **kw):
+    def run_local(req, *a, **kw):
         seen.append(req)
         raise NoGPUError("no GPU (stand-in)")
 
-    monkeypatch.setattr(where, run_bench)
+    monkeypatch.setattr(where, run_local)
     return seen
 
 
 def test_bench_takes_the_sampling_options(monkeypatch, tmp_path):
-    seen = _captured(monkeypatch, "kernelseek_suite.bench.run_bench")
+    seen = _captured(monkeypatch, "kernelseek_suite.bench.run_local")
     r = CliRunner().invoke(main, ["bench", "--kernel", str(REFERENCE), "--out", str(tmp_path / "o"), *OPTIONS])
     assert r.exit_code == exitcodes.NO_GPU, r.output
     (req,) = seen
@@ -68,7 +66,7 @@ def test_bench_takes_the_sampling_options(monkeypatch, tmp_path):
 
 
 def test_eval_takes_the_sampling_options(monkeypatch, tmp_path):
-    seen = _captured(monkeypatch, "kernelseek_suite.evaluate.run_bench")
+    seen = _captured(monkeypatch, "kernelseek_suite.bench.run_local")
     r = CliRunner().invoke(main, ["eval", str(REFERENCE), "--out", str(tmp_path / "o"), *OPTIONS])
     assert r.exit_code == exitcodes.NO_GPU, r.output
     (req,) = seen
@@ -89,8 +87,7 @@ def test_eval_takes_the_sampling_options(monkeypatch, tmp_path):
 @pytest.mark.parametrize("command", ["bench", "eval"])
 def test_bad_sampling_options_are_usage_errors_before_anything_runs(monkeypatch, tmp_path, args, said, command):
     monkeypatch.chdir(tmp_path)
-    seen = _captured(monkeypatch, "kernelseek_suite.bench.run_bench")
-    seen += _captured(monkeypatch, "kernelseek_suite.evaluate.run_bench")
+    seen = _captured(monkeypatch, "kernelseek_suite.bench.run_local")
     kernel = ["--kernel", str(REFERENCE)] if command == "bench" else [str(REFERENCE)]
     r = CliRunner().invoke(main, [command, *kernel, *args])
     assert r.exit_code == exitcodes.USAGE, r.output

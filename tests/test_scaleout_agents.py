@@ -288,19 +288,20 @@ def test_a_run_on_a_worker_evaluates_on_that_workers_gpu(tmp_path, monkeypatch):
 
 def test_eval_uses_the_gpu_its_variable_names(tmp_path, monkeypatch):
     """`eval` (which a run's evaluations call) checks and measures on KERNELSEEK_GPU's device."""
-    from kernelseek_suite import evaluate as evaluate_mod
+    from kernelseek_suite import bench as bench_mod
     from kernelseek_suite import gpu as gpu_mod
 
     gpus = [gpu_mod.GPUInfo(i, "NVIDIA H200", f"GPU-fake-{i}", (9, 0), "580.1") for i in range(2)]
     monkeypatch.setattr(gpu_mod, "list_gpus", lambda: gpus)
     taken = []
 
-    def run_bench(req, **kw):
+    def run_local(req, *a, **kw):
         gpu_mod.require_gpu(req.arch, req.gpu_index)  # as the real one does, after its static checks
         taken.append(req.gpu_index)
-        return {"scenarios_total": 1, "scenarios_correct": 1, "extended_total": 0, "extended_correct": 0}
+        summary = {"scenarios_total": 1, "scenarios_correct": 1, "extended_total": 0, "extended_correct": 0}
+        return summary, req.out_dir
 
-    monkeypatch.setattr(evaluate_mod, "run_bench", run_bench)
+    monkeypatch.setattr(bench_mod, "run_local", run_local)
     kernel = tmp_path / "k.cu"
     kernel.write_text("// a kernel\n")
     args = ["eval", str(kernel), "--arch", "sm90", "--json", "--out", str(tmp_path / "out")]

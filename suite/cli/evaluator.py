@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -16,7 +15,7 @@ from ..contracts.exitcodes import BUILD, EVALUATOR, FAIL, NO_GPU, OK, USAGE
 from ..gpu import GPU_ENV
 from ..scenarios import SHAPE_HELP
 from .common import arch_option, fail, run_with_progress
-from .scaleout import scaleout_options
+from .scaleout import make_executor, scaleout_options
 
 
 @click.command("scenarios")
@@ -215,26 +214,18 @@ def bench_cmd(
     """Run KERNEL over the scenario grid beside the baselines; write results with provenance. With
     --executor dask the scenarios are sharded over a cluster's GPUs. What needs no GPU (the filter,
     the baselines, the rules, the build) is checked first."""
-    from ..bench import BenchRequest, RequestError, ResumeMismatch, run_bench
-    from ..build import BuildError
+    from ..bench import BenchRequest
     from ..evaluate import machinery_failure, passed
-    from ..gpu import NoGPUError
     from ..report import summary_lines
-    from ..rules import DependencyRuleError
+    from ..run import Hooks
 
-    baselines = list(baselines) or [config.ARCHES[arch]["baseline"]]
-    if inputs is not None and (pattern or extended or extended_only):
-        fail("--inputs times the file's own scenario: it takes no --scenarios, --extended or --extended-only", USAGE)
-    if causal is not None and inputs is None:
-        fail("--causal/--no-causal go with --inputs", USAGE)
-    if shapes and (inputs is not None or pattern or extended or extended_only):
-        fail("--shape times its own scenarios: it takes no --inputs, --scenarios, --extended or --extended-only", USAGE)
+    _one_input_source(inputs, causal, shapes, pattern, extended or extended_only)
     stem = kernel.stem if inputs is None else f"{kernel.stem}-{inputs.stem}"
     out_dir = out_dir or Path("results") / arch / (f"{stem}-shapes" if shapes else stem)
     req = BenchRequest(
         kernel=kernel,
         arch=arch,
-        baselines=baselines,
+        baselines=list(baselines) or [config.ARCHES[arch]["baseline"]],
         scenario_filter=pattern,
         extended=extended or extended_only,
         grid=not extended_only,
@@ -249,21 +240,9 @@ def bench_cmd(
         shapes=list(shapes),
         config=_sampling_config(warmup, min_samples, max_samples, min_time, scenario_timeout),
     )
-    run: Callable[..., dict] = run_bench
-    usage_errors: tuple[type[Exception], ...] = (ResumeMismatch, RequestError)
-    if scaleout is not None:  # the Dask path is chosen here, above bench.py (which knows one GPU)
-        from ..scaleout.bench import run_bench_distributed
-        from ..scaleout.cluster import ClusterError
-
-        run, usage_errors = functools.partial(run_bench_distributed, scaleout=scaleout), (*usage_errors, ClusterError)
-    try:
-        summary = run_with_progress(lambda **kw: run(req, **kw), f"bench {kernel.name}")
-    except (BuildError, DependencyRuleError) as e:
-        fail(f"build failed: {e}", BUILD)
-    except NoGPUError as e:
-        fail(str(e), NO_GPU)
-    except usage_errors as e:
-        fail(str(e), USAGE)
+    executor = make_executor(scaleout)
+    with _failures_as_exit_codes(executor.usage_errors):
+        summary = run_with_progress(lambda **kw: executor.run(req, Hooks(**kw)).summary, f"bench {kernel.name}")
     ok = True
     for name, one in (summary.get("per_class") or {"": summary}).items():  # per_class: one per GPU class
         for line in ([f"GPU class {name}:"] if name else []) + summary_lines(one):
@@ -274,6 +253,37 @@ def bench_cmd(
     if why:  # the evaluator's own failure: no verdict on the kernel
         fail(why, EVALUATOR)
     sys.exit(OK if ok else FAIL)
+
+
+def _one_input_source(inputs, causal, shapes, pattern, extended) -> None:
+    """--inputs, --shape and the grid's own options (--scenarios, --extended) exclude each other."""
+    if inputs is not None and (pattern or extended):
+        fail("--inputs times the file's own scenario: it takes no --scenarios, --extended or --extended-only", USAGE)
+    if causal is not None and inputs is None:
+        fail("--causal/--no-causal go with --inputs", USAGE)
+    if shapes and (inputs is not None or pattern or extended):
+        fail("--shape times its own scenarios: it takes no --inputs, --scenarios, --extended or --extended-only", USAGE)
+
+
+@contextlib.contextmanager
+def _failures_as_exit_codes(usage_errors: tuple[type[Exception], ...], as_json: bool = False):
+    """A run's failures before its sweep, each ended with its exit code: the rules or the build
+    (BUILD), no suitable GPU (NO_GPU), the request itself (USAGE); with `as_json`, a JSON line too."""
+    from ..build import BuildError
+    from ..gpu import NoGPUError
+    from ..rules import DependencyRuleError
+
+    def payload(status: str, e: Exception) -> dict | None:
+        return {"status": status, "error": str(e)} if as_json else None
+
+    try:
+        yield
+    except (BuildError, DependencyRuleError) as e:
+        fail(f"build failed: {e}", BUILD, payload("build_failed", e))
+    except NoGPUError as e:
+        fail(str(e), NO_GPU, payload("no_gpu", e))
+    except usage_errors as e:
+        fail(str(e), USAGE, payload("usage", e))
 
 
 @click.command("eval")
@@ -315,11 +325,8 @@ def eval_cmd(
     """Compile KERNEL, check it on every scenario, time a representative subset; exit 0 only when
     everything is correct. What needs no GPU (the rules, the build, the baseline) is checked first."""
     from ..bench import RequestError
-    from ..build import BuildError
     from ..evaluate import evaluate, machinery_failure, passed
-    from ..gpu import NoGPUError
     from ..report import summary_lines
-    from ..rules import DependencyRuleError
 
     opts = dict(
         extended=not no_extended,
@@ -328,19 +335,13 @@ def eval_cmd(
         gpu_index=gpu_index,
         harness_config=_sampling_config(warmup, min_samples, max_samples, min_time, scenario_timeout),
     )
-    try:
+    with _failures_as_exit_codes((RequestError,), as_json):
         if as_json:
             summary = evaluate(kernel, arch, baseline, out_dir, **opts)
         else:
             summary = run_with_progress(
                 lambda **kw: evaluate(kernel, arch, baseline, out_dir, **opts, **kw), f"eval {kernel.name}"
             )
-    except (BuildError, DependencyRuleError) as e:
-        fail(f"build failed: {e}", BUILD, {"status": "build_failed", "error": str(e)} if as_json else None)
-    except NoGPUError as e:
-        fail(str(e), NO_GPU, {"status": "no_gpu", "error": str(e)} if as_json else None)
-    except RequestError as e:
-        fail(str(e), USAGE, {"status": "usage", "error": str(e)} if as_json else None)
     why = machinery_failure(Path(summary["out_dir"]))
     if why:  # the evaluator's own failure: no verdict on the kernel (its own exit code)
         summary.update(status="error", evaluator_error=why)

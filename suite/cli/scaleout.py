@@ -66,6 +66,17 @@ def scaleout_options(f):
     return wrapper
 
 
+def make_executor(scaleout):
+    """The executor of a run (run.Executor), chosen here once: this GPU, or the Dask cluster's."""
+    if scaleout is None:
+        from ..run import LOCAL
+
+        return LOCAL
+    from ..scaleout.bench import Dask
+
+    return Dask(scaleout)
+
+
 def make_scaleout(executor: str | None, scheduler: str | None, per_class_reports: bool, chunk: int | None):
     if executor == "local" or (executor is None and scheduler is None):
         if per_class_reports or chunk is not None or scheduler:

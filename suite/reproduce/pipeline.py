@@ -19,7 +19,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -70,6 +69,7 @@ class ReproduceRequest:
     rebuild_image: bool = False
     resume: bool = False  # continue an interrupted run in `out` (rows already measured are kept)
     scaleout: Any = None  # a ScaleOut: the sweep sharded over a Dask cluster's GPUs (native only)
+    executor: Any = None  # a run.Executor (default: this GPU's, or the Dask one of `scaleout`)
 
     def results_dir(self) -> Path:
         return Path(self.out) if self.out else Path(self.root) / "results" / self.arch
@@ -126,28 +126,6 @@ def _ceiling(
     except CeilingError as e:
         notify(f"GEMM ceiling not measured: {e}")
         return {"error": str(e)}
-
-
-def _build_beside(kernel: Path, arch: str) -> threading.Thread | None:
-    """The kernel's nvcc build, started in a thread to run beside the first ceiling (a GPU measurement
-    in another process): run_bench's own build waits for it (build.py builds one at a time) and finds
-    it in the build cache. Where nvcc is not
-    here, run_bench says so, as before. An error is dropped here: run_bench builds again (a failed
-    build is never cached) and raises it as it would have without this thread."""
-    from .. import build as _build
-
-    if not _build.nvcc_path():
-        return None
-
-    def work() -> None:
-        try:
-            _build.build(kernel, arch)
-        except Exception:
-            pass  # raised again, from the same source, by run_bench's build
-
-    thread = threading.Thread(target=work, name="kernel-build", daemon=True)
-    thread.start()
-    return thread
 
 
 class CeilingAfter:
@@ -231,11 +209,11 @@ def ceiling_record(before: dict, after: dict) -> dict:
 
 
 def run_native(req: ReproduceRequest, notify: Notify = _quiet, on_row=None, on_start=None) -> Outcome:
-    """The measured run, on this machine's GPU. Raises NoGPUError without a suitable one and
-    BuildError when the kernel does not build."""
-    from ..bench import BenchRequest, rerender, run_bench, start_fa4_warm, stop_fa4_warm
+    """The measured run, on this machine's GPU (or the executor's cluster). Raises NoGPUError without
+    a suitable one and BuildError when the kernel does not build."""
+    from ..bench import BenchRequest, rerender
     from ..gpu import require_gpu
-    from ..reports import render
+    from ..run import Hooks
 
     require_gpu(req.arch, req.gpu_index)
     out = req.results_dir()
@@ -247,6 +225,73 @@ def run_native(req: ReproduceRequest, notify: Notify = _quiet, on_row=None, on_s
     image = json.loads(os.environ[IMAGE_ENV]) if os.environ.get(IMAGE_ENV) else None
     t0 = time.time()
     phases = Phases(t0)
+    record = _started_record(req, plan, baselines, image, out)
+    run_dir = out / plan.kernel.stem
+    bench = BenchRequest(
+        kernel=plan.kernel,
+        arch=req.arch,
+        baselines=baselines,
+        scenario_filter=req.scenario_filter,
+        extended=req.extended,
+        out_dir=run_dir,
+        seed=req.seed,
+        gpu_index=req.gpu_index,
+        resume=req.resume and (run_dir / "bench.jsonl").exists(),
+    )
+    ceilings: dict = {}
+
+    def ceiling_before() -> None:
+        # FA4's compilations and the kernel's build were started first by the local executor, so
+        # that they overlap this ceiling (the warm-up took 40.2 s in the run of 2026-12-03T18:52). Its
+        # processes spend their first seconds importing (11-14 s each, measured on the H200), and the
+        # report divides by the higher of the two ceilings, so the one measured meanwhile loses nothing
+        ceilings["before"] = _ceiling_before(req, out, notify)
+        phases.mark("ceiling_before_done")
+        notify(f"bench: {record['kernel']} on {req.arch} beside {', '.join(baselines)} -> {run_dir}")
+
+    def row_done(row) -> None:
+        phases.mark("first_row")
+        phases.mark("last_row")
+        if on_row is not None:
+            on_row(row)
+
+    ceiling_after = CeilingAfter(req, notify)
+
+    def on_phase(name: str) -> None:
+        phases.mark(name)
+        ceiling_after.on_phase(name)
+
+    try:
+        hooks = Hooks(on_row=row_done, on_start=on_start, on_phase=on_phase, before_sweep=ceiling_before)
+        summary = _executor(req).run(bench, hooks).summary
+        after = ceiling_after.measure()
+    finally:  # a sweep that fails or is interrupted leaves no ceiling child behind
+        ceiling_after.kill()
+    phases.mark("ceiling_after_done")
+    (out / CEILING).write_text(json.dumps(ceiling_record(ceilings["before"], after), indent=1))
+    if image:  # the image is part of the provenance of every number in the run
+        prov_path = run_dir / "provenance.json"
+        prov = json.loads(prov_path.read_text())
+        prov["container"] = image
+        prov_path.write_text(json.dumps(prov, indent=1))
+        summary = rerender(run_dir)
+    return _finished(req, out, run_dir, record, phases, summary, notify)
+
+
+def _executor(req: ReproduceRequest):
+    if req.executor is not None:
+        return req.executor
+    if req.scaleout is not None:
+        from ..scaleout.bench import Dask
+
+        return Dask(req.scaleout)
+    from ..run import LOCAL
+
+    return LOCAL
+
+
+def _started_record(req: ReproduceRequest, plan, baselines: list[str], image: dict | None, out: Path) -> dict:
+    """reproduce.json as the run starts (resuming: the first start counts, each restart is noted)."""
     previous = _read(out / RECORD) if req.resume else {}
     record = {
         "arch": req.arch,
@@ -263,83 +308,34 @@ def run_native(req: ReproduceRequest, notify: Notify = _quiet, on_row=None, on_s
         "image": image,
         "resumed": [],
     }
-    if previous.get("run") == record["run"]:  # resuming: the first start counts, each restart is noted
+    if previous.get("run") == record["run"]:
         record.update(date_start=previous.get("date_start"), resumed=previous.get("resumed", []) + [_now()])
     (out / RECORD).write_text(json.dumps(record, indent=1))
+    return record
 
-    run_dir = out / plan.kernel.stem
-    bench = BenchRequest(
-        kernel=plan.kernel,
-        arch=req.arch,
-        baselines=baselines,
-        scenario_filter=req.scenario_filter,
-        extended=req.extended,
-        out_dir=run_dir,
-        seed=req.seed,
-        gpu_index=req.gpu_index,
-        resume=req.resume and (run_dir / "bench.jsonl").exists(),
-    )
-    # FA4's compilations start first, so that they overlap the GEMM ceiling as well as the kernel's
-    # build (the warm-up took 40.2 s in the run of 2026-12-03T18:52). Its processes spend their first
-    # seconds importing (11-14 s each, measured on the H200), and the report divides by the higher of
-    # the two ceilings, so the one measured meanwhile loses nothing
-    warming = start_fa4_warm(bench) if req.scaleout is None else None
-    # on a Dask cluster, the workers build the kernel themselves
-    if req.scaleout is None:
-        _build_beside(bench.kernel, bench.arch)
-    try:
-        before = _read(out / CEILING).get("before") if req.resume else None
-        if not before:
-            before = _ceiling(req, notify, "before")
-            (out / CEILING).write_text(json.dumps({"before": before}, indent=1))
-    except BaseException:
-        stop_fa4_warm(warming)
-        raise
-    phases.mark("ceiling_before_done")
-    # the build thread is not waited for here: run_bench starts the sweep's worker first (its imports
-    # overlap the rest of the build), and its own build() waits for this one and finds it cached
-    notify(f"bench: {record['kernel']} on {req.arch} beside {', '.join(baselines)} -> {run_dir}")
 
-    def row_done(row) -> None:
-        phases.mark("first_row")
-        phases.mark("last_row")
-        if on_row is not None:
-            on_row(row)
+def _ceiling_before(req: ReproduceRequest, out: Path, notify: Notify) -> dict:
+    """The first GEMM ceiling (a resumed run keeps the one it measured), written at once."""
+    before = _read(out / CEILING).get("before") if req.resume else None
+    if not before:
+        before = _ceiling(req, notify, "before")
+        (out / CEILING).write_text(json.dumps({"before": before}, indent=1))
+    return before
 
-    ceiling_after = CeilingAfter(req, notify)
 
-    def on_phase(name: str) -> None:
-        phases.mark(name)
-        ceiling_after.on_phase(name)
-
-    try:
-        if req.scaleout is None:
-            summary = run_bench(bench, on_row=row_done, on_start=on_start, warming=warming, on_phase=on_phase)
-        else:
-            from ..scaleout.bench import run_bench_distributed
-
-            summary = run_bench_distributed(bench, on_row=row_done, on_start=on_start, scaleout=req.scaleout)
-        after = ceiling_after.measure()
-    finally:  # a sweep that fails or is interrupted leaves no ceiling child behind
-        ceiling_after.kill()
-    phases.mark("ceiling_after_done")
-    (out / CEILING).write_text(json.dumps(ceiling_record(before, after), indent=1))
-    if image:  # the image is part of the provenance of every number in the run
-        prov_path = run_dir / "provenance.json"
-        prov = json.loads(prov_path.read_text())
-        prov["container"] = image
-        prov_path.write_text(json.dumps(prov, indent=1))
-        summary = rerender(run_dir)
-    record["head_to_head"] = head_to_head(req.root, notify)
+def _finished(req, out: Path, run_dir: Path, record: dict, phases: Phases, summary: dict, notify) -> Outcome:
+    """The head-to-head's section, reproduce.json completed, the report rendered: the Outcome."""
+    from ..reports import render
     from ..results import read_jsonl
 
+    record["head_to_head"] = head_to_head(req.root, notify)
     sweep_s = sum(r.wall_s for r in read_jsonl(run_dir / "bench.jsonl"))
     warm = _read(run_dir / "provenance.json").get("fa4_warm") if phases.seconds["fa4_warm_done"] is not None else None
     phases.seconds["fa4_warm_s"] = warm.get("seconds") if isinstance(warm, dict) else None
     record.update(
         status=MEASURED,
         date_end=_now(),
-        wall_s=round(time.time() - t0, 1),
+        wall_s=round(time.time() - phases.t0, 1),
         sweep_s=round(sweep_s, 1),
         phases=phases.to_dict(),
     )

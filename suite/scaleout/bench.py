@@ -21,6 +21,7 @@ from pathlib import Path
 from ..bench import BenchRequest, RequestError, SweepOutput, check_statically
 from ..provenance import hello_provenance, host_provenance
 from ..results import STATUS_CRASH, ScenarioResult
+from ..run import Hooks, Ran
 from ..scenarios import Scenario
 from .cluster import ClusterSpec, open_client
 from .executor import Channel, ItemFailure, WorkItem, run_items
@@ -35,6 +36,26 @@ class ScaleOut:
     cluster: ClusterSpec = field(default_factory=ClusterSpec)
     per_class_reports: bool = False  # mixed GPU classes: one report per class under --out
     chunk: int | None = None  # scenarios per work item (default: about four items per worker)
+
+
+class Dask:
+    """The executor (run.Executor) that shards a run's scenarios over a Dask cluster's GPUs; the
+    workers build the kernel, so nothing starts ahead of the sweep here but the caller's own work."""
+
+    kind = "dask"
+
+    def __init__(self, scaleout: ScaleOut):
+        from ..bench import ResumeMismatch
+        from .cluster import ClusterError
+
+        self.scaleout = scaleout
+        self.usage_errors: tuple[type[Exception], ...] = (RequestError, ResumeMismatch, ClusterError)
+
+    def run(self, req: BenchRequest, hooks: Hooks) -> Ran:
+        if hooks.before_sweep is not None:
+            hooks.before_sweep()
+        summary = run_bench_distributed(req, hooks.on_row, hooks.on_start, scaleout=self.scaleout)
+        return Ran(summary, Path(req.out_dir or "."))
 
 
 def plan_shards(scenarios: list[Scenario], workers: int, chunk: int | None = None) -> list[list[Scenario]]:
