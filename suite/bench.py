@@ -281,15 +281,9 @@ def dedup(rows: list[ScenarioResult]) -> list[ScenarioResult]:
     return out
 
 
-def run_bench(
-    req: BenchRequest,
-    on_row: Callable[[ScenarioResult], None] | None = None,
-    on_start: Callable[[int, int], None] | None = None,
-    warming: fa4_warm.Warming | None = None,
-    on_phase: Callable[[str], None] | None = None,
-) -> dict:
-    """`run_local`'s summary: one GPU (req.gpu_index); a Dask cluster is scaleout.bench's."""
-    return run_local(req, on_row, on_start, warming, on_phase)[0]
+def run_bench(req: BenchRequest, *args, **kwargs) -> dict:
+    """`run_local`'s summary (the same arguments): one GPU (req.gpu_index)."""
+    return run_local(req, *args, **kwargs)[0]
 
 
 def run_local(

@@ -17,9 +17,9 @@ The `openai` client and `tenacity` come with the `agents` extra; nothing here im
 model is made.
 """
 
-import importlib
+from ..lazy import lazy_exports
 
-_EXPORTS = {
+_EXPORTS: dict[str, tuple[str, ...]] = {
     "agent": ("Agent", "RunResult", "StepRecord"),
     "bank": ("Bank", "BankError", "Question", "load_bank"),
     "config": ("Limits", "ModelConfig", "QuestionConfig", "RunConfig", "ToolsConfig"),
@@ -31,12 +31,5 @@ _EXPORTS = {
     "trace": ("TraceWriter",),
     "workspace": ("Workspace",),
 }
-_WHERE = {name: mod for mod, names in _EXPORTS.items() for name in names}
-__all__ = sorted(_WHERE)
-
-
-def __getattr__(name: str):
-    # loaded on first use, so that the package imports fast
-    if name in _WHERE:
-        return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# loaded on first use, so that the package imports fast
+__all__, __getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -103,47 +103,23 @@ def _shapes(specs: tuple[str, ...]) -> list:
 
 
 _TIMING, _SWEEP = config.TimingConfig(), config.SweepConfig()
-_SAMPLING = (
-    click.option(
-        "--warmup",
-        type=click.IntRange(min=0),
-        default=None,
-        help=f"untimed calls of each implementation before the timed ones [default: {_TIMING.warmup}]",
-    ),
-    click.option(
-        "--min-samples",
-        type=click.IntRange(min=1),
-        default=None,
-        help="counted calls of each implementation, at least (on each input distribution) "
-        f"[default: {_TIMING.min_reps_per_distribution}]",
-    ),
-    click.option(
-        "--max-samples",
-        type=click.IntRange(min=1),
-        default=None,
-        help="counted calls of each implementation, at most (on each input distribution) "
-        f"[default: {_TIMING.max_reps_per_distribution}; {_TIMING.max_reps} on one]",
-    ),
-    click.option(
-        "--min-time",
-        type=click.FloatRange(min=0),
-        default=None,
-        help="seconds each implementation is timed for per scenario, once it has --min-samples, unless it "
-        f"reaches --max-samples first [default: {_TIMING.budget_s}]",
-    ),
-    click.option(
-        "--timeout",
-        "scenario_timeout",
-        type=click.FloatRange(min=0, min_open=True),
-        default=None,
-        help=f"seconds a scenario may take; a longer one is a hang [default: {_SWEEP.scenario_timeout_s:g}]",
-    ),
-)
+_SAMPLING = (  # (option, its parameter, type, help)
+    ("--warmup", "warmup", click.IntRange(min=0), "untimed calls of each implementation before the timed ones "
+     f"[default: {_TIMING.warmup}]"),
+    ("--min-samples", "min_samples", click.IntRange(min=1), "counted calls of each implementation, at least (on each "
+     f"input distribution) [default: {_TIMING.min_reps_per_distribution}]"),
+    ("--max-samples", "max_samples", click.IntRange(min=1), "counted calls of each implementation, at most (on each "
+     f"input distribution) [default: {_TIMING.max_reps_per_distribution}; {_TIMING.max_reps} on one]"),
+    ("--min-time", "min_time", click.FloatRange(min=0), "seconds each implementation is timed for per scenario, once "
+     f"it has --min-samples, unless it reaches --max-samples first [default: {_TIMING.budget_s}]"),
+    ("--timeout", "scenario_timeout", click.FloatRange(min=0, min_open=True), "seconds a scenario may take; a longer "
+     f"one is a hang [default: {_SWEEP.scenario_timeout_s:g}]"),
+)  # fmt: skip
 
 
 def _sampling_options(f):
-    for option in reversed(_SAMPLING):
-        f = option(f)
+    for name, param, type_, help_ in reversed(_SAMPLING):
+        f = click.option(name, param, type=type_, default=None, help=help_)(f)
     return f
 
 

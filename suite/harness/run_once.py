@@ -37,16 +37,19 @@ class _Parser(argparse.ArgumentParser):
         self.exit(exitcodes.USAGE, f"{self.prog}: error: {message}\n")
 
 
+def _repeatable(ap: _Parser, flag: str, metavar: str, help_: str) -> None:
+    ap.add_argument(flag, action="append", default=[], metavar=metavar, help=help_)
+
+
 def _parser() -> _Parser:
     ap = _Parser(prog="python -m kernelseek_suite.harness.run_once")
     ap.add_argument("kernel")
     ap.add_argument("scenario", nargs="?", help="a scenario id, or several comma-separated ids or globs")
-    ap.add_argument(
+    _repeatable(
+        ap,
         "--shape",
-        action="append",
-        default=[],
-        metavar="SPEC",
-        help="instead of SCENARIO, a scenario of this shape (repeatable): batch=B,seqlen=S[/SK],heads=H[/HKV],"
+        "SPEC",
+        "instead of SCENARIO, a scenario of this shape (repeatable): batch=B,seqlen=S[/SK],heads=H[/HKV],"
         "d=D[/DV][,causal]",
     )
     ap.add_argument("--arch", default="sm90", choices=sorted(config.ARCHES))
@@ -54,27 +57,13 @@ def _parser() -> _Parser:
     ap.add_argument("--check", action="store_true", help="also check the output against the reference")
     ap.add_argument("--check-beside", action="store_true", help="with --check: check the --beside kernels' outputs too")
     ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument(
-        "--inputs",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="an input distribution (repeatable; 'all' for every one; default: standard)",
-    )
+    _repeatable(ap, "--inputs", "NAME", "an input distribution (repeatable; 'all' for every one; default: standard)")
     ap.add_argument("--time", action="store_true", help="time the kernel (and the --beside kernels)")
-    ap.add_argument(
-        "--beside",
-        action="append",
-        default=[],
-        metavar="OTHER.cu",
-        help="with --time: also time this kernel, interleaved (its output is not checked)",
+    _repeatable(
+        ap, "--beside", "OTHER.cu", "with --time: also time this kernel, interleaved (its output is not checked)"
     )
-    ap.add_argument(
-        "--baseline",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="with --time: also time this baseline (fa3, fa4, cudnn, sdpa-flash), interleaved",
+    _repeatable(
+        ap, "--baseline", "NAME", "with --time: also time this baseline (fa3, fa4, cudnn, sdpa-flash), interleaved"
     )
     return ap
 

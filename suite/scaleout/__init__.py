@@ -9,9 +9,9 @@ agent_runs.py (agent runs as items: compare on a cluster), agreement.py (ratios 
 the options and commands are in suite/cli/scaleout.py. Dask is imported only when a cluster is used: install the `dask`
 extra (and `dask-cuda` on GPU machines)."""
 
-import importlib
+from ..lazy import lazy_exports
 
-_EXPORTS = {
+_EXPORTS: dict[str, tuple[str, ...]] = {
     "cluster": ("ClusterError", "ClusterSpec", "open_client", "parse_scheduler"),
     "executor": ("Channel", "ItemFailure", "NullChannel", "WorkItem", "run_items"),
     "gpus": ("MixedGPUs", "WorkerGPU", "cluster_gpus"),
@@ -20,11 +20,5 @@ _EXPORTS = {
     "agent_runs": ("RunsLost", "run_agent_items", "run_compare_distributed", "run_on_worker"),
     "agreement": ("ratio_agreement",),
 }
-_WHERE = {name: mod for mod, names in _EXPORTS.items() for name in names}
-__all__ = sorted(_WHERE)
-
-
-def __getattr__(name: str):
-    if name in _WHERE:
-        return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# loaded on first use, so that the package imports fast
+__all__, __getattr__ = lazy_exports(__name__, _EXPORTS)
