@@ -404,3 +404,30 @@ def test_every_timeline_group_has_a_filter_in_the_viewer():
     assert made <= set(groups), made - set(groups)
     labels = re.search(r"const GROUP_LABEL = \{(.*?)\};", js, re.S).group(1)
     assert all(re.search(rf"\b{g}: \"", labels) for g in groups)
+
+
+def test_the_timeline_and_the_viewer_share_their_small_formats():
+    from kernelseek_suite.contracts.traces import event_lines, first_line, ratio_text
+
+    assert ratio_text(None) == "-" and ratio_text(1.23456) == "1.235x"
+    assert first_line("\n  \n  first\nsecond") == "  first" and first_line("") == ""
+    # an event's further lines are indented under its time and step; the run's own stand alone
+    call = {
+        "type": "llm_call",
+        "elapsed_s": 12.5,
+        "step": 3,
+        "usage": {"prompt_tokens": 10, "completion_tokens": 2},
+        "latency_s": 1.0,
+        "response": {"content": "thinking", "tool_calls": [{"name": "shell", "arguments": {"command": "ls"}}]},
+    }
+    head = "[    12.5s] step   3  "
+    assert event_lines(call) == [
+        head + "model  10+2 tok 1.0s  -> shell(command=ls)",
+        " " * len(head) + "       says: thinking",
+    ]
+    assert event_lines({"type": "x-note"}) == ["[     0.0s] step   0  x-note"]
+    assert event_lines({"type": "something_new"}) == [] and event_lines({"type": ["odd"]}) == []
+    end = {"type": "run_end", "totals": {"steps": 2, "total_tokens": 5, "cost": None, "wall_s": 1.0}, "best": None}
+    assert event_lines(end) == [
+        "end: 2 steps, 5 tokens, cost -, 1.0s, None evaluations, None retries, 0 questions; best -; goal not met"
+    ]

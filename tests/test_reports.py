@@ -102,3 +102,10 @@ def test_without_matplotlib_the_report_still_renders(tmp_path, monkeypatch):
     text = out.report.read_text()
     assert out.plots == [] and "Not drawn: matplotlib is not installed" in text
     assert (tmp_path / "tables" / "scenarios.csv").exists()
+
+
+def test_report_paths_are_relative_to_the_report_with_forward_slashes(tmp_path):
+    from kernelseek_suite.reports.sections import rel_path
+
+    assert rel_path(tmp_path / "tables" / "scenarios.csv", tmp_path) == "tables/scenarios.csv"
+    assert rel_path(tmp_path / "sm90" / "bench.jsonl", tmp_path / "elsewhere") == "../sm90/bench.jsonl"

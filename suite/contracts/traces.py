@@ -141,8 +141,14 @@ def question_category(ev: dict) -> str:
 # ---------------------------------------------------------------- a readable timeline
 
 
-def _fmt_num(x, fmt="{:.3f}x") -> str:
-    return "-" if x is None else fmt.format(x)
+def ratio_text(x) -> str:
+    """A geometric mean or ratio as the timeline and the trace viewer write it ("-" for none)."""
+    return "-" if x is None else f"{x:.3f}x"
+
+
+def first_line(text: str) -> str:
+    """The first line of `text` that is not blank ("" when there is none)."""
+    return next((line for line in text.splitlines() if line.strip()), "")
 
 
 def _args_short(args: dict, width: int = 60) -> str:
@@ -155,95 +161,134 @@ def _args_short(args: dict, width: int = 60) -> str:
     return out[:width] + ("..." if len(out) > width else "")
 
 
+def _run_start(ev: dict) -> list[str]:
+    task = ev.get("task", {})
+    protections = "complete" if (ev.get("protections") or {}).get("complete") else "incomplete"
+    return [
+        f"run {ev.get('run_id')}: arm {ev.get('arm')}, task {task.get('name')} ({task.get('kernel')}), "
+        f"model {ev.get('model', {}).get('name')}, seed {ev.get('seed')}, "
+        f"sandbox {ev.get('sandbox', {}).get('sandbox')}, protections {protections}",
+        f"  goal: {task.get('goal', {}).get('text', task.get('goal'))}",
+    ]
+
+
+def _run_end(ev: dict) -> list[str]:
+    tot, best = ev.get("totals", {}), ev.get("best") or {}
+    cost = "-" if tot.get("cost") is None else f"${tot.get('cost'):.4f}"
+    done = f"{tot.get('steps')} steps, {tot.get('total_tokens')} tokens, cost {cost}, {tot.get('wall_s', 0):.1f}s"
+    counts = f"{tot.get('evals')} evaluations, {tot.get('retries')} retries, {tot.get('questions', 0)} questions"
+    goal = "met" if ev.get("goal_met") else "not met"
+    return [f"end: {done}, {counts}; best {ratio_text(best.get('geomean'))}; goal {goal}"]
+
+
+def _llm_call(ev: dict) -> list[str]:
+    u, r = ev.get("usage", {}), ev.get("response", {})
+    calls = ", ".join(f"{c['name']}({_args_short(c.get('arguments', {}), 50)})" for c in r.get("tool_calls", []))
+    text = " ".join((r.get("content") or "").split())
+    tokens = f"{u.get('prompt_tokens')}+{u.get('completion_tokens')} tok {ev.get('latency_s', 0):.1f}s"
+    first = f"model  {tokens}  " + (f"-> {calls}" if calls else f"says: {text[:100]}")
+    return [first, f"       says: {text[:100]}"] if calls and text else [first]
+
+
+def _tool_result(ev: dict) -> list[str]:
+    error = " ERROR" if ev.get("is_error") else ""
+    return [f"tool   {ev.get('tool')}{error}: {first_line(ev.get('output', ''))[:100]}"]
+
+
+def _harness_eval(ev: dict) -> list[str]:
+    best = ev.get("best") or {}
+    counts = f"{ev.get('scenarios_correct')}/{ev.get('scenarios_total')} correct"
+    new = "  NEW BEST" if ev.get("new_best") else ""
+    goal = "  goal met" if ev.get("goal_met") else ""
+    vs = f"geomean {ratio_text(ev.get('geomean'))} vs {ev.get('baseline')}{new}"
+    return [
+        f"eval   #{ev.get('index')} {ev.get('status')} {counts}, {vs}  (best {ratio_text(best.get('geomean'))}){goal}"
+    ]
+
+
+def _classification(ev: dict) -> list[str]:
+    u = ev.get("usage") or {}
+    quote = " " + repr(ev["quote"][:80]) if ev.get("quote") else ""
+    error = ": " + ev["error"][:80] if ev.get("error") else ""
+    tokens = f"{u.get('prompt_tokens', 0)}+{u.get('completion_tokens', 0)} tok"
+    return [f"classify {ev.get('purpose')}: {ev.get('verdict')}{quote} ({tokens}){error}"]
+
+
+def _decision(ev: dict) -> list[str]:
+    return [f"decision point {ev.get('trigger')} (not asked: {ev.get('reason', '')})"]
+
+
+def _question(ev: dict) -> list[str]:
+    src = ev.get("source") + (f" {ev.get('bank_id')}" if ev.get("bank_id") else "")
+    return [f"QUESTION [{ev.get('trigger')}; {src}; {ev.get('category') or 'typed'}]: {ev.get('text')}"]
+
+
+def _retry(ev: dict) -> list[str]:
+    code = " " + str(ev.get("status_code")) if ev.get("status_code") else ""
+    wait = f"wait {ev.get('wait_s', 0):.1f}s: {ev.get('error', '')[:80]}"
+    return [f"retry  attempt {ev.get('attempt')} {ev.get('kind')}{code}, {wait}"]
+
+
+def _resume(ev: dict) -> list[str]:
+    return [f"RESUMED (session {ev.get('session')}) from step {ev.get('from_step')}"]
+
+
+def _context(ev: dict) -> list[str]:
+    elided = ", ".join(f"{k} {v}" for k, v in (ev.get("elided") or {}).items() if v)
+    window = f"window {ev.get('window_tokens')} ({ev.get('window_source')})"
+    return [
+        f"context compacted ({ev.get('reason')}): {ev.get('tokens_before')} -> {ev.get('tokens_after')} tokens, "
+        f"{window}; elided {elided}"
+    ]
+
+
+def _invocation(ev: dict) -> list[str]:
+    first = first_line(ev.get("output") or "")
+    code = "" if ev.get("exit_code") is None else ", exit " + str(ev.get("exit_code"))
+    return [
+        f"agent  session {ev.get('session')} ({ev.get('mode')}): {ev.get('stopped')}{code} after "
+        f"{ev.get('duration_s', 0):.0f}s: {first[:100]}"
+    ]
+
+
+def _exit(ev: dict) -> list[str]:
+    limit = " (" + ev["limit"] + ")" if ev.get("limit") else ""
+    return [f"exit: {ev.get('reason')}{limit}: {ev.get('message', '')[:120]}"]
+
+
+# the run's first and last events stand on lines of their own; every other event's lines follow
+# its time and step (its further lines indented to match)
+_WHOLE_LINES = {"run_start": _run_start, "run_end": _run_end}
+_TIMED_LINES = {
+    "llm_call": _llm_call,
+    "tool_result": _tool_result,
+    "harness_eval": _harness_eval,
+    "decision": _decision,
+    "classification": _classification,
+    "question": _question,
+    "retry": _retry,
+    "resume": _resume,
+    "context": _context,
+    "invocation": _invocation,
+    "exit": _exit,
+}
+
+
+def event_lines(ev: dict) -> list[str]:
+    """One event's lines of the timeline (none for an event type it does not know)."""
+    t, head = ev.get("type"), f"[{ev.get('elapsed_s', 0):8.1f}s] step {ev.get('step', 0):>3}  "
+    if not isinstance(t, str):
+        return []
+    if t in _WHOLE_LINES:
+        return _WHOLE_LINES[t](ev)
+    if t in _TIMED_LINES:
+        first, *more = _TIMED_LINES[t](ev)
+    elif t.startswith("x-"):
+        first, more = t, []
+    else:
+        return []
+    return [head + first, *(" " * len(head) + line for line in more)]
+
+
 def timeline_lines(events: list[dict]) -> list[str]:
-    lines = []
-    for ev in events:
-        t, head = ev.get("type"), f"[{ev.get('elapsed_s', 0):8.1f}s] step {ev.get('step', 0):>3}  "
-        if t == "run_start":
-            task = ev.get("task", {})
-            lines.append(
-                f"run {ev.get('run_id')}: arm {ev.get('arm')}, task {task.get('name')} "
-                f"({task.get('kernel')}), model {ev.get('model', {}).get('name')}, seed {ev.get('seed')}, "
-                f"sandbox {ev.get('sandbox', {}).get('sandbox')}, protections "
-                f"{'complete' if (ev.get('protections') or {}).get('complete') else 'incomplete'}"
-            )
-            lines.append(f"  goal: {task.get('goal', {}).get('text', task.get('goal'))}")
-        elif t == "llm_call":
-            u, r = ev.get("usage", {}), ev.get("response", {})
-            calls = ", ".join(
-                f"{c['name']}({_args_short(c.get('arguments', {}), 50)})" for c in r.get("tool_calls", [])
-            )
-            text = " ".join((r.get("content") or "").split())
-            lines.append(
-                head + f"model  {u.get('prompt_tokens')}+{u.get('completion_tokens')} tok "
-                f"{ev.get('latency_s', 0):.1f}s  " + (f"-> {calls}" if calls else f"says: {text[:100]}")
-            )
-            if calls and text:
-                lines.append(" " * len(head) + f"       says: {text[:100]}")
-        elif t == "tool_result":
-            first = next((l for l in ev.get("output", "").splitlines() if l.strip()), "")
-            lines.append(head + f"tool   {ev.get('tool')}{' ERROR' if ev.get('is_error') else ''}: {first[:100]}")
-        elif t == "harness_eval":
-            best = ev.get("best") or {}
-            lines.append(
-                head + f"eval   #{ev.get('index')} {ev.get('status')} "
-                f"{ev.get('scenarios_correct')}/{ev.get('scenarios_total')} correct, geomean "
-                f"{_fmt_num(ev.get('geomean'))} vs {ev.get('baseline')}"
-                f"{'  NEW BEST' if ev.get('new_best') else ''}  (best {_fmt_num(best.get('geomean'))})"
-                f"{'  goal met' if ev.get('goal_met') else ''}"
-            )
-        elif t == "decision":
-            lines.append(head + f"decision point {ev.get('trigger')} (not asked: {ev.get('reason', '')})")
-        elif t == "classification":
-            u = ev.get("usage") or {}
-            lines.append(
-                head + f"classify {ev.get('purpose')}: {ev.get('verdict')}"
-                f"{' ' + repr(ev['quote'][:80]) if ev.get('quote') else ''} "
-                f"({u.get('prompt_tokens', 0)}+{u.get('completion_tokens', 0)} tok)"
-                f"{': ' + ev['error'][:80] if ev.get('error') else ''}"
-            )
-        elif t == "question":
-            src = ev.get("source") + (f" {ev.get('bank_id')}" if ev.get("bank_id") else "")
-            lines.append(
-                head + f"QUESTION [{ev.get('trigger')}; {src}; {ev.get('category') or 'typed'}]: {ev.get('text')}"
-            )
-        elif t == "retry":
-            lines.append(
-                head + f"retry  attempt {ev.get('attempt')} {ev.get('kind')}"
-                f"{' ' + str(ev.get('status_code')) if ev.get('status_code') else ''}, wait "
-                f"{ev.get('wait_s', 0):.1f}s: {ev.get('error', '')[:80]}"
-            )
-        elif t == "resume":
-            lines.append(head + f"RESUMED (session {ev.get('session')}) from step {ev.get('from_step')}")
-        elif t == "context":
-            el = ev.get("elided") or {}
-            lines.append(
-                head + f"context compacted ({ev.get('reason')}): {ev.get('tokens_before')} -> "
-                f"{ev.get('tokens_after')} tokens, window {ev.get('window_tokens')} "
-                f"({ev.get('window_source')}); elided " + ", ".join(f"{k} {v}" for k, v in el.items() if v)
-            )
-        elif t == "invocation":
-            first = next((l for l in (ev.get("output") or "").splitlines() if l.strip()), "")
-            lines.append(
-                head + f"agent  session {ev.get('session')} ({ev.get('mode')}): {ev.get('stopped')}"
-                f"{'' if ev.get('exit_code') is None else ', exit ' + str(ev.get('exit_code'))} after "
-                f"{ev.get('duration_s', 0):.0f}s: {first[:100]}"
-            )
-        elif t == "exit":
-            lines.append(
-                head + f"exit: {ev.get('reason')}"
-                f"{' (' + ev['limit'] + ')' if ev.get('limit') else ''}: {ev.get('message', '')[:120]}"
-            )
-        elif t == "run_end":
-            tot, best = ev.get("totals", {}), ev.get("best") or {}
-            cost = tot.get("cost")
-            lines.append(
-                f"end: {tot.get('steps')} steps, {tot.get('total_tokens')} tokens, cost "
-                f"{'-' if cost is None else f'${cost:.4f}'}, {tot.get('wall_s', 0):.1f}s, "
-                f"{tot.get('evals')} evaluations, {tot.get('retries')} retries, "
-                f"{tot.get('questions', 0)} questions; best {_fmt_num(best.get('geomean'))}; goal "
-                f"{'met' if ev.get('goal_met') else 'not met'}"
-            )
-        elif isinstance(t, str) and t.startswith("x-"):
-            lines.append(head + f"{t}")
-    return lines
+    return [line for ev in events for line in event_lines(ev)]
