@@ -17,6 +17,8 @@ The suite's own child processes (never a command's code; each distinct from ever
   20  WORKER_FATAL        the measuring worker stopped before its scenarios (the kernel's library
                           breaks the contract, or an error outside any one scenario)
   21  WORKER_CUDA_LOST    the worker's CUDA context is gone: the parent starts a fresh worker
+  22  CEILING_GATE_TIMED_OUT  a gated GEMM-ceiling child's gate did not open in time: nothing measured
+  86  SANITIZER_FOUND_ERRORS  compute-sanitizer found errors (the code it is told to exit with)
 A command whose output is cut off by a closed pipe (`reproduce 2>&1 | head -2`) drops the rest of its
 output and exits with its own code (cli/common.py, survive_closed_pipes). `make` exits 2 for any failed
 recipe: `make reproduce` prints the command's code, which a script gets from the command itself.
@@ -36,6 +38,10 @@ ENDPOINT = 7
 # The measuring worker's own codes (harness/worker.py, read by harness/sweep.py).
 WORKER_FATAL = 20
 WORKER_CUDA_LOST = 21
+# A gated GEMM-ceiling child whose gate did not open in time: it measured nothing (reproduce/gemm.py).
+CEILING_GATE_TIMED_OUT = 22
+# compute-sanitizer's exit code when it found errors (its --error-exitcode; harness/sanitize.py).
+SANITIZER_FOUND_ERRORS = 86
 
 # `doctor`: each problem its own code; the exit code is the first problem's, in this order.
 DOCTOR = {

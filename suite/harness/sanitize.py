@@ -21,7 +21,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-ERROR_EXITCODE = 86
+from ..contracts import exitcodes
+
+ERROR_EXITCODE = exitcodes.SANITIZER_FOUND_ERRORS
 TOOLS = ("memcheck", "racecheck", "initcheck")
 
 _SUMMARY_RE = re.compile(r"ERROR SUMMARY:\s*(\d+)\s+errors?")

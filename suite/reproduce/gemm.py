@@ -17,10 +17,11 @@ import time
 from dataclasses import asdict, dataclass
 
 from .. import config
+from ..contracts import exitcodes
 from ..harness.gate import Gate, wait_at_gate
 
 MARK = "@@GEMM "
-GATE_TIMED_OUT = 4  # a gated child's exit status when its gate did not open in time: it measured nothing
+GATE_TIMED_OUT = exitcodes.CEILING_GATE_TIMED_OUT  # its gate did not open in time: it measured nothing
 
 
 class CeilingError(RuntimeError):
@@ -185,7 +186,7 @@ def main(argv: list[str]) -> int:
     if len(argv) > 3 and not _wait_at_gate(json.loads(argv[3])):
         return GATE_TIMED_OUT
     sys.stdout.write(MARK + json.dumps(measure(n, reps, device=device).to_dict()) + "\n")
-    return 0
+    return exitcodes.OK
 
 
 if __name__ == "__main__":

@@ -28,6 +28,22 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+
+def _exit_codes():
+    """contracts/exitcodes.py, which imports nothing, loaded by its path: this file also runs as a
+    script (`python suite/reproduce/wheelhouse.py`) before the suite is installed."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "contracts" / "exitcodes.py"
+    spec = importlib.util.spec_from_file_location("kernelseek_suite_exitcodes", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+exitcodes = _exit_codes()
+
+
 SCHEMA = 1
 MANIFEST = "manifest.json"
 LOCK_NAME = "requirements.lock"
@@ -357,24 +373,24 @@ def main(argv: list[str] | None = None) -> int:
         if a.cmd == "verify":
             problems = verify(a.wheelhouse)
             print("\n".join(problems) or f"{a.wheelhouse}: every part is present and matches its sha256")
-            return 1 if problems else 0
+            return exitcodes.FAIL if problems else exitcodes.OK
         if a.cmd == "venv":
             dirs = make_venv(a.path)
             print(
                 f"{a.path}: a venv with the system site packages"
                 + (f", and {', '.join(dirs)} through {PARENT_PTH}" if dirs else "")
             )
-            return 0
+            return exitcodes.OK
         if a.cmd == "unpack":
             files = unpack(a.wheelhouse, a.dest)
             print(f"{len(files)} files rebuilt and checked in {a.dest}")
-            return 0
+            return exitcodes.OK
         for c in install(a.wheelhouse, a.python, a.root):
             print(f"ran: {c}")
-        return 0
+        return exitcodes.OK
     except WheelhouseError as e:
         print(f"wheelhouse: {e}", file=sys.stderr)
-        return 1
+        return exitcodes.FAIL
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import time
 from importlib import resources
 from pathlib import Path
 
+from ...contracts import exitcodes
 from ...results import geomean
 from ..seal import collect
 from . import Evaluation, Goal, GridResult, register_task
@@ -245,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     ev = evaluate_here(a.harness, a.work, a.seed, a.budget_ms, a.timeout)
     print(json.dumps(ev.to_dict()))
-    return 0
+    return exitcodes.OK
 
 
 if __name__ == "__main__":
