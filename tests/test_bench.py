@@ -147,6 +147,7 @@ def test_the_worker_fills_a_baselines_column_and_never_raises(monkeypatch):
         "wrong": bl.Baseline("wrong", "", "", lambda: object(), lambda m, x: lambda *a: torch.zeros_like(ref)),
     }
     monkeypatch.setattr(bl, "REGISTRY", fake)
+    monkeypatch.setattr(bl.registry, "REGISTRY", fake)  # what get() reads
     cols = {n: baseline_column(n, s, (q, k, v), exp, trial.CheckConfig(), lambda: None) for n in fake}
     assert cols["absent"][0] is None and "pip install absent" in cols["absent"][1]
     assert cols["raises"][0] is None and cols["raises"][1].startswith("unsupported (ZeroDivisionError")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-from . import Baseline, Unsupported, register
+from .registry import Baseline, Unsupported, register
 
 
 def _probe_fa3():

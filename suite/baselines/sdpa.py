@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import Baseline, Unsupported, register
+from .registry import Baseline, Unsupported, register
 
 
 def _probe():
