@@ -68,7 +68,7 @@ case "${1:-}" in
     ;;
   check)
     env_here
-    python3 -m kernelseek_suite.harness.run_once kernels/hopper/flash_fwd_sm90.cu '*-s512,*-s2048-causal,*-s8192' \
+    python3 -m kernelseek_suite.cli run-once kernels/hopper/flash_fwd_sm90.cu '*-s512,*-s2048-causal,*-s8192' \
       --inputs all --check > "$OUT/check.txt" 2>&1
     echo "run_once rc=$?: $(grep -c ': ok' "$OUT/check.txt") ok, $(grep -c 'WRONG' "$OUT/check.txt") wrong"
     python3 -m pytest -q -p no:cacheprovider tests/test_hopper_growing_max.py 2>&1 | tail -3

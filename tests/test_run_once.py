@@ -4,7 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelseek_suite.harness import run_once
+from kernelseek_suite.cli import run_once
+from kernelseek_suite.harness import run_once as run_once_lib
+from kernelseek_suite.harness.run_once import select_scenarios
 
 REF = Path(__file__).resolve().parent.parent / "kernels" / "reference" / "attn_fwd_ref.cu"
 
@@ -29,7 +31,7 @@ def test_what_does_not_go_together_is_refused(capsys, args, message):
 def test_checking_variants_beside_needs_no_timing(monkeypatch):
     """--check --check-beside with --beside and no --time gets past the arguments (to the build)."""
     reached = []
-    monkeypatch.setattr(run_once, "select_scenarios", lambda spec, known: reached.append(spec) or [])
+    monkeypatch.setattr(run_once_lib, "select_scenarios", lambda spec, known: reached.append(spec) or [])
     assert run_once.main([str(REF), "d64-h32kv32-s512", "--check", "--check-beside", "--beside", str(REF)]) == 4
     assert reached == ["d64-h32kv32-s512"]
 
@@ -82,11 +84,11 @@ def test_scenarios_are_chosen_by_ids_and_globs_in_order_each_once():
     from kernelseek_suite.scenarios import by_id
 
     known = by_id("sm90")
-    picked = [s.id for s in run_once.select_scenarios("d96-h16kv16-s512,d96-*-s512*,d64-h32kv32-s1024", known)]
+    picked = [s.id for s in select_scenarios("d96-h16kv16-s512,d96-*-s512*,d64-h32kv32-s1024", known)]
     assert picked == ["d96-h16kv16-s512", "d96-h16kv16-s512-causal", "d64-h32kv32-s1024"]
-    assert run_once.select_scenarios("d96-h16kv16-s512,nomatch*", known) == []  # a part that names nothing
-    assert run_once.select_scenarios("", known) == []
-    assert [s.id for s in run_once.select_scenarios(" d64-h32kv32-s1024 ", known)] == ["d64-h32kv32-s1024"]
+    assert select_scenarios("d96-h16kv16-s512,nomatch*", known) == []  # a part that names nothing
+    assert select_scenarios("", known) == []
+    assert [s.id for s in select_scenarios(" d64-h32kv32-s1024 ", known)] == ["d64-h32kv32-s1024"]
 
 
 def test_a_pattern_that_names_nothing_is_refused(capsys):
@@ -124,5 +126,5 @@ def test_a_baseline_that_cannot_run_here_says_why_instead_of_a_row():
     b = get("fa3")
     if b.available()[0]:
         pytest.skip("FA3 is installed here")
-    call, why = run_once._baseline_call("fa3", by_id("sm90")["d128-h16kv16-s1024"], (None, None, None))
+    call, why = run_once_lib._baseline_call("fa3", by_id("sm90")["d128-h16kv16-s1024"], (None, None, None))
     assert call is None and why.startswith("not installed") and "pip install" in why

@@ -71,11 +71,11 @@ def test_a_shape_that_describes_no_scenario_says_why(spec, said):
 def test_bench_times_the_shapes_instead_of_the_grid(monkeypatch, tmp_path):
     seen = []
 
-    def run_bench(req, **kw):
+    def run_local(req, *a, **kw):
         seen.append(req)
         raise NoGPUError("no GPU (stand-in)")
 
-    monkeypatch.setattr("kernelseek_suite.bench.run_bench", run_bench)
+    monkeypatch.setattr("kernelseek_suite.bench.run_local", run_local)
     monkeypatch.chdir(tmp_path)
     two = "seqlen=2048,heads=16,d=64"
     r = CliRunner().invoke(main, ["bench", "--kernel", str(REFERENCE), "--shape", ISSUE, "--shape", two])
@@ -108,7 +108,7 @@ def test_a_request_with_shapes_and_a_filter_is_refused():
 
 def _run_once(*args):
     return subprocess.run(
-        [sys.executable, "-m", "kernelseek_suite.harness.run_once", str(REFERENCE), *args],
+        [sys.executable, "-m", "kernelseek_suite.cli", "run-once", str(REFERENCE), *args],
         capture_output=True,
         text=True,
         timeout=300,

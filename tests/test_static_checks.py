@@ -13,10 +13,9 @@ from click.testing import CliRunner
 
 from kernelseek_suite import build as build_mod
 from kernelseek_suite import gpu
-from kernelseek_suite.cli import main
+from kernelseek_suite.cli import main, run_once
 from kernelseek_suite.contract import REQUIRED_SYMBOLS
 from kernelseek_suite.contracts import exitcodes
-from kernelseek_suite.harness import run_once
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "kernels" / "reference" / "attn_fwd_ref.cu"
@@ -186,13 +185,13 @@ def test_run_once_refuses_a_kernel_that_breaks_the_rules_before_the_gpu(no_gpu, 
 
 
 def test_run_once_exits_3_in_a_child_process_without_a_traceback():
-    """As documented: `python -m kernelseek_suite.harness.run_once KERNEL SCENARIO --check`."""
+    """As documented: `kernelseek-suite run-once KERNEL SCENARIO --check` (here through `python -m`)."""
     if gpu.list_gpus():
         pytest.skip("this machine has a GPU")
     import sys
 
     p = subprocess.run(
-        [sys.executable, "-m", "kernelseek_suite.harness.run_once", str(REFERENCE), "d64-h32kv32-s512", "--check"],
+        [sys.executable, "-m", "kernelseek_suite.cli", "run-once", str(REFERENCE), "d64-h32kv32-s512", "--check"],
         capture_output=True,
         text=True,
         timeout=300,

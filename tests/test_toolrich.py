@@ -158,11 +158,11 @@ def test_the_profiler_runs_ncu_on_run_once_and_gives_the_compact_table(tmp_path,
     argv = json.loads((prof / "ncu.log").read_text().splitlines()[0])  # the last call
     assert ("--metrics" in argv) != reject_metrics
     assert argv[argv.index("--nvtx-include") + 1] == "kernel:d128-h16kv16-s4096/"
-    # the target: run_once of the sealed copy of the suite, isolated and without site, on a copy of the kernel
+    # the target: run-once of the sealed copy of the suite, isolated and without site, on a copy of the kernel
     target = argv[argv.index("-I") - 1 :]
     assert target[1:4] == ["-I", "-S", "-B"] and target[4].endswith("/snapshot/run.py")
-    assert target[5:7] == ["-m", "kernelseek_suite.harness.run_once"] and Path(target[7]).name == "attn_fwd_ref.cu"
-    assert target[8:] == ["d128-h16kv16-s4096", "--arch", "sm90", "--reps", "1"]
+    assert target[5:8] == ["-m", "kernelseek_suite.cli", "run-once"] and Path(target[8]).name == "attn_fwd_ref.cu"
+    assert target[9:] == ["d128-h16kv16-s4096", "--arch", "sm90", "--reps", "1"]
     assert (prof / "attn_fwd_ref.cu").read_bytes() == agent.ctx.task.start.read_bytes()  # kept with the output
     assert json.loads((prof / "summary.json").read_text())[0]["registers_per_thread"] == 129
     assert second["is_error"] and "unknown scenario" in second["output"]

@@ -218,7 +218,7 @@ def _run_ncu(ctx: RunContext, exe: str, arch: str, scenario: str, timeout_s: flo
     try:
         kernel = _copy_kernel(ctx, scratch)
         target = seal.command(
-            "kernelseek_suite.harness.run_once", [str(kernel), scenario, "--arch", arch, "--reps", "1"]
+            "kernelseek_suite.cli", ["run-once", str(kernel), scenario, "--arch", arch, "--reps", "1"]
         )
 
         def profile(extra_metrics: bool):

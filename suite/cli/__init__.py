@@ -6,6 +6,7 @@ nothing else imports click.
   evaluator.py   scenarios, build, bench, eval, env, report
   agents.py      run
   checks.py      selfcheck, toolrich-check
+  run_once.py    run-once
   traces.py      traces validate / show / analyze
   compare.py     compare
   scaleout.py    the --executor/--scheduler options; agreement, cluster
@@ -16,10 +17,10 @@ The exit codes are those of `kernelseek_suite.contracts.exitcodes`.
 
 from __future__ import annotations
 
-from . import agents, checks, compare, evaluator, reproduce, scaleout, traces
+from . import agents, checks, compare, evaluator, reproduce, run_once, scaleout, traces
 from .common import main
 
-for _module in (evaluator, agents, checks, traces, compare, scaleout, reproduce):
+for _module in (evaluator, run_once, agents, checks, traces, compare, scaleout, reproduce):
     for _command in _module.COMMANDS:
         main.add_command(_command)
 

@@ -1,9 +1,10 @@
 """Run one kernel on one scenario a few times, inside an nvtx range: the target for profilers
-(`ncu`, `compute-sanitizer`) and quick manual checks.
+(`ncu`, `compute-sanitizer`) and quick manual checks. The command and its arguments are
+cli/run_once.py's; this is what it runs.
 
-    python -m kernelseek_suite.harness.run_once KERNEL.cu SCENARIOS [--arch sm90] [--reps 3] [--check]
+    kernelseek-suite run-once KERNEL.cu SCENARIOS [--arch sm90] [--reps 3] [--check]
         [--inputs NAME ...] [--time [--beside OTHER.cu ...] [--baseline fa3 ...]]
-    python -m kernelseek_suite.harness.run_once KERNEL.cu --shape batch=4,seqlen=8192,heads=32/8,d=128,causal ...
+    kernelseek-suite run-once KERNEL.cu --shape batch=4,seqlen=8192,heads=32/8,d=128,causal ...
 
 SCENARIOS is one scenario id or several, comma-separated, each of which may be a glob
 (`d128-*-s8192,d96-*`). With several, each is run in turn and `--time` ends with the geometric mean,
@@ -21,77 +22,14 @@ about a correct kernel.
 
 from __future__ import annotations
 
-import argparse
 import fnmatch
 import math
-import os
 import sys
 
-from .. import config
 from ..contracts import exitcodes
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # a usage error exits USAGE, as the command line's do
-        self.print_usage(sys.stderr)
-        self.exit(exitcodes.USAGE, f"{self.prog}: error: {message}\n")
-
-
-def _repeatable(ap: _Parser, flag: str, metavar: str, help_: str) -> None:
-    ap.add_argument(flag, action="append", default=[], metavar=metavar, help=help_)
-
-
-def _parser() -> _Parser:
-    ap = _Parser(prog="python -m kernelseek_suite.harness.run_once")
-    ap.add_argument("kernel")
-    ap.add_argument("scenario", nargs="?", help="a scenario id, or several comma-separated ids or globs")
-    _repeatable(
-        ap,
-        "--shape",
-        "SPEC",
-        "instead of SCENARIO, a scenario of this shape (repeatable): batch=B,seqlen=S[/SK],heads=H[/HKV],"
-        "d=D[/DV][,causal]",
-    )
-    ap.add_argument("--arch", default="sm90", choices=sorted(config.ARCHES))
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--check", action="store_true", help="also check the output against the reference")
-    ap.add_argument("--check-beside", action="store_true", help="with --check: check the --beside kernels' outputs too")
-    ap.add_argument("--seed", type=int, default=1234)
-    _repeatable(ap, "--inputs", "NAME", "an input distribution (repeatable; 'all' for every one; default: standard)")
-    ap.add_argument("--time", action="store_true", help="time the kernel (and the --beside kernels)")
-    _repeatable(
-        ap, "--beside", "OTHER.cu", "with --time: also time this kernel, interleaved (its output is not checked)"
-    )
-    _repeatable(
-        ap, "--baseline", "NAME", "with --time: also time this baseline (fa3, fa4, cudnn, sdpa-flash), interleaved"
-    )
-    return ap
-
-
-def _distributions(ap: _Parser, args) -> list[str]:
-    """The arguments that go together checked; the input distributions named (`all`: every one)."""
-    if bool(args.scenario) == bool(args.shape):
-        ap.error("give SCENARIO or --shape, one of them")
-    if args.baseline and not args.time:
-        ap.error("--baseline needs --time")
-    if args.beside and not (args.time or args.check_beside):
-        ap.error("--beside needs --time (to time it) or --check --check-beside (to check it)")
-    if args.check_beside and not (args.check and args.beside):
-        ap.error("--check-beside needs --check and at least one --beside")
-    from ..baselines import REGISTRY
-    from .distributions import DISTRIBUTIONS
-
-    unknown = [b for b in args.baseline if b not in REGISTRY]
-    if unknown:
-        ap.error(f"unknown baseline {', '.join(unknown)}; known: {', '.join(sorted(REGISTRY))}")
-    dists = list(DISTRIBUTIONS) if "all" in args.inputs else list(dict.fromkeys(args.inputs or ["standard"]))
-    bad = [d for d in dists if d not in DISTRIBUTIONS]
-    if bad:
-        ap.error(f"unknown input distribution {', '.join(bad)}; known: {', '.join(DISTRIBUTIONS)}, all")
-    return dists
-
-
-def _build_all(ap: _Parser, args) -> dict | int:
+def _build_all(args) -> dict | int:
     """Each kernel built (the rules, and the build where nvcc is here, checked before the GPU): the
     built kernels by path, or the exit code."""
     from ..build import BuildError, build, nvcc_path
@@ -99,9 +37,6 @@ def _build_all(ap: _Parser, args) -> dict | int:
     from ..rules import DependencyRuleError, enforce
 
     kernels = list(dict.fromkeys([args.kernel, *args.beside]))
-    missing = [k for k in kernels if not os.path.isfile(k)]
-    if missing:
-        ap.error(f"no such kernel file: {', '.join(missing)}")
     built = {}
     try:  # the kernels' static checks (rules; build and exports where nvcc is here) need no GPU
         for path in kernels:
@@ -124,25 +59,15 @@ def _build_all(ap: _Parser, args) -> dict | int:
     return built
 
 
-def main(argv=None) -> int:
-    """Exit codes as the command line's: 4 bad arguments, 2 the kernel breaks the rules or does not
-    build, 3 no suitable GPU (checked after everything that needs none), 1 a wrong output or a
-    kernel's error code."""
-    ap = _parser()
-    args = ap.parse_args(argv)
-    dists = _distributions(ap, args)
+def run(args, scenarios: list, dists: list[str]) -> int:
+    """The kernel (and the --beside kernels) built, then run, checked and timed on each scenario and
+    input distribution, as the arguments say (cli/run_once.py reads and checks them). Prints what it
+    finds, as a profiler's target and a quick manual check do. Exit codes as the command line's: 2 the
+    kernel breaks the rules or does not build, 3 no suitable GPU (checked after everything that needs
+    none), 1 a wrong output or a kernel's error code."""
     from ..contract import KernelLibrary
-    from ..scenarios import ShapeError, by_id, parse_shape
 
-    try:
-        shaped = [parse_shape(spec) for spec in args.shape]
-    except ShapeError as e:
-        ap.error(f"--shape: {e}")
-    scenarios = shaped or select_scenarios(args.scenario, by_id(args.arch))
-    if not scenarios:
-        print(f"unknown scenario {args.scenario}", file=sys.stderr)
-        return exitcodes.USAGE
-    built = _build_all(ap, args)
+    built = _build_all(args)
     if isinstance(built, int):
         return built
     lib = KernelLibrary(built[args.kernel].library)
@@ -302,7 +227,3 @@ def time_side_by_side(entries: list, scn, dist: str = "standard") -> tuple[list[
             ],
         ),
     ], medians
-
-
-if __name__ == "__main__":
-    sys.exit(main())
