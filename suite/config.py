@@ -101,6 +101,10 @@ class TimingConfig:
     min_reps: int = 5
     max_reps: int = 50
     budget_s: float = 0.15  # per implementation per scenario, after warm-up
+    # a noise target (nvbench's --max-noise): with it, timing goes on past the budget until every
+    # implementation's relative spread (IQR / median of its counted calls) is at most this, or it has
+    # max_reps; None: the budget alone decides
+    max_noise: float | None = None
     input_sets: int = 2  # rotated between repetitions (with one input distribution)
     # with several input distributions (harness/distributions.py) every one is an input set, and the
     # rounds give each of them this many counted calls, at least and at most (harness/timed.py)
@@ -193,6 +197,7 @@ def with_sampling(
     max_samples: int | None = None,
     min_time_s: float | None = None,
     scenario_timeout_s: float | None = None,
+    max_noise: float | None = None,
 ) -> HarnessConfig:
     """`bench` and `eval`'s sampling options over `cfg` (None: as it is): `warmup` untimed calls per
     implementation (TimingConfig.warmup); at least `min_samples` and at most `max_samples` counted
@@ -200,7 +205,9 @@ def with_sampling(
     (min_reps/max_reps and their per-distribution forms); timing goes on after `min_samples` until
     each implementation has been timed for `min_time_s` seconds (budget_s) or has `max_samples`; a
     scenario that takes longer than `scenario_timeout_s` is a hang (SweepConfig.scenario_timeout_s).
-    A `min_samples` above the default maximum raises the maximum with it."""
+    With `max_noise` (a fraction: 0.02 is 2%), timing also goes on until each implementation's
+    relative spread (IQR / median) is at most that, or it has `max_samples`. A `min_samples` above
+    the default maximum raises the maximum with it."""
     from dataclasses import replace
 
     t = cfg.timing
@@ -223,6 +230,8 @@ def with_sampling(
         t = replace(t, max_reps=max_samples, max_reps_per_distribution=max_samples)
     if min_time_s is not None:
         t = replace(t, budget_s=min_time_s)
+    if max_noise is not None:
+        t = replace(t, max_noise=max_noise)
     sweep = cfg.sweep if scenario_timeout_s is None else replace(cfg.sweep, scenario_timeout_s=scenario_timeout_s)
     return replace(cfg, timing=t, sweep=sweep)
 
@@ -237,6 +246,7 @@ def sampling_record(cfg: HarnessConfig) -> dict:
         "min_samples_one_distribution": t.min_reps,
         "max_samples_one_distribution": t.max_reps,
         "min_time_s": t.budget_s,
+        "max_noise": t.max_noise,
         "scenario_timeout_s": cfg.sweep.scenario_timeout_s,
     }
 

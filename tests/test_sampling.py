@@ -16,11 +16,14 @@ from kernelseek_suite.harness.sweep import _setup_job
 from kernelseek_suite.scenarios import grid
 
 REFERENCE = config.REPO_ROOT / config.REFERENCE_KERNEL
-OPTIONS = ["--warmup", "7", "--min-samples", "40", "--max-samples", "60", "--min-time", "0.5", "--timeout", "30"]
+OPTIONS = [
+    "--warmup", "7", "--min-samples", "40", "--max-samples", "60", "--min-time", "0.5", "--timeout", "30",
+    "--max-noise", "2.5",
+]  # fmt: skip
 
 
 def test_the_options_map_onto_the_harness_config():
-    cfg = config.with_sampling(config.HarnessConfig(), 7, 40, 60, 0.5, 30.0)
+    cfg = config.with_sampling(config.HarnessConfig(), 7, 40, 60, 0.5, 30.0, 0.025)
     t = cfg.timing
     assert (t.warmup, t.min_reps, t.min_reps_per_distribution, t.max_reps, t.max_reps_per_distribution) == (
         7,
@@ -29,7 +32,8 @@ def test_the_options_map_onto_the_harness_config():
         60,
         60,
     )
-    assert t.budget_s == 0.5 and cfg.sweep.scenario_timeout_s == 30.0
+    assert t.budget_s == 0.5 and cfg.sweep.scenario_timeout_s == 30.0 and t.max_noise == 0.025
+    assert config.HarnessConfig().timing.max_noise is None  # without the option: the budget alone
     # the rest is left as it was
     d = config.HarnessConfig()
     assert t.l2_flush_bytes == d.timing.l2_flush_bytes and cfg.check == d.check
@@ -62,7 +66,9 @@ def test_bench_takes_the_sampling_options(monkeypatch, tmp_path):
     r = CliRunner().invoke(main, ["bench", "--kernel", str(REFERENCE), "--out", str(tmp_path / "o"), *OPTIONS])
     assert r.exit_code == exitcodes.NO_GPU, r.output
     (req,) = seen
-    assert req.config == config.with_sampling(config.HarnessConfig(), 7, 40, 60, 0.5, 30.0)
+    assert req.config == config.with_sampling(
+        config.HarnessConfig(), 7, 40, 60, 0.5, 30.0, 0.025
+    )  # --max-noise 2.5 (%)
 
 
 def test_eval_takes_the_sampling_options(monkeypatch, tmp_path):
@@ -70,7 +76,9 @@ def test_eval_takes_the_sampling_options(monkeypatch, tmp_path):
     r = CliRunner().invoke(main, ["eval", str(REFERENCE), "--out", str(tmp_path / "o"), *OPTIONS])
     assert r.exit_code == exitcodes.NO_GPU, r.output
     (req,) = seen
-    assert req.config == config.with_sampling(config.HarnessConfig(), 7, 40, 60, 0.5, 30.0)
+    assert req.config == config.with_sampling(
+        config.HarnessConfig(), 7, 40, 60, 0.5, 30.0, 0.025
+    )  # --max-noise 2.5 (%)
     assert req.kind == "eval" and req.timed_ids == set(config.EVAL_TIMED_SUBSET)
 
 
@@ -96,10 +104,10 @@ def test_bad_sampling_options_are_usage_errors_before_anything_runs(monkeypatch,
 
 
 def test_the_worker_gets_them_and_provenance_records_them(tmp_path):
-    cfg = config.with_sampling(config.HarnessConfig(), 7, 40, 60, 0.5, 30.0)
+    cfg = config.with_sampling(config.HarnessConfig(), 7, 40, 60, 0.5, 30.0, 0.025)
     job = _setup_job(["fa3"], cfg, None)
     assert job["timing"]["warmup"] == 7 and job["timing"]["min_reps_per_distribution"] == 40
-    assert job["timing"]["max_reps"] == 60 and job["timing"]["budget_s"] == 0.5
+    assert job["timing"]["max_reps"] == 60 and job["timing"]["budget_s"] == 0.5 and job["timing"]["max_noise"] == 0.025
     req = BenchRequest(kernel=Path(REFERENCE), out_dir=tmp_path, config=cfg)
     out = SweepOutput(tmp_path, req, "0" * 64, grid("sm90")[:2], fresh=dict)
     assert out.prov["sampling"] == {
@@ -109,5 +117,6 @@ def test_the_worker_gets_them_and_provenance_records_them(tmp_path):
         "min_samples_one_distribution": 40,
         "max_samples_one_distribution": 60,
         "min_time_s": 0.5,
+        "max_noise": 0.025,
         "scenario_timeout_s": 30.0,
     }

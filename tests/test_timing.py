@@ -21,8 +21,10 @@ from kernelseek_suite.harness.timing import (
     TimingStats,
     idle_gap_ms,
     late_work,
+    relative_spread,
     repeat_rounds,
     replayed,
+    settled,
     summarize,
     time_interleaved,
     time_interleaved_sets,
@@ -649,3 +651,40 @@ def test_the_gap_takes_21_empty_calls_and_no_more():
     log = []
     loop({"a": (1.0, 0.0)}, TimingConfig(warmup=0, min_reps=1, max_reps=1, budget_s=0.0), log, gap_ms=None)
     assert log[4 * 21] == ("before", "a", Call(0, 0, COUNTED))
+
+
+def test_relative_spread_is_the_iqr_over_the_median():
+    assert relative_spread([4.0, 1.0, 2.0, 8.0, 16.0]) == 10.5 / 4.0
+    assert relative_spread([3.0]) == 0.0
+    assert relative_spread([0.0, 0.0]) == 0.0
+    assert settled({"a": [1.0, 1.0, 1.0], "b": [1.0, 2.0, 9.0]}, None)
+    assert settled({"a": [1.0, 1.0, 1.0], "b": [2.0, 2.0, 2.05]}, 0.05)
+    assert not settled({"a": [1.0, 1.0, 1.0], "b": [1.0, 2.0, 9.0]}, 0.05)
+
+
+def _noisy_then_steady(noisy_rounds: int):
+    """A call that takes 1, 5, 1, 5 ... ms for its first rounds, then 2 ms from then on."""
+    times = iter([1.0, 5.0] * (noisy_rounds // 2) + [2.0] * 1000)
+
+    def make(clock):
+        return lambda t: clock.took(next(times), 0.0)
+
+    return make
+
+
+@pytest.mark.parametrize(
+    "max_noise, noisy_rounds, rounds",
+    [
+        (None, 4, 4),  # the budget alone: it is spent once min_reps are done
+        # 1/5/1/5 for 4 rounds, then 2 ms: the quartiles (statistics.quantiles) reach 2 and 2 at 11 calls
+        (0.10, 4, 11),
+        (0.60, 4, 10),  # a looser target is met sooner: IQR 1 over a median of 2 at 10 calls
+        (0.10, 100, 30),  # never met: max_reps ends it
+    ],
+)
+def test_a_noise_target_keeps_timing_past_the_budget_until_it_is_met(max_noise, noisy_rounds, rounds):
+    cfg = TimingConfig(warmup=0, min_reps=4, max_reps=30, budget_s=0.0, max_noise=max_noise)
+    stats = loop({"a": _noisy_then_steady(noisy_rounds)}, cfg, [])
+    assert stats["a"].reps == rounds
+    if max_noise is not None and rounds < cfg.max_reps:
+        assert stats["a"].iqr_ms / stats["a"].median_ms <= max_noise

@@ -114,6 +114,9 @@ _SAMPLING = (  # (option, its parameter, type, help)
      f"it has --min-samples, unless it reaches --max-samples first [default: {_TIMING.budget_s}]"),
     ("--timeout", "scenario_timeout", click.FloatRange(min=0, min_open=True), "seconds a scenario may take; a longer "
      f"one is a hang [default: {_SWEEP.scenario_timeout_s:g}]"),
+    ("--max-noise", "max_noise", click.FloatRange(min=0, min_open=True), "a noise target in percent: timing goes on "
+     "past --min-time until each implementation's spread (IQR / median) is at most this, or it has --max-samples "
+     "[default: none, the time alone decides]"),
 )  # fmt: skip
 
 
@@ -123,11 +126,14 @@ def _sampling_options(f):
     return f
 
 
-def _sampling_config(warmup, min_samples, max_samples, min_time, scenario_timeout) -> config.HarnessConfig:
+def _sampling_config(
+    warmup, min_samples, max_samples, min_time, scenario_timeout, max_noise=None
+) -> config.HarnessConfig:
     """The harness settings with the sampling options; contradicting ones end the command (USAGE)."""
     try:
+        noise = None if max_noise is None else max_noise / 100.0  # given in percent, as nvbench's
         return config.with_sampling(
-            config.HarnessConfig(), warmup, min_samples, max_samples, min_time, scenario_timeout
+            config.HarnessConfig(), warmup, min_samples, max_samples, min_time, scenario_timeout, noise
         )
     except config.SamplingError as e:
         fail(str(e), USAGE)
@@ -183,6 +189,7 @@ def bench_cmd(
     max_samples,
     min_time,
     scenario_timeout,
+    max_noise,
     sanitize,
     previous,
     scaleout,
@@ -214,7 +221,7 @@ def bench_cmd(
         inputs=inputs,
         causal=causal,
         shapes=list(shapes),
-        config=_sampling_config(warmup, min_samples, max_samples, min_time, scenario_timeout),
+        config=_sampling_config(warmup, min_samples, max_samples, min_time, scenario_timeout, max_noise),
     )
     executor = make_executor(scaleout)
     with _failures_as_exit_codes(executor.usage_errors):
@@ -295,6 +302,7 @@ def eval_cmd(
     max_samples,
     min_time,
     scenario_timeout,
+    max_noise,
     sanitize,
     previous,
 ):
@@ -309,7 +317,7 @@ def eval_cmd(
         sanitize=sanitize,
         previous=previous,
         gpu_index=gpu_index,
-        harness_config=_sampling_config(warmup, min_samples, max_samples, min_time, scenario_timeout),
+        harness_config=_sampling_config(warmup, min_samples, max_samples, min_time, scenario_timeout, max_noise),
     )
     with _failures_as_exit_codes((RequestError,), as_json):
         if as_json:

@@ -95,6 +95,17 @@ def summarize(
     )
 
 
+def relative_spread(samples: list[float]) -> float:
+    """IQR / median of a set of timings (0 for fewer than two)."""
+    stats = summarize(samples)
+    return stats.iqr_ms / stats.median_ms if stats.median_ms > 0 else 0.0
+
+
+def settled(samples: dict[str, list[float]], max_noise: float | None) -> bool:
+    """Whether every implementation's spread meets the noise target (always, without one)."""
+    return max_noise is None or all(relative_spread(s) <= max_noise for s in samples.values())
+
+
 def late_work(stats: TimingStats, cfg: TimingConfig) -> bool:
     """Work left running after the call's stream was done, beyond noise: more than
     max(late_work_abs_ms, late_work_rel x the call's own time)."""
@@ -216,9 +227,10 @@ def time_interleaved_sets(
 ) -> tuple[dict[str, TimingStats], list[dict[str, TimingStats]]]:
     """Time each fn(input_set) per call. Rounds go over all fns, the order reversed every other
     round, round r on input set r % cfg.input_sets; stops at max_reps or when the budget of every fn
-    is spent (after min_reps). A `Timed` with `repeats` gets a repeat call after its counted call in
-    `repeat_rounds` (chosen with `rng`). Returns the statistics of all counted calls, and per input
-    set those of its own calls (a set with no counted call has none)."""
+    is spent (after min_reps) and, with a noise target (max_noise), every fn's spread meets it. A
+    `Timed` with `repeats` gets a repeat call after its counted call in `repeat_rounds` (chosen with
+    `rng`). Returns the statistics of all counted calls, and per input set those of its own calls (a
+    set with no counted call has none)."""
     timer = timer or EventTimer(cfg.launch_lead_ms)
     rng = rng or random.Random()
     impls = {n: f if isinstance(f, Timed) else Timed(f) for n, f in fns.items()}
@@ -274,7 +286,7 @@ def time_interleaved_sets(
             late[n].append(max(0.0, idle - gap))
             spent[n] += ms / 1000.0
         rnd += 1
-        if rnd >= cfg.min_reps and all(spent[n] >= cfg.budget_s for n in names):
+        if rnd >= cfg.min_reps and all(spent[n] >= cfg.budget_s for n in names) and settled(samples, cfg.max_noise):
             break
     stats = {n: summarize(samples[n], late[n], ratios[n]) for n in names}
     for n in names:
