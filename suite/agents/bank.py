@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
@@ -50,6 +51,37 @@ class Bank:
         return next(q for q in self.questions if q.id == qid)
 
 
+def load_yaml_document(
+    path: Path,
+    schema: dict,
+    error: type[Exception],
+    *,
+    what: str,
+    not_a_mapping: str,
+    where: Callable[[dict, Sequence], str],
+) -> tuple[bytes, dict]:
+    """The bytes and the data of the YAML file `path`, checked against `schema`. A problem raises
+    `error` naming the file: it cannot be read (`what` it should hold), it is not YAML, its top level
+    is not a mapping (`not_a_mapping` says so), or it breaks the schema (the first place, as `where`
+    puts it, and how many more)."""
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise error(f"{path}: cannot read {what}: {e.strerror}") from e
+    try:
+        data = yaml.safe_load(raw)
+    except yaml.YAMLError as e:
+        raise error(f"{path}: not valid YAML: {e}") from e
+    if not isinstance(data, dict):
+        raise error(f"{path}: {not_a_mapping}")
+    problems = sorted(Draft202012Validator(schema).iter_errors(data), key=lambda e: list(e.absolute_path))
+    if problems:
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+        raise error(f"{path}: {where(data, first.absolute_path)}: {first.message}{more}")
+    return raw, data
+
+
 def bank_schema() -> dict:
     return json.loads(resources.files(__package__).joinpath("schemas/bank-v1.schema.json").read_text())
 
@@ -69,21 +101,14 @@ def _where(data, path) -> str:
 
 def load_bank(path: Path | str | None = None) -> Bank:
     path = Path(path) if path else DEFAULT_BANK
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise BankError(f"{path}: cannot read the question bank: {e.strerror}") from e
-    try:
-        data = yaml.safe_load(raw)
-    except yaml.YAMLError as e:
-        raise BankError(f"{path}: not valid YAML: {e}") from e
-    if not isinstance(data, dict):
-        raise BankError(f"{path}: top level: expected a mapping with 'version' and 'questions'")
-    errors = sorted(Draft202012Validator(bank_schema()).iter_errors(data), key=lambda e: list(e.absolute_path))
-    if errors:
-        e = errors[0]
-        more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-        raise BankError(f"{path}: {_where(data, e.absolute_path)}: {e.message}{more}")
+    raw, data = load_yaml_document(
+        path,
+        bank_schema(),
+        BankError,
+        what="the question bank",
+        not_a_mapping="top level: expected a mapping with 'version' and 'questions'",
+        where=_where,
+    )
     seen: dict[str, int] = {}
     for i, q in enumerate(data["questions"]):
         if q["id"] in seen:

@@ -10,10 +10,15 @@ not meet its goal spends its budget: the budget is the expected use, not a loose
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tabulate import tabulate
 
 from ..agents.decisions import CLASSIFY_INSTRUCTIONS, CLASSIFY_MAX_CHARS
+
+if TYPE_CHECKING:
+    from .compare import CompareRequest
+    from .protocol import Protocol
 
 
 @dataclass
@@ -46,6 +51,43 @@ class Plan:
 
     def text(self, title: str) -> str:
         return "\n".join([f"# Plan: {title}", "", self.table(), "", *[f"- {n}" for n in self.notes], ""])
+
+
+def request_plan(req: CompareRequest, proto: Protocol | None = None) -> str:
+    """The plan of a comparison as text: its table and notes, then what the protocol (where there is
+    one) says the setup being reproduced discloses and what was chosen here."""
+    measured = (proto.data.get("plan") or {}) if proto else {}
+    price = None
+    if req.model.get("price_input_per_mtok") is not None:
+        price = (req.model["price_input_per_mtok"], req.model.get("price_output_per_mtok") or 0.0)
+    inputs = PlanInputs(
+        proto.name if proto else "command line",
+        {label: req.agent(label) for label in req.arms},
+        req.seeds,
+        req.task,
+        req.limits,
+        measured.get("eval_seconds") or [],
+        measured.get("final_bench_seconds"),
+        bool(req.final_bench.get("enabled")),
+        measured.get("gpu"),
+        req.context.get("window_tokens"),
+        req.model.get("max_output_tokens"),
+        price,
+        req.model.get("name"),
+        rebench=req.control["rebench"],
+        aa_repeats=req.control["aa_repeats"],
+        classifying=[
+            label
+            for label in req.arms
+            if req.agent(label) == "kernelseek" and req.arm_options.get(label, {}).get("classify_claims", True)
+        ],
+    )
+    title = f"{inputs.name}" + (f" ({proto.path}, sha256 {proto.sha256[:12]})" if proto else "")
+    lines = [make_plan(inputs).text(title)]
+    if proto:
+        lines += [f"disclosed: {item}" for item in proto.data.get("disclosed") or []]
+        lines += [f"chosen here ({key}): {why}" for key, why in (proto.data.get("choices") or {}).items()]
+    return "\n".join(lines)
 
 
 def _h(seconds: float) -> str:
@@ -84,36 +126,64 @@ def equal_budget_notes(p: PlanInputs, cmd_arms: list[str]) -> list[str]:
     return out
 
 
+# a classification call (at most one per step): its prompt is the instructions and at most
+# CLASSIFY_MAX_CHARS characters of text, so at most that many tokens (a token holds a character or more)
+CLASSIFY_PROMPT_TOKENS = len(CLASSIFY_INSTRUCTIONS) + CLASSIFY_MAX_CHARS + 16
+
+Row = tuple[str, str, str]
+NOT_ESTIMATED: Row = ("cost", "not estimated", "give --price IN OUT (USD per million tokens), or a max_cost budget")
+
+
 def make_plan(p: PlanInputs) -> Plan:
-    rows: list[tuple[str, str, str]] = []
-    notes: list[str] = []
-    lim = p.limits
     runs = len(p.arms) * len(p.seeds)
     cmd_arms = [label for label, agent in p.arms.items() if agent == "agent-cmd"]
-    rows.append(("runs", f"{runs}", f"{len(p.arms)} arms ({', '.join(p.arms)}) x {len(p.seeds)} seeds"))
-    steps, evals = lim.get("max_steps"), lim.get("max_evals")
-    rows.append(
+    tokens = _token_bound(p, cmd_arms)
+    rows = [
+        *_count_rows(p, runs),
+        *_time_rows(p, runs),
+        _tokens_row(p, tokens),
+        _cost_row(p, tokens),
+        _wall_row(p, runs),
+    ]
+    notes = [*_measured_notes(p), *equal_budget_notes(p, cmd_arms)]
+    if not p.final_bench:
+        notes.append("no final full-grid bench (final_bench.enabled: false)")
+    notes.append("Nothing was sent to a model to make this plan.")
+    return Plan(rows, notes)
+
+
+def _count_rows(p: PlanInputs, runs: int) -> list[Row]:
+    steps, evals = p.limits.get("max_steps"), p.limits.get("max_evals")
+    return [
+        ("runs", f"{runs}", f"{len(p.arms)} arms ({', '.join(p.arms)}) x {len(p.seeds)} seeds"),
         (
             "steps per run",
             f"{steps}" if steps else "no limit",
             "budget: max_steps (model calls; sessions for an agent command)",
-        )
-    )
-    if evals:
-        rows.append(("evaluations", f"{runs * evals} ({evals} per run)", "budget: max_evals"))
-    else:
-        rows.append(("evaluations", "no limit", "set max_evals: a step may evaluate any number of times"))
-    # GPU time
-    secs = [e["seconds"] for e in p.eval_seconds]
-    lo, hi = (min(secs), max(secs)) if secs else (None, None)
-    for e in p.eval_seconds:
-        notes.append(f"measured: one evaluation, {e['seconds']:g} s: {e['what']} ({e['measured']})")
-    if p.final_bench and p.final_bench_seconds:
-        fb = p.final_bench_seconds
+        ),
+        ("evaluations", f"{runs * evals} ({evals} per run)", "budget: max_evals")
+        if evals
+        else ("evaluations", "no limit", "set max_evals: a step may evaluate any number of times"),
+    ]
+
+
+def _measured_notes(p: PlanInputs) -> list[str]:
+    notes = [f"measured: one evaluation, {e['seconds']:g} s: {e['what']} ({e['measured']})" for e in p.eval_seconds]
+    fb = p.final_bench_seconds
+    if p.final_bench and fb:
         notes.append(f"measured: one full-grid bench, {fb['seconds']:g} s: {fb['what']} ({fb['measured']})")
+    return notes
+
+
+def _time_rows(p: PlanInputs, runs: int) -> list[Row]:
+    """The evaluations' time, the final bench's and the A/A control's, and the GPU-hours they add up to."""
+    evals = p.limits.get("max_evals")
+    secs = [e["seconds"] for e in p.eval_seconds]
     device = p.gpu or "CPU"
+    rows: list[Row] = []
     eval_time = None
     if evals and secs:
+        lo, hi = min(secs), max(secs)
         eval_time = (runs * evals * lo, runs * evals * hi)
         span = _h(eval_time[1]) if lo == hi else f"{_h(eval_time[0])} to {_h(eval_time[1])}"
         rows.append((f"evaluation time ({device})", span, f"{runs * evals} evaluations x {lo:g}-{hi:g} s (measured)"))
@@ -121,126 +191,146 @@ def make_plan(p: PlanInputs) -> Plan:
         rows.append((f"evaluation time ({device})", "not measured", "no measured evaluation time in the protocol"))
     final_time = 0.0
     if p.final_bench:
-        fb = p.final_bench_seconds
-        if fb:
-            final_time = runs * p.rebench * fb["seconds"]
-            rows.append(
-                (
-                    f"final full-grid bench ({device})",
-                    _h(final_time),
-                    f"{runs} runs' best kernels x {p.rebench} benches x {fb['seconds']:g} s (measured)",
-                )
-            )
-        else:
-            rows.append((f"final full-grid bench ({device})", "not measured", "no measured bench time in the protocol"))
-        if hi is not None:
-            aa_time = p.aa_repeats * hi
-            final_time += aa_time
-            rows.append(
-                (
-                    f"A/A control ({device})",
-                    _h(aa_time),
-                    f"the starting kernel evaluated {p.aa_repeats} times as in a run x {hi:g} s (measured)",
-                )
-            )
+        final_rows, final_time = _final_rows(p, runs, device, max(secs) if secs else None)
+        rows += final_rows
     if eval_time and p.gpu:
+        low, high = ((t + final_time) / 3600 for t in eval_time)
         rows.append(
             (
                 "GPU-hours",
-                f"{(eval_time[0] + final_time) / 3600:.1f} to {(eval_time[1] + final_time) / 3600:.1f}"
-                if eval_time[0] != eval_time[1]
-                else f"{(eval_time[1] + final_time) / 3600:.1f}",
+                f"{low:.1f} to {high:.1f}" if eval_time[0] != eval_time[1] else f"{high:.1f}",
                 "evaluations and the final bench on one GPU; model calls and the agent's own commands add to it",
             )
         )
-    # tokens and cost
+    return rows
+
+
+def _final_rows(p: PlanInputs, runs: int, device: str, eval_s: float | None) -> tuple[list[Row], float]:
+    """The final full-grid bench and the A/A control (at `eval_s` an evaluation): their rows and seconds."""
+    rows: list[Row] = []
+    seconds = 0.0
+    fb = p.final_bench_seconds
+    if fb:
+        seconds = runs * p.rebench * fb["seconds"]
+        rows.append(
+            (
+                f"final full-grid bench ({device})",
+                _h(seconds),
+                f"{runs} runs' best kernels x {p.rebench} benches x {fb['seconds']:g} s (measured)",
+            )
+        )
+    else:
+        rows.append((f"final full-grid bench ({device})", "not measured", "no measured bench time in the protocol"))
+    if eval_s is not None:
+        aa_time = p.aa_repeats * eval_s
+        seconds += aa_time
+        rows.append(
+            (
+                f"A/A control ({device})",
+                _h(aa_time),
+                f"the starting kernel evaluated {p.aa_repeats} times as in a run x {eval_s:g} s (measured)",
+            )
+        )
+    return rows, seconds
+
+
+@dataclass
+class _Tokens:
+    """What the arms that call a model may spend: their runs, each one's bound where the window gives
+    one, and how the bound was reached."""
+
+    llm_runs: int
+    per_run: dict[str, tuple[int, int | None]]  # label -> (prompt tokens, output tokens or None)
+    how: str
+    bounded: bool
+
+
+def _token_bound(p: PlanInputs, cmd_arms: list[str]) -> _Tokens:
     llm_labels = [label for label in p.arms if label not in cmd_arms]
-    llm_runs = len(llm_labels) * len(p.seeds)
-    out_tok = p.max_output_tokens
-    # a classification call (at most one per step): its prompt is the instructions and at most
-    # CLASSIFY_MAX_CHARS characters of text, so at most that many tokens (a token holds a character or more)
-    classify_in = len(CLASSIFY_INSTRUCTIONS) + CLASSIFY_MAX_CHARS + 16
-    per_run: dict[str, tuple[int, int | None]] = {}  # label -> (prompt tokens, output tokens or None)
-    how = ""
-    if lim.get("max_tokens"):
+    steps, out_tok = p.limits.get("max_steps"), p.max_output_tokens
+    per_run: dict[str, tuple[int, int | None]] = {}
+    if p.limits.get("max_tokens"):
         how = "budget: max_tokens (every model call of a run, classification calls included)"
     elif steps and p.context_tokens:
         for label in llm_labels:
-            calls = steps * (2 if label in p.classifying else 1)
-            prompt = steps * p.context_tokens + (steps * classify_in if label in p.classifying else 0)
+            classifies = label in p.classifying
+            calls = steps * (2 if classifies else 1)
+            prompt = steps * p.context_tokens + (steps * CLASSIFY_PROMPT_TOKENS if classifies else 0)
             per_run[label] = (prompt, None if out_tok is None else calls * out_tok)
-        how = (
-            f"{steps} steps x a context window of {p.context_tokens:,} tokens"
-            + (f" + {out_tok:,} output tokens" if out_tok else "")
-            + (
-                f"; {', '.join(p.classifying)}: a classification call per step at most, {classify_in:,} prompt tokens"
-                + (f" + {out_tok:,} output" if out_tok else "")
-                if p.classifying
-                else ""
-            )
-            + "; compaction keeps a full conversation between 60 and 85 % of the window"
-        )
+        how = _window_bound(p, steps, p.context_tokens)
     else:
         how = "give --context-tokens (the model's window) or a max_tokens budget for a bound"
-    bounded = bool(lim.get("max_tokens")) or (per_run and all(o is not None for _, o in per_run.values()))
-    seeds = len(p.seeds)
-    if not llm_runs:
-        rows.append(("tokens", "-", "no arm calls a model here"))
-    elif lim.get("max_tokens"):
-        rows.append(("tokens", f"at most {llm_runs * lim['max_tokens']:,} ({lim['max_tokens']:,} per run)", how))
-    elif per_run and bounded:
-        total = seeds * sum(i + (o or 0) for i, o in per_run.values())
-        each = sorted({i + (o or 0) for i, o in per_run.values()})
-        rows.append(("tokens", f"at most {total:,} ({' or '.join(f'{n:,}' for n in each)} per run)", how))
-    elif per_run:
-        prompts = seeds * sum(i for i, _ in per_run.values())
-        rows.append(
-            (
-                "tokens",
-                "not bounded",
-                f"output tokens not bounded: set max_output_tokens, or a max_tokens or max_cost budget; "
-                f"the prompts alone come to up to {prompts:,} ({how})",
-            )
+    bounded = bool(p.limits.get("max_tokens")) or bool(per_run and all(o is not None for _, o in per_run.values()))
+    return _Tokens(len(llm_labels) * len(p.seeds), per_run, how, bounded)
+
+
+def _window_bound(p: PlanInputs, steps: int, window: int) -> str:
+    out_tok = p.max_output_tokens
+    classifying = ""
+    if p.classifying:
+        classifying = (
+            f"; {', '.join(p.classifying)}: a classification call per step at most, {CLASSIFY_PROMPT_TOKENS:,} "
+            "prompt tokens" + (f" + {out_tok:,} output" if out_tok else "")
         )
-    else:
-        rows.append(("tokens", "not bounded", how))
-    if lim.get("max_cost"):
-        rows.append(("cost", f"at most ${llm_runs * lim['max_cost']:,.2f}", "budget: max_cost per run"))
-    elif p.price and llm_runs and lim.get("max_tokens"):
-        pin, pout = p.price
-        cost = llm_runs * lim["max_tokens"] * max(pin, pout) / 1e6
-        rows.append(
-            ("cost", f"at most ${cost:,.2f}", f"every token at the dearer price, ${max(pin, pout):g} per million")
+    return (
+        f"{steps} steps x a context window of {window:,} tokens"
+        + (f" + {out_tok:,} output tokens" if out_tok else "")
+        + classifying
+        + "; compaction keeps a full conversation between 60 and 85 % of the window"
+    )
+
+
+def _tokens_row(p: PlanInputs, t: _Tokens) -> Row:
+    max_tokens, seeds = p.limits.get("max_tokens"), len(p.seeds)
+    if not t.llm_runs:
+        return ("tokens", "-", "no arm calls a model here")
+    if max_tokens:
+        return ("tokens", f"at most {t.llm_runs * max_tokens:,} ({max_tokens:,} per run)", t.how)
+    if t.per_run and t.bounded:
+        total = seeds * sum(i + (o or 0) for i, o in t.per_run.values())
+        each = sorted({i + (o or 0) for i, o in t.per_run.values()})
+        return ("tokens", f"at most {total:,} ({' or '.join(f'{n:,}' for n in each)} per run)", t.how)
+    if t.per_run:
+        prompts = seeds * sum(i for i, _ in t.per_run.values())
+        return (
+            "tokens",
+            "not bounded",
+            f"output tokens not bounded: set max_output_tokens, or a max_tokens or max_cost budget; "
+            f"the prompts alone come to up to {prompts:,} ({t.how})",
         )
-    elif p.price and per_run and bounded:
-        pin, pout = p.price
-        cost = seeds * sum(i * pin + (o or 0) * pout for i, o in per_run.values()) / 1e6
-        rows.append(("cost", f"at most ${cost:,.2f}", f"at ${pin:g} in / ${pout:g} out per million tokens"))
-    elif p.price and per_run:
-        pin, _ = p.price
-        prompt_cost = seeds * sum(i for i, _ in per_run.values()) * pin / 1e6
-        rows.append(
-            (
-                "cost",
-                "not bounded",
-                f"output tokens not bounded (set max_output_tokens, or a max_tokens or max_cost budget), so "
-                f"neither is the cost; the prompts alone come to up to ${prompt_cost:,.2f} at ${pin:g} per million",
-            )
+    return ("tokens", "not bounded", t.how)
+
+
+def _cost_row(p: PlanInputs, t: _Tokens) -> Row:
+    max_tokens, seeds = p.limits.get("max_tokens"), len(p.seeds)
+    if p.limits.get("max_cost"):
+        return ("cost", f"at most ${t.llm_runs * p.limits['max_cost']:,.2f}", "budget: max_cost per run")
+    if not p.price:
+        return NOT_ESTIMATED
+    pin, pout = p.price
+    if t.llm_runs and max_tokens:
+        cost = t.llm_runs * max_tokens * max(pin, pout) / 1e6
+        return ("cost", f"at most ${cost:,.2f}", f"every token at the dearer price, ${max(pin, pout):g} per million")
+    if t.per_run and t.bounded:
+        cost = seeds * sum(i * pin + (o or 0) * pout for i, o in t.per_run.values()) / 1e6
+        return ("cost", f"at most ${cost:,.2f}", f"at ${pin:g} in / ${pout:g} out per million tokens")
+    if t.per_run:
+        prompt_cost = seeds * sum(i for i, _ in t.per_run.values()) * pin / 1e6
+        return (
+            "cost",
+            "not bounded",
+            f"output tokens not bounded (set max_output_tokens, or a max_tokens or max_cost budget), so "
+            f"neither is the cost; the prompts alone come to up to ${prompt_cost:,.2f} at ${pin:g} per million",
         )
-    else:
-        rows.append(("cost", "not estimated", "give --price IN OUT (USD per million tokens), or a max_cost budget"))
-    if lim.get("max_wall_s"):
-        rows.append(
-            (
-                "wall time",
-                f"at most {_h(runs * lim['max_wall_s'])} one run at a time",
-                f"budget: max_wall {lim['max_wall_s'] / 60:g} min per run; --executor dask runs one per GPU",
-            )
-        )
-    else:
-        rows.append(("wall time", "no limit", "set max_wall_min"))
-    notes += equal_budget_notes(p, cmd_arms)
-    if not p.final_bench:
-        notes.append("no final full-grid bench (final_bench.enabled: false)")
-    notes.append("Nothing was sent to a model to make this plan.")
-    return Plan(rows, notes)
+    return NOT_ESTIMATED
+
+
+def _wall_row(p: PlanInputs, runs: int) -> Row:
+    wall = p.limits.get("max_wall_s")
+    if not wall:
+        return ("wall time", "no limit", "set max_wall_min")
+    return (
+        "wall time",
+        f"at most {_h(runs * wall)} one run at a time",
+        f"budget: max_wall {wall / 60:g} min per run; --executor dask runs one per GPU",
+    )

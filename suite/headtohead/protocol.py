@@ -12,10 +12,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-import yaml
-from jsonschema import Draft202012Validator
-
 from .. import config as suite_config
+from ..agents.bank import load_yaml_document
 
 PROTOCOL_VERSION = 1
 PROTOCOLS_DIR = suite_config.REPO_ROOT / "protocols"
@@ -102,6 +100,11 @@ def protocol_schema() -> dict:
     return json.loads(resources.files(__package__).joinpath("schemas/protocol-v1.schema.json").read_text())
 
 
+def _where(data: dict, path) -> str:
+    """'arms/kernelseek/agent' for an error path."""
+    return "/".join(map(str, path)) or "top level"
+
+
 def load_protocol(path: Path | str) -> Protocol:
     path = Path(path)
     if (
@@ -111,20 +114,7 @@ def load_protocol(path: Path | str) -> Protocol:
         and path.parent.name == "protocols"
     ):
         path = PROTOCOLS_DIR / path.name  # `protocols/x.yaml` from outside the repository
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise ProtocolError(f"{path}: cannot read the protocol: {e.strerror}") from e
-    try:
-        data = yaml.safe_load(raw)
-    except yaml.YAMLError as e:
-        raise ProtocolError(f"{path}: not valid YAML: {e}") from e
-    if not isinstance(data, dict):
-        raise ProtocolError(f"{path}: expected a mapping")
-    errors = sorted(Draft202012Validator(protocol_schema()).iter_errors(data), key=lambda e: list(e.absolute_path))
-    if errors:
-        e = errors[0]
-        where = "/".join(map(str, e.absolute_path)) or "top level"
-        more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-        raise ProtocolError(f"{path}: {where}: {e.message}{more}")
+    raw, data = load_yaml_document(
+        path, protocol_schema(), ProtocolError, what="the protocol", not_a_mapping="expected a mapping", where=_where
+    )
     return Protocol(str(path), hashlib.sha256(raw).hexdigest(), data)
