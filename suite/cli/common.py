@@ -1,6 +1,8 @@
 """What the commands share: the `kernelseek-suite` group itself (usage errors exit 4; a closed pipe
-costs the output, never the exit code), the console, `--arch`, the progress bar, the GPU check and
-the way errors end a command."""
+costs the output, never the exit code), the console, `--arch`, the progress bar, the GPU check, the
+way errors end a command, and the options `run` and `compare` both take (the model, the limits, the
+task's inputs, the question settings, the sandbox), declared once in groups, each group read back
+into a small dataclass."""
 
 from __future__ import annotations
 
@@ -9,9 +11,10 @@ import io
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import click
 from rich.console import Console
@@ -205,3 +208,246 @@ def task_options(kernel, goal, task_opts) -> dict:
     if goal is not None:
         opts["goal"] = goal
     return opts
+
+
+FILE = click.Path(dir_okay=False, path_type=Path)
+EXISTING_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+FOLDER = click.Path(file_okay=False, path_type=Path)
+EXISTING_FOLDER = click.Path(exists=True, file_okay=False, path_type=Path)
+
+
+def out_dir_option(default: Path | None = None, help: str | None = None):
+    """`--out DIR` (the parameter `out_dir`)."""
+    return click.option("--out", "out_dir", type=FOLDER, default=default, show_default=default is not None, help=help)
+
+
+# the options `run` and `compare` share: long name -> (click's declarations, their settings); a command
+# may give an option its own help text
+SHARED_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
+    "--model": (("--model", "model_name"), {"help": "the model name the endpoint knows"}),
+    "--base-url": (("--base-url",), {"help": "an OpenAI-compatible endpoint"}),
+    "--max-steps": (("--max-steps",), {"type": int}),
+    "--max-evals": (("--max-evals",), {"type": int}),
+    "--max-wall": (("--max-wall",), {"type": float}),
+    "--max-tokens": (("--max-tokens",), {"type": int}),
+    "--max-cost": (("--max-cost",), {"type": float}),
+    "--price": (("--price",), {"nargs": 2, "type": float, "metavar": "IN OUT", "help": "USD per million tokens"}),
+    "--price-cached": (
+        ("--price-cached",),
+        {"type": float, "metavar": "USD", "help": "per million cached prompt tokens [default: IN]"},
+    ),
+    "--stream": (
+        ("--stream",),
+        {"is_flag": True, "help": "stream answers (server-sent events): for long generations"},
+    ),
+    "--temperature": (("--temperature",), {"type": float}),
+    "--context-tokens": (
+        ("--context-tokens",),
+        {
+            "type": click.IntRange(min=1000),
+            "help": "the model's context window (default: the endpoint's, where it says it)",
+        },
+    ),
+    "--max-attempts": (
+        ("--max-attempts",),
+        {"type": click.IntRange(min=1), "help": "tries per model call (default 6)"},
+    ),
+    "--retry-budget": (("--retry-budget",), {"type": float, "help": "seconds one model call may spend on retries"}),
+    "--kernel": (("--kernel",), {"type": EXISTING_FILE}),
+    "--goal": (("--goal",), {"type": float}),
+    "--task-opt": (("--task-opt", "task_opts"), {"multiple": True, "metavar": "KEY=VALUE"}),
+    "--categories": (("--categories",), {}),
+    "--plateau": (("--plateau",), {"type": click.IntRange(min=1), "help": "K evaluations without a new best"}),
+    "--repeats": (("--repeats",), {"type": click.IntRange(min=1), "help": "the same failure N times"}),
+    "--spacing": (("--spacing",), {"type": click.IntRange(min=0), "help": "steps between questions"}),
+    "--sandbox": (("--sandbox",), {"type": click.Choice(["auto", "landlock", "none"])}),
+}
+
+
+class Groups:
+    """The groups of shared options, each in the order the commands list it."""
+
+    MODEL_ENDPOINT = ("--model", "--base-url")
+    MODEL_PRICING = ("--price", "--price-cached", "--stream")
+    MODEL_CALLS = ("--temperature", "--context-tokens", "--max-attempts", "--retry-budget")
+    LIMITS = ("--max-steps", "--max-evals", "--max-wall", "--max-tokens", "--max-cost")
+    TASK_INPUTS = ("--kernel", "--goal", "--task-opt")
+    QUESTIONS = ("--categories", "--plateau", "--repeats", "--spacing")
+    SANDBOX = ("--sandbox",)
+
+
+def shared_options(group: tuple[str, ...], helps: Mapping[str, str] | None = None):
+    """A decorator that declares the shared options of `group` on a command, in that order (each
+    defaults to None, a repeatable one to none given); `helps`: the command's own help text for some
+    of them, by long name."""
+
+    def apply(f):
+        for name in reversed(group):
+            decls, settings = SHARED_OPTIONS[name]
+            default = {} if settings.get("multiple") else {"default": None}
+            f = click.option(*decls, **{**default, **settings, **_help(name, helps)})(f)
+        return f
+
+    return apply
+
+
+def _help(name: str, helps: Mapping[str, str] | None) -> dict:
+    return {"help": helps[name]} if helps and name in helps else {}
+
+
+_Bundle = TypeVar("_Bundle", bound="FromParams")
+
+
+class FromParams:
+    """A dataclass of options read back from a command's parameters, by name."""
+
+    @classmethod
+    def of(cls: type[_Bundle], params: Mapping[str, Any]) -> _Bundle:
+        return cls(**{f.name: params[f.name] for f in fields(cls)})  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class ModelOptions(FromParams):
+    """Groups.MODEL_ENDPOINT, MODEL_PRICING and MODEL_CALLS: the model, its endpoint, its price and how
+    it is called."""
+
+    model_name: str | None
+    base_url: str | None
+    price: tuple[float, float] | None
+    price_cached: float | None
+    stream: bool | None
+    temperature: float | None
+    context_tokens: int | None
+    max_attempts: int | None
+    retry_budget: float | None
+
+    def prices(self) -> dict:
+        """--price IN OUT as ModelConfig fields."""
+        if not self.price:
+            return {}
+        return {"price_input_per_mtok": self.price[0], "price_output_per_mtok": self.price[1]}
+
+    def request_model(self) -> dict:
+        """A comparison's model (ModelConfig fields), before call_settings."""
+        return {
+            "name": self.model_name,
+            "base_url": self.base_url,
+            "temperature": self.temperature,
+            "stream": bool(self.stream),
+            **self.prices(),
+        }
+
+    def call_settings(self) -> dict:
+        """The retries and the cached-token price given (ModelConfig fields)."""
+        return _given(
+            {
+                "max_attempts": self.max_attempts,
+                "retry_budget_s": self.retry_budget,
+                "price_cached_input_per_mtok": self.price_cached,
+            }
+        )
+
+    def configure(self, config) -> None:
+        """A new run's model and context window (a RunConfig)."""
+        model = {
+            "name": self.model_name,
+            "base_url": self.base_url,
+            "temperature": self.temperature,
+            "retry_budget_s": self.retry_budget,
+            "price_cached_input_per_mtok": self.price_cached,
+            "stream": bool(self.stream),
+            **self.prices(),
+        }
+        if self.max_attempts is not None:
+            model["max_attempts"] = self.max_attempts
+        for k, v in model.items():
+            setattr(config.model, k, v)
+        config.context.window_tokens = self.context_tokens
+
+    def resume_overrides(self) -> dict:
+        """What a resumed run takes from the command line over its recorded model."""
+        given = (
+            ("base_url", self.base_url),
+            ("name", self.model_name),
+            ("max_attempts", self.max_attempts),
+            ("retry_budget_s", self.retry_budget),
+        )
+        out = {k: v for k, v in given if v}
+        out.update(self.prices())
+        if self.price_cached is not None:
+            out["price_cached_input_per_mtok"] = self.price_cached
+        if self.stream:
+            out["stream"] = True
+        return out
+
+
+@dataclass(frozen=True)
+class LimitOptions(FromParams):
+    """Groups.LIMITS: a run's budget."""
+
+    max_steps: int | None
+    max_evals: int | None
+    max_wall: float | None  # minutes
+    max_tokens: int | None
+    max_cost: float | None
+
+    def limits(self) -> dict:
+        """The limits given (Limits fields: the wall time in seconds)."""
+        given = asdict(self)
+        wall = given.pop("max_wall")
+        given["max_wall_s"] = None if wall is None else wall * 60
+        return _given(given)
+
+
+@dataclass(frozen=True)
+class TaskInputs(FromParams):
+    """Groups.TASK_INPUTS: the starting kernel, the goal and the task's options."""
+
+    kernel: Path | None
+    goal: float | None
+    task_opts: tuple[str, ...]
+
+    def options(self) -> dict:
+        """The task's options (the kernel's path resolved)."""
+        return task_options(self.kernel, self.goal, self.task_opts)
+
+
+@dataclass(frozen=True)
+class QuestionOptions(FromParams):
+    """Groups.QUESTIONS: when an arm that asks questions asks them, and which."""
+
+    categories: str | None  # comma-separated
+    plateau: int | None
+    repeats: int | None
+    spacing: int | None
+
+    def arm_options(self) -> dict:
+        """The question settings given, as arm options."""
+        from ..headtohead.protocol import QUESTION_KEYS
+
+        given = {
+            "categories": [c.strip() for c in self.categories.split(",") if c.strip()] if self.categories else None,
+            "plateau": self.plateau,
+            "repeats": self.repeats,
+            "spacing": self.spacing,
+        }
+        return {QUESTION_KEYS[k]: v for k, v in _given(given).items()}
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The shared groups a command that starts runs reads back (`run`, `compare`)."""
+
+    model: ModelOptions
+    limits: LimitOptions
+    task: TaskInputs
+    questions: QuestionOptions
+
+    @classmethod
+    def of(cls, params: Mapping[str, Any]) -> RunOptions:
+        return cls(ModelOptions.of(params), LimitOptions.of(params), TaskInputs.of(params), QuestionOptions.of(params))
+
+
+def _given(values: dict[str, Any]) -> dict[str, Any]:
+    """The values that were given (not None)."""
+    return {k: v for k, v in values.items() if v is not None}

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import click
 from tabulate import tabulate
 
 from .. import config
 from ..contracts.exitcodes import FAIL, OK, USAGE
-from .common import fail, run_with_progress, say
+from .common import EXISTING_FOLDER, FOLDER, fail, run_with_progress, say
 from .scaleout import scaleout_options
 
 ARCH = click.Choice(sorted(config.REPRODUCE))
@@ -29,7 +28,7 @@ ARCH = click.Choice(sorted(config.REPRODUCE))
 )
 @click.option(
     "--out",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=FOLDER,
     default=None,
     help="default: results/<arch>; without the GPU, build/reproduce/<arch>",
 )
@@ -41,7 +40,7 @@ ARCH = click.Choice(sorted(config.REPRODUCE))
 @click.option("--resume", is_flag=True, help="continue an interrupted run in --out (measured rows are kept)")
 @click.option(
     "--root",
-    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    type=EXISTING_FOLDER,
     default=None,
     help="the checkout (default: the one the suite runs from)",
 )
@@ -109,7 +108,7 @@ def doctor_cmd(arch, runtime, gpu_index, as_json):
 
 
 @click.command("wheelhouse")
-@click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("dest", type=FOLDER)
 @click.option("--arch", type=ARCH, default="sm90", show_default=True)
 @click.option("--max-mb", type=float, default=60, show_default=True, help="no stored file is larger")
 @click.option("--pack", "strategy", type=click.Choice(["split", "xz"]), default="split", show_default=True)
@@ -133,8 +132,8 @@ def wheelhouse_cmd(dest, arch, max_mb, strategy, skip, no_suite):
 
 
 @click.command("render")
-@click.argument("results", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None)
+@click.argument("results", type=EXISTING_FOLDER)
+@click.option("--out", type=FOLDER, default=None)
 @click.option(
     "--html", is_flag=True, help="also REPORT.html: one self-contained page (heat maps with hover, a sortable table)"
 )
@@ -155,11 +154,11 @@ def render_cmd(results, out, html):
 
 
 @click.command("verify")
-@click.argument("shipped", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("shipped", type=EXISTING_FOLDER)
 @click.option(
     "--against",
     "fresh",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    type=EXISTING_FOLDER,
     required=True,
     help="the fresh run: a results/<arch> folder or a bench output folder",
 )

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from ..contracts.exitcodes import FAIL, OK, USAGE
-from .common import fail, say
+from .common import EXISTING_FILE, fail, out_dir_option, say
 
 
 @click.group("traces")
@@ -18,7 +18,7 @@ def traces_group():
 
 
 @traces_group.command("validate")
-@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("files", nargs=-1, required=True, type=EXISTING_FILE)
 def traces_validate(files):
     """Check FILES against the trace schema; exit 1 if any is invalid."""
     from ..contracts.traces import validate_trace
@@ -38,7 +38,7 @@ def traces_validate(files):
 
 
 @traces_group.command("show")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("file", type=EXISTING_FILE)
 @click.option(
     "--json", "as_json", is_flag=True, help="one JSON object: the run, how it ended, the timeline's lines, the problems"
 )
@@ -115,17 +115,10 @@ def _show_record(file: Path, tf, lines: list[str]) -> dict:
 @click.option(
     "--noise",
     "noise_file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=None,
+    type=EXISTING_FILE,
     help="a comparison's noise.json (the A/A control) [default: the one beside the traces, if any]",
 )
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("results/analysis"),
-    show_default=True,
-)
+@out_dir_option(Path("results/analysis"))
 def traces_analyze(files, threshold, noise_file, out_dir):
     """Questions, tool calls, evaluations and gain attribution for FILES (traces, or folders of them). A
     gain is credited only for a new kernel (sha256) and above the task's noise band (the A/A control)."""
@@ -148,13 +141,9 @@ def traces_analyze(files, threshold, noise_file, out_dir):
 
 
 @traces_group.command("html")
-@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="the folder of the page (default: the first trace's); <trace>.html for one run, traces.html for several",
+@click.argument("files", nargs=-1, required=True, type=EXISTING_FILE)
+@out_dir_option(
+    help="the folder of the page (default: the first trace's); <trace>.html for one run, traces.html for several"
 )
 def traces_html(files, out_dir):
     """A self-contained page (no server, no network) to browse the runs of FILES: timeline, best-so-far
