@@ -17,25 +17,20 @@ SCN = Scenario("grid-like", 2, 64, 64, 4, 2, 32, 32, True)
 SEED = 99
 
 
+def time_on(state, launch, clock, baselines=None, seed=SEED, tcfg=TCFG, scn=SCN, **kw):
+    """time_scenario on the trials' state, with this module's scenario, settings and stand-in clock."""
+    return time_scenario(
+        scn, state, launch, baselines or {}, seed, random.Random(seed), "cpu", tcfg, CFG, lambda: None,
+        gap_ms=0.0, timer=clock, **kw,
+    )  # fmt: skip
+
+
 def timed(launch, clock=None, baselines=None, seed=SEED, tcfg=TCFG, check_launch=None):
     """The trials (as the worker runs them), then the timed phase."""
     clock = clock or fakes.StandInClock()
     v, state = trial.check_scenario(SCN, SEED, check_launch or (lambda b: launch(b, 0)), lambda: None, "cpu", CFG)
     assert v.ok, v.reason
-    return time_scenario(
-        SCN,
-        state,
-        launch,
-        baselines or {},
-        seed,
-        random.Random(seed),
-        "cpu",
-        tcfg,
-        CFG,
-        lambda: None,
-        gap_ms=0.0,
-        timer=clock,
-    )
+    return time_on(state, launch, clock, baselines, seed, tcfg)
 
 
 def test_an_honest_kernel_passes_with_its_time_and_a_repeat_ratio_of_one():
@@ -103,20 +98,7 @@ def test_the_sampled_calls_are_drawn_over_the_whole_run(monkeypatch):
         drawn.clear()
         full = fakes.honest(SMALL)
         v, state = trial.check_scenario(SMALL, SEED, full, lambda: None, "cpu", CFG)
-        res = time_scenario(
-            SMALL,
-            state,
-            lambda b, t: full(b),
-            {},
-            seed,
-            random.Random(seed),
-            "cpu",
-            TCFG,
-            CFG,
-            lambda: None,
-            gap_ms=0.0,
-            timer=fakes.StandInClock(),
-        )
+        res = time_on(state, lambda b, t: full(b), fakes.StandInClock(), seed=seed, scn=SMALL)
         assert res.verdict.ok
         # the first checked_calls are always offered a slot; later ones replace them at random
         assert drawn[: TCFG.checked_calls] == list(range(TCFG.checked_calls))
@@ -144,20 +126,7 @@ def test_stale_but_finite_outputs_in_late_rounds_are_caught_by_the_sampled_check
             return 0
 
         v, state = trial.check_scenario(SMALL, SEED, lambda b: launch(b, 0), lambda: None, "cpu", CFG)
-        res = time_scenario(
-            SMALL,
-            state,
-            launch,
-            {},
-            seed,
-            random.Random(seed),
-            "cpu",
-            TCFG,
-            CFG,
-            lambda: None,
-            gap_ms=0.0,
-            timer=fakes.StandInClock(),
-        )
+        res = time_on(state, launch, fakes.StandInClock(), seed=seed, scn=SMALL)
         caught += res.verdict.code == "timed-output"
     # 3 of 10 counted calls are checked, 4 of them stale: all 3 miss them with probability 1/6
     assert caught >= 12, caught
@@ -214,28 +183,12 @@ def test_a_cheap_finite_stand_in_after_the_checks_is_implausible_for_certain():
     v, state = trial.check_scenario(SCN, SEED, launch, lambda: None, "cpu", CFG)
     # SCN's FLOPs in 0.01 ms: far above a ceiling set at what 1 ms would give
     ceiling = ceiling_at(SCN.flops / 1e-3 / 1e12 * 1.1)
-    res = time_scenario(
-        SCN,
-        state,
-        launch,
-        {},
-        SEED,
-        random.Random(SEED),
-        "cpu",
-        TCFG,
-        CFG,
-        lambda: None,
-        gap_ms=0.0,
-        timer=clock,
-        ceiling=ceiling,
-    )
+    res = time_on(state, launch, clock, ceiling=ceiling)
     assert (res.verdict.status, res.verdict.code) == ("implausible", "implausible") and "above" in res.verdict.reason
     # without a ceiling the sampled check finds it (here: 3 of the counted calls, all of them cheap)
     launch = cheap_after_checks(SCN, clock)
     v, state = trial.check_scenario(SCN, SEED, launch, lambda: None, "cpu", CFG)
-    res = time_scenario(
-        SCN, state, launch, {}, SEED, random.Random(SEED), "cpu", TCFG, CFG, lambda: None, gap_ms=0.0, timer=clock
-    )
+    res = time_on(state, launch, clock)
     assert res.verdict.code == "timed-output"
 
 
@@ -245,20 +198,8 @@ def test_an_honest_kernel_below_the_ceiling_passes_it():
     res = timed(lambda b, t: (full(b), clock.took(1.0))[0], clock)
     assert res.verdict.ok
     v, state = trial.check_scenario(SCN, SEED, full, lambda: None, "cpu", CFG)
-    res = time_scenario(
-        SCN,
-        state,
-        lambda b, t: (full(b), clock.took(1.0))[0],
-        {},
-        SEED,
-        random.Random(SEED),
-        "cpu",
-        TCFG,
-        CFG,
-        lambda: None,
-        gap_ms=0.0,
-        timer=clock,
-        ceiling=ceiling_at(SCN.flops / 1e-3 / 1e12 * 1.1),
+    res = time_on(
+        state, lambda b, t: (full(b), clock.took(1.0))[0], clock, ceiling=ceiling_at(SCN.flops / 1e-3 / 1e12 * 1.1)
     )
     assert res.verdict.ok, res.verdict.reason
 
@@ -276,21 +217,7 @@ def test_unwritten_outputs_come_before_the_ceiling():
         return full(b) if n[0] <= 3 else 0
 
     v, state = trial.check_scenario(SCN, SEED, launch, lambda: None, "cpu", CFG)
-    res = time_scenario(
-        SCN,
-        state,
-        launch,
-        {},
-        SEED,
-        random.Random(SEED),
-        "cpu",
-        TCFG,
-        CFG,
-        lambda: None,
-        gap_ms=0.0,
-        timer=clock,
-        ceiling=ceiling_at(1e-9),
-    )
+    res = time_on(state, launch, clock, ceiling=ceiling_at(1e-9))
     assert res.verdict.code == "timed-output" and "unwritten or non-finite" in res.verdict.reason
 
 
@@ -310,39 +237,11 @@ def test_device_state_a_kernel_changed_is_its_verdict():
     clock = fakes.StandInClock()
     v, state = trial.check_scenario(SCN, SEED, full, lambda: None, "cpu", CFG)
     guard = ChangesState(at=6)
-    res = time_scenario(
-        SCN,
-        state,
-        lambda b, t: (full(b), clock.took(1.0))[0],
-        {},
-        SEED,
-        random.Random(SEED),
-        "cpu",
-        TCFG,
-        CFG,
-        lambda: None,
-        gap_ms=0.0,
-        timer=clock,
-        guard=guard,
-    )
+    res = time_on(state, lambda b, t: (full(b), clock.took(1.0))[0], clock, guard=guard)
     assert (res.verdict.status, res.verdict.code) == ("rejected", "device-state")
     assert "persisting-L2 set-aside" in res.verdict.reason
     # the guard ran after every call of the kernel: warm-up, counted, repeat
     assert guard.calls == TCFG.warmup + TCFG.max_reps + TCFG.repeat_calls
     clean = ChangesState(at=-1)
-    res = time_scenario(
-        SCN,
-        state,
-        lambda b, t: (full(b), clock.took(1.0))[0],
-        {},
-        SEED,
-        random.Random(SEED),
-        "cpu",
-        TCFG,
-        CFG,
-        lambda: None,
-        gap_ms=0.0,
-        timer=clock,
-        guard=clean,
-    )
+    res = time_on(state, lambda b, t: (full(b), clock.took(1.0))[0], clock, guard=clean)
     assert res.verdict.ok and clean.calls == TCFG.warmup + TCFG.max_reps + TCFG.repeat_calls + 1  # and the re-check
