@@ -161,8 +161,9 @@ def compare_cmd(**params):
 
 
 def compare_exit_code(records: list[dict]) -> int:
-    """1 a run's evaluator tampered with, 3 or 6 a run stopped by the evaluator's own failure (no
-    verdict on its kernel), 7 the model endpoint failed, 1 a run's error, else 0."""
+    """The comparison's exit code: FAIL when a run's evaluator was tampered with, NO_GPU or EVALUATOR
+    when a run was stopped by the evaluator's own failure (no verdict on its kernel), ENDPOINT when the
+    model endpoint failed, FAIL for a run's error, else OK."""
     reasons = {r.get("exit_reason") for r in records}
     statuses = {r.get("evaluator_status") for r in records} - {None}
     if "harness_tampered" in reasons:
