@@ -53,15 +53,8 @@ def fake_runner(
         if pause_s:
             time.sleep(pause_s)
         on_row(
-            ScenarioResult(
-                s.id,
-                s.head_config,
-                s.batch,
-                s.seqlen_q,
-                s.seqlen_k,
-                s.causal,
-                s.extended,
-                s.flops,
+            ScenarioResult.for_scenario(
+                s,
                 status="ok",
                 seed=job.seed,
                 ratio={b: fake_ratio(job.seed, s.id, b) for b in job.baselines},

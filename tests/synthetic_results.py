@@ -82,15 +82,8 @@ def make_rows(
     for s in scenarios.grid("sm90"):
         k_tf = kernel_tflops(s)
         k_ms = s.flops / (k_tf * 1e12) * 1e3
-        r = ScenarioResult(
-            s.id,
-            s.head_config,
-            s.batch,
-            s.seqlen_q,
-            s.seqlen_k,
-            s.causal,
-            False,
-            s.flops,
+        r = ScenarioResult.for_scenario(
+            s,
             status="wrong" if s.id in wrong else "ok",
             reason="max err too large" if s.id in wrong else "",
             check={"max_err": 1e-3, "tol": 4e-3},
@@ -114,15 +107,8 @@ def make_rows(
     if extended:
         for s in scenarios.extended("sm90")[:30]:
             rows.append(
-                ScenarioResult(
-                    s.id,
-                    s.head_config,
-                    s.batch,
-                    s.seqlen_q,
-                    s.seqlen_k,
-                    s.causal,
-                    True,
-                    s.flops,
+                ScenarioResult.for_scenario(
+                    s,
                     status="wrong" if s.id in wrong else "ok",
                     seed=7,
                 )

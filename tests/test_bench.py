@@ -187,15 +187,8 @@ def test_the_report_shows_the_missing_baseline_once_for_its_column(tmp_path):
 
 def test_report_rerenders_a_saved_folder_without_a_gpu(tmp_path, no_gpu):
     rows = [
-        ScenarioResult(
-            s.id,
-            s.head_config,
-            s.batch,
-            s.seqlen_q,
-            s.seqlen_k,
-            s.causal,
-            False,
-            s.flops,
+        ScenarioResult.for_scenario(
+            s,
             "ok",
             ratio={"fa3": 0.5 + i / 10},
             tflops={"kernel": 100.0},
