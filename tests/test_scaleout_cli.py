@@ -135,7 +135,7 @@ def test_the_single_gpu_path_needs_no_dask():
 
 def test_reproduce_on_a_cluster_runs_natively(monkeypatch):
     from kernelseek_suite.reproduce import pipeline
-    from kernelseek_suite.scaleout.bench import ScaleOut
+    from kernelseek_suite.scaleout.bench import Dask, ScaleOut
 
     seen = {}
     monkeypatch.setattr("kernelseek_suite.gpu.require_gpu", lambda arch, index=0, gpus=None: None)
@@ -147,8 +147,9 @@ def test_reproduce_on_a_cluster_runs_natively(monkeypatch):
         ),
     )
     so = ScaleOut(ClusterSpec("address", address="tcp://head:8786"))
-    out = pipeline.reproduce(pipeline.ReproduceRequest(arch="sm90", runtime="auto", scaleout=so))
-    assert out.exit_code == 0 and seen["req"].scaleout is so
+    dask = Dask(so)
+    out = pipeline.reproduce(pipeline.ReproduceRequest(arch="sm90", runtime="auto", executor=dask))
+    assert out.exit_code == 0 and seen["req"].executor is dask
     r = CliRunner().invoke(main, ["reproduce", "--executor", "dask", "--per-class-reports"])
     assert r.exit_code == 4 and "one GPU class" in r.output
 

@@ -2,9 +2,12 @@
 KernelSeek arm (the agent + a harness that enforces the goal + questions at decision points), the
 question bank, and traces of everything that happens.
 
-Layout: protocols.py (the seams), config.py (settings and prompts), agent.py (the loop),
+Layout: protocols.py (the seams, `Driver` among them), lifecycle.py (the run's lifecycle both
+drivers share: opening, checkpoints, the end), records.py (a step's and a run's records), config.py
+(settings and prompts), agent.py (the built-in agent's loop),
 model.py (the client, retries), compaction.py (the context window), tools.py (tools and their
-registry), workspace.py (where tools act), seal.py + sandbox.py + policy.py + childenv.py (what
+registry), workspace.py (where tools act), procgroup.py (a child in its own process group, known to
+the reaper), registry.py (the arms' and tasks' registries), seal.py + sandbox.py + policy.py + childenv.py (what
 protects the evaluator, the repository and the key; docs/threat-model.md), tasks/ (fa-fwd-sm90,
 cpu-attn), arms/ (general, kernelseek, toolrich, agent-cmd), external.py (an agent command driven
 through sessions), decisions.py + questions.py + bank.py (the KernelSeek questions),

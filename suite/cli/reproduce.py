@@ -12,7 +12,7 @@ from tabulate import tabulate
 from .. import config
 from ..contracts.exitcodes import FAIL, OK, USAGE
 from .common import EXISTING_FOLDER, FOLDER, fail, run_with_progress, say
-from .scaleout import scaleout_options
+from .scaleout import make_executor, scaleout_options
 
 ARCH = click.Choice(sorted(config.REPRODUCE))
 
@@ -70,7 +70,7 @@ def reproduce_cmd(arch, runtime, out, gpu_index, seed, pattern, no_extended, reb
         extended=not no_extended,
         rebuild_image=rebuild_image,
         resume=resume,
-        scaleout=scaleout,
+        executor=make_executor(scaleout),
     )
     outcome = run_with_progress(lambda **kw: reproduce(req, say, **kw), f"reproduce {arch}")
     for m in outcome.messages:

@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 
 from .. import config as suite_config
-from ..agents.bank import load_yaml_document
+from ..contracts.yamlfile import load_yaml_document
 
 PROTOCOL_VERSION = 1
 PROTOCOLS_DIR = suite_config.REPO_ROOT / "protocols"

@@ -68,8 +68,9 @@ class ReproduceRequest:
     ceiling_reps: int = config.GEMM_CEILING_REPS
     rebuild_image: bool = False
     resume: bool = False  # continue an interrupted run in `out` (rows already measured are kept)
-    scaleout: Any = None  # a ScaleOut: the sweep sharded over a Dask cluster's GPUs (native only)
-    executor: Any = None  # a run.Executor (default: this GPU's, or the Dask one of `scaleout`)
+    # where the sweep runs (run.Executor, chosen by the command line): None is this GPU (run.LOCAL);
+    # scaleout.bench.Dask shards it over a cluster's GPUs (native only)
+    executor: Any = None
 
     def results_dir(self) -> Path:
         return Path(self.out) if self.out else Path(self.root) / "results" / self.arch
@@ -279,15 +280,9 @@ def run_native(req: ReproduceRequest, notify: Notify = _quiet, on_row=None, on_s
 
 
 def _executor(req: ReproduceRequest):
-    if req.executor is not None:
-        return req.executor
-    if req.scaleout is not None:
-        from ..scaleout.bench import Dask
-
-        return Dask(req.scaleout)
     from ..run import LOCAL
 
-    return LOCAL
+    return req.executor if req.executor is not None else LOCAL
 
 
 def _started_record(req: ReproduceRequest, plan, baselines: list[str], image: dict | None, out: Path) -> dict:
@@ -453,7 +448,7 @@ def reproduce(req: ReproduceRequest, notify: Notify = _quiet, on_row=None, on_st
     except NoGPUError as e:
         return run_partial(req, str(e), notify)
 
-    runtime = "native" if req.scaleout is not None else req.runtime
+    runtime = "native" if _executor(req).kind != "local" else req.runtime
     if runtime in ("auto", "docker"):
         ready, why = containers.docker_ready()
         if runtime == "docker" and not ready:
