@@ -657,6 +657,8 @@ def test_relative_spread_is_the_iqr_over_the_median():
     assert relative_spread([4.0, 1.0, 2.0, 8.0, 16.0]) == 10.5 / 4.0
     assert relative_spread([3.0]) == 0.0
     assert relative_spread([0.0, 0.0]) == 0.0
+    assert relative_spread([-2.0, -1.0, -3.0]) == 0.0  # no spread is read from a median that is not positive
+    assert settled({"a": [2.0, 2.0, 2.5]}, 0.25)  # exactly at the target (IQR 0.5 over a median of 2) meets it
     assert settled({"a": [1.0, 1.0, 1.0], "b": [1.0, 2.0, 9.0]}, None)
     assert settled({"a": [1.0, 1.0, 1.0], "b": [2.0, 2.0, 2.05]}, 0.05)
     assert not settled({"a": [1.0, 1.0, 1.0], "b": [1.0, 2.0, 9.0]}, 0.05)

@@ -127,8 +127,8 @@ def _cuda_tool(
 
     def guarded(args: dict, ctx: RunContext) -> ToolResult:
         arch, why = cuda_arch(ctx)
-        if why:
-            return unavailable(name, why)
+        if why or arch is None:
+            return unavailable(name, why or "no architecture")
         return run(arch, args, ctx)
 
     return Tool(name, description, parameters, guarded)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from jsonschema import Draft202012Validator
 
@@ -81,8 +82,9 @@ class Validation:
 
 def validate_events(events: list[dict]) -> tuple[list[str], list[str]]:
     """Errors and notes of a trace, against the schema version its run_start names."""
-    errors, notes = [], []
-    version = TRACE_SCHEMA_VERSION
+    errors: list[str] = []
+    notes: list[str] = []
+    version: Any = TRACE_SCHEMA_VERSION
     if events and events[0].get("type") == "run_start":
         version = events[0].get("schema_version")
     if version not in SCHEMA_VERSIONS:
@@ -219,7 +221,7 @@ def _decision(ev: dict) -> list[str]:
 
 
 def _question(ev: dict) -> list[str]:
-    src = ev.get("source") + (f" {ev.get('bank_id')}" if ev.get("bank_id") else "")
+    src = f"{ev.get('source')}" + (f" {ev.get('bank_id')}" if ev.get("bank_id") else "")
     return [f"QUESTION [{ev.get('trigger')}; {src}; {ev.get('category') or 'typed'}]: {ev.get('text')}"]
 
 

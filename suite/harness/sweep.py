@@ -298,7 +298,7 @@ def _on_message(ev: Message, w: _Watch, cfg, record, on_hello) -> None:
             on_hello(hello)
         w.timeout = cfg.scenario_timeout_s
     elif ev.kind == "start":
-        w.current = w.by_id.get(ev.payload.get("scenario"))
+        w.current = w.by_id.get(str(ev.payload.get("scenario")))
         w.t_start = time.time()
     elif ev.kind == "result":
         row = ScenarioResult.from_dict(ev.payload["row"])

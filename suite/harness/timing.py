@@ -96,7 +96,7 @@ def summarize(
 
 
 def relative_spread(samples: list[float]) -> float:
-    """IQR / median of a set of timings (0 for fewer than two)."""
+    """IQR / median of a set of timings (0 for fewer than two, or a median that is not positive)."""
     stats = summarize(samples)
     return stats.iqr_ms / stats.median_ms if stats.median_ms > 0 else 0.0
 

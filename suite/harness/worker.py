@@ -23,6 +23,7 @@ import random
 import sys
 import time
 import traceback
+from typing import Any
 
 from ..contracts import exitcodes
 from .channel import WorkerChannel
@@ -161,7 +162,7 @@ class _Job:
         self.stream = torch.cuda.Stream(device=self.dev)  # non-blocking: see the module docstring
         torch.cuda.set_stream(self.stream)
         self.guard, self.unguarded = self._device_guard()
-        self.lib = None
+        self.lib: Any = None  # the kernel's KernelLibrary, loaded by start()
         self.gemm: float | None = None
 
     def _device_guard(self):

@@ -320,7 +320,7 @@ _GAIN_COLUMNS = {
     "question": _question,
     "layers": lambda g: f"{g.layer_before or '-'} -> {g.layer_after or '-'}",
 }
-_HELD_COLUMNS = {**_gain_columns("apparent gain"), "why": attrgetter("note")}
+_HELD_COLUMNS: Columns = {**_gain_columns("apparent gain"), "why": attrgetter("note")}
 _RATE_COLUMNS: dict[str, Callable[[ArmRate], object]] = {
     "arm": attrgetter("arm"),
     "runs": attrgetter("runs"),

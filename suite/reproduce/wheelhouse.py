@@ -36,8 +36,9 @@ def _exit_codes():
 
     path = Path(__file__).resolve().parent.parent / "contracts" / "exitcodes.py"
     spec = importlib.util.spec_from_file_location("kernelseek_suite_exitcodes", path)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     return module
 
 

@@ -231,6 +231,7 @@ class _Plan:
 
     def add_class(self, cls_name: str, members: list, chosen: list[Scenario], executor: dict, several: bool):
         req, so = self.req, self.so
+        assert req.out_dir is not None  # run_bench_distributed refuses a request without one
         out = Path(req.out_dir) / members[0].slug if so.per_class_reports else Path(req.out_dir)
         sw = _Sweep(out, req, self.sha, chosen, members, {**executor, "workers": len(members), "chunk": so.chunk})
         self.sweeps[cls_name] = sw
