@@ -72,6 +72,7 @@ INTEGRATION_MODULES = {
     "test_compare.py",
     "test_headtohead.py",
     "test_reproduce.py",
+    "test_real_agent_clis.py",
     "test_reproduce_overlap.py",
     "test_run_failures.py",
     "test_scaleout_agents.py",
@@ -85,6 +86,22 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "integration: a whole pipeline end to end (conftest.INTEGRATION_MODULES; not in make test-quick)"
     )
+    config.addinivalue_line(
+        "markers",
+        "agent_cli(name): runs the real coding-agent CLI `name` (skipped where it is not on PATH, but not in CI)",
+    )
+
+
+def pytest_runtest_setup(item):
+    """A test of a real coding-agent CLI (codex, claude, aider) is skipped where the CLI is not on PATH,
+    except under CI (`CI` set), where .ci/run installs them and a missing one is a failure."""
+    mark = item.get_closest_marker("agent_cli")
+    if mark is None or shutil.which(mark.args[0]) is not None:
+        return
+    why = f"the {mark.args[0]} CLI is not on PATH (.ci/run installs it)"
+    if os.environ.get("CI"):
+        pytest.fail(f"the real agent CLIs must run in CI: {why}")
+    pytest.skip(why)
 
 
 def pytest_collection_modifyitems(config, items):
