@@ -19,7 +19,9 @@ from kernelseek_suite.agents.arms import ArmOptionError
 from kernelseek_suite.agents.external import (
     ADAPTERS,
     CLAUDE_TOOLS,
+    THREAD_USAGE,
     SessionReport,
+    _session_part,
     adapter_for,
     expand,
     parse_session,
@@ -237,6 +239,22 @@ def test_codex_json_events_give_each_turns_usage_and_the_agents_messages():
     assert r.reply == "Reordered the P.V accumulation so that v is read along its rows; the kernel compiles cleanly."
     two = parse_session("codex", text + text)  # two turns in one session: summed
     assert two.usage["prompt_tokens"] == 2 * 48211 and two.usage["cached_tokens"] == 2 * 41088
+
+
+def test_a_resumed_codex_session_counts_only_its_own_part_of_the_threads_usage():
+    """codex-cli 0.171's `exec resume` reports the thread's usage so far (tests/test_real_agent_clis.py
+    saw 2400/60 after the first session, 3600/90 after a one-request resume): the session's own is the
+    difference, never below 0."""
+    thread = {"prompt_tokens": 3600, "completion_tokens": 90, "total_tokens": 3690, "cached_tokens": 0, "cost": None}
+    before = {"prompt_tokens": 2400, "completion_tokens": 60, "total_tokens": 2460, "cached_tokens": 10}
+    own = _session_part(thread, before)
+    assert (own["prompt_tokens"], own["completion_tokens"], own["total_tokens"], own["cached_tokens"]) == (
+        1200,
+        30,
+        1230,
+        0,
+    )
+    assert _session_part(thread, None) is thread and "codex" in THREAD_USAGE and "claude" not in THREAD_USAGE
 
 
 def test_aiders_token_lines_are_summed_and_its_session_cost_kept():

@@ -174,15 +174,9 @@ def test_aider_edits_the_kernel_through_chat_completions(tmp_path):
     [
         pytest.param(
             "codex",
-            marks=[
-                pytest.mark.agent_cli("codex"),
-                pytest.mark.xfail(
-                    strict=True,
-                    reason="codex-cli 0.171's `exec resume` reports in turn.completed the thread's usage so far, "
-                    "not the turn's, and the codex adapter (suite/agents/external.py, _codex) adds it to the run's "
-                    "totals again: a resumed session counts the earlier sessions' tokens once more",
-                ),
-            ],
+            # codex-cli 0.171's `exec resume` reports the thread's usage so far: the adapter takes the
+            # previous session's report away (external.THREAD_USAGE)
+            marks=pytest.mark.agent_cli("codex"),
         ),
         pytest.param("claude", marks=pytest.mark.agent_cli("claude")),
         pytest.param("aider", marks=pytest.mark.agent_cli("aider")),

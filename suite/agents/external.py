@@ -298,6 +298,19 @@ def _aider(text: str) -> SessionReport:
 PARSERS = {"claude": _claude, "codex": _codex, "aider": _aider}
 
 
+# adapters whose resumed session reports the usage of the whole thread so far (codex-cli 0.171's `exec
+# resume`: its turn.completed counts the earlier sessions' turns too), not the session's own
+THREAD_USAGE = ("codex",)
+_COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens")
+
+
+def _session_part(usage: dict, before: dict | None) -> dict:
+    """A resumed session's own usage: the thread's so far less what the previous session reported."""
+    if not before:
+        return usage
+    return {**usage, **{k: max(0, int(usage.get(k) or 0) - int(before.get(k) or 0)) for k in _COUNTS}}
+
+
 def parse_session(adapter: str, text: str) -> SessionReport:
     """What a CLI's output says of its session (nothing for the generic adapter)."""
     parse = PARSERS.get(adapter)
@@ -414,6 +427,8 @@ class ExternalAgent(RunLifecycle):
         output = inv.log.read_bytes().decode("utf-8", "replace")
         tail = output[-int(self.opts["output_chars"]) :]
         report = parse_session(self.adapter, output)
+        if report.usage and mode == "resume" and self.adapter in THREAD_USAGE:
+            report.usage = _session_part(report.usage, self._previous_usage(step))
         if report.usage:
             report.usage["cost"] = priced(report.usage, ctx.config.model)
             ctx.totals.add_usage(report.usage)
@@ -489,6 +504,14 @@ class ExternalAgent(RunLifecycle):
     # ---- running the command ----
     def _sessions(self) -> int:
         return sum(m["role"] == "assistant" for m in self.messages)
+
+    def _previous_usage(self, step: int) -> dict | None:
+        """What the last session before `step` reported, read again from its kept output (a run
+        resumed from its trace has it too)."""
+        logs = sorted(p for p in (self.ctx.trace.artifacts / "invocations").glob("*.log") if int(p.stem) < step)
+        if not logs:
+            return None
+        return parse_session(self.adapter, logs[-1].read_bytes().decode("utf-8", "replace")).usage
 
     def _invoke(self, mode: str, prompt: str, step: int) -> Invocation:
         ctx = self.ctx

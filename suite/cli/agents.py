@@ -40,7 +40,7 @@ RUN_HELP = {
     default=None,
     metavar="COMMAND",
     help="an existing coding-agent command line run in the harness (the agent-cmd arm), e.g. "
-    '"codex exec --sandbox workspace-write" or "claude -p --permission-mode acceptEdits"',
+    '"codex exec --sandbox danger-full-access" or "claude -p --permission-mode acceptEdits"',
 )
 @click.option("--task", default="fa-fwd-sm90", show_default=True, help="fa-fwd-sm90 or cpu-attn")
 @shared_options(Groups.MODEL_ENDPOINT, RUN_HELP)

@@ -3,7 +3,7 @@ with the task, evaluated when it stops, resumed with the evaluation and one ques
 (or typed with --human) while the goal is unmet and budget remains.
 
 Arm options (`--agent-opt KEY=VALUE`; `run --agent-cmd "..."` sets `command`): `command` (the
-agent's command line, e.g. `codex exec --sandbox workspace-write`, `claude -p --permission-mode
+agent's command line, e.g. `codex exec --sandbox danger-full-access`, `claude -p --permission-mode
 acceptEdits`, `aider --model M`), `adapter` (codex, claude, aider, generic; default: from the
 command's first word), `start` and `resume` (templates with {cmd}, {prompt}, {kernel} that replace
 the adapter's), `invocation_timeout_s` (one session's time limit; default none, the run's wall limit
