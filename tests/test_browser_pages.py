@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from browser import browser  # noqa: F401  (the fixture)
 from kernelseek_suite.reports import load
 from kernelseek_suite.reports.html import render_html
 from kernelseek_suite.reports.trace_html import render_traces

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from browser import browser  # noqa: F401  (the fixture)
 from kernelseek_suite.contracts.traces import read_trace
 from kernelseek_suite.reports import load
 from kernelseek_suite.results import fast_p, fast_p_rows, geomean
