@@ -37,8 +37,7 @@ CACHE = str(ROOT / ".pytest_cache" / "kernelseek-suite")
 os.environ["KERNELSEEK_CACHE"] = CACHE
 KEEP_TMP = bool(os.environ.get("KERNELSEEK_KEEP_TEST_TMP"))
 
-# the session's one browser, for every module that drives it (two Playwright sessions in one thread clash)
-from browser import browser  # noqa: E402,F401
+from browser import browser  # noqa: E402,F401  (one browser for the session: two Playwright sessions clash)
 from kernelseek_suite.gpu import list_gpus  # noqa: E402
 
 # what tools keep in a checkout (the venv, caches): not written by the tests
