@@ -4,8 +4,11 @@ limit, the same failure repeated, many steps in one layer. Each comes with its e
 A claimed limit is decided by the run's own model where it has one: a short classification call
 (`classification_messages`, answered CLAIM or NO and recorded in the trace by the arm), made only for
 a text with a sentence that could claim one (`claim_candidates`, a cheap word filter). Where there is
-no model, or it cannot say (an error, an answer that is neither), the rules decide (`claimed_limit`:
-patterns, each match checked for a denial, a condition or a question in its clause)."""
+no model, or it cannot say (an error, an answer that is neither), the rules decide (`claimed_limit`):
+patterns for the structures of a claim (config.py: at a limit, no room left, cannot be made faster,
+not worth it, within the noise, a recommendation to stop, ...), each match checked against the words
+around it: a denial, a question, a condition, a goal, another kernel or an earlier version, a limit
+named as a value, a low share of the limit, a plan to go on, a retraction in the next sentence."""
 
 from __future__ import annotations
 
@@ -32,57 +35,270 @@ class DecisionPoint:
         return asdict(self)
 
 
+# ---- the rules: patterns (config.py), each match checked against the words around it
+
 # a sentence ends at . ! ? followed by a space, or at a line break ("1.5x" stays whole)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
-# a clause starts after punctuation or a conjunction; denials and conditions are looked for in the clause
+# a clause starts after punctuation or a conjunction; the words around a match are read in its clause
 _CLAUSE_BREAK = re.compile(
     r"[,;:()\u2013\u2014]|\s-\s|\b(?:but|so|because|since|although|though|while|whereas|"
     r"and|then)\b",
     re.IGNORECASE,
 )
-# the claim is denied: "not memory-bound", "far from the roofline", "nowhere near peak", "isn't ..."
+
+# -- the words before a match, in its clause (and the match's own words before its `claim` group)
+
+# the claim is denied: "not memory-bound", "far from the roofline", "nowhere near peak", "isn't ...",
+# "none of the shapes", "I doubt ..."
 _DENIAL = re.compile(
-    r"\b(?:not|never|no|nothing|nowhere|neither|nor|without|hardly|far from|cannot|no longer)\b|"
-    r"n't\b",
+    r"\b(?:not|never|no|nothing|none|nowhere|neither|nor|without|hardly|far from|far below|well below|way below|"
+    r"a long way|miles|cannot|no longer|doubt)\b|n't\b",
     re.IGNORECASE,
 )
-# the claim is a condition, a possibility to test or a goal: "if", "whether", "might", "to reach"
+# words with a denial's words that deny nothing: "no doubt we are at the roofline"
+_NOT_A_DENIAL = re.compile(
+    r"\b(?:no doubt|without (?:a )?doubt|no question|not surprising(?:ly)?|no surprise|no matter|not only)\b",
+    re.IGNORECASE,
+)
+# the claim is a condition, a possibility to test, a goal, a thing wished for or a prediction: "if",
+# "whether", "might", "to reach", "I'd like", "assuming", "ideally", "we will reach"
 _NOT_ASSERTED = re.compile(
-    r"\b(?:if|whether|when|once|until|unless|before|might|may|could|would|should|aim|aiming|"
-    r"goal|target|want|wants|try|trying|hope|expect|need|needs|plan|see|check|test|verify|"
-    r"confirm|determine|how|let's|let us|let me)\b|\bto\s*$",
+    r"\b(?:if|whether|when|once|until|unless|before|(?:might|may|could)(?! well)|should|aim|aiming|"
+    r"goal|target|want|wants|try|trying|hope|expect|need|needs|plan|how|let's|let us|let me|like to|wish|"
+    r"wonder(?:ing)?|curious|too early|premature|unclear|unsure|assum\w*|suppos\w*|imagine|hypothetical\w*|"
+    r"ideally|in principle|in theory|theoretically|hopefully|eventually|will|'ll|going to|gonna|"
+    r"(?:see|check|test|verify|confirm|determine|find out|know|tell|measure) (?:if|whether|that|how)|"
+    r"to (?:get|reach|hit|push|bring|achieve|approach|match|saturate))\b|\bto\s*$|^\W*(?:in order )?to\b",
     re.IGNORECASE,
 )
+# "would" makes a claim hypothetical, unless it is said of further work: "further tuning would be within
+# the noise"
+_HYPOTHETICAL = re.compile(r"\bwould\b", re.IGNORECASE)
+_FURTHER_WORK = re.compile(
+    r"\b(?:further|additional|remaining|any (?:more|further|other)|more|extra|another|whatever|the rest)\b",
+    re.IGNORECASE,
+)
+# the claim is about another kernel or an earlier version, or a belief reported and since dropped:
+# "the reference kernel is memory-bound", "I thought we were at the roofline", "it used to be"
+_NOT_OURS = re.compile(
+    r"\b(?:reference|baseline|naive|original|old|previous|prior|initial|cublas|cudnn|cutlass|fa[23]|"
+    r"flash-?attention\S*|pytorch|torch|triton|xformers|their|competitor|textbook|eager|used to|thought|"
+    r"assumed|said|claimed|believed|suspected|guessed|feared|seemed|previously|earlier|initially|originally|"
+    r"at first|wrongly|mistakenly)\b",
+    re.IGNORECASE,
+)
+# a claim about a part only ("only the load pipe is saturated"), or a limit said to exist ("there's a hard
+# ceiling at 228 KB")
+_PART_OR_EXISTENCE = re.compile(r"^\W*only\b|\bthere\s*$", re.IGNORECASE)
+# a limit named as the subject of a value: "the practical limit is probably around 85% of peak"
+_LIMIT_VALUE = re.compile(
+    r"\b(?:limit|ceiling|peak|roofline|floor|minimum|maximum|bound|max|best (?:achievable|possible|attainable|case))"
+    r"\b(?:\s+[\w-]+){0,5}?\s+(?:is|are|would be|'s)\b",
+    re.IGNORECASE,
+)
+
+# -- the words after a match
+
+# in its clause, words that put the claim in the past, the future, a part or another kernel: "was
+# latency-bound before the pipelining", "for the naive version", "only in the prologue", "once it is
+# fixed", "stop here for a moment"
+_NOT_NOW = re.compile(
+    r"\b(?:before (?:the|we|i|it|this|that|our|my|\w+ing)|until|till|earlier|previously|originally|initially|"
+    r"at first|at the start|only|in theory|in principle|on paper|theoretically|supposedly|eventually|soon|later|"
+    r"at some point|once|as soon as|unless|after (?:the|we|i|it|this|that)|for a (?:moment|bit|second|minute)|"
+    r"briefly|temporarily|to (?:re-?\w+|look|check|think|profile|debug|inspect|read)|"
+    r"(?:in|with|for|on) the (?:old|previous|first|original|last) \w+|in (?:the )?(?:prologue|epilogue|warm-?up|"
+    r"microbenchmark))\b|"
+    r"\b(?:for|to|on|in|of) (?:the |our |their )?(?:naive|reference|baseline|old|previous|original|other)\b",
+    re.IGNORECASE,
+)
+# right after it, words that make the claim's noun a value or deny it: "the best achievable number is
+# around 0.3 ms", "a hard limit of 227 KB", "diminishing returns aren't a concern", "would be a reason"
+_VALUE_OR_DENIED = re.compile(
+    r"^\s*(?:[\w-]+\s+){0,2}?(?:is|are|would be|=|sits at|lies at)\s+(?:about\s+|around\s+|roughly\s+|"
+    r"approximately\s+|~\s*)?\d|^\s*of\s+(?:about\s+|around\s+|roughly\s+|~\s*)?\d|"
+    r"^\s*(?!(?:that|which|who)\b)(?:[\w-]+\s+)?(?:isn't|aren't|wasn't|weren't|is not|are not|doesn't|don't|"
+    r"does not|do not)\b|^\s*(?:would|might|may)\s+(?:be\s+(?:a|an|the)\b|set in|kick in|appear|show up|start)",
+    re.IGNORECASE,
+)
+
+# -- the sentence around a match
+
+# a sentence that starts with a condition asserts nothing up to its first ; or :
+_CONDITION_FIRST = re.compile(
+    r"^\W*(?:if|once|when|whenever|unless|until|till|assuming|suppose|supposing|provided|as soon as|"
+    r"as long as|even if|in case|before)\b",
+    re.IGNORECASE,
+)
+_CONDITION_END = re.compile(r"[;:\u2014]")
+# a gerund that opens the sentence makes the claim its topic, not a statement: "reaching the limit will
+# take two more changes", "saturating the bus is the next goal"
+_GERUND_TOPIC = re.compile(r"(?:reach|hitt|achiev|approach|saturat|match|max|bump|gett)ing\b", re.IGNORECASE)
+# what optimizing goes on with ("I'll try", "let's fuse", "splitting the tile")
+_ACTIONS = (
+    r"(?:try|test|add|cut|reduce|fuse|switch|use|compress|split|shrink|increase|decrease|lower|raise|drop|remove|"
+    r"rewrite|restructure|reorder|unroll|pipeline|overlap|cache|tune|sweep|profile|measure|re-?measure|check|"
+    r"look|re-?run|repeat|retry|revert|target|focus|attack|optimi[sz]e|improve|push|fix|pad|swizzle|change|"
+    r"replace|implement|experiment|explore|investigate|apply|widen|narrow|hide|trim|vectori[sz]e|specialize|bump|"
+    r"double|halve|prefetch|recompute|dig|work on|move on|keep (?:going|pushing|tuning|optimi[sz]ing|at it)|"
+    r"continue|attempt|benchmark|compare|go (?:further|deeper|after|for)|see (?:if|whether|how)|rethink|revisit|"
+    r"consider|inspect|analy[sz]e|dump|hoist|interleave|rebalance|balance|move|tile|avoid|shave|confirm|verify)"
+)
+_GERUNDS = (
+    r"(?:splitting|trying|switching|rerunning|re-running|retrying|repeating|reducing|cutting|fusing|rewriting|"
+    r"restructuring|increasing|decreasing|lowering|raising|dropping|adding|removing|tuning|profiling|"
+    r"testing|measuring|re-?measuring|investigating|exploring|attempting|trimming|unrolling|pipelining|reworking|"
+    r"shrinking|changing|padding|swizzling|widening|going back|looking|digging|falling back|reverting|"
+    r"rebalancing|overlapping|caching|prefetching)"
+)
+# the sentence, outside the claim, says the work goes on or that there is room, or takes the claim back:
+# a plan ("next I'll cut loads", "let me try FP8", "swizzling should help", "splitting the tile"), room
+# ("there's still headroom", "room left"), a contrast ("but the profiler shows 40%"), a retraction
+# ("scratch that", "I was wrong")
+_GOES_ON = re.compile(
+    r"\b(?:i'll|i will|i'm going to|i am going to|we'll|we will|we're going to|we are going to|let's|let me|let us|"
+    r"i plan to|we plan to|planning to|i need to|we need to|i want to|we want to|i'd like to|which i'll|"
+    r"which we'll|(?:and|then) (?:will|'ll)|next,? (?:i|we)(?:'ll| will)?|then (?:i|we)(?:'ll| will)|"
+    r"(?<!what )(?<!that )(?<!all )"
+    r"(?:i can|we can|we could|i could)|"
+    r"i should|we should|time to)\s+(?:(?:\w+ly|also|now|next|first|instead|just)\s+)*" + _ACTIONS + r"\b|"
+    r"(?:[;:,(\u2014\u2013]|\bso\b|\band\b|\bnow\b|\b(?:i'm|i am|we're|we are)\b)\s*(?:now\s+|next\s+|instead\s+)?"
+    + _GERUNDS
+    + r"\b|"
+    r"\bnext (?:step|move|lever|thing|target|goal|job|task|idea)\b|\b(?:the|my|our) (?:plan|fix|remedy|cure|"
+    r"solution) is\b|\bthe way forward\b|\b(?:is|as) (?:the|our|my) (?:next )?(?:goal|aim|target|priority|"
+    r"objective)\b|\bwhich (?:\w+ )?(?:will|should|would) (?:fix|help|solve|remove)\b|\b(?:should|will|ought to) "
+    r"(?:help|fix (?:it|this|that)|win|be faster)\b|\bto fix (?:this|it|that)\b|\binstead\b|\bmoving (?:on )?to\b|"
+    r"\btells? us to\b|\bmeans? (?:we|i) (?:should|need|can)\b|\bnext (?:is|up|comes|on the list)\b|\b(?:that's|"
+    r"that is|this is) next\b|\b(?:so )?on to\b|"
+    r"\bbut\s+(?:only\s+)?\d+(?:\.\d+)?\s*%|\bbut\b[^.;]{0,40}?\bstill\b|\b(?:obvious|clear|easy) (?:fix|win|"
+    r"improvement|gain)\b|\b(?:the new|now it|now the \w+)\b[^.;]{0,30}?\b(?:faster|better|quicker)\b|"
+    r"\b(?:but|yet|though)\s+(?:the\s+)?(?:profil\w+|ncu|nsight|counters?|numbers?|data|measurements?|timings?)\s+"
+    r"(?:shows?|says?|disagrees?|suggests?|tells?|points?)\b|"
+    r"\b(?:there's|there is|there are|we have|we've got|leaves|leaving|with|still)\s+(?:still\s+)?(?:plenty of\s+|"
+    r"lots of\s+|a lot of\s+|some\s+|significant\s+|considerable\s+|more\s+|real\s+|much\s+)?(?:room|headroom|"
+    r"slack|upside|potential)\b|"
+    r"(?<!no )(?<!little )(?<!much )(?<!zero )(?<!any )\b(?:room|headroom) (?:left|remaining|to (?:improve|grow|"
+    r"gain|spare))\b|(?<!not )\b(?:lots|plenty|much|a lot|more) to (?:gain|squeeze|win|get)\b|\b(?:can|could) "
+    r"still\b|\bstill (?:room|possible|improvable|on the table)\b|"
+    r"\bactually,? (?:no|not)\b|\b(?:scratch|strike) that\b|\bon second thought\b|\b(?:i was|that was|i'm) "
+    r"wrong\b|\bpremature\b|\bi stand corrected\b|\bcorrection\b|\bnever ?mind\b|\bnot quite\b|\bproved? "
+    r"(?:me|that|it) wrong\b|\b(?:says?|shows?) otherwise\b|\bwrong kernel\b",
+    re.IGNORECASE,
+)
+# a sentence that takes back the one before: "Actually no, ncu shows 60%."
+_TAKES_BACK = re.compile(
+    r"^\W*(?:actually|wait|hmm+|correction|scratch that|strike that|on second thought|no\b|not quite|never ?mind|"
+    r"i was wrong|that's wrong|that was wrong|hold on|oops)\b",
+    re.IGNORECASE,
+)
+HIGH_SHARE = 0.85  # a measured share of a limit at least this high claims the limit
 
 
 def _sentences(text: str) -> list[str]:
     return [s for s in _SENTENCE_END.split(text) if s.strip()]
 
 
+def _share(groups: dict) -> float | None:
+    """The share of a limit that a match's numbers give, or None without numbers. The patterns name them
+    (a name may end in a digit, to be used twice): `got` of `peak` (a rate against its limit), `floor`
+    over `took` (a time against its limit), a percentage `pct`, a fraction `frac` (the digits after its
+    point), a distance `gap` in percent."""
+    g: dict[str, str] = {}
+    for name, value in groups.items():
+        if value is not None:
+            g.setdefault(name.rstrip("0123456789"), value)
+    if "got" in g and "peak" in g:
+        part, whole = float(g["got"]), float(g["peak"])
+    elif "floor" in g and "took" in g:
+        part, whole = float(g["floor"]), float(g["took"])
+    elif "pct" in g:
+        return float(g["pct"]) / 100
+    elif "frac" in g:
+        return float("0." + g["frac"])
+    elif "gap" in g:
+        return 1 - float(g["gap"]) / 100
+    else:
+        return None
+    return part / whole if whole > 0 else None
+
+
+def _goes_on(sentence: str, m: re.Match) -> bool:
+    """Whether the words of the sentence outside the claim `m` say that the work goes on (a plan whose own
+    clause denies nothing: not "tuning it further won't help"), that there is room, or take the claim
+    back."""
+    for g in _GOES_ON.finditer(sentence):
+        if g.start() < m.end() and g.end() > m.start():
+            continue
+        clause_end = next((b.start() for b in _CLAUSE_BREAK.finditer(sentence, g.end())), len(sentence))
+        if not _DENIAL.search(sentence[g.end() : clause_end]):
+            return True
+    return False
+
+
+def _a_topic(sentence: str, m: re.Match) -> bool:
+    """Whether the match opens the sentence as its topic: a gerund ("reaching the limit will take two
+    changes") or "at" and a comma ("at peak, the H200 moves 4.8 TB/s")."""
+    if sentence[: m.start()].strip():
+        return False
+    phrase = m.group(0)
+    return bool(_GERUND_TOPIC.match(phrase)) or (
+        phrase.lower().startswith("at ") and sentence[m.end() :].startswith(",")
+    )
+
+
+def _qualified(lead: str, inner: str, trail: str, rest: str) -> bool:
+    """Whether the words around a match take its claim away: `lead` (its clause before it), `inner` (its
+    own words before its `claim` group), `trail` (its clause after it), `rest` (the sentence after it)."""
+    return bool(
+        _DENIAL.search(_NOT_A_DENIAL.sub(" ", lead + " " + inner))
+        or _NOT_ASSERTED.search(lead)
+        or _NOT_ASSERTED.search(inner)
+        or (_HYPOTHETICAL.search(lead) and not _FURTHER_WORK.search(lead))
+        or _NOT_OURS.search(lead)
+        or _PART_OR_EXISTENCE.search(lead)
+        or _LIMIT_VALUE.search(lead)
+        or _NOT_NOW.search(trail)
+        or _VALUE_OR_DENIED.search(rest)
+    )
+
+
 def _asserted(sentence: str, m: re.Match) -> bool:
-    """Whether the match is asserted: not in a question, and not denied, conditional or a goal in its
-    clause (the words before it, and the match's own words before its named `claim` group)."""
+    """Whether the match is asserted: not in a question; not taken away by the words around it (see
+    _qualified); not under a condition that opens the sentence, nor its topic; its numbers, where it names
+    some, close to the limit; and the rest of the sentence not going on with the work."""
     if sentence.rstrip().endswith("?"):
         return False
     breaks = [b.end() for b in _CLAUSE_BREAK.finditer(sentence, 0, m.start())]
     lead = sentence[breaks[-1] if breaks else 0 : m.start()]
     inner = sentence[m.start() : m.start("claim")] if "claim" in m.re.groupindex else ""
-    return not (_DENIAL.search(lead + " " + inner) or _NOT_ASSERTED.search(lead) or _NOT_ASSERTED.search(inner))
+    after = next((b.start() for b in _CLAUSE_BREAK.finditer(sentence, m.end())), len(sentence))
+    if _qualified(lead, inner, sentence[m.end() : after], sentence[m.end() :]) or _a_topic(sentence, m):
+        return False
+    if _CONDITION_FIRST.search(sentence):
+        first = _CONDITION_END.search(sentence)
+        if first is None or m.start() < first.start():
+            return False
+    share = _share(m.groupdict())
+    if share is not None and share < HIGH_SHARE:
+        return False
+    return not _goes_on(sentence, m)
 
 
 def claimed_limit(text: str | None, patterns: tuple[str, ...]) -> dict | None:
-    """The first claim of a limit in `text` (an asserted one: see _asserted): the phrase, its sentence
-    and the pattern that found it."""
+    """The first claim of a limit in `text` (an asserted one, see _asserted, in a sentence that the next
+    one does not take back): the phrase, its sentence and the pattern that found it."""
     if not text:
         return None
-    for sentence in _sentences(text):
+    sentences = _sentences(text.replace("\u2019", "'"))
+    for i, sentence in enumerate(sentences):
         found = [
             (m.start(), m, pat)
             for pat in patterns
             for m in re.finditer(pat, sentence, re.IGNORECASE)
             if _asserted(sentence, m)
         ]
-        if found:
+        if found and not (i + 1 < len(sentences) and _TAKES_BACK.search(sentences[i + 1])):
             _, m, pat = min(found, key=lambda f: f[0])
             return {"phrase": m.group(0), "sentence": " ".join(sentence.split())[:300], "pattern": pat}
     return None
@@ -90,14 +306,19 @@ def claimed_limit(text: str | None, patterns: tuple[str, ...]) -> dict | None:
 
 # ---- the run's own model decides; a word filter decides what it is asked; the rules stand in
 
-# a sentence with none of these words claims no limit, and is not sent to the model
+# a sentence with none of these words, and no match of the patterns, claims no limit and is not sent to the
+# model
 _LIMIT_WORDS = re.compile(
     r"\b(?:limit\w*|bound\w*|bottleneck\w*|peak\w*|roofline|ceiling|floor|maximum|max\w*|minimum|optimal\w*|"
-    r"optimi[sz]\w*|saturat\w*|faster|fastest|quicker|speed\w*|improv\w*|gains?|headroom|room|slack|physic\w*|"
-    r"hardware\w*|silicon|device|gpu|amdahl\w*|best|achievab\w*|attainab\w*|possible|impossible|close|near\w*|"
-    r"balanced|busy|full\w*|pegged|flat out|tilt|theoretical|fundamental|bandwidth|throughput|utili[sz]\w*|"
-    r"squeez\w*|extract\w*|exhaust\w*|nothing|noise|negligible|marginal|diminishing|wall|done|final|"
-    r"can't|cannot|won't|efficien\w*|capacity|dominat\w*|unavoidable|fast\w*|no amount)\b|"
+    r"optimi[sz]\w*|optimum|ideal|saturat\w*|faster|fastest|quicker|speed\w*|improv\w*|gains?|headroom|room|slack|"
+    r"physic\w*|hardware\w*|silicon|device|gpu|amdahl\w*|best|achievab\w*|attainab\w*|possible|impossible|close|"
+    r"near\w*|balanced|busy|full\w*|pegged|flat[- ]out|tilt|theoretical|fundamental|bandwidth|throughput|"
+    r"utili[sz]\w*|squeez\w*|extract\w*|exhaust\w*|nothing|noise|negligible|marginal|diminishing|wall|done|final\w*|"
+    r"can't|cannot|won't|couldn't|unable|efficien\w*|inefficien\w*|capacity|dominat\w*|unavoidable|fast\w*|"
+    r"no amount|spec|sol|line rate|overlap\w*|hidden|pay\w*|worth\w*|wast\w*|ideas?|stop\w*|topped|"
+    r"beat\w*|plateau\w*|converg\w*|explored|tried|resolution|advis\w*|suggest\w*|recommend\w*|conclu\w*|"
+    r"wrap\w*|call it|rounding|sorry|afraid|unfortunately|regret\w*|give up|gave up|dead end|mercy|payoff|"
+    r"returns?|juice|stuck|closer)\b|"
     r"\bas \w+ as (?:it|this|we|one)\b",
     re.IGNORECASE,
 )
@@ -106,24 +327,29 @@ CLASSIFY_INSTRUCTIONS = """\
 You label one message written by an agent that is optimizing a GPU kernel. Answer CLAIM if the \
 message asserts, even hedged ("probably", "I think"), that the kernel is at or near a performance \
 limit (of the hardware, memory bandwidth, compute, physics, Amdahl's law, a roofline, the best \
-achievable) or that it cannot be made meaningfully faster. Answer NO if it does not: a question, a \
-plan, a goal, a denial ("not memory-bound"), a condition ("if it were compute-bound"), a limit of \
-another kernel, or the same words in another sense ("the loop is bound by n"). Reply with one word, \
-CLAIM or NO, on the first line; after CLAIM, quote the sentence that makes the claim on the second \
-line."""
+achievable), that it cannot be made meaningfully faster, that further work is not worth it \
+(diminishing returns, gains within the noise), or if it gives up or recommends stopping for that \
+reason. Answer NO if it does not: a question, a plan to go on, a goal, a denial ("not memory-bound"), \
+a condition ("if it were compute-bound"), a claim taken back, a limit since lifted, a limit of another \
+kernel or of the configuration (registers, shared memory, a --limit flag), or the same words in another \
+sense ("the loop is bound by n"). Reply with one word, CLAIM or NO, on the first line; after CLAIM, \
+quote the sentence that makes the claim on the second line."""
 _VERDICT = re.compile(r"^\W*(?:(?P<claim>claim)|no)\b", re.IGNORECASE)
 
 # (text, candidate sentences, the rules' finding) -> (claim?, the sentence quoted), or None: no verdict
 Classifier = Callable[[str, list[str], "dict | None"], "tuple[bool, str | None] | None"]
 
 
-def claim_candidates(text: str | None) -> list[str]:
-    """The sentences of `text` that could claim a limit (a word of _LIMIT_WORDS, not a question),
-    whitespace-normalized: what the model is asked about."""
+def claim_candidates(text: str | None, patterns: tuple[str, ...] = ()) -> list[str]:
+    """The sentences of `text` that could claim a limit (a word of _LIMIT_WORDS or a match of `patterns`,
+    not a question), whitespace-normalized: what the model is asked about."""
     if not text:
         return []
     return [
-        " ".join(s.split())[:300] for s in _sentences(text) if not s.rstrip().endswith("?") and _LIMIT_WORDS.search(s)
+        " ".join(s.split())[:300]
+        for s in _sentences(text.replace("\u2019", "'"))
+        if not s.rstrip().endswith("?")
+        and (_LIMIT_WORDS.search(s) or any(re.search(p, s, re.IGNORECASE) for p in patterns))
     ]
 
 
@@ -162,7 +388,7 @@ def _quoted(candidates: list[str], quote: str | None) -> str | None:
 def decide_claim(text: str | None, patterns: tuple[str, ...], classify: Classifier | None = None) -> dict | None:
     """A claimed limit in `text`, with its evidence and who decided (`decided_by`): the model through
     `classify` where given and it gives a verdict, else the rules."""
-    candidates = claim_candidates(text)
+    candidates = claim_candidates(text, patterns)
     rules = claimed_limit(text, patterns)
     if not text or (not candidates and rules is None):
         return None
