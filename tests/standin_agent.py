@@ -110,8 +110,27 @@ def emulate(cli: str, args: list[str]) -> int:
     name = {"claude": "claude-print-json.txt", "codex": "codex-exec-json.jsonl", "aider": "aider-message.txt"}[cli]
     if cli == "claude" and "Bash(gcc:*)" not in (_option(args, "--allowedTools") or "").split(","):
         name = "claude-print-json-denied.txt"
-    sys.stdout.write((RECORDED / name).read_text())
+    text = (RECORDED / name).read_text()
+    if cli == "codex":  # `exec resume` reports the thread's usage so far, as codex-cli 0.171 does
+        text = _codex_thread_usage(text, sum(1 for _ in open(home / "codex.jsonl")) if resume else 1)
+    sys.stdout.write(text)
     return 0
+
+
+def _codex_thread_usage(text: str, sessions: int) -> str:
+    """The recorded session's events, each turn.completed's usage counted `sessions` times over."""
+    out = []
+    for line in text.splitlines():
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            out.append(line)
+            continue
+        if isinstance(ev, dict) and ev.get("type") == "turn.completed" and isinstance(ev.get("usage"), dict):
+            ev["usage"] = {k: v * sessions if isinstance(v, int) else v for k, v in ev["usage"].items()}
+            line = json.dumps(ev)
+        out.append(line)
+    return "\n".join(out) + "\n"
 
 
 if __name__ == "__main__":
