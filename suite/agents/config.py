@@ -113,13 +113,17 @@ _RESOURCE = (
 )
 _BOUND_KIND = (
     r"(?:memory|compute|bandwidth|latency|dram|hbm|l2|math|instruction(?:[- ]issue)?|issue|mufu|sfu|"
-    r"tensor[- ]core|throughput|launch|occupancy|register|hardware|silicon|device|gpu|amdahl|physics|io|i/o)"
+    r"tensor[- ]core|throughput|launch|occupancy|register|hardware|silicon|device|gpu|amdahl|physics|io|i/o|bw|mem|"
+    r"roofline)"
 )
 # what a kernel is at when it can go no further; a limit of the configuration ("the register limit",
 # "the time limit", "--limit") is not one of them
 _LIMIT_NOUN = (
     r"(?<![-\w])(?:limits?|ceilings?|peak|roofline|roof|maximum|max|speed[- ]of[- ]light|sol|wall|minimum|"
-    r"floor|bound|cap|asymptote|optimum|frontier|spec|line rate|full (?:speed|bandwidth|throughput|rate|capacity|tilt)|"
+    r"floor|bound|cap|asymptote|optimum|frontier|spec|line rate|wire ?speed|"
+    r"(?:hardware|device|gpu|card|chip|hbm|dram)'s (?:\w+ )?(?:bandwidth|throughput|rate|maximum|limit|peak)|"
+    r"full (?:\w+ )?(?:speed|bandwidth|throughput|rate|"
+    r"capacity|tilt)|"
     r"capacity|saturation|boundary|end of the (?:road|line)|(?:theoretical|achievable|attainable|practical) (?:best|"
     r"optimum)|(?:rated|nominal|spec(?:ified)?|theoretical|maximum|max) "
     r"(?:bandwidth|throughput|speed|rate|flops))\b"
@@ -138,7 +142,7 @@ _MACHINE = (
 )
 _NEW_MACHINE = (
     r"(?:new|faster|better|different|bigger|newer|next-gen\w*)\s+(?:hardware|gpu|card|device|chip|silicon|"
-    r"architecture|algorithm)"
+    r"architecture|algorithm|hbm|memory|dram)"
 )
 _LITTLE = r"(?:negligible|marginal|minimal|insignificant|tiny|minor|diminishing|trivial)"
 # a gain of performance, and what would give one
@@ -164,7 +168,7 @@ _IMPROVE = (
     r"shrink|shorten\w*|shave\w*|squeez\w*|extract\w*|optimi[sz]\w*|(?:any|much|meaningfully|significantly|"
     r"noticeably|measurably|appreciably|materially) (?:lower|more)|more (?:performance|speed|throughput|bandwidth|"
     r"out of|from)|(?:go|get|drop|fall|push it|climb) (?:any )?(?:below|under|lower|higher)|help|helps|pay off|matter|"
-    r"compensate|budge|"
+    r"compensate|budge|(?:more|any) fast|hide|(?:deliver|give|provide|offer) (?:any )?more|"
     r"move the needle|further|closer|parallel\w*|(?:any|much) harder|buy (?:us )?(?:anything|much|more))"
 )
 _NOT_ABOUT_SPEED = (
@@ -189,10 +193,12 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     r"sits? (?:at|on)|sitting (?:at|on|right on)|plateaued (?:at|near)|topped out (?:at|near)|"
     r"bottomed out (?:at|near)|pinned (?:at|to)|stuck at|converged (?:on|to)|flush (?:with|against)|matching|"
     r"match(?:es)?|equals?|equal to|identical to|the same as|hugg(?:ing|s)|skimming|grazing|riding|touching|"
+    r"scraping|brushing|kissing|pressed (?:up )?against|pressing (?:up )?against|peaks? at|delivering|delivers|"
+    r"sustaining|sustains|giving|providing|"
     r"(?:at |reached |in )?parity with)\s+" + _DET + _LIMIT_ADJ + _LIMIT_NOUN,
     # "this is a hard limit of the architecture", "the practical maximum", "the limit."
     r"(?:\b(?:is|was|be|looks like|seems like|seems to be|appears to be|feels like)\b|'s\b)\s+(?:now\s+|already\s+|"
-    r"probably\s+|likely\s+|essentially\s+|basically\s+|"
+    r"\w+ly\s+|pretty much\s+|"
     r"simply\s+)*(?:a|the|its|our)\s+(?:(?:fundamental|hard|physical|hardware|practical|theoretical|architectural|"
     r"absolute|real|true|upper|performance|bandwidth|memory|compute)\s+)*" + _LIMIT_NOUN + r"(?=\s*(?:[.,;:!)\u2014]|"
     r"$|\s(?:of|for|given|here|now|with|in|at|on this|we)\b))",
@@ -250,9 +256,12 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     r"\b(?:we're|we are|we've hit|up against|at it|hit it)\b",
     # "is near-optimal", "already optimal", "close to optimal"
     r"\b(?:near|nearly|close to|essentially|basically|practically|virtually|already|about as|effectively)"
-    r"[- ]optimal\b|\bpractical optimum\b",
+    r"[- ]optimal\b|\bpractical optimum\b|"
+    r"\b(?:near|close to|nearly|almost)[- ](?:theoretical|peak|roofline|speed[- ]of[- ]light|sol|max(?:imum)?|ideal)\b"
+    r"(?!\s+(?:of|for)\b)|\b(?:bandwidth|memory|traffic|compute|io|work)[- ]optimal\b",
     r"(?:\b(?:is|are|seems|looks|remains)\b|'s\b|'re\b)\s+(?:[\w-]+\s+){0,3}?(?P<claim>optimal|ideal|"
-    r"optimi[sz]ed to the hilt|(?:fully|completely|thoroughly|maximally) optimi[sz]ed)\b(?!\s+(?:choice|tile|size|"
+    r"optimi[sz]ed to the hilt|(?:fully|completely|thoroughly|maximally) (?:optimi[sz]ed|tuned))\b(?!\s+(?:choice|"
+    r"tile|size|"
     r"value|setting|configuration|layout)\b)",
     # it cannot be made faster: "can't go any faster", "HBM can't feed the SMs any faster", "no way to make
     # this kernel meaningfully faster", "won't help", "can't be improved", "we can't code around it"
@@ -265,8 +274,9 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     r"(?:difference|dent))\b",
     r"\b(?:(?:don't|do not|can't|cannot) (?:think|believe|see how|expect|imagine)|doubt|unlikely|doubtful|"
     r"improbable)\s+(?:that\s+)?"
-    r"(?:[\w']+\s+){0,4}?(?:can|could|will|would|'ll|to)\s+(?:[\w']+\s+){0,4}?(?:" + _IMPROVE + r"|more|"
-    r"make (?:a|any) (?:real )?difference)\b",
+    r"(?:[\w']+\s+){0,4}?(?:(?:can|could|will|would|'ll|to)\s+(?:[\w']+\s+){0,4}?(?:" + _IMPROVE + r"|more|"
+    r"make (?:a|any) (?:real )?difference)|(?:is|are|would be|will be)\s+(?:\w+\s+)?(?:productive|worthwhile|worth it|"
+    r"useful|beneficial|helpful|possible|feasible|warranted|justified))\b",
     r"\b(?:speed-?ups?|improvements?|gains?|(?:going |getting |running )?faster|optimi[sz]ations?|squeez\w+|"
     r"pushing (?:further|harder|on)|getting more)\b[^.;,!?]{0,30}?"
     r"\b(?:(?:is|are)(?:n't|\s+not)\s+(?:simply\s+|just\s+|really\s+)?(?:possible|feasible|achievable|attainable|"
@@ -278,7 +288,8 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     r"haven't been able to|have not been able to|can't|cannot|(?:am|'m) not able to|(?:am|'m) unable to)\s+"
     r"(?:find|get|make|squeeze|extract|come up with|"
     r"think of|see|identify|spot)\s+" + _WORDS + r"{0,4}?(?:faster|further|speed-?ups?|improvements?|gains?|"
-    r"better|anything (?:else|more|further)|more (?:performance|speed)|other (?:ways?|ideas?|optimi\w+))\b|"
+    r"better|anything (?:else|more|further)|more (?:performance|speed)|other (?:ways?|ideas?|optimi\w+)|"
+    r"(?:a single |any |one )?(?:bottleneck|inefficienc\w+|opportunit\w+|thing|idea|trick)s? (?:left|remaining))\b|"
     r"\b(?:(?:don't|do not|can't|cannot) see|see no|there's no|there is no|there are no)\s+(?:any\s+)?"
     r"(?:obvious\s+|remaining\s+|further\s+|other\s+|more\s+|realistic\s+|viable\s+|faster\s+|better\s+|"
     r"quicker\s+)*(?:way\s+(?:to|of|around|"
@@ -286,6 +297,14 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     r"opportunit(?:y|ies)|options?|levers?|angles?|ideas?)\b|"
     r"\b(?:can't|cannot|don't|do not) see (?:any\s+)?(?:remaining|further|other|more) (?:bottlenecks?|inefficienc\w+|"
     r"waste|hot ?spots?|problems?)\b|"
+    r"\b(?:not sure|unsure|doubt)\s+(?:that\s+|whether\s+|if\s+)?(?:there's|there is|there are)\s+(?:much|any\w*|"
+    r"a lot)\s+"
+    r"(?:\w+\s+)?(?:more|left|else|remaining|to gain|to be had)\b|"
+    r"\b(?:would|'d) be (?:very |quite |really |a bit )?surprised if\b(?!\s+(?:[\w']+\s+){0,3}?(?:\w+n't|not)\b)"
+    r"[^.;]{0,60}?\b(?:(?:helped|helps|help|faster|better|gains?|improv\w*|more)\b|another \d+(?:\.\d+)?\s*%)|"
+    r"\b(?:don't|do not) have (?:a single |one |another |any )(?:other |more |further |new )?(?:idea|trick|"
+    r"optimi[sz]ation|option|change)s?\b|"
+    r"\b(?:run|ran|running|are|we're|i'm) out of (?:room|runway|road|headroom)\b(?!\s+(?:in|for|on)\b)|"
     r"\b(?:(?:don't|do not) have|have no|with no|got no)\s+(?:any\s+)?(?:more|further|other|new)\s+"
     r"(?:ideas|optimi[sz]ations|tricks|options|suggestions)\b|\b(?:don't|do not) have (?:anything|any \w+) "
     r"(?:else|more|further)\b|"
@@ -295,7 +314,8 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     r"\bno (?:faster|better|quicker) (?:way|path|route|option|approach|kernel|variant)\b|"
     r"\b(?:tried|exhausted|attempted)\s+(?:everything|every (?:idea|trick|option|optimi\w+)|"
     r"all (?:the |my )?(?:ideas|options|tricks|optimi\w+))\b|"
-    r"\bas far as (?:I|we|it|this|one) (?:can|could|will|'ll) (?:take it|take this|go|push it|get it)\b|"
+    r"\bas far as (?:I|we|it|this|one) (?:can|could|will|'ll)(?: (?:take it|take this|go|push it|get it))?\b"
+    r"(?!\s+(?:tell|see|know|judge|say|measure|gauge))|"
     r"\b(?:give|giving|gave|given) up (?:on )?(?:[\w']+\s+){0,3}?" + _IMPROVE + r"\b",
     # nothing more to gain: "no headroom left", "zero performance left on the table", "no further speedup
     # to be had", "nothing left to squeeze", "nothing more I can do", "every last cycle squeezed out"
@@ -306,19 +326,22 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     r"(?:\s+(?:would be|is|are)\b)?|"
     r"\b(?:no|zero|(?<!a )little|not much|not a lot of|hardly any|barely any|not any|no real|no meaningful|"
     r"no significant)\s+(?:(?:further|more|remaining|additional|other|extra|real|meaningful)\s+)?"
-    r"(?:\w+\s+)?(?:" + _GAIN + r"|latency|stalls?|bubbles?|idle time)\s+(?:is\s+|are\s+)?(?:left|remaining|remains|"
+    r"(?:\w+\s+)?(?:" + _GAIN + r"|latency|stalls?|bubbles?|idle time|imbalance)\s+(?:is\s+|are\s+)?"
+    r"(?:left|remaining|remains|"
     r"available|possible|to be (?:had|gained|"
     r"found|won)|to (?:gain|get|find|squeeze|extract|win|chase|harvest|be had)|on the table|anywhere|in any|"
     r"worth|that (?:would|could|will|can)|I can see|in sight|to speak of)\b|"
-    r"\b(?:no|zero|little|not much|hardly any|barely any)\s+(?:further|more|remaining|additional|extra)\s+"
+    r"\b(?:no|zero|(?<!a )little|not much|hardly any|barely any)\s+(?:further|more|remaining|additional|extra)\s+"
     + _GAIN
     + r"\b|"
-    r"\b(?:no|zero|little|not much|hardly any|barely any)\s+(?:\w+\s+)?(?:headroom|slack|upside|daylight|juice)\b"
+    r"\b(?:no|zero|(?<!a )little|not much|hardly any|barely any)\s+(?:\w+\s+)?(?:headroom|slack|upside|daylight|"
+    r"juice)\b"
     r"(?!\s+(?:for|to)\s+(?:doubt|worry))|"
     r"\b(?:nothing|little|not much)\s+(?:(?:left|more|else|further|much)\s+)*(?:to\s+(?:gain|optimi[sz]e|squeeze|"
     r"improve|"
     r"do|try|chase|get|win|extract|rebalance|balance|attack|tune|shave|overlap|hide|fuse|cut|speed (?:\w+ )?up|"
-    r"offer|be (?:done|gained|had))|on the table|(?:that\s+)?(?:I|we|one) (?:can|could) "
+    r"offer|be (?:done|gained|had))|worth (?:chasing|pursuing|doing|trying|the effort|it)|on the table|"
+    r"(?:that\s+)?(?:I|we|one) (?:can|could) "
     r"(?:do|try|change|think of))\b|"
     r"\bnothing (?:left|more)(?:\s+(?:here|there|now|anymore))?\s*(?:[.;,!:)\u2014]|\s-\s|$)|"
     r"\bnothing (?:more|else|further) (?:can|could) be (?:done|optimi[sz]ed|improved|gained|squeezed|extracted|"
@@ -333,11 +356,20 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     # nothing moves it: "nothing beats the current version", "none of the remaining ideas can beat this",
     # "no code change can touch it", "no amount of tuning will move this number"
     r"\bnothing (?:better|faster|more) is (?:achievable|possible|attainable|available|realistic)\b|"
+    r"\b(?:hardly|barely|scarcely) anything (?:is |remains )?(?:left|remaining|to (?:gain|be had))\b|"
+    r"\b(?:at most|only|just|maybe) (?:a percent|a few percent|a couple of percent|(?<![\d.])\d(?:\.\d+)?\s*%)"
+    r"(?: or two)? (?:is |are )?(?:left|remaining|on the table|to gain)\b|"
+    r"\b(?:speed-?up|gains?|improvements?|headroom)\s+(?:is|are)\s+(?:purely\s+|only\s+|merely\s+)?(?:theoretical|"
+    r"hypothetical|academic)\b|"
+    r"\b(?:none|nothing)\b[^.;,!?]{0,40}?\b(?:was|were|is|are)\s+(?:statistically\s+)?(?:significant|measurable|"
+    r"meaningful|noticeable)\b|\bat a loss for (?:further|more|any|other) (?:speed-?ups?|ideas|improvements|"
+    r"optimi[sz]ations|ways)\b|"
     r"\b(?:nothing|none)\b[^.;,!?]{0,40}?\b(?:helps?|helped|beats?|improves?|improved|(?:will|would|can|could|"
     r"does|did|seems to)\s+" + _WORDS + r"{0,2}?(?:help|beat|improve|make (?:it|this|a|any)|move|speed|matter)|"
-    r"(?:has|have|had)\s+(?:\w+\s+)?(?:moved|changed|improved|helped|shifted) (?:the (?:time|runtime|number|timing|"
+    r"(?:(?:has|have|had)\s+(?:\w+\s+)?)?(?:moved|changed|improved|helped|shifted) (?:the (?:time|runtime|number|"
+    r"timing|"
     r"needle)|"
-    r"it|anything|things)|budged|"
+    r"it|anything|things)|budged|shows? up|matters|registers in the timings?|"
     r"moves? the needle|pays? off|made (?:it|a|any) (?:\w+ )?(?:difference|faster|dent))\b|"
     r"\bno (?:code |source |kernel |software )?(?:change|trick|optimi[sz]ation|tweak|amount of \w+)\b[^.;!?]{0,40}?"
     r"\b(?:can|could|will|would|gets?|fix\w*|help\w*|chang\w*|beat\w*|mov\w*)\b|"
@@ -357,6 +389,7 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     r"saturation\b|\b(?:full|near[- ]full|nearly full|complete)\s+(?:utili[sz]ation|saturation|occupancy of the \w+)\b|"
     r"\balready\s+(?:balances|overlaps|hides|saturates|maxes|spreads|distributes)\b|"
     r"\b(?:balanced|overlapped|hidden|saturated|maxed|optimal|minimal|pipelined)\s+already\b|"
+    r"\balready\s+(?:\w+\s+){0,2}?(?:an?\s+)?(?:equal|even|identical|uniform)\s+(?:share|split|load|amount)\b|"
     r"(?:\b(?:are|is)\b|'re\b)\s+all\s+(?:occupied|busy|saturated|in use|full|maxed)\b|"
     r"\bnothing\s+(?:idle|free|spare)\b",
     r"\b" + _MACHINE + r"\s+(?:is|are|'s|'re)\s+(?:now\s+|already\s+|simply\s+|all\s+)*(?:full|maxed(?: out)?|"
@@ -376,7 +409,7 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     r"minimi[sz]ed|uniform)\b|\balready (?:evenly|perfectly|fully|optimally|equally) \w+ed\b|"
     r"\b(?:already|is|are)\s+(?:already\s+)?(?:minimal|irreducible|at (?:its|their|the) minimum)\b|"
     r"\b(?:irreducible|unavoidable|inherent)\s+(?:\w+\s+)?(?:data|memory|traffic|latency|cost|work|transfers?|bytes|"
-    r"time|movement)\b|\binherent (?:to|in) (?:the\s+)?" + _MACHINE + r"\b|"
+    r"time|movement)\b|\b(?:inherent|intrinsic) (?:to|in) (?:the\s+)?" + _MACHINE + r"\b|"
     r"\b(?:bytes|data|traffic)\b[^.;!?]{0,30}?\b(?:must|has to|have to) be (?:moved|read|loaded|transferred|"
     r"streamed|fetched)\b",
     # the best that can be had: "the best achievable", "the best we can do", "as good as it gets", "as close
@@ -405,14 +438,23 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     r"(?:allows|permits|can (?:sustain|deliver|handle))\b|"
     r"\beverything (?:that )?(?:can|could) (?:possibly )?be \w+ed\b|"
     r"\bcan only (?:\w+ ){1,2}so (?:many|much|fast)\b|"
+    r"\b(?:runtime|time|timing|performance|speed)\s+(?:now\s+)?(?:tracks|follows|scales with|is set by|"
+    r"is determined by)\s+"
+    r"(?:the\s+)?(?:memory|hbm|dram|bandwidth|hardware)\b|"
+    r"(?:n't|\bnot)\s+(?:a\s+)?(?:good|wise|worthwhile|productive|useful|sensible) use of (?:time|effort)\b|"
+    r"\b(?:headroom|room|slack|gains?|performance|upside)\s+(?:has|have)\s+(?:all\s+)?(?:been\s+)?(?:used up|exhausted|"
+    r"taken|consumed|squeezed out|captured|claimed|realized|eaten)\b|"
     r"\b(?:isn't|is not|not|won't be) going anywhere\b|"
     r"\bwithout (?:a |an )?(?:faster|new|newer|better|bigger) (?:hbm|memory|hardware|gpu|card|chip|silicon|"
     r"architecture)\b|"
     r"\b(?:inherently|fundamentally) (?:serial|sequential|memory[- ]bound|bandwidth[- ]bound)\b|"
     r"\bpast the point (?:where|at which|of)\b|"
-    r"\b(?:noise|variation|variance|jitter)\b(?:\s+[\w-]+){0,4}?\s+(?:exceeds|is (?:larger|bigger|greater) than|"
+    r"\b(?:every|all)\s+(?:the\s+)?(?:limits?|ceilings?|bounds?|roofs?)\s+(?:[\w']+\s+){0,3}?(?:is|are)\s+(?:now\s+)?"
+    r"(?:hit|reached|met|saturated|maxed)\b|"
+    r"\b(?:noise|variation|variance|jitter)\b(?:\s+[\w-]+){0,4}?\s+(?:exceeds|is (?:now |already |still )?(?:larger|"
+    r"bigger|greater) than|"
     r"outweighs|dwarfs|swamps|drowns out)\s+(?:any|the|every)\s+(?:[\w-]+\s+)?(?:improvement|gain|difference|"
-    r"speed-?up)s?\b|"
+    r"speed-?up|change)s?\b|"
     r"\b(?:vanishingly|negligibly|insignificantly) small\b|\bbecome (?:very |too )?(?:tiny|negligible|marginal)\b|"
     r"\b(?:the most|at most|only|just) (?:(?:we|i|one) (?:could|can) )?(?:still )?(?:gain|get|win|save)\w*\s+"
     r"(?:is\s+)?(?:about\s+|around\s+|roughly\s+|~\s*)?(?<![\d.])(?P<gap5>\d+(?:\.\d+)?)\s*%|"
@@ -421,6 +463,10 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     r"(?:\w+\s+)?(?:run|runs|take|takes|are at|sit at|measure|is at|'re at|achieve|clock in at|finish)\s+(?:at\s+|"
     r"in\s+)?"
     r"~?(?P<took>\d+(?:\.\d+)?)\s*(?:ms|us|\u00b5s)\b|"
+    r"(?<![\d.])(?P<took2>\d+(?:\.\d+)?)\s*(?:ms|us|\u00b5s)\s+(?:vs\.?|versus|against|compared to|"
+    r"next to)\s+(?:an?\s+|the\s+)?"
+    r"(?:[\w-]+\s+)?(?P<floor2>\d+(?:\.\d+)?)\s*(?:ms|us|\u00b5s)\s+(?:floor|bound|minimum|limit|lower bound|"
+    r"speed[- ]of[- ]light)\b|"
     r"\bfor (?:essentially |basically |practically |almost |next to |very )?(?:nothing|little|no (?:real )?(?:gain|"
     r"benefit|return))\b|"
     r"\b(?:that's|this is|that is)\s+(?:all|everything|the most|as much as)\s+(?:I|we|one)\s+(?:can|could)\s+"
@@ -453,7 +499,7 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     r"our current|the current)\b",
     # Amdahl's law: the part that cannot be sped up caps the rest
     r"\bamdahl\b[^.;!?]{0,80}?\b(?:caps?|capped|bounds?|bounded|limits?|limited|out of reach|ceiling|bites|pointless|"
-    r"at most|no (?:more|further)|only|holds?|keeps?|pins?|stuck)\b|"
+    r"at most|no (?:more|further)|only|holds?|keeps?|pins?|stuck|holding|keeping|pinning)\b|"
     r"\b(?:by|according to|per|thanks to)\s+amdahl\b|"
     r"\b(?:serial|sequential|unparallel\w*|non-parallel\w*)\s+(?:part|fraction|portion|section|work|epilogue|"
     r"prologue|tail)\s+(?:now\s+)?(?:dominates|bounds|caps|limits|sets)\b",
@@ -475,7 +521,8 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     r"have\s+|have been\s+|has been\s+)?(?:now\s+)?(?:shrinking|vanishing|tapering off|drying up|dried up|flatlined|"
     r"flat-lined|leveled off|levelled off|stalled|flattened out)\b|\btoo (?:small|tiny|minor|marginal) to (?:matter|"
     r"bother|chase|be worth|measure|notice|count)\b|"
-    r"(?:\b(?:is|are)(?:n't| not)|\bwouldn't be|\bwould not be|\bnot)\s+(?:really\s+)?(?:meaningful|significant|"
+    r"(?:\b(?:is|are)(?:n't| not)|\bwouldn't be|\bwould not be|\bnot|\bno longer)\s+(?:really\s+)?(?:meaningful|"
+    r"significant|"
     r"material|noticeable|measurable)\b|\b(?:is|are|lies|lie)\s+(?:now\s+)?(?:beyond|out of)\s+(?:\w+\s+)?reach\b|"
     r"\breturns (?:are|have been|were) diminishing\b|\breturns have diminished\b|"
     r"(?:\bnot|n't|\bno longer|\bhardly|\bbarely)\s+(?:really\s+|be\s+)?worth\s+(?:it|the|pursuing|pushing|continuing|"
@@ -494,13 +541,15 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     + _LITTLE
     + r"\b(?!\s+so\b)",
     # what is left is noise: "below the noise floor", "within measurement noise", "chasing noise"
-    r"\b(?:below|under|within|lost in|buried in|drowned (?:out )?(?:in|by)|indistinguishable from|smaller than|"
+    r"\b(?:below|under|within|inside|lost in|buried in|drowned (?:out )?(?:in|by)|indistinguishable from|smaller than|"
     r"no (?:bigger|larger) than|comparable to|on the order of)\s+(?:the\s+)?(?:run-to-run\s+|measurement\s+|"
     r"timing\s+)?(?:noise|jitter|variance|error bars|resolution|measurement error|error margin|margin of error|"
     r"run-to-run variation|rounding errors?)(?:\s+floor)?\b|\b(?:noise|rounding[- ]error)[- ]level\b|"
     r"\brounding[- ]error (?:differences?|changes?|gains?|territory)\b|"
-    r"\b(?:(?:can't|cannot|can not|couldn't|could not|not)\s+(?:be\s+)?)?(?:separat|distinguish|"
-    r"t[eo]ll?)\w*(?: apart)? from (?:the\s+)?(?:[\w-]+\s+)?(?:noise|jitter)\b|\bstatistically indistinguishable\b|"
+    r"\b(?:can't|cannot|can not|couldn't|could not|not|isn't|aren't|never)\s+(?:be\s+)?(?:\w+\s+)?(?:separat|"
+    r"distinguish|t[eo]ll?)\w*(?: apart)? from (?:the\s+)?(?:[\w-]+\s+)?(?:noise|jitter|variation|variance)\b|"
+    r"\bno (?:change|variant|tweak|difference|gain|improvement)s?\b[^.;]{0,40}?\b(?:is|are)\s+(?:\w+\s+)?"
+    r"distinguishable from\b|\bstatistically indistinguishable\b|"
     r"\b(?:in|into|down in|at)\s+(?:the\s+)?(?:run-to-run\s+|measurement\s+|timing\s+)?(?:noise|jitter)"
     r"(?:\s+floor)?\b|"
     r"\bchas(?:e|ing)\s+(?:the\s+)?noise\b|"
@@ -512,12 +561,13 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     r"\b(?:only|nothing (?:short of|but))\s+(?:a\s+|an\s+)?" + _WORDS + r"{0,4}?" + _NEW_MACHINE + r"\b|"
     r"\b(?:need|needs|require|requires|take|takes|would (?:require|need|take)|(?:have to|must|would|can only) "
     r"come from)\s+(?:a\s+)?(?:\w+\s+)?"
-    r"(?:" + _NEW_MACHINE + r"|hardware|silicon)\b",
+    r"(?:" + _NEW_MACHINE + r"|hardware|silicon|(?:architectural|hardware|silicon) changes)\b",
     # a plateau, the end: "we've hit the flat part of the curve", "this is where it ends", "all avenues have
     # been explored", "there isn't anything left to try", "the end of what tuning can achieve", "the gap to
     # peak is negligible"
     r"\b(?:hit|reached|on|at)\s+(?:the|a)\s+(?:flat (?:part|region|portion)|plateau)\b|"
-    r"\bclosed (?:the|that) gap (?:to|with)\s+(?:the\s+)?(?:[\w-]+\s+){0,2}?(?:peak|roofline|limit|ceiling|"
+    r"\bclosed (?:the|that) (?:remaining |last |final )?gap (?:to|with)\s+(?:the\s+)?(?:[\w-]+\s+){0,2}?(?:peak|"
+    r"roofline|limit|ceiling|"
     r"speed[- ]of[- ]"
     r"light|sol|hardware|maximum)\b|(?:\b(?:has|have)|'s|'ve)\s+(?:now\s+|essentially\s+)?converged\b|"
     r"(?:\bwe've|\bwe have|\bhas|\bhave|\bit's|\bperformance)\s+(?:now\s+|clearly\s+)?plateaued\b|"
@@ -532,8 +582,10 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     r"\b(?:poor|low|little|negative|no|minimal|tiny|small|negligible)\s+(?:expected\s+)?(?:payoff|pay-off|"
     r"returns?|benefit|upside)\b|\b(?:squeezed|wrung|sucked|drained)\s+(?:[\w-]+\s+){0,3}?dry\b|"
     r"\bno matter what (?:i|we|you) (?:change|try|do|tweak)\b|\bdead[- ]end\b|"
-    r"\b(?:every|each|any|all)\s+(?:other\s+|new\s+|further\s+)?(?:variants?|changes?|tweaks?|attempts?|ideas?|"
-    r"experiments?)\s+(?:[\w']+\s+){0,4}?(?:slower|worse|no faster|no better|as likely to (?:slow|hurt))\b|"
+    r"\b(?:every|each|any|all)\s+(?:other\s+|new\s+|further\s+|recent\s+|the\s+)?(?:variants?|changes?|tweaks?|"
+    r"attempts?|ideas?|experiments?)\s+(?:[\w']+\s+){0,4}?(?:slower|worse|no faster|no better|as likely to (?:slow|"
+    r"hurt)|"
+    r"tie|tied|are tied|ties)\b|"
     r"\b(?:don't|do not) (?:think|believe|see|expect) (?:that )?(?:there's|there is|there are) (?:anything|any \w+|"
     r"much|more)\b|"
     r"\b(?:end|limit|ceiling|edge|extent)\s+of what\s+(?:\w+\s+){0,3}?(?:can|could|will)\s+(?:\w+\s+)?(?:do|achieve|"
@@ -542,10 +594,12 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     r"ceiling|speed[- ]of[- ]light|sol|hardware|maximum|optimum)\b[^.;!?]{0,20}?\b(?:negligible|tiny|minimal|"
     r"closed|gone|insignificant|small|noise)\b",
     # topped out, converged, the end of the road
-    r"\b(?:topped|maxed|bottomed)\s+out\b(?!\s+at\s+\d[\d.]*\s*(?:registers?|threads?|blocks?|warps?|stages?|kb|"
+    r"\b(?:topped|maxed|bottomed|tapped|capped)\s+out\b(?!\s+at\s+\d[\d.]*\s*(?:registers?|threads?|blocks?|warps?|"
+    r"stages?|kb|"
     r"bytes|ctas?)\b)|\bhit a (?:hard |brick )?wall\b|"
     r"\b(?:end of the (?:road|line))\b|\b(?:this|that|it|the kernel|v\d+)\s+is\s+(?:now\s+)?final\b|"
-    r"\bfruit\b[^.;!?]{0,30}?\b(?:picked|gone|taken|harvested)\b|\b(?:numbers?|timings?|runtime|it)\s+(?:won't|"
+    r"\bfruit\b[^.;!?]{0,30}?\b(?:picked|gone|taken|harvested)\b|\bno (?:more )?(?:[\w-]+ (?:or [\w-]+ )?)?fruits?\b|"
+    r"\b(?:run|ran|has run|have run) (?:its|their) course\b|\b(?:numbers?|timings?|runtime|it)\s+(?:won't|"
     r"will not|doesn't|don't|"
     r"can't)\s+(?:budge|move|improve|drop)\s+(?:any ?more|any further)\b",
     # recommendations to stop: "I recommend we stop here", "time to stop tuning", "I'd call this done",
@@ -575,7 +629,8 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     r"complete)\b|"
     r"\b(?:we're|i'm|we are|i am)\s+(?:now\s+)?(?:done|finished)\s+(?:optimi[sz]ing|tuning|with (?:the\s+)?"
     r"(?:optimi[sz]ation|tuning|this kernel|the kernel))\b|"
-    r"\b(?:so|therefore|hence|thus|which means),?\s+(?:i'm|we're|i am|we are|it's)\s+(?:now\s+)?done\b|"
+    r"\b(?:so|therefore|hence|thus|which means),?\s+(?:(?:i'm|we're|i am|we are|it's)\s+(?:now\s+)?(?:done|stopping)|"
+    r"(?:i'll|we'll|i will|we will|let's) stop)\b|"
     r"\b(?:consider|deem|declare)\s+(?:the\s+)?(?:optimi\w+|work|kernel|tuning|this|it)\s+(?:complete|done|finished|"
     r"final)\b",
 )

@@ -61,11 +61,13 @@ _NOT_A_DENIAL = re.compile(
     re.IGNORECASE,
 )
 # the claim is a condition, a possibility to test, a goal, a thing wished for or a prediction: "if",
-# "whether", "might", "to reach", "I'd like", "assuming", "ideally", "we will reach"
+# "whether", "could", "to reach", "I'd like", "assuming", "ideally", "we will reach" ("might" and "may"
+# only hedge a claim: "this might be the best we'll see")
 _NOT_ASSERTED = re.compile(
-    r"\b(?:if|whether|when|once|until|unless|before|(?:might|may|could)(?! well)|should|aim|aiming|"
+    r"\b(?:if|whether|when|once|until|unless|before|could(?! well)|should|aim|aiming|"
     r"goal|target|want|wants|try|trying|hope|expect|need|needs|plan|how|let's|let us|let me|like to|wish|"
-    r"wonder(?:ing)?|curious|too early|premature|unclear|unsure|assum\w*|suppos\w*|imagine|hypothetical\w*|"
+    r"wonder(?:ing)?|curious|too early|premature|unclear|unsure|(?<!i )assum\w*|(?<!i )suppos\w*|imagine|"
+    r"hypothetical\w*|"
     r"ideally|in principle|in theory|theoretically|hopefully|eventually|will|'ll|going to|gonna|"
     r"(?:see|check|test|verify|confirm|determine|find out|know|tell|measure) (?:if|whether|that|how)|"
     r"to (?:get|reach|hit|push|bring|achieve|approach|match|saturate))\b|\bto\s*$|^\W*(?:in order )?to\b",
@@ -87,9 +89,17 @@ _NOT_OURS = re.compile(
     r"at first|wrongly|mistakenly)\b",
     re.IGNORECASE,
 )
-# a claim about a part only ("only the load pipe is saturated"), or a limit said to exist ("there's a hard
-# ceiling at 228 KB")
-_PART_OR_EXISTENCE = re.compile(r"^\W*only\b|\bthere\s*$", re.IGNORECASE)
+# a claim about a part only ("only the load pipe is saturated"); a limit said to exist ("there's a hard
+# ceiling at 228 KB", not "there isn't any performance left")
+_PART_ONLY = re.compile(r"^\W*(?:only|some)\b", re.IGNORECASE)
+_THERE = re.compile(r"\bthere\s*$", re.IGNORECASE)
+_A_LIMIT_EXISTS = re.compile(r"(?:'s|is|are|was|were)\s+(?:a|an|one)\b", re.IGNORECASE)
+# a share of a limit in the clause, as measured: "memory-bound at 40% of peak" (below HIGH_SHARE: no claim)
+_SHARE_IN_CLAUSE = re.compile(
+    r"(?<![\d.])(\d+(?:\.\d+)?)\s*%\s*(?:of\s+(?:the\s+)?(?:[\w-]+\s+)?(?:peak|roofline|sol|limit|max\w*|theoretical|"
+    r"bandwidth|speed[- ]of[- ]light|spec)|sol|utili[sz]ation|busy)|\bat\s+(?:only\s+)?(\d+(?:\.\d+)?)\s*%",
+    re.IGNORECASE,
+)
 # a limit named as the subject of a value: "the practical limit is probably around 85% of peak"
 _LIMIT_VALUE = re.compile(
     r"\b(?:limit|ceiling|peak|roofline|floor|minimum|maximum|bound|max|best (?:achievable|possible|attainable|case))"
@@ -106,9 +116,11 @@ _NOT_NOW = re.compile(
     r"\b(?:before (?:the|we|i|it|this|that|our|my|\w+ing)|until|till|earlier|previously|originally|initially|"
     r"at first|at the start|only|in theory|in principle|on paper|theoretically|supposedly|eventually|soon|later|"
     r"at some point|once|as soon as|unless|after (?:the|we|i|it|this|that)|for a (?:moment|bit|second|minute)|"
-    r"briefly|temporarily|to (?:re-?\w+|look|check|think|profile|debug|inspect|read)|"
+    r"briefly|temporarily|to (?:re-\w+|re(?:read|run|check|measure|profile|test)|look|check|think|profile|debug|"
+    r"inspect|read)|"
     r"(?:in|with|for|on) the (?:old|previous|first|original|last) \w+|in (?:the )?(?:prologue|epilogue|warm-?up|"
-    r"microbenchmark))\b|"
+    r"microbenchmark)|(?:with|in|on) the (?:compiler|build|toolchain|driver|api|syntax|intrinsics?|linker|"
+    r"descriptors?))\b|"
     r"\b(?:for|to|on|in|of) (?:the |our |their )?(?:naive|reference|baseline|old|previous|original|other)\b",
     re.IGNORECASE,
 )
@@ -118,7 +130,9 @@ _VALUE_OR_DENIED = re.compile(
     r"^\s*(?:[\w-]+\s+){0,2}?(?:is|are|would be|=|sits at|lies at)\s+(?:about\s+|around\s+|roughly\s+|"
     r"approximately\s+|~\s*)?\d|^\s*of\s+(?:about\s+|around\s+|roughly\s+|~\s*)?\d|"
     r"^\s*(?!(?:that|which|who)\b)(?:[\w-]+\s+)?(?:isn't|aren't|wasn't|weren't|is not|are not|doesn't|don't|"
-    r"does not|do not)\b|^\s*(?:would|might|may)\s+(?:be\s+(?:a|an|the)\b|set in|kick in|appear|show up|start)",
+    r"does not|do not)\b|^\s*yet\b|"
+    r"^\s*(?:[\w-]+\s+){0,4}?(?:is|are|would be)\s+(?:much\s+|far\s+|a lot\s+|way\s+)?(?:better|faster|higher|lower)\s+"
+    r"than\b|^\s*(?:would|might|may)\s+(?:be\s+(?:a|an|the)\b|set in|kick in|appear|show up|start)",
     re.IGNORECASE,
 )
 
@@ -126,11 +140,18 @@ _VALUE_OR_DENIED = re.compile(
 
 # a sentence that starts with a condition asserts nothing up to its first ; or :
 _CONDITION_FIRST = re.compile(
-    r"^\W*(?:if|once|when|whenever|unless|until|till|assuming|suppose|supposing|provided|as soon as|"
+    r"^\W*(?:if(?! (?:i'm|i am|we're|i'm being|i am being) (?:honest|frank|being honest))|once|when|whenever|unless|"
+    r"until|till|assuming|suppose|supposing|provided|as soon as|"
     r"as long as|even if|in case|before)\b",
     re.IGNORECASE,
 )
 _CONDITION_END = re.compile(r"[;:\u2014]")
+# ... unless the condition is other hardware: "unless NVIDIA ships faster memory, this won't get quicker"
+_ONLY_NEW_HARDWARE = re.compile(
+    r"^\W*unless\b[^,;]*\b(?:faster|new|newer|better|bigger|different)\s+(?:\w+\s+)?(?:memory|hbm|hardware|gpu|card|"
+    r"chip|silicon)\b",
+    re.IGNORECASE,
+)
 # a gerund that opens the sentence makes the claim its topic, not a statement: "reaching the limit will
 # take two more changes", "saturating the bus is the next goal"
 _GERUND_TOPIC = re.compile(r"(?:reach|hitt|achiev|approach|saturat|match|max|bump|gett)ing\b", re.IGNORECASE)
@@ -159,19 +180,27 @@ _GOES_ON = re.compile(
     r"\b(?:i'll|i will|i'm going to|i am going to|we'll|we will|we're going to|we are going to|let's|let me|let us|"
     r"i plan to|we plan to|planning to|i need to|we need to|i want to|we want to|i'd like to|which i'll|"
     r"which we'll|(?:and|then) (?:will|'ll)|next,? (?:i|we)(?:'ll| will)?|then (?:i|we)(?:'ll| will)|"
-    r"(?<!what )(?<!that )(?<!all )"
+    r"(?<!what )(?<!that )(?<!all )(?<!as far as )"
     r"(?:i can|we can|we could|i could)|"
     r"i should|we should|time to)\s+(?:(?:\w+ly|also|now|next|first|instead|just)\s+)*" + _ACTIONS + r"\b|"
     r"(?:[;:,(\u2014\u2013]|\bso\b|\band\b|\bnow\b|\b(?:i'm|i am|we're|we are)\b)\s*(?:now\s+|next\s+|instead\s+)?"
     + _GERUNDS
     + r"\b|"
-    r"\bnext (?:step|move|lever|thing|target|goal|job|task|idea)\b|\b(?:the|my|our) (?:plan|fix|remedy|cure|"
+    r"\bnext (?:step|move|lever|thing|target|goal|job|task|idea|gain|win|speedup|improvement|bottleneck)\b|\b(?:the|"
+    r"my|our) (?:plan|fix|remedy|cure|"
     r"solution) is\b|\bthe way forward\b|\b(?:is|as) (?:the|our|my) (?:next )?(?:goal|aim|target|priority|"
-    r"objective)\b|\bwhich (?:\w+ )?(?:will|should|would) (?:fix|help|solve|remove)\b|\b(?:should|will|ought to) "
+    r"objective)\b|\bwhich (?:\w+ ){0,3}?(?:will|should|would|can) (?:fix|help|solve|remove)\b|\b(?:should|will|"
+    r"ought to) "
     r"(?:help|fix (?:it|this|that)|win|be faster)\b|\bto fix (?:this|it|that)\b|\binstead\b|\bmoving (?:on )?to\b|"
     r"\btells? us to\b|\bmeans? (?:we|i) (?:should|need|can)\b|\bnext (?:is|up|comes|on the list)\b|\b(?:that's|"
     r"that is|this is) next\b|\b(?:so )?on to\b|"
-    r"\bbut\s+(?:only\s+)?\d+(?:\.\d+)?\s*%|\bbut\b[^.;]{0,40}?\bstill\b|\b(?:obvious|clear|easy) (?:fix|win|"
+    r"\bbut\b[^.;]{0,40}?(?:\b(?:at|is|only)\s+)?\d+(?:\.\d+)?\s*%|"
+    r"(?:\bnot|n't)\s+(?:\w+\s+)?(?:coalesced|pipelined|overlapped|vectori[sz]ed|fused|tiled|optimi[sz]ed|hidden|"
+    r"balanced|"
+    r"tuned)\s+yet\b|"
+    r"\b(?:have|got|there are|still)\s+(?!no\b|nothing\b|none\b)(?:\w+\s+){0,2}?(?:changes?|ideas?|things?|options?|"
+    r"tricks?|levers?)\s+left\b|\b(?:can|could)\s+(?:still\s+)?(?:get|go|be made|run|become)\s+(?:much\s+|a lot\s+|"
+    r"significantly\s+|far\s+|way\s+)?faster\b|\bbut\b[^.;]{0,40}?\bstill\b|\b(?:obvious|clear|easy) (?:fix|win|"
     r"improvement|gain)\b|\b(?:the new|now it|now the \w+)\b[^.;]{0,30}?\b(?:faster|better|quicker)\b|"
     r"\b(?:but|yet|though)\s+(?:the\s+)?(?:profil\w+|ncu|nsight|counters?|numbers?|data|measurements?|timings?)\s+"
     r"(?:shows?|says?|disagrees?|suggests?|tells?|points?)\b|"
@@ -186,6 +215,8 @@ _GOES_ON = re.compile(
     r"(?:me|that|it) wrong\b|\b(?:says?|shows?) otherwise\b|\bwrong kernel\b",
     re.IGNORECASE,
 )
+# ... unless its own clause says the work is futile: "adding instructions only slows it down"
+_FUTILE = re.compile(r"\bslow\w* (?:it |things |us )?down\b|\bhurts?\b|\bslower\b|\bworse\b", re.IGNORECASE)
 # a sentence that takes back the one before: "Actually no, ncu shows 60%."
 _TAKES_BACK = re.compile(
     r"^\W*(?:actually|wait|hmm+|correction|scratch that|strike that|on second thought|no\b|not quite|never ?mind|"
@@ -223,6 +254,11 @@ def _share(groups: dict) -> float | None:
     return part / whole if whole > 0 else None
 
 
+def _low_share(clause: str) -> bool:
+    """Whether the clause measures a share of a limit below HIGH_SHARE ("memory-bound at 40% of peak")."""
+    return any(float(a or b) / 100 < HIGH_SHARE for a, b in _SHARE_IN_CLAUSE.findall(clause))
+
+
 def _goes_on(sentence: str, m: re.Match) -> bool:
     """Whether the words of the sentence outside the claim `m` say that the work goes on (a plan whose own
     clause denies nothing: not "tuning it further won't help"), that there is room, or take the claim
@@ -231,7 +267,7 @@ def _goes_on(sentence: str, m: re.Match) -> bool:
         if g.start() < m.end() and g.end() > m.start():
             continue
         clause_end = next((b.start() for b in _CLAUSE_BREAK.finditer(sentence, g.end())), len(sentence))
-        if not _DENIAL.search(sentence[g.end() : clause_end]):
+        if not (_DENIAL.search(sentence[g.end() : clause_end]) or _FUTILE.search(sentence[g.end() : clause_end])):
             return True
     return False
 
@@ -256,7 +292,7 @@ def _qualified(lead: str, inner: str, trail: str, rest: str) -> bool:
         or _NOT_ASSERTED.search(inner)
         or (_HYPOTHETICAL.search(lead) and not _FURTHER_WORK.search(lead))
         or _NOT_OURS.search(lead)
-        or _PART_OR_EXISTENCE.search(lead)
+        or _PART_ONLY.search(lead)
         or _LIMIT_VALUE.search(lead)
         or _NOT_NOW.search(trail)
         or _VALUE_OR_DENIED.search(rest)
@@ -273,9 +309,15 @@ def _asserted(sentence: str, m: re.Match) -> bool:
     lead = sentence[breaks[-1] if breaks else 0 : m.start()]
     inner = sentence[m.start() : m.start("claim")] if "claim" in m.re.groupindex else ""
     after = next((b.start() for b in _CLAUSE_BREAK.finditer(sentence, m.end())), len(sentence))
-    if _qualified(lead, inner, sentence[m.end() : after], sentence[m.end() :]) or _a_topic(sentence, m):
+    trail = sentence[m.end() : after]
+    if (
+        _qualified(lead, inner, trail, sentence[m.end() :])
+        or _a_topic(sentence, m)
+        or _low_share(lead + " " + trail)
+        or (_THERE.search(lead) and _A_LIMIT_EXISTS.match(m.group(0)))
+    ):
         return False
-    if _CONDITION_FIRST.search(sentence):
+    if _CONDITION_FIRST.search(sentence) and not _ONLY_NEW_HARDWARE.search(sentence):
         first = _CONDITION_END.search(sentence)
         if first is None or m.start() < first.start():
             return False
