@@ -120,13 +120,14 @@ _BOUND_KIND = (
 # "the time limit", "--limit") is not one of them
 _LIMIT_NOUN = (
     r"(?<![-\w])(?:limits?|ceilings?|peak|roofline|roof|maximum|max|speed[- ]of[- ]light|sol|wall|minimum|"
-    r"floor|bound|cap|asymptote|optimum|frontier|spec|line rate|wire ?speed|"
+    r"floor|bound|cap|asymptote|optimum|frontier|spec|line rate|wire ?speed|maxima|minima|"
     r"(?:hardware|device|gpu|card|chip|hbm|dram)'s (?:\w+ )?(?:bandwidth|throughput|rate|maximum|limit|peak)|"
     r"full (?:\w+ )?(?:speed|bandwidth|throughput|rate|"
     r"capacity|tilt)|"
     r"capacity|saturation|boundary|end of the (?:road|line)|(?:theoretical|achievable|attainable|practical) (?:best|"
     r"optimum)|(?:rated|nominal|spec(?:ified)?|theoretical|maximum|max) "
     r"(?:bandwidth|throughput|speed|rate|flops))\b"
+    r"(?!\s+(?:occupancy|memory usage|usage|register\w*|shared memory|smem|allocation|temperature|power)\b)"
 )
 _LIMIT_ADJ = (
     r"(?:(?![\w-]*(?:register|shared|smem|time|step|token|rate|recursion|size|thread|block|grid|launch|stack|"
@@ -167,7 +168,8 @@ _IMPROVE = (
     r"(?:faster|quicker|speedier|speed(?:[- ]?ups?)?|sped up|accelerat\w+|improv\w+|better|gains?|beat(?:en)?|"
     r"shrink|shorten\w*|shave\w*|squeez\w*|extract\w*|optimi[sz]\w*|(?:any|much|meaningfully|significantly|"
     r"noticeably|measurably|appreciably|materially) (?:lower|more)|more (?:performance|speed|throughput|bandwidth|"
-    r"out of|from)|(?:go|get|drop|fall|push it|climb) (?:any )?(?:below|under|lower|higher)|help|helps|pay off|matter|"
+    r"out of|from)|(?:go|get|drop|fall|push it|climb) (?:any )?(?:below|under|lower|higher)|help|helps|pay (?:off|"
+    r"for itself)|matter|"
     r"compensate|budge|(?:more|any) fast|hide|(?:deliver|give|provide|offer) (?:any )?more|"
     r"move the needle|further|closer|parallel\w*|(?:any|much) harder|buy (?:us )?(?:anything|much|more))"
 )
@@ -534,6 +536,7 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     r"(?:pointless|futile)\b|\ba waste of (?:time|effort)\b|"
     r"\bno (?:good |real |compelling )?reason to (?:keep|continue|go on|push)\b|\bno point (?:in\s+)?(?:continuing|"
     r"going on|pushing|further|more|trying|optimi\w+|tuning)\b|"
+    r"\bcosts? (?:far |much |a lot |way )?more than (?:it's|it is|they're|they are|it would be) worth\b|"
     r"\beffort[- ]to[- ](?:gain|benefit|reward)\b|\b(?:doesn't|does not|wouldn't|would not|can't) justify\b|"
     r"\b(?:each|every) (?:further|additional|new|extra|more) \w+ (?:buys|gives|yields|brings|gains) "
     r"(?:less|little|nothing)\b|"
@@ -607,6 +610,7 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     r"\b(?:(?:i|we|you)(?:'d|'ll| would| will| should| can| must| might as well| may as well)|"
     r"(?:i'm|we're|i am|we are) going to|let's|let us|(?:makes sense|sensible|reasonable|wise|prudent|best|better|"
     r"time|right (?:call|move|thing) is|recommend(?:ation is)?|suggest(?:ion is)?|propose|advise|advice is|"
+    r"(?:recommendation|suggestion|advice)\s*:|"
     r"(?:happy|ready|content|comfortable|fine|okay|ok|going) to)"
     r"(?: to| that| that we| we| i)?)\s+(?:should\s+)?(?:probably\s+|just\s+|now\s+|simply\s+)?"
     r"(?:stop(?:ping)?|halt|wrap(?:ping)? (?:it |this |things )?up|end (?:it|here)|call (?:it|this|the \w+)|"

@@ -85,6 +85,7 @@ _FURTHER_WORK = re.compile(
 _NOT_OURS = re.compile(
     r"\b(?:reference|baseline|naive|original|old|previous|prior|initial|cublas|cudnn|cutlass|fa[23]|"
     r"flash-?attention\S*|pytorch|torch|triton|xformers|their|competitor|textbook|eager|used to|thought|"
+    r"first (?:version|kernel|attempt|draft|implementation|try)|"
     r"assumed|said|claimed|believed|suspected|guessed|feared|seemed|previously|earlier|initially|originally|"
     r"at first|wrongly|mistakenly)\b",
     re.IGNORECASE,
@@ -115,12 +116,13 @@ _LIMIT_VALUE = re.compile(
 _NOT_NOW = re.compile(
     r"\b(?:before (?:the|we|i|it|this|that|our|my|\w+ing)|until|till|earlier|previously|originally|initially|"
     r"at first|at the start|only|in theory|in principle|on paper|theoretically|supposedly|eventually|soon|later|"
-    r"at some point|once|as soon as|unless|after (?:the|we|i|it|this|that)|for a (?:moment|bit|second|minute)|"
+    r"at some point|once|as soon as|unless|after (?:we|i|it|this|that) \w+|after the \w+ (?:is|are|gets|has|have|"
+    r"lands|works)|for a (?:moment|bit|second|minute)|"
     r"briefly|temporarily|to (?:re-\w+|re(?:read|run|check|measure|profile|test)|look|check|think|profile|debug|"
     r"inspect|read)|"
     r"(?:in|with|for|on) the (?:old|previous|first|original|last) \w+|in (?:the )?(?:prologue|epilogue|warm-?up|"
     r"microbenchmark)|(?:with|in|on) the (?:compiler|build|toolchain|driver|api|syntax|intrinsics?|linker|"
-    r"descriptors?))\b|"
+    r"descriptors?)|(?:on|for|with) (?:correctness|the tests|testing|debugging|the build|compil\w+))\b|"
     r"\b(?:for|to|on|in|of) (?:the |our |their )?(?:naive|reference|baseline|old|previous|original|other)\b",
     re.IGNORECASE,
 )
