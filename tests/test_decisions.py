@@ -227,6 +227,48 @@ def test_a_typographic_apostrophe_reads_as_a_plain_one():
     assert found["sentence"] == "We're at the limit; there's no headroom left."
 
 
+def test_a_plan_right_after_the_claim_or_after_an_overlapping_one_counts():
+    assert claimed_limit("We are at the limit; splitting the tile.", AT) is None  # starts where the claim ends
+    assert claimed_limit("Instead at the limit.", (r" at the limit",)) is None  # ends where the claim starts
+    assert claimed_limit("Instead at the limit.", (r"instead at the limit",))  # inside the claim: not read
+    assert claimed_limit("Instead at the limit, so I'll try FP8.", (r"instead at the limit",)) is None
+    # a plan whose own clause says it is futile does not go on with the work
+    assert claimed_limit("We are at the limit, and adding instructions only slows it down.", AT)
+    assert claimed_limit("We are at the limit, and adding instructions helps.", AT) is None
+
+
+def test_a_limit_named_as_a_value_or_said_to_exist_claims_nothing():
+    assert not _claims("The practical limit for this kernel is probably around 85% of peak; we're at 60%.")
+    assert not _claims("This is a hard limit of 227 KB.")
+    assert _claims("This is a hard limit of the architecture.")
+    assert not _claims("There's a hard ceiling at 228 KB of shared memory.")
+    assert _claims("There isn't any performance left.")  # "there" with a denial of what is left: a claim
+
+
+def test_a_low_share_of_a_limit_in_the_claims_clause_takes_it_away():
+    assert claimed_limit("It is memory-bound at 40% of peak.", PATTERNS) is None
+    assert claimed_limit("It is memory-bound at 85% of peak.", PATTERNS)["phrase"].endswith("memory-bound")
+    assert claimed_limit("We are at the limit at 40%.", AT) is None
+    assert claimed_limit("We are at the limit at 85%.", AT)
+    assert claimed_limit("We are at the limit; DRAM is at 40%.", AT)  # another clause
+
+
+def test_a_condition_on_other_hardware_does_not_take_the_claim_away():
+    assert _claims("Unless NVIDIA ships faster memory, this kernel won't get any quicker.")
+    assert not _claims("Unless the loads are pipelined, this kernel won't get any quicker.")
+
+
+def test_the_numbers_of_a_share():
+    from kernelseek_suite.agents.decisions import _share
+
+    assert _share({}) is None and _share({"claim": None, "pct": None}) is None
+    assert _share({"pct": "90"}) == 0.9 and _share({"pct3": "90", "pct": None}) == 0.9
+    assert _share({"frac": "93"}) == 0.93 and _share({"gap2": "4"}) == 0.96
+    assert _share({"got": "4.5", "peak": "5"}) == 0.9 and _share({"got": "1", "peak": "0"}) is None
+    assert _share({"floor": "0.45", "took": "0.5"}) == 0.9 and _share({"floor": "1", "took": "0"}) is None
+    assert _share({"got": "4", "pct": "10"}) == 0.1  # a rate needs its limit too
+
+
 # ---- numbers against a limit ----------------------------------------------------------------------------
 
 NUMBERS = (
