@@ -222,6 +222,28 @@ def test_only_the_sentence_right_after_a_claim_can_take_it_back():
     assert claimed_limit("Actually, we are at the limit.", AT)  # a retraction of nothing before it
 
 
+def test_a_retraction_after_a_later_sentence_takes_that_one_back():
+    assert claimed_limit("Fine. We are at the limit. Actually no.", AT) is None
+    assert claimed_limit("Fine. We are at the limit. Good.", AT)["sentence"] == "We are at the limit."
+
+
+def test_a_judgement_is_hedged_not_hypothetical_and_a_preposition_is_no_goal():
+    assert _claims("I would describe this as the best achievable performance on H200.")
+    assert not _claims("A better overlap would put us at the roofline.")
+    assert _claims("This is close to the best the card can do.")
+    assert not _claims("The next step is to get the best the card can do.")
+
+
+def test_a_condition_after_the_claim_in_its_clause_takes_it_away_but_even_if_does_not():
+    assert not _claims("I'd stop here if the counters agree.")
+    assert _claims("Amdahl's law caps the speedup at 1.05x even if the rest took zero time.")
+
+
+def test_a_condition_ends_where_a_claim_may_start():
+    assert claimed_limit("Provided it loads: at the limit.", (r":\s*at the limit",))  # the claim starts at the colon
+    assert claimed_limit("Provided it loads, at the limit.", (r",\s*at the limit",)) is None
+
+
 def test_a_typographic_apostrophe_reads_as_a_plain_one():
     found = claimed_limit("We\u2019re at the limit; there\u2019s no headroom left.", PATTERNS)
     assert found["sentence"] == "We're at the limit; there's no headroom left."
@@ -250,6 +272,8 @@ def test_a_low_share_of_a_limit_in_the_claims_clause_takes_it_away():
     assert claimed_limit("It is memory-bound at 85% of peak.", PATTERNS)["phrase"].endswith("memory-bound")
     assert claimed_limit("We are at the limit at 40%.", AT) is None
     assert claimed_limit("We are at the limit at 85%.", AT)
+    assert claimed_limit("We are at the limit at 90%.", AT)
+    assert claimed_limit("We are at the limit at 84.5%.", AT) is None
     assert claimed_limit("We are at the limit; DRAM is at 40%.", AT)  # another clause
 
 
@@ -267,6 +291,7 @@ def test_the_numbers_of_a_share():
     assert _share({"got": "4.5", "peak": "5"}) == 0.9 and _share({"got": "1", "peak": "0"}) is None
     assert _share({"floor": "0.45", "took": "0.5"}) == 0.9 and _share({"floor": "1", "took": "0"}) is None
     assert _share({"got": "4", "pct": "10"}) == 0.1  # a rate needs its limit too
+    assert _share({"got": "4"}) is None and _share({"floor": "0.5"}) is None and _share({"took": "1"}) is None
 
 
 # ---- numbers against a limit ----------------------------------------------------------------------------

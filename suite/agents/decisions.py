@@ -70,12 +70,16 @@ _NOT_ASSERTED = re.compile(
     r"hypothetical\w*|"
     r"ideally|in principle|in theory|theoretically|hopefully|eventually|will|'ll|going to|gonna|"
     r"(?:see|check|test|verify|confirm|determine|find out|know|tell|measure) (?:if|whether|that|how)|"
-    r"to (?:get|reach|hit|push|bring|achieve|approach|match|saturate))\b|\bto\s*$|^\W*(?:in order )?to\b",
+    r"to (?:get|reach|hit|push|bring|achieve|approach|match|saturate))\b|"
+    r"(?<!close )(?<!next )(?<!equal )(?<!up )(?<!due )(?<!compared )(?<!relative )(?<!thanks )(?<!according )"
+    r"(?<!similar )(?<!identical )\bto\s*$|^\W*(?:in order )?to\b",
     re.IGNORECASE,
 )
-# "would" makes a claim hypothetical, unless it is said of further work: "further tuning would be within
-# the noise"
-_HYPOTHETICAL = re.compile(r"\bwould\b", re.IGNORECASE)
+# "would" makes a claim hypothetical, unless it is said of further work ("further tuning would be within
+# the noise") or hedges a judgement ("I would describe this as the best achievable")
+_HYPOTHETICAL = re.compile(
+    r"\bwould\b(?! (?:say|describe|call|consider|estimate|argue|guess|characteri[sz]e|judge)\b)", re.IGNORECASE
+)
 _FURTHER_WORK = re.compile(
     r"\b(?:further|additional|remaining|any (?:more|further|other)|more|extra|another|whatever|the rest)\b",
     re.IGNORECASE,
@@ -115,7 +119,8 @@ _LIMIT_VALUE = re.compile(
 # fixed", "stop here for a moment"
 _NOT_NOW = re.compile(
     r"\b(?:before (?:the|we|i|it|this|that|our|my|\w+ing)|until|till|earlier|previously|originally|initially|"
-    r"at first|at the start|only|in theory|in principle|on paper|theoretically|supposedly|eventually|soon|later|"
+    r"at first|at the start|only|(?<!even )if|whether|in theory|in principle|on paper|theoretically|supposedly|"
+    r"eventually|soon|later|"
     r"at some point|once|as soon as|unless|after (?:we|i|it|this|that) \w+|after the \w+ (?:is|are|gets|has|have|"
     r"lands|works)|for a (?:moment|bit|second|minute)|"
     r"briefly|temporarily|to (?:re-\w+|re(?:read|run|check|measure|profile|test)|look|check|think|profile|debug|"
@@ -253,7 +258,7 @@ def _share(groups: dict) -> float | None:
         return 1 - float(g["gap"]) / 100
     else:
         return None
-    return part / whole if whole > 0 else None
+    return part / whole if whole else None
 
 
 def _low_share(clause: str) -> bool:
@@ -335,14 +340,14 @@ def claimed_limit(text: str | None, patterns: tuple[str, ...]) -> dict | None:
     if not text:
         return None
     sentences = _sentences(text.replace("\u2019", "'"))
-    for i, sentence in enumerate(sentences):
+    for sentence, after in zip(sentences, [*sentences[1:], ""]):
         found = [
             (m.start(), m, pat)
             for pat in patterns
             for m in re.finditer(pat, sentence, re.IGNORECASE)
             if _asserted(sentence, m)
         ]
-        if found and not (i + 1 < len(sentences) and _TAKES_BACK.search(sentences[i + 1])):
+        if found and not _TAKES_BACK.search(after):
             _, m, pat = min(found, key=lambda f: f[0])
             return {"phrase": m.group(0), "sentence": " ".join(sentence.split())[:300], "pattern": pat}
     return None
@@ -415,7 +420,7 @@ def parse_verdict(content: str | None) -> tuple[bool, str | None] | None:
     first = _VERDICT.match(lines[0])
     if first:
         claim = first.group("claim") is not None
-        quote = lines[1].strip(" \"'\u201c\u201d`*>") if claim and len(lines) > 1 else ""
+        quote = (lines + [""])[1].strip(" \"'\u201c\u201d`*>") if claim else ""
         return claim, quote or None
     last = _VERDICT.match(lines[-1])
     return None if last is None else (last.group("claim") is not None, None)
