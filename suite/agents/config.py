@@ -119,12 +119,14 @@ _BOUND_KIND = (
 # what a kernel is at when it can go no further; a limit of the configuration ("the register limit",
 # "the time limit", "--limit") is not one of them
 _LIMIT_NOUN = (
-    r"(?<![-\w])(?:limits?|ceilings?|peak|roofline|roof|maximum|max|speed[- ]of[- ]light|sol|wall|minimum|"
+    r"(?<![-\w])(?:limits?|ceilings?|peak|roofline|roof|maximum|max|speed[- ]of[- ]light|sol|wall|(?<!at )minimum|"
     r"floor|bound|cap|asymptote|optimum|frontier|spec|line rate|wire ?speed|maxima|minima|"
     r"(?:hardware|device|gpu|card|chip|hbm|dram)'s (?:\w+ )?(?:bandwidth|throughput|rate|maximum|limit|peak)|"
     r"full (?:\w+ )?(?:speed|bandwidth|throughput|rate|"
     r"capacity|tilt)|"
-    r"capacity|saturation|boundary|end of the (?:road|line)|(?:theoretical|achievable|attainable|practical) (?:best|"
+    r"capacity|saturation|boundary|end of the (?:road|line)|end of (?:useful|meaningful|productive|"
+    r"further) (?:optimi\w+|"
+    r"tuning|improvements?|work|gains)|(?:theoretical|achievable|attainable|practical) (?:best|"
     r"optimum)|(?:rated|nominal|spec(?:ified)?|theoretical|maximum|max) "
     r"(?:bandwidth|throughput|speed|rate|flops))\b"
     r"(?!\s+(?:occupancy|memory usage|usage|register\w*|shared memory|smem|allocation|temperature|power)\b)"
@@ -158,7 +160,8 @@ _CANNOT = (
     r"(?:can ?not|can't|could ?not|couldn't|won't|will not|wouldn't|would not|(?:is|are)(?:n't| not) going to|"
     r"not going to|unable to|impossible to|(?:there's |there is )?no way to|not possible to|no longer able to|"
     r"(?:can|could) no longer|(?:doesn't|does not) get|"
-    r"never going to|(?:am|'m|is|are)(?:n't| not) able to|hard to (?:imagine|see)|can't imagine|beyond (?:my|our) "
+    r"never going to|(?:can't|cannot|couldn't|could not) seem to|(?:am|'m|is|are)(?:n't| not) able to|"
+    r"hard to (?:imagine|see)|can't imagine|beyond (?:my|our) "
     r"(?:reach|ability)|(?:don't|do not|can't|cannot) see (?:how|where|any way))"
 )
 # a gain in any words: what a denied ability or prospect is about ("can't go any faster", "won't help",
@@ -198,7 +201,7 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     r"match(?:es)?|equals?|equal to|identical to|the same as|hugg(?:ing|s)|skimming|grazing|riding|touching|"
     r"scraping|brushing|kissing|pressed (?:up )?against|pressing (?:up )?against|peaks? at|delivering|delivers|"
     r"sustaining|sustains|giving|providing|"
-    r"(?:at |reached |in )?parity with)\s+" + _DET + _LIMIT_ADJ + _LIMIT_NOUN,
+    r"(?:at |reached |in )?parity with)\s+(?:(?!only\b)\w+ly\s+)?" + _DET + _LIMIT_ADJ + _LIMIT_NOUN,
     # "this is a hard limit of the architecture", "the practical maximum", "the limit."
     r"(?:\b(?:is|was|be|looks like|seems like|seems to be|appears to be|feels like)\b|'s\b)\s+(?:now\s+|already\s+|"
     r"\w+ly\s+|pretty much\s+|"
@@ -240,13 +243,13 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     # "limited by memory bandwidth", "bottlenecked purely by HBM", "at the mercy of the DRAM"
     r"\b(?:bound|bounded|limited|bottlenecked|capped|throttled|gated|constrained|held back|dictated|governed|"
     r"determined|"
-    r"set)"
-    r"\s+(?:(?:purely|entirely|only|solely|simply|now|mainly|mostly|fundamentally|just|strictly)\s+)?(?:by|on)\s+"
+    r"set|pinned|tied|locked)"
+    r"\s+(?:(?:purely|entirely|only|solely|simply|now|mainly|mostly|fundamentally|just|strictly)\s+)?(?:by|on|to)\s+"
     r"(?:the\s+|our\s+|its\s+|raw\s+|pure\s+)?" + _RESOURCE + r"\b|"
     r"\bat the mercy of\s+(?:the\s+)?" + _MACHINE + r"\b",
     # the machine, not the code, limits it: "the GPU is the limit now", "it's the hardware, not the code"
     r"\bonly thing\b[^.;!?]{0,50}?\bis\s+(?:now\s+)?(?:the\s+)?(?:[\w-]+\s+)?" + _MACHINE + r"\b|"
-    r"\b(?:bottleneck|limiting factor|limiter|constraint)\s+(?:is|are)\s+(?:now\s+|simply\s+)?(?:the\s+)?"
+    r"\b(?:bottleneck|limiting factor|limiter|(?:binding )?constraint)\s+(?:is|are)\s+(?:now\s+|simply\s+)?(?:the\s+)?"
     r"(?:[\w-]+\s+)?" + _MACHINE + r"\b|"
     r"\b" + _MACHINE + r"(?:\s+itself)?\s+(?:is|are)\s+(?:now\s+|simply\s+|clearly\s+)?(?:the\s+|our\s+)?"
     r"(?:only\s+)?(?:bottleneck|limit(?:ing (?:factor|resource))?|limiter|constraint|ceiling)\b|"
@@ -291,8 +294,8 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     # "I'm out of ideas", "I have no further optimizations to suggest", "I've tried everything"
     r"\b(?:couldn't|could not|wasn't able to|was not able to|was unable to|failed to|didn't manage to|"
     r"haven't been able to|have not been able to|can't|cannot|(?:am|'m) not able to|(?:am|'m) unable to)\s+"
-    r"(?:find|get|make|squeeze|extract|come up with|"
-    r"think of|see|identify|spot)\s+" + _WORDS + r"{0,4}?(?:faster|further|speed-?ups?|improvements?|gains?|"
+    r"(?:find|get|make|squeeze|extract|come up with|discover|locate|achieve|produce|obtain|"
+    r"think of|see|identify|spot)\s+" + _WORDS + r"{0,5}?(?:faster|further|speed-?ups?|improvements?|gains?|"
     r"better|anything (?:else|more|further)|more (?:performance|speed)|other (?:ways?|ideas?|optimi\w+)|"
     r"(?:a single |any |one )?(?:bottleneck|inefficienc\w+|opportunit\w+|thing|idea|trick)s? (?:left|remaining))\b|"
     r"\b(?:(?:don't|do not|can't|cannot) see|see no|there's no|there is no|there are no)\s+(?:any\s+)?"
@@ -331,7 +334,7 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     r"(?:\s+(?:would be|is|are)\b)?|"
     r"\b(?:no|zero|(?<!a )little|not much|not a lot of|hardly any|barely any|not any|no real|no meaningful|"
     r"no significant)\s+(?:(?:further|more|remaining|additional|other|extra|real|meaningful)\s+)?"
-    r"(?:\w+\s+)?(?:" + _GAIN + r"|latency|stalls?|bubbles?|idle time|imbalance)\s+(?:is\s+|are\s+)?"
+    r"(?:\w+\s+)?(?:" + _GAIN + r"|latency|stalls?|bubbles?|idle time|imbalance|gap)\s+(?:is\s+|are\s+)?"
     r"(?:left|remaining|remains|"
     r"available|possible|to be (?:had|gained|"
     r"found|won)|to (?:gain|get|find|squeeze|extract|win|chase|harvest|be had)|on the table|anywhere|in any|"
@@ -364,6 +367,11 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     # nothing moves it: "nothing beats the current version", "none of the remaining ideas can beat this",
     # "no code change can touch it", "no amount of tuning will move this number"
     r"\bnothing (?:better|faster|more) is (?:achievable|possible|attainable|available|realistic)\b|"
+    r"\b(?:nothing|none)\b[^.;,!?]{0,40}?\b(?:produces?|makes?|gives?|yields?)\s+(?:a|any)\s+(?:\w+\s+)?(?:difference|"
+    r"change|gain|speed-?up)\b|"
+    r"\b(?:hardware|memory system|hbm|dram|physics)\b[^.;]{0,20}?\b(?:we|i|one) (?:can't|cannot|can not) (?:control|"
+    r"change|fix|influence|affect)\b|"
+    r"\b(?:fully|completely|over)[- ]?subscribed\b|"
     r"\b(?:hardly|barely|scarcely) anything (?:is |remains )?(?:left|remaining|to (?:gain|be had))\b|"
     r"\b(?:everything|all) (?:it|they|we|the \w+) (?:can|could)(?: (?:do|give|deliver))?\b(?!\s+to\b)|"
     r"\b(?:buys?|gives?|yields?|brings?|gains?)\s+(?:us\s+)?(?:less than|under|below)\s+(?:half a percent|a percent|"
@@ -386,7 +394,8 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     r"needle)|"
     r"it|anything|things)|budged|shows? up|matters|registers in the timings?|"
     r"moves? the needle|pays? off|made (?:it|a|any) (?:\w+ )?(?:difference|faster|dent))\b|"
-    r"\bno (?:code |source |kernel |software )?(?:change|trick|optimi[sz]ation|tweak|amount of \w+)\b[^.;!?]{0,40}?"
+    r"\bno (?:[\w-]+ (?:or [\w-]+ )?)?(?:change|trick|optimi[sz]ation|tweak|idea|approach|amount of \w+)s?\b"
+    r"[^.;!?]{0,40}?"
     r"\b(?:can|could|will|would|gets?|fix\w*|help\w*|chang\w*|beat\w*|mov\w*)\b|"
     r"\bno (?:kernel|code|implementation|software) (?:can|could|will) (?:beat|exceed|"
     r"go beyond|outrun)\b|"
@@ -422,7 +431,7 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     # already balanced, overlapped, minimal: nothing left to redistribute
     r"\b(?:already|perfectly|fully|evenly|well|entirely|completely|totally)(?:\s+(?:perfectly|fully|well|evenly|"
     r"optimally|entirely|completely))?[- ](?:load[- ])?(?:balanced|matched|overlapped|hidden|distributed|spread|"
-    r"minimi[sz]ed|uniform)\b|\balready (?:evenly|perfectly|fully|optimally|equally) \w+ed\b|"
+    r"minimi[sz]ed|uniform)\b|\balready (?:evenly|perfectly|fully|optimally|equally) (?:\w+ed|split|spread|shared)\b|"
     r"\b(?:already|is|are)\s+(?:already\s+)?(?:minimal|irreducible|at (?:its|their|the) minimum)\b|"
     r"\balready\s+(?:move|moves|read|reads|load|loads|do|does|transfer|transfers)\s+(?:the\s+)?(?:theoretical\s+|"
     r"absolute\s+)?minimum\b|"
@@ -430,21 +439,23 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     r"bytes|"
     r"round[- ]trips?|accesses|reads|loads|"
     r"time|movement)\b|\b(?:inherent|intrinsic) (?:to|in) (?:the\s+)?" + _MACHINE + r"\b|"
-    r"\b(?:bytes|data|traffic)\b[^.;!?]{0,30}?\b(?:must|has to|have to) be (?:moved|read|loaded|transferred|"
+    r"\b(?:bytes|data|traffic)\b[^.;!?]{0,30}?\b(?:must|has to|have to) (?:be )?(?:moved?|read|loaded|transferred|"
     r"streamed|fetched)\b",
     # the best that can be had: "the best achievable", "the best we can do", "as good as it gets", "as close
     # to peak as it's going to get", "as fast as the hardware allows", "the fastest it will ever be"
-    r"\b(?:the\s+|about\s+the\s+)?(?:best|fastest|quickest)\s+(?:\w+\s+){0,2}?(?:achievable|attainable|possible)\b|"
+    r"\b(?:the\s+|about\s+the\s+)?(?:best|fastest|quickest)\s+(?:\w+\s+){0,2}?(?:achievable|attainable|possible)\b"
+    r"(?!\s+(?:[\w-]+\s+){0,4}?(?:is|are)\s+(?:\w+\s+)?(?:twice|double|triple|half|\d+(?:\.\d+)?\s*(?:x|times))\b)|"
     r"\bthe best (?:that )?(?:we|one|anyone|i|you|it|(?:this|the|our) \w+)?\s*"
     r"(?:can|could|'ll|will(?: ever)?|are going to|'re going to|am going to|'m going to|is going to|allows|permits)\s*"
     r"(?:(?:be\s+)?(?:do|get|achieve|hope for|manage|reach|done|achieved|had)\b)?|"
     r"\bthe fastest (?:it|this|the kernel|this kernel|we) (?:will|can|is going to|'ll) (?:ever )?(?:be|get|go|run)\b|"
     r"\bas (?:good|fast|efficient|optimi[sz]ed) as (?:[\w-]+\s+){1,3}?(?:gets?|goes|can be|will be|is going to be)\b|"
-    r"\bas (?:fast|good|efficient|optimi[sz]ed|close|near|tight|lean|quick|high|low|short|small|minimal|cheap|few)\b"
+    r"\bas (?:fast|good|efficient|optimi[sz]ed|close|near|tight|lean|quick|high|low|short|small|minimal|cheap|few|"
+    r"hard)\b"
     r"[^.;,!?]{0,40}?\bas\s+"
     r"(?:(?:it|this|we|one|anyone|they|you|i|(?:the|this|our)\s+\w+)(?:'s|'re| is| are|'m|'ll)?\s+"
     r"(?:(?:can|could|will|is going to|are going to|going to|gonna|realistically|reasonably|ever|possibly)\s+)*"
-    r"(?:get|go|be|make it|run|perform)s?\b|"
+    r"(?:get|go|be|make it|run|perform)(?:s|es)?\b|"
     r"(?:is\s+)?(?:\w+ly\s+)?(?:possible|feasible|achievable|realistic|practical)\b|"
     r"(?:the\s+)?" + _WORDS + r"{0,2}?(?:allows?|lets? (?:it|us)|permits?|will let (?:it|us)))",
     # the limit of what the machine can do: "what the silicon can physically deliver", "everything the
@@ -456,7 +467,7 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     r"(?:\w+\s+)?(?:hardware|gpu|device|chip|card|silicon|architecture|kernel|memory)\s+(?:has|can give|offers|gives|"
     r"allows)\b",
     r"\b(?:rate|speed|pace|throughput)\s+(?:that\s+)?the\s+(?:\w+\s+)?(?:hardware|gpu|device|memory|hbm|dram|chip)\s+"
-    r"(?:allows|permits|can (?:sustain|deliver|handle))\b|"
+    r"(?:allows|permits|sets|dictates|imposes|gives|can (?:sustain|deliver|handle))\b|"
     r"\beverything (?:that )?(?:can|could) (?:possibly )?be \w+ed\b|"
     r"\bcan only (?:\w+ ){1,2}so (?:many|much|fast)\b|"
     r"\b(?:runtime|time|timing|performance|speed)\s+(?:now\s+)?(?:tracks|follows|scales with|is set by|"
@@ -514,7 +525,8 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     # a limit just named, then "we're there": "puts a ceiling on us, and we're there", "we've hit that
     # bound", "caps us at roughly where we are now"
     r"\b(?:we're|we are)\s+(?:now\s+|already\s+|basically\s+|essentially\s+|pretty much\s+)*there\b|"
-    r"\b(?:limits?|ceiling|roofline|peak|speed[- ]of[- ]light|floor|bound|wall|cap|maximum|minimum)\b[^.;!?]{0,80}?"
+    r"\b(?:limits?|ceiling|roofline|peak|speed[- ]of[- ]light|floor|bound|wall|cap|maximum|minimum|constraint)\b"
+    r"[^.;!?]{0,80}?"
     r"\b(?:we're|we are|we sit|we've|we have|the kernel is|our kernel|it's|ours)\s+(?:[\w-]+\s+){0,2}?"
     r"(?:within (?:[\w'-]+\s+){1,3}?of|at|on|right at|right on|right under|just under|touching|(?:right )?up against|"
     r"against|reached|hit|matched|touched)\s+(?:it|that|this)\b|"
@@ -556,7 +568,9 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     r"chasing|more|further|another|doing|spending|trying|going)\b|"
     r"\b(?:unlikely|not likely|doubtful)\s+to\s+(?:pay off|help|matter|give|yield|bring|make|improve|gain|be worth|"
     r"move|change)\b|"
-    r"\b(?:would|will)\s+(?:be\s+)?(?:wasted|pointless|futile|a waste)\b|\b(?:is|are)\s+(?:pointless|futile)\b|"
+    r"\b(?:would|will)\s+(?:be\s+)?(?:wasted|pointless|futile|a waste)\b|\b(?:(?:trying|tuning|optimi[sz]ing|pushing|"
+    r"going|working)\s+(?:[\w-]+\s+){0,3}?)?(?:is|are|seems?|looks?|"
+    r"feels?)\s+(?:\w+\s+)?(?:pointless|futile)\b|"
     r"\bmakes?\s+(?:\w+\s+){0,2}"
     r"(?:pointless|futile)\b|\ba waste of (?:time|effort)\b|"
     r"\bno (?:good |real |compelling )?reason to (?:keep|continue|go on|push)\b|\bno point (?:in\s+)?(?:continuing|"
@@ -588,7 +602,7 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     # only other hardware or another algorithm would help
     r"\b(?:only|nothing (?:short of|but))\s+(?:a\s+|an\s+)?" + _WORDS + r"{0,4}?" + _NEW_MACHINE + r"\b|"
     r"\b(?:need|needs|require|requires|take|takes|would (?:require|need|take)|(?:have to|must|would|can only) "
-    r"come from)\s+(?:a\s+)?(?:\w+\s+)?"
+    r"come from)\s+(?:a\s+)?(?:\w+\s+){0,2}?"
     r"(?:" + _NEW_MACHINE + r"|hardware|silicon|(?:architectural|hardware|silicon) changes)\b",
     # a plateau, the end: "we've hit the flat part of the curve", "this is where it ends", "all avenues have
     # been explored", "there isn't anything left to try", "the end of what tuning can achieve", "the gap to
