@@ -73,7 +73,7 @@ def test_a_claimed_limit_brings_a_limit_rejection_question(tmp_path):
     assert qs[0]["text"] in user_texts(srv.bodies()[2])
 
 
-CLAIM_IN_OTHER_WORDS = "I call this final: the part gives us nothing more."
+CLAIM_IN_OTHER_WORDS = "This feels final to me; the part is spent."
 
 
 def _claim_then_shell(text):
