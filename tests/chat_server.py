@@ -82,7 +82,29 @@ def request_tokens(body: dict) -> int:
     return (len(json.dumps(body.get("messages", []))) + len(json.dumps(body.get("tools", [])))) // 4
 
 
-class ScriptedChatServer:
+class LocalServer:
+    """A real HTTP server on 127.0.0.1 (a free port), its requests handled in daemon threads, for a
+    `with` block: the base of the tests' model endpoints (this module's and cli_stub_server.py's)."""
+
+    def _serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def port(self) -> int:
+        return self.httpd.server_address[1]
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class ScriptedChatServer(LocalServer):
     def __init__(
         self, script=(), context_window: int | None = None, advertise_window: bool = False, classifier=rules_classifier
     ):
@@ -160,21 +182,11 @@ class ScriptedChatServer:
                 except OSError:
                     pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self._serve(Handler)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        return f"http://127.0.0.1:{self.port}/v1"
 
     def bodies(self) -> list[dict]:
         return [r["body"] for r in self.requests]

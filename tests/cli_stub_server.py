@@ -25,7 +25,9 @@ import json
 import re
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from chat_server import LocalServer
 
 USAGE = (1200, 30)  # prompt, completion tokens of every answer
 DONE = "Done: the kernel has the comment line at its top."
@@ -36,7 +38,7 @@ def marker(cli: str) -> str:
     return f"/* edited through the {cli} CLI against the local stub */"
 
 
-class CLIStubServer:
+class CLIStubServer(LocalServer):
     def __init__(self, kernel: str = "attn.c"):
         self.kernel = kernel
         self.requests: list[dict] = []
@@ -80,21 +82,11 @@ class CLIStubServer:
                 except OSError:
                     pass  # the client went away
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self._serve(Handler)
 
     @property
     def root(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        return f"http://127.0.0.1:{self.port}"
 
     def paths(self) -> list[str]:
         return [r["path"] for r in self.requests]
