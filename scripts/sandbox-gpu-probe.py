@@ -1,0 +1,142 @@
+"""Works out, on a GPU node, what the sealed evaluator's Landlock sandbox must grant for CUDA: runs a
+small CUDA program (torch) and one scenario's check (`run-once`) through the sealed copy, first without the
+sandbox, then under it as the suite applies it, then under it with one kind of access widened at a
+time (every path readable, every device file, every capability kept), and, where strace is there,
+lists the paths the sandbox refused. Prints what it found; exits 0 when the sandboxed check passes.
+
+    python3 scripts/sandbox-gpu-probe.py [--scenario ID] [--kernel K.cu] [--timeout S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from kernelseek_suite.agents import sandbox as sandbox_mod
+from kernelseek_suite.agents.seal import SealedEvaluator
+from kernelseek_suite.agents.tasks import make_task
+
+CUDA_SNIPPET = (
+    "import torch; n = torch.cuda.device_count(); print('devices', n); "
+    "x = torch.randn(256, 256, device='cuda'); "
+    "print('matmul', float((x @ x).sum()) != 0.0, torch.cuda.get_device_name())"
+)
+
+
+def tail(text: str, lines: int = 12) -> str:
+    return "\n".join("    " + ln for ln in text.strip().splitlines()[-lines:])
+
+
+def run_variant(seal: SealedEvaluator, name: str, argv: list[str], policy, timeout: float) -> int | None:
+    scratch = seal.new_scratch()
+    full = sandbox_mod.wrap(argv, policy(scratch), launcher=str(seal.path("lib/kernelseek_suite/agents/sandbox.py")))
+    env = {**os.environ, "HOME": str(scratch / "home"), "TMPDIR": str(scratch / "tmp")}
+    try:
+        p = subprocess.run(full, cwd=scratch, env=env, capture_output=True, text=True, timeout=timeout)
+        rc, out, err = p.returncode, p.stdout, p.stderr
+    except subprocess.TimeoutExpired as e:
+        rc, out, err = None, str(e.stdout or ""), str(e.stderr or "")
+    print(f"\n[{name}] rc={rc}\n  stdout:\n{tail(out)}\n  stderr:\n{tail(err)}", flush=True)
+    return rc
+
+
+def strace_refusals(seal: SealedEvaluator, argv: list[str], timeout: float) -> None:
+    strace = shutil.which("strace")
+    if not strace:
+        print("\n[strace] not on this machine", flush=True)
+        return
+    scratch = seal.new_scratch()
+    log = Path(tempfile.mkdtemp()) / "trace"
+    full = sandbox_mod.wrap(
+        argv, seal.policy(scratch), launcher=str(seal.path("lib/kernelseek_suite/agents/sandbox.py"))
+    )
+    subprocess.run([strace, "-f", "-Z", "-o", str(log), *full], cwd=scratch, capture_output=True, timeout=timeout)
+    refused: dict[str, str] = {}
+    for line in log.read_text(errors="replace").splitlines():
+        m = re.search(r'"(/[^"]*)".*= -1 (EACCES|EPERM|ENOENT|ENXIO)', line)
+        if m and m.group(2) != "ENOENT":
+            refused.setdefault(m.group(1), m.group(2))
+        elif "ioctl(" in line and ("EACCES" in line or "EPERM" in line):
+            refused.setdefault(line[:160], "ioctl")
+    print(f"\n[strace] {len(refused)} refused paths (EACCES/EPERM/ENXIO):", flush=True)
+    for path, why in list(refused.items())[:60]:
+        print(f"    {why:6} {path}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--scenario", default="d64-h32kv32-s512")
+    ap.add_argument("--kernel", default="kernels/hopper/flash_fwd_sm90.cu")
+    ap.add_argument("--timeout", type=float, default=240)
+    args = ap.parse_args()
+
+    print("landlock:", sandbox_mod.landlock_status(), flush=True)
+    print("device files:", " ".join(sorted(glob.glob("/dev/nvidia*"))) or "none")
+    for p in sorted(glob.glob("/dev/nvidia*")):
+        st = os.stat(p)
+        print(f"    {p} mode {oct(st.st_mode & 0o777)} uid {st.st_uid} gid {st.st_gid}")
+    task = make_task("fa-fwd-sm90")
+    seal = SealedEvaluator.create(task, sandbox="landlock")
+    try:
+        gpu = seal.gpu
+        print("gpu rules resolved: reads", gpu.read, "device", gpu.device, "env", gpu.env)
+        snippet = [sys.executable, "-I", "-S", "-B", str(seal.path("run.py")), "-c", CUDA_SNIPPET]
+
+        def as_suite(s):
+            return seal.policy(s)
+
+        def all_reads(s):
+            p = seal.policy(s)
+            return sandbox_mod.Policy(("/",), p.write, p.keep_caps, p.dev)
+
+        def all_dev(s):
+            p = seal.policy(s)
+            return sandbox_mod.Policy(p.read, p.write, p.keep_caps, ("/dev",))
+
+        def all_caps(s):
+            p = seal.policy(s)
+            return sandbox_mod.Policy(p.read, p.write, tuple(range(41)), p.dev)
+
+        def everything(s):
+            p = seal.policy(s)
+            return sandbox_mod.Policy(("/",), (*p.write, "/tmp", "/dev/shm"), tuple(range(41)), ("/dev",))
+
+        plain = subprocess.run(snippet, capture_output=True, text=True, timeout=args.timeout)
+        print(f"\n[no sandbox] rc={plain.returncode}\n{tail(plain.stdout)}\n{tail(plain.stderr)}", flush=True)
+        results = {}
+        for name, pol in (
+            ("as the suite applies it", as_suite),
+            ("every path readable", all_reads),
+            ("every device file", all_dev),
+            ("every capability kept", all_caps),
+            ("all of the above, /tmp and /dev/shm writable", everything),
+        ):
+            results[name] = run_variant(seal, name, snippet, pol, args.timeout)
+        if results["as the suite applies it"] != 0:
+            strace_refusals(seal, snippet, args.timeout)
+
+        # one scenario checked on every input distribution (run-once), the way the task runs `eval`:
+        # the sealed copy, a scratch folder of its own, the allow-listed environment
+        scratch = seal.new_scratch()
+        kernel = scratch / "work" / Path(args.kernel).name
+        kernel.parent.mkdir()
+        (scratch / "out").mkdir()
+        shutil.copyfile(args.kernel, kernel)
+        argv = ["run-once", str(kernel), args.scenario, "--arch", "sm90", "--check", "--inputs", "all"]
+        ran = seal.run(seal.command("kernelseek_suite.cli", argv), scratch, args.timeout)
+        print(f"\n[run-once {args.scenario} --check --inputs all, sealed, sandboxed] rc={ran.returncode}")
+        print(f"  stdout:\n{tail(ran.stdout, 10)}\n  stderr:\n{tail(ran.stderr, 20)}")
+        return 0 if ran.returncode == 0 else 1
+    finally:
+        seal.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
