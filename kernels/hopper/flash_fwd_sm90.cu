@@ -28,7 +28,8 @@
 //   80 (log2; 55 in natural units) before anything must be redone: the kernel's time does not depend
 //   on how wide the logits are or how the row max moves on real data. Lazy rescaling: O and the row
 //   sums are rescaled only when a block's max passes that window (warp-uniform decision), else the
-//   reference stays. Fast softmax (steady loop, most configurations): the block's row max is not
+//   reference stays. P is cut to bf16 precision before the row sums, so a row's sum is exactly the
+//   sum of the weights its PV GEMM uses (a row that one key dominates gets that key's V). Fast softmax (steady loop, most configurations): the block's row max is not
 //   computed at all; P = exp2(S * scale - reference) straight away, and the block stands if every
 //   thread's partial row sums are finite and at most 2^16 (so is every P). Otherwise (the max grew by
 //   more than 75, or a row saw nothing before) the warpgroup agrees through a named barrier with an
@@ -494,12 +495,9 @@ enum FastSoftmax { FAST_NEVER = 0, FAST_NON_CAUSAL = 1, FAST_ALWAYS = 3 };
 constexpr float REF_BIAS = 64.f;
 constexpr int P_LOG2 = 16;
 
-template <int DQK_, int DV_, int BN_, int STAGES_, int CWG_ = 2, int RESCALE_LOG2_ = P_LOG2, int FAST_ = FAST_ALWAYS,
-          int EMU_ = 0>
+template <int DQK_, int DV_, int BN_, int STAGES_, int CWG_ = 2, int RESCALE_LOG2_ = P_LOG2, int FAST_ = FAST_ALWAYS>
 struct Config {
   static constexpr int DQK = DQK_, DV = DV_;
-  // the fast softmax's exponentials: every EMU-th column group on the FMA pipe (exp2_fma), 0: none
-  static constexpr int EMU = EMU_;
   // lazy O rescale: when a block's max exceeds the reference by more than this (log2 units; 0: every
   // block), so P stays <= 2^RESCALE_LOG2 (the window above)
   static constexpr float RESCALE_LOG2 = RESCALE_LOG2_;
@@ -610,35 +608,25 @@ __device__ __forceinline__ void mask_scores(float (&acc_s)[C::BN / 2], int n0, i
   }
 }
 
-// 2^x on the FMA and integer pipes instead of the MUFU (whose 16 results per clock per SM bound the
-// softmax of short head dimensions): x clamped to [-126, 127], split into an integer j (rounded by
-// adding 1.5 * 2^23) and f in [-0.5, 0.5]; 2^f by a cubic (relative error below 7.5e-5, far under
-// bf16's 2^-9), and j added to its exponent field. 2^127 for x >= 127 (and +inf), so a P that the
-// MUFU would give as inf still fails the fast softmax's bound; at most 2^-126 below -126.
-__device__ __forceinline__ float exp2_fma(float x) {
-  x = fminf(fmaxf(x, -126.f), 127.f);
-  const float t = __fadd_rn(x, 12582912.f);
-  const float f = __fsub_rn(x, __fsub_rn(t, 12582912.f));
-  const float p = fmaf(fmaf(fmaf(0.05517132208f, f, 0.24261054397f), f, 0.69326096773f), f, 0.99992811680f);
-  return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
-}
-
 // P = exp2(S * scale_log2 + neg[row]) in place over the first NJ column groups, and each row's sum of
-// them added to sum[row], through four partial sums per row (short dependency chains). EMU > 0: every
-// EMU-th column group takes exp2_fma, the others the MUFU
-template <class C, int NJ = C::BN / 8, int EMU = 0>
+// them added to sum[row], through four partial sums per row (short dependency chains). P is cut to
+// bf16 precision here (its low 16 bits cleared: one LOP, in place), so pack_p's conversion is exact
+// and the row sum is the sum of the very weights the PV GEMM uses: a row that one key dominates then
+// gives that key's V as it is. (With a reference above the row max the largest P is not a power of
+// two; summed unrounded, it was off from its bf16 self by up to 2^-9: v21, NOTES.md.) Cutting rather
+// than rounding lowers every weight by less than 2^-8 of itself, and the normalization divides that
+// out; the weights' spread is that of rounding.
+template <class C, int NJ = C::BN / 8>
 __device__ __forceinline__ void exp_and_sum(float (&acc_s)[C::BN / 2], const float (&neg)[2], float scale_log2,
                                             float (&sum)[2]) {
-  constexpr int EVERY = EMU > 0 ? EMU : NJ + 1;
   float part[2][4] = {{sum[0], 0.f, 0.f, 0.f}, {sum[1], 0.f, 0.f, 0.f}};
 #pragma unroll
   for (int j = 0; j < NJ; ++j) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const float x = fmaf(acc_s[j * 4 + e], scale_log2, neg[e / 2]);
-      const float v = j % EVERY == EVERY - 1 ? exp2_fma(x) : exp2f(x);
-      acc_s[j * 4 + e] = v;
-      part[e / 2][(e & 1) + 2 * (j & 1)] += v;
+      const float v = exp2f(fmaf(acc_s[j * 4 + e], scale_log2, neg[e / 2]));
+      acc_s[j * 4 + e] = __uint_as_float(__float_as_uint(v) & 0xffff0000u);
+      part[e / 2][(e & 1) + 2 * (j & 1)] += acc_s[j * 4 + e];
     }
   }
 #pragma unroll
@@ -722,7 +710,7 @@ __device__ __forceinline__ bool softmax_fast(float (&acc_s)[C::BN / 2], const fl
                                              float scale_log2) {
   const float neg[2] = {-row_max[0] * scale_log2, -row_max[1] * scale_log2};  // -inf max: +inf, P inf, redo
   blk[0] = blk[1] = 0.f;
-  exp_and_sum<C, C::BN / 8, C::EMU>(acc_s, neg, scale_log2, blk);
+  exp_and_sum<C>(acc_s, neg, scale_log2, blk);
   return blk[0] <= FAST_LIMIT && blk[1] <= FAST_LIMIT;  // false for NaN and inf
 }
 
