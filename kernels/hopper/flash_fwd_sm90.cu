@@ -28,8 +28,9 @@
 //   80 (log2; 55 in natural units) before anything must be redone: the kernel's time does not depend
 //   on how wide the logits are or how the row max moves on real data. Lazy rescaling: O and the row
 //   sums are rescaled only when a block's max passes that window (warp-uniform decision), else the
-//   reference stays. P is cut to bf16 precision before the row sums, so a row's sum is exactly the
-//   sum of the weights its PV GEMM uses (a row that one key dominates gets that key's V). Fast softmax (steady loop, most configurations): the block's row max is not
+//   reference stays. P is cut to bf16 precision where it is computed, and each row keeps two sums:
+//   of P (for the LSE) and of the cut P, the PV GEMM's own weights (for O), so a row that one key
+//   dominates gets that key's V as it is. Fast softmax (steady loop, most configurations): the block's row max is not
 //   computed at all; P = exp2(S * scale - reference) straight away, and the block stands if every
 //   thread's partial row sums are finite and at most 2^16 (so is every P). Otherwise (the max grew by
 //   more than 75, or a row saw nothing before) the warpgroup agrees through a named barrier with an
@@ -608,29 +609,29 @@ __device__ __forceinline__ void mask_scores(float (&acc_s)[C::BN / 2], int n0, i
   }
 }
 
-// P = exp2(S * scale_log2 + neg[row]) in place over the first NJ column groups, and each row's sum of
-// them added to sum[row], through four partial sums per row (short dependency chains). P is cut to
-// bf16 precision here (its low 16 bits cleared: one LOP, in place), so pack_p's conversion is exact
-// and the row sum is the sum of the very weights the PV GEMM uses: a row that one key dominates then
-// gives that key's V as it is. (With a reference above the row max the largest P is not a power of
-// two; summed unrounded, it was off from its bf16 self by up to 2^-9: v21, NOTES.md.) Cutting rather
-// than rounding lowers every weight by less than 2^-8 of itself, and the normalization divides that
-// out; the weights' spread is that of rounding.
+// P = exp2(S * scale_log2 + neg[row]) in place over the first NJ column groups, cut to bf16 precision
+// (its low 16 bits cleared: one LOP, so pack_p's conversion is exact), and two sums per row: sum[r]
+// of P as computed (for the LSE) and sum[2 + r] of the cut P, the very weights the PV GEMM uses (for
+// O's normalization). A row that one key dominates then gives that key's V as it is: with a reference
+// above the row max the largest P is not a power of two, and O normalized by the sum of the unrounded
+// P was off by up to 2^-8 of itself there (v20; v21, which took the LSE from the cut sums too, was off
+// by as much in the LSE: NOTES.md). Two partial sums of each kind per row (short dependency chains).
 template <class C, int NJ = C::BN / 8>
 __device__ __forceinline__ void exp_and_sum(float (&acc_s)[C::BN / 2], const float (&neg)[2], float scale_log2,
-                                            float (&sum)[2]) {
-  float part[2][4] = {{sum[0], 0.f, 0.f, 0.f}, {sum[1], 0.f, 0.f, 0.f}};
+                                            float (&sum)[4]) {
+  float part[4][2] = {{sum[0], 0.f}, {sum[1], 0.f}, {sum[2], 0.f}, {sum[3], 0.f}};
 #pragma unroll
   for (int j = 0; j < NJ; ++j) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const float v = exp2f(fmaf(acc_s[j * 4 + e], scale_log2, neg[e / 2]));
       acc_s[j * 4 + e] = __uint_as_float(__float_as_uint(v) & 0xffff0000u);
-      part[e / 2][(e & 1) + 2 * (j & 1)] += acc_s[j * 4 + e];
+      part[e / 2][e & 1] += v;
+      part[2 + e / 2][e & 1] += acc_s[j * 4 + e];
     }
   }
 #pragma unroll
-  for (int r = 0; r < 2; ++r) sum[r] = (part[r][0] + part[r][1]) + (part[r][2] + part[r][3]);
+  for (int r = 0; r < 4; ++r) sum[r] = part[r][0] + part[r][1];
 }
 
 // online softmax of one S tile in place (S -> P, fp32). Lazy rescaling: the reference the exponentials
@@ -638,7 +639,7 @@ __device__ __forceinline__ void exp_and_sum(float (&acc_s)[C::BN / 2], const flo
 // than C::RESCALE_LOG2 in log2 units (P then stays <= 2^RESCALE_LOG2, fine for bf16 and fp32 sums);
 // the decision is warp-uniform. Returns whether O must be multiplied by corr.
 template <class C, int NJ = C::BN / 8>
-__device__ __forceinline__ bool softmax_step(float (&acc_s)[C::BN / 2], float (&row_max)[2], float (&row_sum)[2],
+__device__ __forceinline__ bool softmax_step(float (&acc_s)[C::BN / 2], float (&row_max)[2], float (&row_sum)[4],
                                              float (&corr)[2], float scale_log2) {
   float mx[2];
 #pragma unroll
@@ -665,6 +666,7 @@ __device__ __forceinline__ bool softmax_step(float (&acc_s)[C::BN / 2], float (&
       corr[r] = row_max[r] == -INFINITY ? 1.f : exp2f((row_max[r] - ref) * scale_log2);
       row_max[r] = ref;
       row_sum[r] *= corr[r];
+      row_sum[2 + r] *= corr[r];
     }
   }
   float neg_max_scaled[2];
@@ -706,10 +708,10 @@ __device__ __forceinline__ void pack_p(uint32_t (&p_frag)[C::PV_STEPS][4], const
 // before (its max is -inf, so P is inf); a redo takes the exact step, which moves the reference up
 constexpr float FAST_LIMIT = 65536.f;  // 2^P_LOG2
 template <class C>
-__device__ __forceinline__ bool softmax_fast(float (&acc_s)[C::BN / 2], const float (&row_max)[2], float (&blk)[2],
+__device__ __forceinline__ bool softmax_fast(float (&acc_s)[C::BN / 2], const float (&row_max)[2], float (&blk)[4],
                                              float scale_log2) {
   const float neg[2] = {-row_max[0] * scale_log2, -row_max[1] * scale_log2};  // -inf max: +inf, P inf, redo
-  blk[0] = blk[1] = 0.f;
+  blk[0] = blk[1] = blk[2] = blk[3] = 0.f;
   exp_and_sum<C>(acc_s, neg, scale_log2, blk);
   return blk[0] <= FAST_LIMIT && blk[1] <= FAST_LIMIT;  // false for NaN and inf
 }
@@ -854,7 +856,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
 
   float acc_o[C::DV_MMA / 2], acc_s[C::BN / 2];
   uint32_t p_frag[C::PV_STEPS][4];
-  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f}, corr[2] = {1.f, 1.f};
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[4] = {0.f, 0.f, 0.f, 0.f}, corr[2] = {1.f, 1.f};
   int o_acc = 0;     // whether the owed tile's last PV GEMM accumulates (0: it is its first)
   int prev_s = 0;    // the stage of the V block that P belongs to
   uint32_t prev_ph = 0;
@@ -870,13 +872,14 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   constexpr int HS = C::PV_STEPS / 2;  // P's fragments of the first 64 columns
 
   // epilogue: full row sums, normalize, store O and LSE; empty rows give 0 and LSE -inf
-  auto store_tile = [&](int t, const float (&rmax)[2], float (&rsum)[2]) {
+  // (rsum: the sums of P for the LSE, then those of the PV GEMM's weights for O)
+  auto store_tile = [&](int t, const float (&rmax)[2], float (&rsum)[4]) {
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
+    for (int r = 0; r < 4; ++r) {
       rsum[r] += __shfl_xor_sync(0xffffffff, rsum[r], 1);
       rsum[r] += __shfl_xor_sync(0xffffffff, rsum[r], 2);
     }
-    const float inv[2] = {rsum[0] > 0.f ? 1.f / rsum[0] : 0.f, rsum[1] > 0.f ? 1.f / rsum[1] : 0.f};
+    const float inv[2] = {rsum[2] > 0.f ? 1.f / rsum[2] : 0.f, rsum[3] > 0.f ? 1.f / rsum[3] : 0.f};
     const Tile tile = tile_at(t, p);
     const int row_a = tile.m_block * C::BM + row_in_tile, row_b = row_a + 8;
     if constexpr (C::O_TMA) {
@@ -956,7 +959,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       if (t_owed >= 0) settle_owed();
 #pragma unroll
       for (int i = 0; i < C::DV_MMA / 2; ++i) acc_o[i] = 0.f;
-      float zmax[2] = {-INFINITY, -INFINITY}, zsum[2] = {0.f, 0.f};
+      float zmax[2] = {-INFINITY, -INFINITY}, zsum[4] = {0.f, 0.f, 0.f, 0.f};
       store_tile(t, zmax, zsum);
       continue;
     }
@@ -1030,9 +1033,9 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       if (EARLY) wgmma_wait<0>(); else if (decltype(owed)::value) wgmma_wait<1>(); else wgmma_wait<0>();
       fence_regs(acc_s);
       if (lane == 0 && n_blocks == 1) mbar_arrive(q_empty(qs));
-      float owed_max[2] = {row_max[0], row_max[1]}, owed_sum[2] = {row_sum[0], row_sum[1]};
+      float owed_max[2] = {row_max[0], row_max[1]}, owed_sum[4] = {row_sum[0], row_sum[1], row_sum[2], row_sum[3]};
       row_max[0] = row_max[1] = -INFINITY;
-      row_sum[0] = row_sum[1] = 0.f;
+      row_sum[0] = row_sum[1] = row_sum[2] = row_sum[3] = 0.f;
       // O starts afresh: nothing to rescale
       if (half) masked_softmax(Int<C::BN / 16>(), n_blocks - 1, true);
       else masked_softmax(Int<C::BN / 8>(), n_blocks - 1, n_masked > 0);
@@ -1095,11 +1098,11 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       } else {
         // the fast softmax; a redo issues a GEMM, so the whole warpgroup must agree (named barrier
         // 4 + cw; 1..CWG are the ping-pong's)
-        float blk[2];
+        float blk[4];
         redo = warpgroup_any(4 + cw, !softmax_fast<C>(acc_s, row_max, blk, p.scale_log2));
         if (!redo) {
-          row_sum[0] += blk[0];
-          row_sum[1] += blk[1];
+#pragma unroll
+          for (int r = 0; r < 4; ++r) row_sum[r] += blk[r];
           if (lane == 0) {
             if (__float_as_uint(row_sum[0]) != 0xffffffffu) mbar_arrive(k_empty(s));
             if (i == n_blocks - 1) mbar_arrive(q_empty(qs));
