@@ -10,6 +10,7 @@ lists the paths the sandbox refused. Prints what it found; exits 0 when the sand
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import glob
 import os
 import re
@@ -36,7 +37,10 @@ def tail(text: str, lines: int = 12) -> str:
 
 def run_variant(seal: SealedEvaluator, name: str, argv: list[str], policy, timeout: float) -> int | None:
     scratch = seal.new_scratch()
-    full = sandbox_mod.wrap(argv, policy(scratch), launcher=str(seal.path("lib/kernelseek_suite/agents/sandbox.py")))
+    pol = policy(scratch)
+    if pol.uid is not None:
+        seal._hand_over(scratch, pol.uid)
+    full = sandbox_mod.wrap(argv, pol, launcher=str(seal.path("lib/kernelseek_suite/agents/sandbox.py")))
     env = {**os.environ, "HOME": str(scratch / "home"), "TMPDIR": str(scratch / "tmp")}
     try:
         p = subprocess.run(full, cwd=scratch, env=env, capture_output=True, text=True, timeout=timeout)
@@ -78,6 +82,7 @@ def main() -> int:
     args = ap.parse_args()
 
     print("landlock:", sandbox_mod.landlock_status(), flush=True)
+    print("python:", sys.executable, "->", os.path.realpath(sys.executable))
     print("device files:", " ".join(sorted(glob.glob("/dev/nvidia*"))) or "none")
     for p in sorted(glob.glob("/dev/nvidia*")):
         st = os.stat(p)
@@ -87,6 +92,7 @@ def main() -> int:
     try:
         gpu = seal.gpu
         print("gpu rules resolved: reads", gpu.read, "device", gpu.device, "env", gpu.env)
+        print("the evaluations run as:", seal.describe()["runs_as"])
         snippet = [sys.executable, "-I", "-S", "-B", str(seal.path("run.py")), "-c", CUDA_SNIPPET]
 
         def as_suite(s):
@@ -94,19 +100,19 @@ def main() -> int:
 
         def all_reads(s):
             p = seal.policy(s)
-            return sandbox_mod.Policy(("/",), p.write, p.keep_caps, p.dev)
+            return dataclasses.replace(p, read=("/",))
 
         def all_dev(s):
             p = seal.policy(s)
-            return sandbox_mod.Policy(p.read, p.write, p.keep_caps, ("/dev",))
+            return dataclasses.replace(p, dev=("/dev",))
 
         def all_caps(s):
             p = seal.policy(s)
-            return sandbox_mod.Policy(p.read, p.write, tuple(range(41)), p.dev)
+            return dataclasses.replace(p, keep_caps=tuple(range(41)), uid=None)
 
         def everything(s):
             p = seal.policy(s)
-            return sandbox_mod.Policy(("/",), (*p.write, "/tmp", "/dev/shm"), tuple(range(41)), ("/dev",))
+            return dataclasses.replace(p, read=("/",), write=(*p.write, "/tmp", "/dev/shm"), dev=("/dev",))
 
         plain = subprocess.run(snippet, capture_output=True, text=True, timeout=args.timeout)
         print(f"\n[no sandbox] rc={plain.returncode}\n{tail(plain.stdout)}\n{tail(plain.stderr)}", flush=True)
@@ -115,8 +121,8 @@ def main() -> int:
             ("as the suite applies it", as_suite),
             ("every path readable", all_reads),
             ("every device file", all_dev),
-            ("every capability kept", all_caps),
-            ("all of the above, /tmp and /dev/shm writable", everything),
+            ("every capability kept (as root)", all_caps),
+            ("every path readable, every device file, /tmp and /dev/shm writable", everything),
         ):
             results[name] = run_variant(seal, name, snippet, pol, args.timeout)
         if results["as the suite applies it"] != 0:

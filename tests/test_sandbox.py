@@ -14,8 +14,8 @@ import pytest
 from kernelseek_suite import config as suite_config
 from kernelseek_suite.agents import childenv, policy
 from kernelseek_suite.agents.exceptions import HarnessTampered
-from kernelseek_suite.agents.sandbox import landlock_status, wrap
-from kernelseek_suite.agents.seal import SealedEvaluator, digest
+from kernelseek_suite.agents.sandbox import Policy, landlock_status, wrap
+from kernelseek_suite.agents.seal import OWNER_UID, SealedEvaluator, digest
 
 LANDLOCK, LANDLOCK_DETAIL = landlock_status()
 needs_landlock = pytest.mark.skipif(not LANDLOCK, reason=f"needs Landlock, not available here: {LANDLOCK_DETAIL}")
@@ -79,6 +79,59 @@ def test_the_launcher_confines_reads_writes_and_capabilities(tmp_path):
     assert "secret plans" not in r.stdout and r.stderr.count("Permission denied") == 2, r.stderr
     assert outside.read_text() == "secret plans" and (work / "f").read_text() == "ok\n"
     assert "CapEff:\t0000000000000000" in r.stdout
+
+
+SHARED_PYTHON = Path("/usr/bin/python3")
+ROOT_AND_SHARED_PYTHON = os.geteuid() == 0 and policy._reachable_by_others(SHARED_PYTHON)
+
+
+@needs_landlock
+@pytest.mark.skipif(not ROOT_AND_SHARED_PYTHON, reason="needs root and a Python every user can run")
+@pytest.mark.parametrize("proc_rule", [True, False], ids=["with-the-proc-rule", "without"])
+def test_a_sandboxed_process_writes_its_own_thread_files_only_with_the_proc_rule(proc_rule):
+    # CUDA's start-up writes under /proc/<pid>/task (the H200, 2026-12-05: error 304 without it); the
+    # switch to another user keeps root's files under /proc (sysctls, sysrq-trigger) out of reach
+    pol = Policy(("/usr", "/bin", "/lib", "/lib64", "/etc"), ("/proc",) if proc_rule else (), uid=policy.SANDBOX_UID)
+    launcher = str(Path(policy.__file__).with_name("sandbox.py"))
+    script = "id -u; echo t > /proc/thread-self/comm && echo WROTE; [ -w /proc/sys/kernel/sysrq ] && echo SYSCTL"
+    r = subprocess.run(
+        [str(SHARED_PYTHON), "-I", "-S", "-B", launcher, *pol.argv(), "--", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+    )
+    assert r.stdout.splitlines()[0] == str(policy.SANDBOX_UID), r.stderr
+    assert ("WROTE" in r.stdout) == proc_rule, r.stderr
+    assert "SYSCTL" not in r.stdout
+
+
+def test_cuda_gets_proc_writable_only_where_the_process_is_not_root(tmp_path, monkeypatch):
+    monkeypatch.setattr(policy.os, "geteuid", lambda: 0)
+    assert "/proc" not in policy.make_policy([tmp_path], [tmp_path], cuda=True).write  # root stays root
+    with_uid = policy.make_policy([tmp_path], [tmp_path], cuda=True, uid=policy.SANDBOX_UID)
+    assert "/proc" in with_uid.write and with_uid.uid == policy.SANDBOX_UID
+    assert "/proc" not in policy.make_policy([tmp_path], [tmp_path], uid=policy.SANDBOX_UID).write  # no CUDA
+    monkeypatch.setattr(policy.os, "geteuid", lambda: 1000)
+    assert "/proc" in policy.make_policy([tmp_path], [tmp_path], cuda=True).write
+
+
+def test_the_evaluation_switches_user_only_where_that_user_can_run_this_python(tmp_path, monkeypatch):
+    hidden = tmp_path / "private"
+    hidden.mkdir(mode=0o700)
+    (hidden / "python").write_text("")
+    assert not policy._reachable_by_others(hidden / "python")
+    assert policy._reachable_by_others(Path("/usr/bin/env")) and policy._reachable_by_others(Path("/usr/bin"))
+    monkeypatch.setattr(policy, "python_roots", lambda: [])
+    monkeypatch.setattr(policy.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(policy.sys, "executable", "/usr/bin/env")
+    assert policy.run_as() == policy.SANDBOX_UID != OWNER_UID  # never the sealed copy's owner
+    assert policy.run_as([hidden]) is None
+    monkeypatch.setattr(policy.sys, "executable", str(hidden / "python"))
+    assert policy.run_as() is None
+    monkeypatch.setattr(policy.sys, "executable", "/usr/bin/env")
+    monkeypatch.setattr(policy.os, "geteuid", lambda: 1000)
+    assert policy.run_as() is None  # not root: nothing to switch
 
 
 def test_the_launcher_refuses_a_malformed_command_line():

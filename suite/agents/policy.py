@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import site
+import stat
 import sys
 from pathlib import Path
 
@@ -22,6 +23,15 @@ from .sandbox import Policy
 
 SYSTEM_ROOTS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/proc", "/sys")
 CAP_SYS_ADMIN = 21  # the GPU profiler's counters need it where the driver keeps them for admins
+# The user a sandboxed evaluation runs as where the suite runs as root: not root (so /proc/sys and the
+# other files root owns stay out of reach) and not the sealed copy's owner (seal.OWNER_UID, 65534), so
+# it cannot change the copy's file modes either
+SANDBOX_UID = 65533
+# CUDA's initialization writes per-thread files under /proc/<pid>/task (measured on the H200,
+# 2026-12-05: cuInit fails with error 304 unless /proc/self/task is writable; docs/threat-model.md).
+# A rule can only name /proc as a whole for the processes that a sandboxed one starts (their pids do
+# not exist yet), so it is granted only to a process that is not root.
+PROC = "/proc"
 
 
 def _inside(p: Path, root: Path) -> bool:
@@ -126,17 +136,52 @@ def open_up(trusted: list[Path], untrusted: list[Path], deny: list[Path]) -> lis
     return [p for p in granted if not any(q != p and q in p.parents for q in granted)]
 
 
+def _reachable_by_others(p: Path) -> bool:
+    """Whether a user other than the owner can reach `p` (search on every folder above it) and read
+    it (and search it, for a folder)."""
+    try:
+        p = Path(os.path.realpath(p))
+        for parent in p.parents:
+            if not os.stat(parent).st_mode & stat.S_IXOTH:
+                return False
+        mode = os.stat(p).st_mode
+    except OSError:
+        return False
+    need = stat.S_IROTH | (stat.S_IXOTH if stat.S_ISDIR(mode) else 0)
+    return mode & need == need
+
+
+def run_as(extra: list[Path] = ()) -> int | None:
+    """SANDBOX_UID where this process is root and that user can run this Python (the interpreter and
+    the folders its packages come from) and read `extra`; None otherwise (the sandboxed process then
+    runs as this user: not root, or root without CUDA under the sandbox, docs/threat-model.md)."""
+    if os.geteuid() != 0:
+        return None
+    need = [Path(sys.executable), *python_roots(), *extra]
+    return SANDBOX_UID if all(_reachable_by_others(p) for p in need) else None
+
+
 def make_policy(
-    read: list[Path], write: list[Path], deny_extra: list[Path] = (), keep_caps: tuple[int, ...] = ()
+    read: list[Path],
+    write: list[Path],
+    deny_extra: list[Path] = (),
+    keep_caps: tuple[int, ...] = (),
+    uid: int | None = None,
+    cuda: bool = False,
 ) -> Policy:
     """Reads: system folders, the toolchain and `read`; writes: `write`. Both may name folders inside
-    a forbidden one (a workspace is never there; a documents file of the repository can be)."""
+    a forbidden one (a workspace is never there; a documents file of the repository can be). `uid`:
+    the user to run as (from root). `cuda`: the process may initialize CUDA, which needs /proc
+    writable; granted only where the process is not root (with `uid`, or when not run as root)."""
     deny = forbidden(list(deny_extra))
     own = [r for r in map(_real, [*read, *write]) if r and r.exists()]
     untrusted = [Path(r) for r in SYSTEM_ROOTS if os.path.isdir(r)] + path_dirs() + import_paths(deny)
     trusted = python_roots() + tool_roots() + own
     reads = open_up(trusted, untrusted, deny)
-    return Policy(tuple(map(str, reads)), tuple(str(w) for w in map(_real, write) if w), tuple(keep_caps))
+    writes = [str(w) for w in map(_real, write) if w]
+    if cuda and (uid is not None or os.geteuid() != 0) and os.path.isdir(PROC):
+        writes.append(PROC)
+    return Policy(tuple(map(str, reads)), tuple(writes), tuple(keep_caps), None, uid)
 
 
 def describe(policy: Policy, labels: dict[str, Path]) -> dict:

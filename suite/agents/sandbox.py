@@ -7,7 +7,8 @@ kernel's Landlock has scopes (ABI 6+), and, even as root, cannot override file p
 the memory and environment of a process that made itself non-dumpable (the agent's). Applied in a
 small wrapper process, so the caller never restricts itself:
 
-    python -I -S -B sandbox.py --read DIR ... --write DIR ... [--dev PATH ...] [--keep-cap N ...] -- COMMAND...
+    python -I -S -B sandbox.py --read DIR ... --write DIR ... [--dev PATH ...] [--keep-cap N ...] [--uid N]
+        -- COMMAND...
 
 This file runs as a script (from the sealed copy of the suite, see seal.py), with `-S`: no site
 folder, so no `.pth` file or `sitecustomize` runs before the ruleset is applied. It imports nothing
@@ -100,12 +101,14 @@ def landlock_status() -> tuple[bool, str]:
 class Policy:
     """What a sandboxed process may touch: `read` paths (read and execute), `write` paths (everything),
     `dev` device files and folders (read, write and ioctl; None: every entry of /dev but DEV_SHARED);
-    capabilities dropped except `keep_caps` (numbers, e.g. 21 for CAP_SYS_ADMIN)."""
+    capabilities dropped except `keep_caps` (numbers, e.g. 21 for CAP_SYS_ADMIN); `uid`: the user it
+    runs as, switched to after the ruleset (from root only; its group too, no supplementary groups)."""
 
     read: tuple[str, ...]
     write: tuple[str, ...]
     keep_caps: tuple[int, ...] = field(default=())
     dev: tuple[str, ...] | None = None
+    uid: int | None = None
 
     def argv(self) -> list[str]:
         out = []
@@ -117,6 +120,8 @@ class Policy:
             out += ["--dev", p]
         for c in self.keep_caps:
             out += ["--keep-cap", str(c)]
+        if self.uid is not None:
+            out += ["--uid", str(self.uid)]
         return out
 
 
@@ -189,6 +194,18 @@ def apply(policy: Policy) -> None:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self")
     finally:
         os.close(ruleset)
+    switch_user(policy.uid)
+
+
+def switch_user(uid: int | None) -> None:
+    """From root, become `uid` (its group too, no supplementary groups): every capability goes with
+    it, and files that root owns (/proc/sys, /proc/sysrq-trigger) are out of reach even where the
+    ruleset lets the process write under /proc. Nothing to do for None, or when not root."""
+    if uid is None or os.geteuid() != 0:
+        return
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
 
 
 def drop_capabilities(keep: tuple[int, ...] = ()) -> None:
@@ -228,12 +245,21 @@ def main(argv: list[str] | None = None) -> NoReturn:
     write: list[str] = []
     dev: list[str] = []
     keep: list[str] = []
-    while len(args) >= 2 and args[0] in ("--read", "--write", "--dev", "--keep-cap"):
-        {"--read": read, "--write": write, "--dev": dev, "--keep-cap": keep}[args[0]].append(args[1])
+    uid: list[str] = []
+    while len(args) >= 2 and args[0] in ("--read", "--write", "--dev", "--keep-cap", "--uid"):
+        {"--read": read, "--write": write, "--dev": dev, "--keep-cap": keep, "--uid": uid}[args[0]].append(args[1])
         args = args[2:]
     if not args or args[0] != "--" or len(args) < 2:
-        sys.exit("usage: sandbox.py --read DIR ... --write DIR ... [--dev PATH] [--keep-cap N] -- COMMAND...")
-    apply(Policy(tuple(read), tuple(write), tuple(int(c) for c in keep), tuple(dev) if dev else None))
+        sys.exit("usage: sandbox.py --read DIR ... --write DIR ... [--dev PATH] [--keep-cap N] [--uid N] -- COMMAND...")
+    apply(
+        Policy(
+            tuple(read),
+            tuple(write),
+            tuple(int(c) for c in keep),
+            tuple(dev) if dev else None,
+            int(uid[-1]) if uid else None,
+        )
+    )
     os.execvp(args[1], args[1:])  # never returns
 
 

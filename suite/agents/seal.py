@@ -216,6 +216,9 @@ class SealedEvaluator:
         self.owner: int | None = None  # the uid the copy was given (root only), None: ours
         self.gpu_rules = gpu_rules.load()  # the GPU tools' paths and environment (not yet verified on a GPU)
         self.gpu = gpu_rules.resolve(self.gpu_rules)
+        # the user the sandboxed evaluations run as (policy.SANDBOX_UID from root, where it can run
+        # this Python; None: this user)
+        self.run_as: int | None = None
         self._n = 0
 
     @classmethod
@@ -244,6 +247,7 @@ class SealedEvaluator:
             (snap / "import-paths.txt").write_text("".join(f"{p}\n" for p in paths))
             task.seal(snap / "task")
             seal.owner = _seal_modes(snap)
+            seal.run_as = policy_mod.run_as([snap]) if seal.sandboxed else None
             seal.manifest = digest(snap)
             seal.startup_folders = list(dict.fromkeys([*filter(_interpreters, paths), *site_folders()]))
             seal.startup = startup_state(seal.startup_folders)
@@ -294,9 +298,16 @@ class SealedEvaluator:
         return d
 
     def policy(self, scratch: Path, keep_caps: tuple[int, ...] = (), read: list[Path] = ()) -> sandbox_mod.Policy:
+        """An evaluation's sandbox: it runs as `run_as` (unless it keeps capabilities: the profiler,
+        which stays root) and may initialize CUDA where it is not root (policy.PROC)."""
         gpu = [Path(p) for p in self.gpu.read]  # those of this machine: none without the driver
         return policy_mod.make_policy(
-            [self.snapshot, scratch, *read, *gpu], [scratch], deny_extra=self.deny, keep_caps=keep_caps
+            [self.snapshot, scratch, *read, *gpu],
+            [scratch],
+            deny_extra=self.deny,
+            keep_caps=keep_caps,
+            uid=None if keep_caps else self.run_as,
+            cuda=True,
         )
 
     def run(
@@ -324,7 +335,10 @@ class SealedEvaluator:
         )
         if self.sandboxed:
             launcher = str(self.path("lib/kernelseek_suite/agents/sandbox.py"))
-            argv = sandbox_mod.wrap(argv, self.policy(scratch, keep_caps, read), launcher=launcher)
+            policy = self.policy(scratch, keep_caps, read)
+            if policy.uid is not None:
+                self._hand_over(scratch, policy.uid)
+            argv = sandbox_mod.wrap(argv, policy, launcher=launcher)
         t0 = time.monotonic()
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             code = run_in_group(argv, scratch, full_env, out, err, timeout_s)
@@ -332,6 +346,16 @@ class SealedEvaluator:
             err.seek(0)
             stdout, stderr = out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace")
         return Ran(code, stdout, stderr, time.monotonic() - t0)
+
+    def _hand_over(self, scratch: Path, uid: int) -> None:
+        """The scratch folder (and all the task put there) to the user the evaluation runs as; the
+        folders above it searchable (not readable) by it."""
+        for d in (self.base, self.base / "scratch"):
+            os.chmod(d, 0o711)
+        for dirpath, dirnames, filenames in os.walk(scratch):
+            for name in [*dirnames, *filenames]:
+                os.chown(os.path.join(dirpath, name), uid, uid, follow_symlinks=False)
+        os.chown(scratch, uid, uid)
 
     def describe(self) -> dict:
         return {
@@ -342,6 +366,9 @@ class SealedEvaluator:
             "verified": "before and after every evaluation, and at the end of the run",
             "sandbox": "landlock" if self.sandboxed else "none",
             "sandbox_detail": self.sandbox_detail,
+            "runs_as": f"uid {self.run_as} (not root, not the copy's owner)"
+            if self.run_as is not None
+            else "this user",
             "owner": f"an unprivileged user (uid {self.owner}), no write bits"
             if self.owner is not None
             else "this user, no write bits",
