@@ -16,6 +16,7 @@ import shutil
 import site
 import stat
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from .. import config as suite_config
@@ -151,7 +152,7 @@ def _reachable_by_others(p: Path) -> bool:
     return mode & need == need
 
 
-def run_as(extra: list[Path] = ()) -> int | None:
+def run_as(extra: Sequence[Path] = ()) -> int | None:
     """SANDBOX_UID where this process is root and that user can run this Python (the interpreter and
     the folders its packages come from) and read `extra`; None otherwise (the sandboxed process then
     runs as this user: not root, or root without CUDA under the sandbox, docs/threat-model.md)."""
