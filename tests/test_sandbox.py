@@ -106,6 +106,27 @@ def test_a_sandboxed_process_writes_its_own_thread_files_only_with_the_proc_rule
     assert "SYSCTL" not in r.stdout
 
 
+@needs_landlock
+@pytest.mark.skipif(not ROOT_AND_SHARED_PYTHON, reason="needs root and a Python every user can run")
+def test_the_profiler_runs_as_the_other_user_and_keeps_only_its_capability():
+    # Nsight Compute reads the GPU's counters with CAP_SYS_ADMIN where the driver keeps them for
+    # administrators: kept through the user switch (ambient, so the command it execs has it), alone
+    pol = Policy(("/usr", "/bin", "/lib", "/lib64", "/etc"), ("/proc",), keep_caps=(21,), uid=policy.SANDBOX_UID)
+    launcher = str(Path(policy.__file__).with_name("sandbox.py"))
+    script = "id -u; grep -E '^Cap(Eff|Prm|Amb)' /proc/self/status"
+    r = subprocess.run(
+        [str(SHARED_PYTHON), "-I", "-S", "-B", launcher, *pol.argv(), "--", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+    )
+    lines = r.stdout.splitlines()
+    assert lines[0] == str(policy.SANDBOX_UID), r.stderr
+    caps = dict(line.split(":\t") for line in lines[1:])
+    assert caps == {"CapPrm": f"{1 << 21:016x}", "CapEff": f"{1 << 21:016x}", "CapAmb": f"{1 << 21:016x}"}
+
+
 def test_cuda_gets_proc_writable_only_where_the_process_is_not_root(tmp_path, monkeypatch):
     monkeypatch.setattr(policy.os, "geteuid", lambda: 0)
     assert "/proc" not in policy.make_policy([tmp_path], [tmp_path], cuda=True).write  # root stays root

@@ -32,7 +32,8 @@ from typing import NoReturn
 PR_SET_NO_NEW_PRIVS = 38
 PR_CAPBSET_DROP = 24
 PR_CAP_AMBIENT = 47
-PR_CAP_AMBIENT_CLEAR_ALL = 4
+PR_CAP_AMBIENT_RAISE, PR_CAP_AMBIENT_CLEAR_ALL = 2, 4
+PR_SET_KEEPCAPS = 8
 CAP_LAST_FALLBACK = 40
 
 # Landlock's system calls (the same numbers on x86_64 and arm64) and constants (linux/landlock.h)
@@ -194,18 +195,34 @@ def apply(policy: Policy) -> None:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self")
     finally:
         os.close(ruleset)
-    switch_user(policy.uid)
+    switch_user(policy.uid, policy.keep_caps)
 
 
-def switch_user(uid: int | None) -> None:
+def switch_user(uid: int | None, keep_caps: tuple[int, ...] = ()) -> None:
     """From root, become `uid` (its group too, no supplementary groups): every capability goes with
-    it, and files that root owns (/proc/sys, /proc/sysrq-trigger) are out of reach even where the
-    ruleset lets the process write under /proc. Nothing to do for None, or when not root."""
+    it but `keep_caps` (kept as ambient capabilities, so the command it execs has them too), and files
+    that root owns (/proc/sys, /proc/sysrq-trigger) are out of reach even where the ruleset lets the
+    process write under /proc. Nothing to do for None, or when not root."""
     if uid is None or os.geteuid() != 0:
         return
+    libc = _libc()
+    if keep_caps:
+        libc.prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0)
     os.setgroups([])
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
+    if keep_caps:
+        header, data = _CapHeader(_CAP_VERSION_3, 0), (_CapData * 2)()
+        for c in keep_caps:
+            bit = 1 << (c % 32)
+            data[c // 32].effective |= bit
+            data[c // 32].permitted |= bit
+            data[c // 32].inheritable |= bit
+        if libc.capset(ctypes.byref(header), data):
+            raise OSError(ctypes.get_errno(), "capset")
+        for c in keep_caps:
+            if libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, c, 0, 0):
+                raise OSError(ctypes.get_errno(), f"raising ambient capability {c}")
 
 
 def drop_capabilities(keep: tuple[int, ...] = ()) -> None:
@@ -217,18 +234,22 @@ def drop_capabilities(keep: tuple[int, ...] = ()) -> None:
         if cap not in keep:
             libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
     libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-
-    class Header(ctypes.Structure):
-        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-    class Data(ctypes.Structure):
-        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
-
-    header, data = Header(0x20080522, 0), (Data * 2)()
+    header, data = _CapHeader(_CAP_VERSION_3, 0), (_CapData * 2)()
     if libc.capget(ctypes.byref(header), data) == 0:
         for d in data:
             d.inheritable = 0
         libc.capset(ctypes.byref(header), data)
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+_CAP_VERSION_3 = 0x20080522
 
 
 def _cap_last() -> int:

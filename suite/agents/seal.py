@@ -298,15 +298,15 @@ class SealedEvaluator:
         return d
 
     def policy(self, scratch: Path, keep_caps: tuple[int, ...] = (), read: list[Path] = ()) -> sandbox_mod.Policy:
-        """An evaluation's sandbox: it runs as `run_as` (unless it keeps capabilities: the profiler,
-        which stays root) and may initialize CUDA where it is not root (policy.PROC)."""
+        """An evaluation's sandbox: it runs as `run_as` (the profiler too, keeping `keep_caps`) and
+        may initialize CUDA where it is not root (policy.PROC)."""
         gpu = [Path(p) for p in self.gpu.read]  # those of this machine: none without the driver
         return policy_mod.make_policy(
             [self.snapshot, scratch, *read, *gpu],
             [scratch],
             deny_extra=self.deny,
             keep_caps=keep_caps,
-            uid=None if keep_caps else self.run_as,
+            uid=self.run_as,
             cuda=True,
         )
 
