@@ -11,6 +11,11 @@
 #   bash scripts/offline-gpu-run.sh smoke     # (node) bench on five scenarios beside FA3, FA4, cuDNN
 #   bash scripts/offline-gpu-run.sh check     # (node) the Hopper kernel on every input distribution,
 #                                             #        through the pass rule, and the growing-max test
+#   bash scripts/offline-gpu-run.sh kernel    # (node) the Hopper kernel's GPU tests (rows one key dominates,
+#                                             #        a growing row max), the extended set on every
+#                                             #        distribution, and a timing beside v20 and FA3
+#   bash scripts/offline-gpu-run.sh sandbox   # (node) CUDA under the evaluator's sandbox (the probe), the
+#                                             #        self-check under Landlock and the profiler's check
 #   bash scripts/offline-gpu-run.sh reproduce # (node) the whole reproduce; results/<arch> archived in $OUT
 #
 # Everything lands under /tmp/site (FA4) and /tmp/site2 (the rest), which the node keeps while it is up.
@@ -72,6 +77,30 @@ case "${1:-}" in
       --inputs all --check > "$OUT/check.txt" 2>&1
     echo "run_once rc=$?: $(grep -c ': ok' "$OUT/check.txt") ok, $(grep -c 'WRONG' "$OUT/check.txt") wrong"
     python3 -m pytest -q -p no:cacheprovider tests/test_hopper_growing_max.py 2>&1 | tail -3
+    ;;
+  kernel)
+    env_here
+    python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_hopper_dominated_rows.py tests/test_hopper_growing_max.py \
+      2>&1 | tee "$OUT/kernel-tests.txt" | tail -3
+    ks bench --kernel kernels/hopper/flash_fwd_sm90.cu --extended-only --baseline fa3 --out /tmp/ext \
+      > "$OUT/extended.txt" 2>&1
+    echo "extended rc=$?"; grep -E "^correct|not correct" "$OUT/extended.txt" | head -3
+    git show 855b6b0:kernels/hopper/flash_fwd_sm90.cu > /tmp/v20.cu
+    ks run-once kernels/hopper/flash_fwd_sm90.cu \
+      'd64-h32kv8-s2048,d64-h32kv8-s8192,d64-h32kv8-s8192-causal,d96-h16kv16-s8192,d128-h16kv16-s4096,d128-h16kv16-s2048-causal,d192v128-h16kv16-s8192,d256-h8kv8-s4096,d256-h8kv8-s1024-causal,d128-h16kv16-s16384-causal' \
+      --time --beside /tmp/v20.cu --baseline fa3 --inputs standard --inputs wide > "$OUT/ab.txt" 2>&1
+    grep -A3 "speed relative" "$OUT/ab.txt"
+    ;;
+  sandbox)
+    env_here
+    python3 scripts/sandbox-gpu-probe.py --quick --timeout 120 > "$OUT/probe.txt" 2>&1
+    echo "probe rc=$?"; grep -E "^\[|run as" "$OUT/probe.txt"
+    mkdir -p "results/$ARCH/agents-selfcheck"
+    ks selfcheck --task fa-fwd-sm90 --sandbox landlock > "results/$ARCH/agents-selfcheck/out.txt" 2>&1
+    echo "selfcheck rc=$?"; cp "results/$ARCH/agents-selfcheck/out.txt" "$OUT/selfcheck.txt"
+    tail -12 "$OUT/selfcheck.txt"
+    ks toolrich-check > "$OUT/toolrich-check.txt" 2>&1
+    echo "toolrich-check rc=$?"; tail -12 "$OUT/toolrich-check.txt"
     ;;
   reproduce)
     env_here
