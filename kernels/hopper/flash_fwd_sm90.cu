@@ -30,11 +30,12 @@
 //   sums are rescaled only when a block's max passes that window (warp-uniform decision), else the
 //   reference stays. P is cut to bf16 precision where it is computed, and each row keeps two sums:
 //   of P (for the LSE) and of the cut P, the PV GEMM's own weights (for O), so a row that one key
-//   dominates gets that key's V as it is. Fast softmax (steady loop, most configurations): the block's row max is not
-//   computed at all; P = exp2(S * scale - reference) straight away, and the block stands if every
-//   thread's partial row sums are finite and at most 2^16 (so is every P). Otherwise (the max grew by
-//   more than 75, or a row saw nothing before) the warpgroup agrees through a named barrier with an
-//   OR reduction, issues the block's S GEMM again and takes the exact step; K and Q are released only
+//   dominates gets that key's V as it is. Fast softmax (steady loop, most configurations): the
+//   block's row max is not computed at all; P = exp2(S * scale - reference) straight away, and the
+//   block stands if every thread's partial row sums are finite and at most 2^16 (so is every P).
+//   Otherwise (the max grew by more than 75, or a row saw nothing before) the warpgroup agrees
+//   through a named barrier with an OR reduction, issues the block's S GEMM again and takes the
+//   exact step; K and Q are released only
 //   once the block stands. KV blocks are visited last to first, so the blocks that need a mask
 //   (sequence tail, causal diagonal) come first: they run in their own loop and the steady loop has
 //   no mask code; causal is a template parameter. Causal, BN = 128, with the fast softmax: a masked
