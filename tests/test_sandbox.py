@@ -83,6 +83,20 @@ def test_the_launcher_confines_reads_writes_and_capabilities(tmp_path):
 
 SHARED_PYTHON = Path("/usr/bin/python3")
 ROOT_AND_SHARED_PYTHON = os.geteuid() == 0 and policy._reachable_by_others(SHARED_PYTHON)
+SYSTEM = ("/usr", "/bin", "/lib", "/lib64", "/etc")
+
+
+def _shell_as_another_user(pol: Policy, script: str) -> subprocess.CompletedProcess:
+    """`sh -c script` through the launcher, run by a Python every user can run (the sandbox's user
+    must be able to start it)."""
+    launcher = str(Path(policy.__file__).with_name("sandbox.py"))
+    return subprocess.run(
+        [str(SHARED_PYTHON), "-I", "-S", "-B", launcher, *pol.argv(), "--", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+    )
 
 
 @needs_landlock
@@ -91,15 +105,9 @@ ROOT_AND_SHARED_PYTHON = os.geteuid() == 0 and policy._reachable_by_others(SHARE
 def test_a_sandboxed_process_writes_its_own_thread_files_only_with_the_proc_rule(proc_rule):
     # CUDA's start-up writes under /proc/<pid>/task (the H200, 2026-12-05: error 304 without it); the
     # switch to another user keeps root's files under /proc (sysctls, sysrq-trigger) out of reach
-    pol = Policy(("/usr", "/bin", "/lib", "/lib64", "/etc"), ("/proc",) if proc_rule else (), uid=policy.SANDBOX_UID)
-    launcher = str(Path(policy.__file__).with_name("sandbox.py"))
-    script = "id -u; echo t > /proc/thread-self/comm && echo WROTE; [ -w /proc/sys/kernel/sysrq ] && echo SYSCTL"
-    r = subprocess.run(
-        [str(SHARED_PYTHON), "-I", "-S", "-B", launcher, *pol.argv(), "--", "sh", "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd="/",
+    pol = Policy(SYSTEM, ("/proc",) if proc_rule else (), uid=policy.SANDBOX_UID)
+    r = _shell_as_another_user(
+        pol, "id -u; echo t > /proc/thread-self/comm && echo WROTE; [ -w /proc/sys/kernel/sysrq ] && echo SYSCTL"
     )
     assert r.stdout.splitlines()[0] == str(policy.SANDBOX_UID), r.stderr
     assert ("WROTE" in r.stdout) == proc_rule, r.stderr
@@ -111,16 +119,8 @@ def test_a_sandboxed_process_writes_its_own_thread_files_only_with_the_proc_rule
 def test_the_profiler_runs_as_the_other_user_and_keeps_only_its_capability():
     # Nsight Compute reads the GPU's counters with CAP_SYS_ADMIN where the driver keeps them for
     # administrators: kept through the user switch (ambient, so the command it execs has it), alone
-    pol = Policy(("/usr", "/bin", "/lib", "/lib64", "/etc"), ("/proc",), keep_caps=(21,), uid=policy.SANDBOX_UID)
-    launcher = str(Path(policy.__file__).with_name("sandbox.py"))
-    script = "id -u; grep -E '^Cap(Eff|Prm|Amb)' /proc/self/status"
-    r = subprocess.run(
-        [str(SHARED_PYTHON), "-I", "-S", "-B", launcher, *pol.argv(), "--", "sh", "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd="/",
-    )
+    pol = Policy(SYSTEM, ("/proc",), keep_caps=(21,), uid=policy.SANDBOX_UID)
+    r = _shell_as_another_user(pol, "id -u; grep -E '^Cap(Eff|Prm|Amb)' /proc/self/status")
     lines = r.stdout.splitlines()
     assert lines[0] == str(policy.SANDBOX_UID), r.stderr
     caps = dict(line.split(":\t") for line in lines[1:])
