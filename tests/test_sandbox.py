@@ -127,6 +127,27 @@ def test_the_profiler_runs_as_the_other_user_and_keeps_only_its_capability():
     assert caps == {"CapPrm": f"{1 << 21:016x}", "CapEff": f"{1 << 21:016x}", "CapAmb": f"{1 << 21:016x}"}
 
 
+def test_the_seal_asks_about_paths_the_other_user_can_reach_then(tmp_path, monkeypatch):
+    # the copy lies in a private folder until an evaluation hands it over: asking about the copy
+    # itself at creation would always answer "no switch"
+    asked = []
+
+    def run_as(extra=()):
+        asked.append([(p, os.stat(p).st_mode) for p in extra])
+        return policy.SANDBOX_UID
+
+    monkeypatch.setattr(policy, "run_as", run_as)
+    open_dir = tmp_path / "open"
+    open_dir.mkdir(mode=0o755)
+    s = SealedEvaluator.create(NoHarness(), parent=open_dir)
+    try:
+        assert asked and all(mode & 0o001 for _, mode in asked[0]), asked
+        assert not any(s.base == p or s.base in p.parents for p, _ in asked[0])
+        assert s.run_as == policy.SANDBOX_UID or not s.sandboxed
+    finally:
+        s.close()
+
+
 def test_cuda_gets_proc_writable_only_where_the_process_is_not_root(tmp_path, monkeypatch):
     monkeypatch.setattr(policy.os, "geteuid", lambda: 0)
     assert "/proc" not in policy.make_policy([tmp_path], [tmp_path], cuda=True).write  # root stays root

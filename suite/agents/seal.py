@@ -247,7 +247,9 @@ class SealedEvaluator:
             (snap / "import-paths.txt").write_text("".join(f"{p}\n" for p in paths))
             task.seal(snap / "task")
             seal.owner = _seal_modes(snap)
-            seal.run_as = policy_mod.run_as([snap]) if seal.sandboxed else None
+            # the sealed copy is reached through `base` (0700 until an evaluation hands it over, see
+            # _hand_over): what the other user must reach from outside is the folder `base` is in
+            seal.run_as = policy_mod.run_as([base.parent]) if seal.sandboxed else None
             seal.manifest = digest(snap)
             seal.startup_folders = list(dict.fromkeys([*filter(_interpreters, paths), *site_folders()]))
             seal.startup = startup_state(seal.startup_folders)
