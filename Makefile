@@ -69,7 +69,7 @@ ifeq ($(strip $(WHEELHOUSE)),)
 # on a GPU machine with an index, the baselines the run measures are installed first (the container,
 # RUNTIME=docker, has its own); what cannot be installed is reported by the run as "not installed"
 reproduce: setup
-	$(if $(filter docker,$(RUNTIME)),,$(PY) -m kernelseek_suite.reproduce.baselines_install --arch $(ARCH))
+	$(if $(filter docker,$(RUNTIME)),,-$(PY) -m kernelseek_suite.reproduce.baselines_install --arch $(ARCH))
 	$(run_reproduce)
 else
 # a GPU node with no internet: every wheel comes from the wheelhouse, checked against its manifest
