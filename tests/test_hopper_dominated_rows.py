@@ -17,9 +17,8 @@ import math
 
 import pytest
 
-from kernelseek_suite import config, scenarios
+from kernelseek_suite import scenarios
 
-KERNEL = config.REPO_ROOT / "kernels/hopper/flash_fwd_sm90.cu"
 CASES = [s for s in scenarios.extended("sm90") if "-b3-q1-k1000" in s.id]
 BN, BIAS, WINDOW = 128, 64.0, 75.0  # the kernel's block, reference bias and redo window (log2 units)
 
@@ -98,31 +97,19 @@ def test_a_row_sum_of_unrounded_p_fails_these_rows_and_the_sum_of_the_gemms_weig
 @pytest.mark.nvcc
 @pytest.mark.slow
 def test_the_kernel_passes_on_rows_that_one_key_dominates(tmp_path):
-    import torch
-
-    from kernelseek_suite.build import build
-    from kernelseek_suite.contract import KernelLibrary, make_params
-    from kernelseek_suite.gpu import NoGPUError, require_gpu
+    from hopper_gpu import forward, hopper_kernel
     from kernelseek_suite.harness.check import CheckConfig
     from kernelseek_suite.harness.reference import reference_pair
     from kernelseek_suite.harness.trial import check_per_head
 
-    try:
-        require_gpu("sm90")
-    except NoGPUError as e:
-        pytest.skip(str(e))
-    lib = KernelLibrary(build(KERNEL, "sm90", cache=tmp_path).library)
+    lib = hopper_kernel(tmp_path)
     failures = []
     for scn in CASES:
         for dist in ("standard", "wide", "llm", "rising"):
             q, k, v = _inputs(scn, dist, "cuda")
             scale = 1 / math.sqrt(q.shape[-1])
             ref, ref_lse, lowp = reference_pair(q, k, v, scn.causal, scale)
-            out = torch.full((*q.shape[:3], v.shape[-1]), float("nan"), device="cuda", dtype=torch.bfloat16)
-            lse = torch.full((q.shape[0], q.shape[2], q.shape[1]), float("nan"), device="cuda")
-            stream = torch.cuda.current_stream().cuda_stream
-            rc = lib.forward(make_params(q, k, v, out, lse, scn.causal, scale), stream)
-            torch.cuda.synchronize()
+            rc, out, lse = forward(lib, q, k, v, scn.causal, scale)
             r = check_per_head(out, ref, lowp, lse, ref_lse, CheckConfig()) if rc == 0 else None
             if r is None or not r.ok:
                 failures.append((scn.id, dist, rc if r is None else r.reason))

@@ -10,11 +10,6 @@ import math
 
 import pytest
 
-from kernelseek_suite import config
-
-ROOT = config.REPO_ROOT
-KERNEL = ROOT / "kernels/hopper/flash_fwd_sm90.cu"
-
 # (d_qk, d_v, heads_q, heads_kv, batch, seqlen_q, seqlen_k): every head dimension, odd lengths, and
 # seqlen_q != seqlen_k both ways
 SHAPES = [
@@ -69,31 +64,20 @@ def test_the_inputs_make_the_row_max_jump_past_the_fast_softmax(amp):
 @pytest.mark.nvcc
 @pytest.mark.slow
 def test_outputs_pass_when_the_row_max_keeps_growing(tmp_path):
-    import torch
-
-    from kernelseek_suite.build import build
-    from kernelseek_suite.contract import KernelLibrary, make_params
-    from kernelseek_suite.gpu import NoGPUError, require_gpu
+    from hopper_gpu import forward, hopper_kernel
     from kernelseek_suite.harness.check import check_output
     from kernelseek_suite.harness.reference import reference_pair
 
-    try:
-        require_gpu("sm90")
-    except NoGPUError as e:
-        pytest.skip(str(e))
-    lib = KernelLibrary(build(KERNEL, "sm90", cache=tmp_path).library)
+    lib = hopper_kernel(tmp_path)
     failures = []
     for shape in SHAPES:
-        dqk, dv, hq, _, b, sq, _ = shape
+        dqk = shape[0]
         for causal in (False, True):
             for amp in AMPS:
                 q, k, v = grow_inputs(shape, amp, 99, "cuda")
                 scale = 1 / math.sqrt(dqk)
                 ref, ref_lse, lowp = reference_pair(q, k, v, causal, scale)
-                out = torch.full((b, sq, hq, dv), float("nan"), device="cuda", dtype=torch.bfloat16)
-                lse = torch.full((b, hq, sq), float("nan"), device="cuda", dtype=torch.float32)
-                rc = lib.forward(make_params(q, k, v, out, lse, causal, scale), torch.cuda.current_stream().cuda_stream)
-                torch.cuda.synchronize()
+                rc, out, lse = forward(lib, q, k, v, causal, scale)
                 r = check_output(out, ref, lowp, lse, ref_lse) if rc == 0 else None
                 if r is None or not r.ok:
                     failures.append((shape, causal, amp, rc if r is None else r.reason))
