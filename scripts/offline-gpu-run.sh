@@ -82,14 +82,16 @@ case "${1:-}" in
     env_here
     python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_hopper_dominated_rows.py tests/test_hopper_growing_max.py \
       2>&1 | tee "$OUT/kernel-tests.txt" | tail -3
-    ks bench --kernel kernels/hopper/flash_fwd_sm90.cu --extended-only --baseline fa3 --out /tmp/ext \
-      > "$OUT/extended.txt" 2>&1
+    timeout "${EXT_TIMEOUT:-240}" python3 -m kernelseek_suite.cli bench --kernel kernels/hopper/flash_fwd_sm90.cu \
+      --extended-only --baseline fa3 --out /tmp/ext > "$OUT/extended.txt" 2>&1
     echo "extended rc=$?"; grep -E "^correct|not correct" "$OUT/extended.txt" | head -3
+    # beside: v20 (the last version timed on the grid) and any variants named in BESIDE (files)
     git show 855b6b0:kernels/hopper/flash_fwd_sm90.cu > /tmp/v20.cu
-    ks run-once kernels/hopper/flash_fwd_sm90.cu \
-      'd64-h32kv8-s2048,d64-h32kv8-s8192,d64-h32kv8-s8192-causal,d96-h16kv16-s8192,d128-h16kv16-s4096,d128-h16kv16-s2048-causal,d192v128-h16kv16-s8192,d256-h8kv8-s4096,d256-h8kv8-s1024-causal,d128-h16kv16-s16384-causal' \
-      --time --beside /tmp/v20.cu --baseline fa3 --inputs standard --inputs wide > "$OUT/ab.txt" 2>&1
-    grep -A3 "speed relative" "$OUT/ab.txt"
+    beside=(--beside /tmp/v20.cu); for f in ${BESIDE:-}; do beside+=(--beside "$f"); done
+    rows=${ROWS:-d64-h32kv8-s2048,d64-h32kv8-s8192,d64-h32kv8-s8192-causal,d64-h32kv32-s1024-causal,d96-h16kv16-s8192,d96-h16kv16-s1024,d128-h16kv16-s1024,d128-h16kv16-s4096,d128-h16kv16-s2048-causal,d128-h16kv16-s16384-causal,d192v128-h16kv16-s8192,d192v128-h16kv16-s1024-causal,d256-h8kv8-s4096,d256-h8kv8-s1024-causal}
+    timeout "${AB_TIMEOUT:-300}" python3 -m kernelseek_suite.cli run-once kernels/hopper/flash_fwd_sm90.cu "$rows" \
+      --time "${beside[@]}" --baseline fa3 --inputs standard --inputs wide > "$OUT/ab.txt" 2>&1
+    echo "ab rc=$?"; grep -A8 "speed relative" "$OUT/ab.txt"
     ;;
   sandbox)
     env_here
