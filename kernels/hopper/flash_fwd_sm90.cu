@@ -908,8 +908,9 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   if (cw == C::CWG - 1) named_bar_arrive(1, 256);
 
   float acc_o[C::O_REGS], acc_s[C::BN / 2];
-  // the ones GEMM's B: no swizzle, K-major, LBO 128 bytes (the next 8 k), SBO 256: all it reads is ones
-  const uint64_t ones = (static_cast<uint64_t>(256 >> 4) << 32) | ((128u >> 4) << 16) | (ones_at >> 4);
+  // the ones GEMM's B: no swizzle, K-major, LBO (the next 8 k) 128 bytes; SBO (the next 8 n, of which
+  // N = 8 has none) 128 too, so that what it reads lies in the 256 bytes of ones whichever offset it takes
+  const uint64_t ones = (static_cast<uint64_t>(128 >> 4) << 32) | ((128u >> 4) << 16) | (ones_at >> 4);
   uint32_t p_frag[C::PV_STEPS][4];
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[4] = {0.f, 0.f, 0.f, 0.f}, corr[2] = {1.f, 1.f};
   int o_acc = 0;     // whether the owed tile's last PV GEMM accumulates (0: it is its first)
