@@ -5,14 +5,14 @@ PV GEMM uses it rounded to bf16, and a row sum of the unrounded P left O off by 
 one bf16 step of the output. On the H200 (2026-12-05, results/sm90/runs/2026-12-05-v20) all 26 such
 cases failed the pass rule on `wide` or `llm` inputs. v23 normalizes O by the sums of the PV GEMM's
 own weights and keeps the sums of P as computed for the LSE: the tensor cores sum P rounded to bf16
-(a GEMM of P and a block of ones, "rounded" below) where registers allow, elsewhere P is cut to bf16
-precision and summed a second time ("cut", v22's way).
+(a GEMM of P and a block of ones, "rounded" below); v22 cut P to bf16 precision and summed it a
+second time ("cut").
 
 Without a GPU: a model of the kernel's arithmetic (blocks of 128 keys visited last to first, the
 reference the first block's max plus 64, a redo past a growth of 75, all in log2 units) goes through
 the same per-(batch, head) pass rule as the extended set: normalized by the unrounded sum it fails on
 these inputs, by the sum of either kind of weights it passes. With a GPU: the kernel itself, on these
-cases and on the same shapes with 8192 keys (the three-warpgroup tiles, some of which take "cut")."""
+cases and on the same shapes with 8192 keys (the three-warpgroup tiles)."""
 
 from __future__ import annotations
 

@@ -41,11 +41,12 @@ KERNELS = [
 # reference (worked out in the rare rescale branch) makes three causal 3-warpgroup kernels reload those
 # words more often (at most 32 stored, 84 loaded, 32 of stack), still outside the steady loops; the d64
 # one among them was timed in A/B run 26 (kernels/hopper/NOTES.md), 1.25x v19 on wide inputs
-# The second row sum (v22's, which v23 keeps where the tensor cores cannot take the sums for want of
-# registers) spills in the three-warpgroup causal kernels (d96 192x112: 176 bytes loaded, d128 192x80:
-# 180), outside their steady loops (tests/test_hopper_sass.py keeps local memory out of those); v20
-# needed 84. Not yet timed on a GPU (kernels/hopper/NOTES.md, v22 and v23)
-SPILL_ALLOWANCE = {"kernels/hopper/flash_fwd_sm90.cu": 180}
+# v23's four accumulators for the sums of the PV GEMM's weights (live through the whole loop) spill
+# in three three-warpgroup kernels (causal d64 192x128: 52 bytes stored, 148 loaded; causal d128
+# 192x80: 108 loaded; d192/128 192x80: 56), outside their steady loops (tests/test_hopper_sass.py keeps
+# local memory out of those); v20 needed 84, v22 (a second row sum) 180. Not yet timed on a GPU
+# (kernels/hopper/NOTES.md, v23)
+SPILL_ALLOWANCE = {"kernels/hopper/flash_fwd_sm90.cu": 148}
 
 
 @pytest.mark.parametrize("path,arch,needles", KERNELS, ids=[k[0] for k in KERNELS])
