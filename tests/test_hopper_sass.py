@@ -172,6 +172,8 @@ def test_a_steady_loop_issues_one_s_gemm_and_one_pv_gemm_per_block(kernels, key)
     unmasked = min(_steady_loops(kernels[key]), key=len)
     hgmma = [i for i in unmasked if i.opcode.startswith("HGMMA")]
     assert len(hgmma) == per_block, f"{len(hgmma)} HGMMA in the unmasked steady loop, {per_block} per block"
+    sums = [i for i in hgmma if i.opcode.startswith("HGMMA.64x8x16.")]
+    assert len(sums) == bn // 16, f"{len(sums)} 64x8 GEMMs (the sums of the PV GEMM's weights), {bn // 16} per block"
 
 
 def test_placement_counts_exponentials_above_the_last_wait():
