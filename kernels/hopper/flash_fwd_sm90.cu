@@ -906,8 +906,8 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       rsum[r] += __shfl_xor_sync(0xffffffff, rsum[r], 1);
       rsum[r] += __shfl_xor_sync(0xffffffff, rsum[r], 2);
     }
-    const float w[2] = {acc_o[C::DV_MMA / 2], acc_o[C::DV_MMA / 2 + 2]};
-    const float inv[2] = {w[0] > 0.f ? 1.f / w[0] : 0.f, w[1] > 0.f ? 1.f / w[1] : 0.f};
+    const float* w = &acc_o[C::DV_MMA / 2];  // row a's sum at w[0] (and w[1]), row b's at w[2]
+    const float inv[2] = {w[0] > 0.f ? 1.f / w[0] : 0.f, w[2] > 0.f ? 1.f / w[2] : 0.f};
     const Tile tile = tile_at(t, p);
     const int row_a = tile.m_block * C::BM + row_in_tile, row_b = row_a + 8;
     if constexpr (C::O_TMA) {
