@@ -95,18 +95,21 @@ _SMEM_RE = re.compile(r"(\d+) bytes smem")
 
 
 _CODE_RE = re.compile(r"\(C\d{4}\)")
+# the compiler front end's diagnostics: "kernel.cu(922): warning #549-D: variable ... is used before ..."
+_FRONTEND_RE = re.compile(r"\(\d+\): warning #\d+")
 
 
 def parse_ptxas(text: str) -> tuple[list[FunctionResources], list[str]]:
-    """Parse `-Xptxas -v` output into per-function resources and the list of warnings. ptxas prints
-    its performance warnings (C7511, C7515, C7519, ...) as `ptxas info : (C75xx) ...` lines, not as
-    warnings, so every line with such a code counts as one."""
+    """Parse nvcc's log (with `-Xptxas -v`) into per-function resources and the list of warnings. ptxas
+    prints its performance warnings (C7511, C7515, C7519, ...) as `ptxas info : (C75xx) ...` lines,
+    not as warnings, so every line with such a code counts as one; the front end's warnings
+    (`file.cu(LINE): warning #N-D: ...`) count too."""
     funcs: list[FunctionResources] = []
     warnings: list[str] = []
     cur: FunctionResources | None = None
     for line in text.splitlines():
         low = line.lower()
-        if ("warning" in low and "ptxas" in low) or _CODE_RE.search(line):
+        if ("warning" in low and "ptxas" in low) or _CODE_RE.search(line) or _FRONTEND_RE.search(line):
             warnings.append(line.strip())
         m = _FUNC_RE.search(line)
         if m:
