@@ -90,7 +90,7 @@ case "${1:-}" in
     beside=(--beside /tmp/v20.cu); for f in ${BESIDE:-}; do beside+=(--beside "$f"); done
     rows=${ROWS:-d64-h32kv8-s2048,d64-h32kv8-s8192,d64-h32kv8-s8192-causal,d64-h32kv32-s1024-causal,d96-h16kv16-s8192,d96-h16kv16-s1024,d128-h16kv16-s1024,d128-h16kv16-s4096,d128-h16kv16-s2048-causal,d128-h16kv16-s16384-causal,d192v128-h16kv16-s8192,d192v128-h16kv16-s1024-causal,d256-h8kv8-s4096,d256-h8kv8-s1024-causal}
     timeout "${AB_TIMEOUT:-300}" python3 -m kernelseek_suite.cli run-once kernels/hopper/flash_fwd_sm90.cu "$rows" \
-      --time "${beside[@]}" --baseline fa3 --inputs standard --inputs wide > "$OUT/ab.txt" 2>&1
+      --time --check --check-beside "${beside[@]}" --baseline fa3 --inputs standard --inputs wide > "$OUT/ab.txt" 2>&1
     echo "ab rc=$?"; grep -A8 "speed relative" "$OUT/ab.txt"
     ;;
   sandbox)
