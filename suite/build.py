@@ -232,10 +232,24 @@ def import_violations(
     return bad
 
 
-# one build at a time in a process: a build started in the background (reproduce starts the kernel's
-# beside its first GEMM ceiling) and the same build asked for meanwhile (run_bench's) make one nvcc
-# run, the second call waiting for the first and finding its result in the cache
-_ONE_AT_A_TIME = threading.Lock()
+# one build of a kernel at a time in a process: a build started in the background (reproduce starts the
+# kernel's beside its first GEMM ceiling) and the same build asked for meanwhile (run_bench's) make one
+# nvcc run, the second call waiting for the first and finding its result in the cache; different
+# kernels (run-once's variants) build side by side
+_LOCKS: dict[tuple, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def _lock_for(source: str | Path, arch: str, extra_flags: tuple[str, ...], cache: Path | None) -> threading.Lock:
+    """The lock of one build: by the source's content (two paths to the same text share a cache
+    folder), the arch, the extra flags and the cache."""
+    try:
+        content = hashlib.sha256(Path(source).read_bytes()).hexdigest()
+    except OSError:
+        content = str(source)  # _build reports it
+    key = (content, arch, tuple(extra_flags), str(cache))
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault(key, threading.Lock())
 
 
 def build(
@@ -245,7 +259,7 @@ def build(
     cache: Path | None = None,
     force: bool = False,
 ) -> BuildResult:
-    with _ONE_AT_A_TIME:
+    with _lock_for(source, arch, extra_flags, cache):
         return _build(source, arch, extra_flags, cache, force)
 
 

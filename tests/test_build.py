@@ -146,3 +146,37 @@ def test_a_library_planted_in_the_cache_is_checked_again(cache, tmp_path):
     with pytest.raises(DependencyRuleError) as e:
         B.build(src, "sm90")
     assert "PyRun_SimpleString" in str(e.value) and "cached" in str(e.value)
+
+
+def test_different_kernels_build_side_by_side_and_one_kernel_once_at_a_time(cache, tmp_path, monkeypatch):
+    """run-once builds its variants in threads: nvcc runs for different sources overlap, while two
+    builds of the same text (the background build and a later request for it) never do."""
+    import threading
+    import time
+
+    spans: dict[str, list[tuple[float, float]]] = {}
+    guard = threading.Lock()
+
+    def fake_compile(nvcc, flags, src, source_bytes, arch, tmp):
+        start = time.monotonic()
+        time.sleep(0.3)
+        with guard:
+            spans.setdefault(src.name, []).append((start, time.monotonic()))
+        return [], [], "", False
+
+    monkeypatch.setattr(B, "_compile", fake_compile)
+    monkeypatch.setattr(B, "nvcc_path", lambda: "/usr/bin/true")
+    monkeypatch.setattr(B, "nvcc_version", lambda: "test")
+    a, b, a2 = tmp_path / "a.cu", tmp_path / "b.cu", tmp_path / "a2.cu"
+    a.write_text("// kernel a\n")
+    b.write_text("// kernel b\n")
+    a2.write_text("// kernel a\n")  # the same text as a.cu under another name
+    jobs = [threading.Thread(target=B.build, args=(p, "sm90"), kwargs={"force": True}) for p in (a, b, a2)]
+    for j in jobs:
+        j.start()
+    for j in jobs:
+        j.join()
+    (a_start, a_end), (b_start, b_end) = spans["a.cu"][0], spans["b.cu"][0]
+    assert a_start < b_end and b_start < a_end  # a and b overlapped
+    (s1, e1), (s2, e2) = sorted([spans["a.cu"][0], spans["a2.cu"][0]])
+    assert e1 <= s2  # the same text, one build after the other

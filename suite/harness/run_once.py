@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import fnmatch
 import math
+import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 from ..contracts import exitcodes
 
@@ -37,12 +39,18 @@ def _build_all(args) -> dict | int:
     from ..rules import DependencyRuleError, enforce
 
     kernels = list(dict.fromkeys([args.kernel, *args.beside]))
+
+    def build_all() -> dict:  # side by side: nvcc runs are independent processes
+        with ThreadPoolExecutor(max_workers=max(1, min(len(kernels), os.cpu_count() or 1))) as pool:
+            results = list(pool.map(lambda path: build(path, args.arch), kernels))
+        return dict(zip(kernels, results))
+
     built = {}
     try:  # the kernels' static checks (rules; build and exports where nvcc is here) need no GPU
         for path in kernels:
             enforce(path)
         if nvcc_path():
-            built = {path: build(path, args.arch) for path in kernels}
+            built = build_all()
     except (BuildError, DependencyRuleError) as e:
         print(f"build failed: {e}", file=sys.stderr)
         return exitcodes.BUILD
@@ -52,7 +60,7 @@ def _build_all(args) -> dict | int:
         print(f"no GPU: {e}", file=sys.stderr)
         return exitcodes.NO_GPU
     try:
-        built = built or {path: build(path, args.arch) for path in kernels}
+        built = built or build_all()
     except BuildError as e:
         print(f"build failed: {e}", file=sys.stderr)
         return exitcodes.BUILD
