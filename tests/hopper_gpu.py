@@ -10,8 +10,9 @@ from kernelseek_suite import config
 KERNEL = config.REPO_ROOT / "kernels/hopper/flash_fwd_sm90.cu"
 
 
-def hopper_kernel(cache):
-    """The kernel's library, built into `cache`; skips the test where there is no sm90 GPU."""
+def hopper_kernel():
+    """The kernel's library, from the build cache (one build serves these tests and a later bench or
+    run-once of the same text); skips the test where there is no sm90 GPU."""
     from kernelseek_suite.build import build
     from kernelseek_suite.contract import KernelLibrary
     from kernelseek_suite.gpu import NoGPUError, require_gpu
@@ -20,7 +21,7 @@ def hopper_kernel(cache):
         require_gpu("sm90")
     except NoGPUError as e:
         pytest.skip(str(e))
-    return KernelLibrary(build(KERNEL, "sm90", cache=cache).library)
+    return KernelLibrary(build(KERNEL, "sm90").library)
 
 
 def forward(lib, q, k, v, causal: bool, scale: float):

@@ -63,12 +63,12 @@ def test_the_inputs_make_the_row_max_jump_past_the_fast_softmax(amp):
 @pytest.mark.gpu
 @pytest.mark.nvcc
 @pytest.mark.slow
-def test_outputs_pass_when_the_row_max_keeps_growing(tmp_path):
+def test_outputs_pass_when_the_row_max_keeps_growing():
     from hopper_gpu import forward, hopper_kernel
     from kernelseek_suite.harness.check import check_output
     from kernelseek_suite.harness.reference import reference_pair
 
-    lib = hopper_kernel(tmp_path)
+    lib = hopper_kernel()
     failures = []
     for shape in SHAPES:
         dqk = shape[0]
