@@ -13,7 +13,9 @@
 #                                             #        through the pass rule, and the growing-max test
 #   bash scripts/offline-gpu-run.sh kernel    # (node) the Hopper kernel's GPU tests (rows one key dominates,
 #                                             #        a growing row max), the extended set on every
-#                                             #        distribution, and a timing beside v20 and FA3
+#                                             #        distribution (not with SKIP_EXT=1), and a timing
+#                                             #        beside v20, the variants in BESIDE and FA3, every
+#                                             #        output checked (ROWS, AB_INPUTS; *_TIMEOUT)
 #   bash scripts/offline-gpu-run.sh sandbox   # (node) CUDA under the evaluator's sandbox (the probe), the
 #                                             #        self-check under Landlock and the profiler's check
 #   bash scripts/offline-gpu-run.sh reproduce # (node) the whole reproduce; results/<arch> archived in $OUT
@@ -80,17 +82,21 @@ case "${1:-}" in
     ;;
   kernel)
     env_here
-    python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_hopper_dominated_rows.py tests/test_hopper_growing_max.py \
+    timeout "${TEST_TIMEOUT:-150}" python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_hopper_dominated_rows.py \
+      tests/test_hopper_growing_max.py \
       2>&1 | tee "$OUT/kernel-tests.txt" | tail -3
-    timeout "${EXT_TIMEOUT:-240}" python3 -m kernelseek_suite.cli bench --kernel kernels/hopper/flash_fwd_sm90.cu \
-      --extended-only --baseline fa3 --out /tmp/ext > "$OUT/extended.txt" 2>&1
-    echo "extended rc=$?"; grep -E "^correct|not correct" "$OUT/extended.txt" | head -3
+    if [ -z "${SKIP_EXT:-}" ]; then  # (the reproduce checks the extended set too: SKIP_EXT=1 after it)
+      timeout "${EXT_TIMEOUT:-240}" python3 -m kernelseek_suite.cli bench --kernel kernels/hopper/flash_fwd_sm90.cu \
+        --extended-only --baseline fa3 --out /tmp/ext > "$OUT/extended.txt" 2>&1
+      echo "extended rc=$?"; grep -E "^correct|not correct" "$OUT/extended.txt" | head -3
+    fi
     # beside: v20 (the last version timed on the grid) and any variants named in BESIDE (files)
     git show 855b6b0:kernels/hopper/flash_fwd_sm90.cu > /tmp/v20.cu
     beside=(--beside /tmp/v20.cu); for f in ${BESIDE:-}; do beside+=(--beside "$f"); done
+    inputs=(); for d in ${AB_INPUTS:-standard wide}; do inputs+=(--inputs "$d"); done
     rows=${ROWS:-d64-h32kv8-s2048,d64-h32kv8-s8192,d64-h32kv8-s8192-causal,d64-h32kv32-s1024-causal,d96-h16kv16-s8192,d96-h16kv16-s1024,d128-h16kv16-s1024,d128-h16kv16-s4096,d128-h16kv16-s2048-causal,d128-h16kv16-s16384-causal,d192v128-h16kv16-s8192,d192v128-h16kv16-s1024-causal,d256-h8kv8-s4096,d256-h8kv8-s1024-causal}
     timeout "${AB_TIMEOUT:-300}" python3 -m kernelseek_suite.cli run-once kernels/hopper/flash_fwd_sm90.cu "$rows" \
-      --time --check --check-beside "${beside[@]}" --baseline fa3 --inputs standard --inputs wide > "$OUT/ab.txt" 2>&1
+      --time --check --check-beside "${beside[@]}" --baseline fa3 "${inputs[@]}" > "$OUT/ab.txt" 2>&1
     echo "ab rc=$?"; grep -A8 "speed relative" "$OUT/ab.txt"
     ;;
   sandbox)
