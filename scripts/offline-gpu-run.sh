@@ -18,6 +18,8 @@
 #                                             #        output checked (ROWS, AB_INPUTS; *_TIMEOUT)
 #   bash scripts/offline-gpu-run.sh sandbox   # (node) CUDA under the evaluator's sandbox (the probe), the
 #                                             #        self-check under Landlock and the profiler's check
+#   bash scripts/offline-gpu-run.sh profile   # (node) Nsight Compute on the Hopper kernel and FA3, side by
+#                                             #        side, on PROFILE_ROWS (scripts/profile-beside.py)
 #   bash scripts/offline-gpu-run.sh reproduce # (node) the whole reproduce; results/<arch> archived in $OUT
 #
 # Everything lands under /tmp/site (FA4) and /tmp/site2 (the rest), which the node keeps while it is up.
@@ -109,6 +111,12 @@ case "${1:-}" in
     tail -12 "$OUT/selfcheck.txt"
     ks toolrich-check > "$OUT/toolrich-check.txt" 2>&1
     echo "toolrich-check rc=$?"; tail -12 "$OUT/toolrich-check.txt"
+    ;;
+  profile)
+    env_here
+    timeout "${PROFILE_TIMEOUT:-400}" python3 scripts/profile-beside.py \
+      "${PROFILE_ROWS:-d64-h32kv8-s8192,d256-h8kv8-s1024-causal,d128-h16kv1-s1024-causal}" --out "$OUT/profile" \
+      2>&1 | tee "$OUT/profile.txt" | tail -12
     ;;
   reproduce)
     env_here
