@@ -36,3 +36,21 @@ def forward(lib, q, k, v, causal: bool, scale: float):
     rc = lib.forward(make_params(q, k, v, out, lse, causal, scale), torch.cuda.current_stream().cuda_stream)
     torch.cuda.synchronize()
     return rc, out, lse
+
+
+def failure(lib, q, k, v, causal: bool, per_head: bool = False) -> str | None:
+    """Why one call's output and LSE fail the pass rule against the reference (the return code if it
+    returned an error), or None: the whole-tensor check, or the extended set's per-(batch, head) one."""
+    import math
+
+    from kernelseek_suite.harness.check import CheckConfig, check_output
+    from kernelseek_suite.harness.reference import reference_pair
+    from kernelseek_suite.harness.trial import check_per_head
+
+    scale = 1 / math.sqrt(q.shape[-1])
+    ref, ref_lse, lowp = reference_pair(q, k, v, causal, scale)
+    rc, out, lse = forward(lib, q, k, v, causal, scale)
+    if rc != 0:
+        return f"returned {rc}"
+    r = (check_per_head if per_head else check_output)(out, ref, lowp, lse, ref_lse, CheckConfig())
+    return None if r.ok else r.reason

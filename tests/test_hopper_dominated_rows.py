@@ -108,20 +108,13 @@ def test_a_row_sum_of_unrounded_p_fails_these_rows_and_the_sum_of_the_gemms_weig
 @pytest.mark.nvcc
 @pytest.mark.slow
 def test_the_kernel_passes_on_rows_that_one_key_dominates():
-    from hopper_gpu import forward, hopper_kernel
-    from kernelseek_suite.harness.check import CheckConfig
-    from kernelseek_suite.harness.reference import reference_pair
-    from kernelseek_suite.harness.trial import check_per_head
+    from hopper_gpu import failure, hopper_kernel
 
     lib = hopper_kernel()
     failures = []
     for scn in CASES + LONG_CASES:
         for dist in ("standard", "wide", "llm", "rising"):
-            q, k, v = _inputs(scn, dist, "cuda")
-            scale = 1 / math.sqrt(q.shape[-1])
-            ref, ref_lse, lowp = reference_pair(q, k, v, scn.causal, scale)
-            rc, out, lse = forward(lib, q, k, v, scn.causal, scale)
-            r = check_per_head(out, ref, lowp, lse, ref_lse, CheckConfig()) if rc == 0 else None
-            if r is None or not r.ok:
-                failures.append((scn.id, dist, rc if r is None else r.reason))
+            why = failure(lib, *_inputs(scn, dist, "cuda"), scn.causal, per_head=True)
+            if why is not None:
+                failures.append((scn.id, dist, why))
     assert failures == []
