@@ -13,9 +13,11 @@
 #                                             #        through the pass rule, and the growing-max test
 #   bash scripts/offline-gpu-run.sh kernel    # (node) the Hopper kernel's GPU tests (rows one key dominates,
 #                                             #        a growing row max), the extended set on every
-#                                             #        distribution (not with SKIP_EXT=1), and a timing
-#                                             #        beside v20, the variants in BESIDE and FA3, every
-#                                             #        output checked (ROWS, AB_INPUTS; *_TIMEOUT)
+#                                             #        distribution (not with SKIP_EXT=1), and v20 and the
+#                                             #        variants in BESIDE each checked on its own, under
+#                                             #        a time limit (GATE_ROWS; *_TIMEOUT)
+#   bash scripts/offline-gpu-run.sh ab        # (node) a timing beside FA3 and the variants that passed
+#                                             #        that check, every output checked (ROWS, AB_INPUTS)
 #   bash scripts/offline-gpu-run.sh sandbox   # (node) CUDA under the evaluator's sandbox (the probe), the
 #                                             #        self-check under Landlock and the profiler's check
 #   bash scripts/offline-gpu-run.sh profile   # (node) Nsight Compute on the Hopper kernel and FA3, side by
@@ -92,14 +94,41 @@ case "${1:-}" in
         --extended-only --baseline fa3 --out /tmp/ext > "$OUT/extended.txt" 2>&1
       echo "extended rc=$?"; grep -E "^correct|not correct" "$OUT/extended.txt" | head -3
     fi
-    # beside: v20 (the last version timed on the grid) and any variants named in BESIDE (files)
+    # the variants (v20, the last version timed on the grid, and the files named in BESIDE), each built
+    # (side by side) and then checked on its own under a time limit, on one row of each kind of tile and
+    # on causal rows with seqlen_q != seqlen_k: a variant that is wrong, or that hangs, is left out of
+    # the timing (the 'ab' step) instead of taking it down. The ones that passed: /tmp/ab-beside.txt
     git show 855b6b0:kernels/hopper/flash_fwd_sm90.cu > /tmp/v20.cu
-    beside=(--beside /tmp/v20.cu); for f in ${BESIDE:-}; do beside+=(--beside "$f"); done
+    variants=(/tmp/v20.cu ${BESIDE:-})
+    python3 -c "import sys, pathlib; from concurrent.futures import ThreadPoolExecutor as P
+from kernelseek_suite.build import build
+with P(8) as pool: list(pool.map(lambda f: build(pathlib.Path(f), '$ARCH'), sys.argv[1:]))" "${variants[@]}" \
+      > "$OUT/variants-build.txt" 2>&1 || echo "variants: a build failed ($OUT/variants-build.txt)"
+    gate_rows=${GATE_ROWS:-d64-h32kv8-s2048,d64-h32kv32-s1024-causal,d96-h16kv16-s8192,d96-h16kv16-s8192-causal,d128-h16kv16-s2048-causal,d128-h16kv16-s8192-causal,d192v128-h16kv16-s8192,d192v128-h16kv16-s512-causal,d256-h8kv8-s512-causal,ext-d256-h8kv8-b3-q3001-k17-causal,ext-d256-h8kv8-b3-q113-k1000-causal,ext-d96-h16kv16-b3-q1000-k113-causal,ext-d192v128-h1kv1-b1-q3001-k1000-causal}
+    : > /tmp/ab-beside.txt
+    for f in "${variants[@]}"; do
+      g="$OUT/gate-$(basename "$f" .cu).txt"
+      timeout "${GATE_TIMEOUT:-60}" python3 -m kernelseek_suite.cli run-once "$f" "$gate_rows" --check --inputs wide > "$g" 2>&1
+      rc=$?
+      if [ $rc -eq 0 ]; then echo "$f" >> /tmp/ab-beside.txt; echo "gate ok: $f"; else echo "gate FAILED (rc=$rc; left out of the timing): $f"; tail -3 "$g"; fi
+    done
+    ;;
+  ab)
+    env_here
+    # the timing beside FA3 and the variants that passed the kernel step's gate (else BESIDE and v20),
+    # every output checked (ROWS, AB_INPUTS, AB_TIMEOUT)
+    beside=()
+    if [ -s /tmp/ab-beside.txt ]; then
+      while read -r f; do beside+=(--beside "$f"); done < /tmp/ab-beside.txt
+    else
+      git show 855b6b0:kernels/hopper/flash_fwd_sm90.cu > /tmp/v20.cu
+      for f in /tmp/v20.cu ${BESIDE:-}; do beside+=(--beside "$f"); done
+    fi
     inputs=(); for d in ${AB_INPUTS:-standard wide}; do inputs+=(--inputs "$d"); done
-    rows=${ROWS:-d64-h32kv8-s2048,d64-h32kv8-s8192,d64-h32kv8-s8192-causal,d64-h32kv32-s1024-causal,d96-h16kv16-s8192,d96-h16kv16-s1024,d128-h16kv16-s1024,d128-h16kv16-s4096,d128-h16kv16-s2048-causal,d128-h16kv16-s16384-causal,d192v128-h16kv16-s8192,d192v128-h16kv16-s1024-causal,d256-h8kv8-s4096,d256-h8kv8-s1024-causal}
-    timeout "${AB_TIMEOUT:-300}" python3 -m kernelseek_suite.cli run-once kernels/hopper/flash_fwd_sm90.cu "$rows" \
+    rows=${ROWS:-d64-h32kv8-s2048,d64-h32kv8-s8192,d64-h32kv8-s8192-causal,d64-h32kv32-s1024-causal,d96-h16kv16-s8192,d96-h16kv16-s1024,d128-h16kv16-s1024,d128-h16kv16-s4096,d128-h16kv16-s2048-causal,d128-h16kv16-s16384-causal,d192v128-h16kv16-s8192,d192v128-h16kv16-s1024-causal,d192v128-h16kv16-s512-causal,d256-h8kv8-s4096,d256-h8kv8-s1024-causal,d256-h8kv8-s512-causal}
+    timeout "${AB_TIMEOUT:-400}" python3 -m kernelseek_suite.cli run-once kernels/hopper/flash_fwd_sm90.cu "$rows" \
       --time --check --check-beside "${beside[@]}" --baseline fa3 "${inputs[@]}" > "$OUT/ab.txt" 2>&1
-    echo "ab rc=$?"; grep -A8 "speed relative" "$OUT/ab.txt"
+    echo "ab rc=$?"; grep -A12 "speed relative" "$OUT/ab.txt"
     ;;
   sandbox)
     env_here
