@@ -37,6 +37,16 @@ env_here() {
   export KERNELSEEK_GIT_SHA=${KERNELSEEK_GIT_SHA:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
 }
 ks() { python3 -m kernelseek_suite.cli "$@"; }
+# the SM clock, power and the reasons the clock is held down, every 200 ms, into $OUT/$1 while a step
+# runs (read only: nothing about the GPU's settings changes); smi_stop ends it
+smi_start() {
+  local q=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu
+  nvidia-smi --query-gpu=$q,clocks_event_reasons.active --format=csv,noheader -i 0 >/dev/null 2>&1 &&
+    q=$q,clocks_event_reasons.active
+  nvidia-smi --query-gpu=$q --format=csv -lms 200 -i 0 > "$OUT/$1" 2>&1 &
+  SMI_PID=$!
+}
+smi_stop() { [ -n "${SMI_PID:-}" ] && kill "$SMI_PID" 2>/dev/null; SMI_PID=; }
 
 case "${1:-}" in
   fetch)
@@ -126,9 +136,10 @@ with P(8) as pool: list(pool.map(lambda f: build(pathlib.Path(f), '$ARCH'), sys.
     fi
     inputs=(); for d in ${AB_INPUTS:-standard wide}; do inputs+=(--inputs "$d"); done
     rows=${ROWS:-d64-h32kv8-s2048,d64-h32kv8-s8192,d64-h32kv8-s8192-causal,d64-h32kv32-s1024-causal,d96-h16kv16-s8192,d96-h16kv16-s1024,d128-h16kv16-s1024,d128-h16kv16-s4096,d128-h16kv16-s2048-causal,d128-h16kv16-s16384-causal,d192v128-h16kv16-s8192,d192v128-h16kv16-s1024-causal,d192v128-h16kv16-s512-causal,d256-h8kv8-s4096,d256-h8kv8-s1024-causal,d256-h8kv8-s512-causal}
+    smi_start ab-smi.csv
     timeout "${AB_TIMEOUT:-400}" python3 -m kernelseek_suite.cli run-once kernels/hopper/flash_fwd_sm90.cu "$rows" \
       --time --check --check-beside "${beside[@]}" --baseline fa3 "${inputs[@]}" > "$OUT/ab.txt" 2>&1
-    echo "ab rc=$?"; grep -A12 "speed relative" "$OUT/ab.txt"
+    echo "ab rc=$?"; smi_stop; grep -A12 "speed relative" "$OUT/ab.txt"
     ;;
   sandbox)
     env_here
@@ -150,8 +161,10 @@ with P(8) as pool: list(pool.map(lambda f: build(pathlib.Path(f), '$ARCH'), sys.
   reproduce)
     env_here
     start=$(date +%s)
+    smi_start reproduce-smi.csv
     ks reproduce --arch "$ARCH" --runtime native > "$OUT/reproduce.txt" 2>&1
     rc=$?
+    smi_stop
     echo "reproduce rc=$rc after $(( $(date +%s) - start )) s"
     tail -20 "$OUT/reproduce.txt"
     tar czf "$OUT/$ARCH.tgz" "results/$ARCH"
