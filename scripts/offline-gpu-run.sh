@@ -135,7 +135,7 @@ with P(8) as pool: list(pool.map(lambda f: build(pathlib.Path(f), '$ARCH'), sys.
       for f in /tmp/v20.cu ${BESIDE:-}; do beside+=(--beside "$f"); done
     fi
     inputs=(); for d in ${AB_INPUTS:-standard wide}; do inputs+=(--inputs "$d"); done
-    rows=${ROWS:-d64-h32kv8-s2048,d64-h32kv8-s8192,d64-h32kv8-s8192-causal,d64-h32kv32-s1024-causal,d96-h16kv16-s8192,d96-h16kv16-s1024,d128-h16kv16-s1024,d128-h16kv16-s4096,d128-h16kv16-s2048-causal,d128-h16kv16-s16384-causal,d192v128-h16kv16-s8192,d192v128-h16kv16-s1024-causal,d192v128-h16kv16-s512-causal,d256-h8kv8-s4096,d256-h8kv8-s1024-causal,d256-h8kv8-s512-causal}
+    rows=${ROWS:-d64-h32kv8-s2048,d64-h32kv8-s8192,d64-h32kv8-s8192-causal,d64-h32kv32-s1024-causal,d96-h16kv16-s8192,d96-h16kv16-s32768,d96-h16kv16-s1024,d128-h16kv16-s1024,d128-h16kv16-s4096,d128-h16kv16-s2048-causal,d128-h16kv16-s16384-causal,d192v128-h16kv16-s8192,d192v128-h16kv16-s1024-causal,d192v128-h16kv16-s512-causal,d256-h8kv8-s4096,d256-h8kv8-s1024-causal,d256-h8kv8-s512-causal}
     smi_start ab-smi.csv
     timeout "${AB_TIMEOUT:-400}" python3 -m kernelseek_suite.cli run-once kernels/hopper/flash_fwd_sm90.cu "$rows" \
       --time --check --check-beside "${beside[@]}" --baseline fa3 "${inputs[@]}" > "$OUT/ab.txt" 2>&1
