@@ -1,7 +1,13 @@
-"""The claimed-limit detector on phrasings written without it (tests/fixtures/claimed_limit_blind.yaml:
-written before the rules were last changed, by someone who read neither the rules nor their labelled
-sets, and never used to fit them): how it does on wording it has not seen. The rules scored recall
-0.578 and precision 0.843 here before they were generalized."""
+"""The claimed-limit detector on phrasings written without it, by someone who read neither the rules nor
+their labelled sets: how it does on wording it has not seen.
+
+- tests/fixtures/claimed_limit_blind.yaml: the rules scored recall 0.578 and precision 0.843 here before
+  they were generalized; never used to fit them.
+- tests/fixtures/claimed_limit_blind_tuned.yaml: scored 0.875 / 0.875 as written, then read to generalize
+  the rules; held here to what they score on it since, so that the round is not lost.
+- tests/fixtures/claimed_limit_blind2.yaml: never read for tuning; the rules alone score recall 0.858 and
+  precision 0.972 there (0.850 / 0.944 before that round). The test holds that level and does not print
+  what it gets wrong, so that the set keeps measuring generalization."""
 
 from pathlib import Path
 
@@ -10,7 +16,10 @@ import yaml
 from kernelseek_suite.agents.config import QuestionConfig
 from kernelseek_suite.agents.decisions import claimed_limit
 
-BLIND = yaml.safe_load((Path(__file__).resolve().parent / "fixtures" / "claimed_limit_blind.yaml").read_text())
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+BLIND = yaml.safe_load((FIXTURES / "claimed_limit_blind.yaml").read_text())
+TUNED = yaml.safe_load((FIXTURES / "claimed_limit_blind_tuned.yaml").read_text())
+BLIND2 = yaml.safe_load((FIXTURES / "claimed_limit_blind2.yaml").read_text())
 PATTERNS = QuestionConfig().claimed_limit_patterns
 
 
@@ -27,3 +36,30 @@ def test_recall_and_precision_on_phrasings_the_rules_never_saw_are_at_least_0_9(
     missed = [t for t in BLIND["positives"] if not hit[t]]
     false = [t for t in BLIND["negatives"] if hit[t]]
     assert recall >= 0.9 and precision >= 0.9, (recall, precision, missed, false)
+
+
+def _scores(labelled: dict) -> tuple[float, float]:
+    hit = {t: claimed_limit(t, PATTERNS) is not None for t in labelled["positives"] + labelled["negatives"]}
+    tp = sum(hit[t] for t in labelled["positives"])
+    fp = sum(hit[t] for t in labelled["negatives"])
+    return tp / len(labelled["positives"]), tp / (tp + fp)
+
+
+def test_the_later_blind_sets_are_balanced_distinct_and_new():
+    seen = set(BLIND["positives"]) | set(BLIND["negatives"])
+    for labelled in (TUNED, BLIND2):
+        pos, neg = labelled["positives"], labelled["negatives"]
+        assert len(pos) == len(neg) == 120 and len(set(pos) | set(neg)) == 240
+        assert not (set(pos) | set(neg)) & seen
+        seen |= set(pos) | set(neg)
+
+
+def test_the_round_read_from_the_tuned_set_holds():
+    recall, precision = _scores(TUNED)
+    assert recall >= 0.95 and precision >= 0.99, (recall, precision)
+
+
+def test_on_a_set_never_read_for_tuning_the_rules_keep_their_measured_level():
+    # measured: recall 0.858, precision 0.972 (the target of 0.9 recall is the run's own model's to reach)
+    recall, precision = _scores(BLIND2)
+    assert recall >= 0.85 and precision >= 0.97, "the rules score lower than measured on the unread set"

@@ -355,7 +355,8 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     r"\bnothing (?:left|more)(?:\s+(?:here|there|now|anymore))?\s*(?:[.;,!:)\u2014]|\s-\s|$)|"
     r"\bnothing (?:more|else|further) (?:can|could) be (?:done|optimi[sz]ed|improved|gained|squeezed|extracted|"
     r"had|won|shaved)\b|\bnothing\s+(?:else\s+|more\s+|further\s+)?(?:is\s+|remains\s+)?(?:left|remaining)\s+"
-    r"(?:to|on|in|for)\b(?!\s+(?:fix|check|test|debug|correct|verify|clean|document|report|review|handle|address)\b)|"
+    r"(?:to|on|in|for)\b(?!\s+(?:fix|check|test|debug|correct|verify|clean|document|report|review|handle|address|"
+    r"(?:the\s+|my\s+|our\s+)?(?:todo|to-do|list|agenda|backlog|checklist))\b)|"
     r"\b(?:extract(?:s|ed|ing)?|squeez(?:e|ed|es|ing)|wrung|wring)\s+(?:out\s+)?(?:\w+ly\s+)?(?:all|everything|"
     r"the whole(?: of)?|the full|every (?:last )?\w+|"
     r"\w+ dry|what(?:ever)? (?:there is|is left|remains)|what (?:it|this \w+|the \w+) has(?: to give| left)?)\b|"
@@ -682,6 +683,27 @@ DEFAULT_CLAIMED_LIMIT_PATTERNS = (
     r"(?:i'll|we'll|i will|we will|let's) stop)\b|"
     r"\b(?:consider|deem|declare)\s+(?:the\s+)?(?:optimi\w+|work|kernel|tuning|this|it)\s+(?:complete|done|finished|"
     r"final)\b",
+    # a limit in other words: "about the max you'd get out of the tensor cores", "I don't expect more",
+    # "effectively the limit on H100", "which I'd consider the practical limit", "on the limit of the
+    # hardware", "we arrived at the roofline", "performance has saturated", "within 2% of optimal", "run out
+    # of road", "blood from a stone", "98% of what cuBLAS gets, and cuBLAS is at peak"
+    r"\bthe\s+(?:max(?:imum)?|most|best|limit|ceiling)\s+(?:you|one|we|anyone|anybody)(?:'d|'ll| would| will| can| "
+    r"could)?\s+(?:ever\s+)?(?:get|expect|achieve|hope for|reach|squeeze|see)\b|"
+    r"\b(?:don't|do not|wouldn't|would not)\s+(?:really\s+)?expect\s+(?:much\s+|any\s+|anything\s+)?(?:more|"
+    r"further|better)\b(?!\s+than\b)|"
+    r"\b(?:effectively|practically|essentially|basically|de facto)\s+(?:at\s+)?the\s+(?:limit|ceiling|max(?:imum)?|"
+    r"peak|roofline|best (?:achievable|possible|we can do))\b|"
+    r"(?:(?<=consider )|(?<=regard as )|(?<=count as )|(?<=deem )|(?<=call ))(?:it |this |that |v\d+ )?the\s+"
+    r"(?:practical|realistic|real|effective|hard)\s+(?:limit|ceiling|max(?:imum)?|peak)\b|"
+    r"\bon the (?:limit|ceiling|roofline|peak) of\b|"
+    r"\barriv(?:e|ed|es|ing) (?:to|at) " + _DET + _LIMIT_ADJ + _LIMIT_NOUN + r"|"
+    r"\b(?:performance|perf|speed|throughput|timings?|runtime|the numbers?)\s+(?:has|have|had|is|are)\s+(?:now\s+|"
+    r"clearly\s+)?(?:saturated|plateaued|converged)\b|"
+    r"\bwithin\s+(?:about\s+|roughly\s+|~\s*)?(?P<gap>\d+(?:\.\d+)?)\s*(?:%|percent)\s+of\s+(?:the\s+)?"
+    r"(?:optimal|optimum|ideal)\b|"
+    r"\b(?:run|ran|running) out of (?:road|runway|steam|tricks)\b|\bblood (?:out of|from) a (?:stone|turnip)\b|"
+    r"(?<![\d.])(?P<pct>\d+(?:\.\d+)?)\s*%\s+of\s+(?:what\s+)?(?:the\s+)?(?:cublas|cutlass|cudnn|vendor)\b"
+    r"[^.;!?]{0,60}?\b(?:max(?:imum)?|peak|limit|ceiling|best (?:achievable|possible))\b",
 )
 
 

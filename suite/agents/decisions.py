@@ -78,7 +78,7 @@ _NOT_ASSERTED = re.compile(
 # "would" makes a claim hypothetical, unless it is said of further work ("further tuning would be within
 # the noise") or hedges a judgement ("I would describe this as the best achievable")
 _HYPOTHETICAL = re.compile(
-    r"\bwould\b(?! (?:say|describe|call|consider|estimate|argue|guess|characteri[sz]e|judge)\b)", re.IGNORECASE
+    r"\bwould\b(?! (?:say|describe|call|consider|count|regard|deem|estimate|argue|guess|characteri[sz]e|judge)\b)", re.IGNORECASE
 )
 _FURTHER_WORK = re.compile(
     r"\b(?:further|additional|remaining|any (?:more|further|other)|more|extra|another|whatever|the rest)\b",
@@ -126,8 +126,9 @@ _NOT_NOW = re.compile(
     r"briefly|temporarily|to (?:re-\w+|re(?:read|run|check|measure|profile|test)|look|check|think|profile|debug|"
     r"inspect|read)|"
     r"(?:in|with|for|on) the (?:old|previous|first|original|last) \w+|in (?:the )?(?:prologue|epilogue|warm-?up|"
-    r"microbenchmark)|(?:with|in|on) the (?:compiler|build|toolchain|driver|api|syntax|intrinsics?|linker|"
-    r"descriptors?)|(?:on|for|with) (?:correctness|the tests|testing|debugging|the build|compil\w+))\b|"
+    r"microbenchmark)|(?:in|on|for) (?:the |a )?(?:[\w-]+ )?micro-?benchmarks?|(?:with|in|on) the (?:compiler|build|"
+    r"toolchain|driver|api|syntax|intrinsics?|linker|descriptors?|profiler|ncu|nsys|nsight|tools?|tooling|"
+    r"debugger)|(?:on|for|with) (?:correctness|the tests|testing|debugging|the build|compil\w+))\b|"
     r"\b(?:for|to|on|in|of) (?:the |our |their )?(?:naive|reference|baseline|old|previous|original|other)\b",
     re.IGNORECASE,
 )
@@ -217,6 +218,20 @@ _GOES_ON = re.compile(
     r"(?<!no )(?<!little )(?<!much )(?<!zero )(?<!any )\b(?:room|headroom) (?:left|remaining|to (?:improve|grow|"
     r"gain|spare))\b|(?<!not )\b(?:lots|plenty|much|a lot|more) to (?:gain|squeeze|win|get)\b|\b(?:can|could) "
     r"still\b|\bstill (?:room|possible|improvable|on the table)\b|"
+    r"\bnot because\b|\b(?:maybe|perhaps) not\b|\beither way\b|\b(?:hard|too (?:early|soon)) to (?:say|tell)\b|"
+    r"\bdisagree\b|\b(?:is|are|was|were) (?:outdated|out of date|stale|no longer (?:true|accurate|correct))\b|"
+    r"\bstill worth\b|\b(?:going|about) to\s+" + _ACTIONS + r"\b|"
+    r"\b(?:has|have|had)\s+(?:plenty of|lots of|a lot of|some|more)\s+(?:room|headroom|slack)\b|"
+    r"\b(?:hasn't|haven't|has not|have not|not)\s+(?:even\s+)?(?:been\s+)?(?:tried|attempted|explored)(?:\s+yet)?\b|"
+    r"\bnot what (?:we're|we are|i'm|i am) (?:optimi[sz]ing|working on|tuning|measuring)\b|"
+    r"\b(?:our kernel|ours|the kernel|we)\s+(?:only\s+)?(?:gets?|reach(?:es)?|hits?|is at|are at|runs at|"
+    r"achieves?|sits at)\s+(?:only\s+|about\s+|~\s*)?[1-7]?\d(?:\.\d+)?\s*%|"
+    r"\bnow\s+(?:at\s+|only\s+)+[1-7]?\d(?:\.\d+)?\s*%|\bcould (?:likely |probably |still )?go (?:further|faster)\b|"
+    r"\bstill\s+(?:maybe\s+|probably\s+|perhaps\s+|about\s+|~\s*)?\d+(?:\.\d+)?\s*%\s+(?:to (?:gain|go|win)|left|"
+    r"on the table)|"
+    r"\b(?:due to|because of|owing to)\s+(?:the\s+|my\s+|our\s+|a\s+)?(?:\d+[- ](?:hour|minute|day)\s+)?(?:time|"
+    r"budget|deadline|time budget|time limit|request|failing tests?|tests?|build|ci)\b|\bout of (?:time|budget)\b|"
+    r"\b(?:user|you|they|reviewer|manager)\s+(?:asked|told|requested|wants?)\s+(?:me|us)\s+to\s+stop\b|"
     r"\bactually,? (?:no|not)\b|\b(?:scratch|strike) that\b|\bon second thought\b|\b(?:i was|that was|i'm) "
     r"wrong\b|\bpremature\b|\bi stand corrected\b|\bcorrection\b|\bnever ?mind\b|\bnot quite\b|\bproved? "
     r"(?:me|that|it) wrong\b|\b(?:says?|shows?) otherwise\b|\bwrong kernel\b",
@@ -368,7 +383,7 @@ _LIMIT_WORDS = re.compile(
     r"beat\w*|plateau\w*|converg\w*|explored|tried|resolution|advis\w*|suggest\w*|recommend\w*|conclu\w*|"
     r"wrap\w*|call it|rounding|sorry|afraid|unfortunately|regret\w*|give up|gave up|dead end|mercy|payoff|"
     r"returns?|juice|stuck|closer)\b|"
-    r"\bas \w+ as (?:it|this|we|one)\b",
+    r"\bas \w+ as (?:it|this|we|one)\b|\b(?:run|ran|running) out of\b|\bblood (?:out of|from)\b",
     re.IGNORECASE,
 )
 CLASSIFY_MAX_CHARS = 2000  # the end of a longer text is classified
