@@ -5,9 +5,11 @@ their labelled sets: how it does on wording it has not seen.
   they were generalized; never used to fit them.
 - tests/fixtures/claimed_limit_blind_tuned.yaml: scored 0.875 / 0.875 as written, then read to generalize
   the rules; held here to what they score on it since, so that the round is not lost.
-- tests/fixtures/claimed_limit_blind2.yaml: never read for tuning; the rules alone score recall 0.858 and
-  precision 0.972 there (0.850 / 0.944 before that round). The test holds that level and does not print
-  what it gets wrong, so that the set keeps measuring generalization."""
+- tests/fixtures/claimed_limit_indirect.yaml: claims said indirectly; scored 0.431 / 0.885 as written,
+  then read to generalize the rules; held to 0.588 / 1.000, what they score on it since.
+- tests/fixtures/claimed_limit_blind2.yaml: never read for tuning; the rules alone score recall 0.850 and
+  precision 0.971 there (0.850 / 0.944 before the two rounds above, 0.858 / 0.972 between them). The test
+  holds that level and does not print what it gets wrong, so that the set keeps measuring generalization."""
 
 from pathlib import Path
 
@@ -20,6 +22,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 BLIND = yaml.safe_load((FIXTURES / "claimed_limit_blind.yaml").read_text())
 TUNED = yaml.safe_load((FIXTURES / "claimed_limit_blind_tuned.yaml").read_text())
 BLIND2 = yaml.safe_load((FIXTURES / "claimed_limit_blind2.yaml").read_text())
+INDIRECT = yaml.safe_load((FIXTURES / "claimed_limit_indirect.yaml").read_text())
 PATTERNS = QuestionConfig().claimed_limit_patterns
 
 
@@ -47,19 +50,21 @@ def _scores(labelled: dict) -> tuple[float, float]:
 
 def test_the_later_blind_sets_are_balanced_distinct_and_new():
     seen = set(BLIND["positives"]) | set(BLIND["negatives"])
-    for labelled in (TUNED, BLIND2):
+    for labelled in (TUNED, BLIND2, INDIRECT):
         pos, neg = labelled["positives"], labelled["negatives"]
-        assert len(pos) == len(neg) == 120 and len(set(pos) | set(neg)) == 240
+        assert min(len(pos), len(neg)) >= 120 and len(set(pos) | set(neg)) == len(pos) + len(neg)
         assert not (set(pos) | set(neg)) & seen
         seen |= set(pos) | set(neg)
 
 
-def test_the_round_read_from_the_tuned_set_holds():
+def test_the_rounds_read_from_the_tuning_sets_hold():
     recall, precision = _scores(TUNED)
     assert recall >= 0.95 and precision >= 0.99, (recall, precision)
+    recall, precision = _scores(INDIRECT)
+    assert recall >= 0.58 and precision >= 0.99, (recall, precision)
 
 
 def test_on_a_set_never_read_for_tuning_the_rules_keep_their_measured_level():
-    # measured: recall 0.858, precision 0.972 (the target of 0.9 recall is the run's own model's to reach)
+    # measured: recall 0.850, precision 0.971 (the target of 0.9 recall is the run's own model's to reach)
     recall, precision = _scores(BLIND2)
     assert recall >= 0.85 and precision >= 0.97, "the rules score lower than measured on the unread set"

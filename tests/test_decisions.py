@@ -855,3 +855,18 @@ def test_an_answer_read_from_json_resets_its_count(trigger, key):
     det.answered("".join(trigger))
     det.answered(str(bytearray(trigger, "ascii"), "ascii"))
     assert det.state()[key] == 0
+
+
+def test_words_in_quotes_are_cited_not_claimed():
+    """A claim inside quotes is cited (a remark taken back, a reviewer's word), whether it fills the quotes
+    or lies inside them; one outside the quotes, before or after them, is still a claim."""
+    assert claimed_limit("Our log line reads 'at the roofline' today.", PATTERNS) is None
+    assert claimed_limit("We wrote 'we are at the roofline now' in the summary.", PATTERNS) is None
+    assert claimed_limit("We wrote \u201cwe are at the roofline now\u201d in the summary.", PATTERNS) is None
+    for text in (
+        "The log says 'fast enough', and we are at the roofline.",
+        "Someone typed 'at the roofline' and we are at the roofline.",
+        "We are at the roofline, as the 'perf' dashboard shows.",
+    ):
+        found = claimed_limit(text, PATTERNS)
+        assert found is not None and found["phrase"] == "at the roofline", text

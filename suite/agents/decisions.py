@@ -78,7 +78,8 @@ _NOT_ASSERTED = re.compile(
 # "would" makes a claim hypothetical, unless it is said of further work ("further tuning would be within
 # the noise") or hedges a judgement ("I would describe this as the best achievable")
 _HYPOTHETICAL = re.compile(
-    r"\bwould\b(?! (?:say|describe|call|consider|count|regard|deem|estimate|argue|guess|characteri[sz]e|judge)\b)", re.IGNORECASE
+    r"\bwould\b(?! (?:say|describe|call|consider|count|regard|deem|estimate|argue|guess|characteri[sz]e|judge)\b)",
+    re.IGNORECASE,
 )
 _FURTHER_WORK = re.compile(
     r"\b(?:further|additional|remaining|any (?:more|further|other)|more|extra|another|whatever|the rest)\b",
@@ -87,7 +88,8 @@ _FURTHER_WORK = re.compile(
 # the claim is about another kernel or an earlier version, or a belief reported and since dropped:
 # "the reference kernel is memory-bound", "I thought we were at the roofline", "it used to be"
 _NOT_OURS = re.compile(
-    r"\b(?:reference|baseline|naive|original|old|previous|prior|initial|cublas|cudnn|cutlass|fa[23]|"
+    r"\b(?:reference|baseline|naive|original|old|previous|prior|initial|cublas|cudnn|cutlass|fa[23]|vendor|"
+    r"micro-?benchmarks?|memcpy|copy kernel|stream (?:triad|copy)|"
     r"flash-?attention\S*|pytorch|torch|triton|xformers|their|competitor|textbook|eager|used to|thought|"
     r"first (?:version|kernel|attempt|draft|implementation|try)|"
     r"assumed|said|claimed|believed|suspected|guessed|feared|seemed|previously|earlier|initially|originally|"
@@ -171,7 +173,8 @@ _ACTIONS = (
     r"replace|implement|experiment|explore|investigate|apply|widen|narrow|hide|trim|vectori[sz]e|specialize|bump|"
     r"double|halve|prefetch|recompute|dig|work on|move on|keep (?:going|pushing|tuning|optimi[sz]ing|at it)|"
     r"continue|attempt|benchmark|compare|go (?:further|deeper|after|for)|see (?:if|whether|how)|rethink|revisit|"
-    r"consider|inspect|analy[sz]e|dump|hoist|interleave|rebalance|balance|move|tile|avoid|shave|confirm|verify)"
+    r"consider|inspect|analy[sz]e|dump|hoist|interleave|rebalance|balance|move|tile|avoid|shave|confirm|verify|"
+    r"break|shorten)"
 )
 _GERUNDS = (
     r"(?:splitting|trying|switching|rerunning|re-running|retrying|repeating|reducing|cutting|fusing|rewriting|"
@@ -224,7 +227,7 @@ _GOES_ON = re.compile(
     r"\b(?:has|have|had)\s+(?:plenty of|lots of|a lot of|some|more)\s+(?:room|headroom|slack)\b|"
     r"\b(?:hasn't|haven't|has not|have not|not)\s+(?:even\s+)?(?:been\s+)?(?:tried|attempted|explored)(?:\s+yet)?\b|"
     r"\bnot what (?:we're|we are|i'm|i am) (?:optimi[sz]ing|working on|tuning|measuring)\b|"
-    r"\b(?:our kernel|ours|the kernel|we)\s+(?:only\s+)?(?:gets?|reach(?:es)?|hits?|is at|are at|runs at|"
+    r"\b(?:our\s+[\w-]+|ours|the kernel|we)\s+(?:only\s+)?(?:gets?|reach(?:es)?|hits?|is at|are at|runs at|"
     r"achieves?|sits at)\s+(?:only\s+|about\s+|~\s*)?[1-7]?\d(?:\.\d+)?\s*%|"
     r"\bnow\s+(?:at\s+|only\s+)+[1-7]?\d(?:\.\d+)?\s*%|\bcould (?:likely |probably |still )?go (?:further|faster)\b|"
     r"\bstill\s+(?:maybe\s+|probably\s+|perhaps\s+|about\s+|~\s*)?\d+(?:\.\d+)?\s*%\s+(?:to (?:gain|go|win)|left|"
@@ -232,6 +235,11 @@ _GOES_ON = re.compile(
     r"\b(?:due to|because of|owing to)\s+(?:the\s+|my\s+|our\s+|a\s+)?(?:\d+[- ](?:hour|minute|day)\s+)?(?:time|"
     r"budget|deadline|time budget|time limit|request|failing tests?|tests?|build|ci)\b|\bout of (?:time|budget)\b|"
     r"\b(?:user|you|they|reviewer|manager)\s+(?:asked|told|requested|wants?)\s+(?:me|us)\s+to\s+stop\b|"
+    r"\bdisput\w*\b|\bpush(?:es|ed)? back\b|\b(?:they're|they are|you're|you are) right\b|"
+    r"\b(?:scratch|strike) (?:my|the|this)\b|"
+    r";\s*(?:but\s+)?(?:our (?:[\w-]+ )?kernel|ours|the kernel|we)(?:'re|\s+(?:is|are|get|gets|reach|reaches|hit|hits|"
+    r"run|runs))\s+(?:at\s+|only\s+)*\d|"
+    r"\bwhile\b[^.;]{0,60}?(?<![\d.])[1-7]?\d(?:\.\d+)?\s*%|"
     r"\bactually,? (?:no|not)\b|\b(?:scratch|strike) that\b|\bon second thought\b|\b(?:i was|that was|i'm) "
     r"wrong\b|\bpremature\b|\bi stand corrected\b|\bcorrection\b|\bnever ?mind\b|\bnot quite\b|\bproved? "
     r"(?:me|that|it) wrong\b|\b(?:says?|shows?) otherwise\b|\bwrong kernel\b",
@@ -321,11 +329,23 @@ def _qualified(lead: str, inner: str, trail: str, rest: str) -> bool:
     )
 
 
+# words in quotes are cited, not asserted: "scratch my 'nothing left to do' comment", "the reviewer pushed
+# back on 'at peak'"
+_QUOTED = re.compile(
+    r"(?:(?<=[\s(])|^)(?:'(?P<single>[^'\n]{2,80})'|\u2018(?P<curly>[^\u2019'\n]{2,80})['\u2019]|"
+    r"\"(?P<double>[^\"\n]{2,120})\"|\u201c(?P<curly2>[^\u201d\n]{2,120})\u201d)(?=[\s.,;:!?)]|$)"
+)
+
+
 def _asserted(sentence: str, m: re.Match) -> bool:
-    """Whether the match is asserted: not in a question; not taken away by the words around it (see
-    _qualified); not under a condition that opens the sentence, nor its topic; its numbers, where it names
-    some, close to the limit; and the rest of the sentence not going on with the work."""
+    """Whether the match is asserted: not in a question or in quotes; not taken away by the words around it
+    (see _qualified); not under a condition that opens the sentence, nor its topic; its numbers, where it
+    names some, close to the limit; and the rest of the sentence not going on with the work."""
     if sentence.rstrip().endswith("?"):
+        return False
+    # (each quote's words are its one named group that matched)
+    quotes = [q.span(str(q.lastgroup)) for q in _QUOTED.finditer(sentence)]
+    if any(start <= m.start() and m.end() <= end for start, end in quotes):
         return False
     breaks = [b.end() for b in _CLAUSE_BREAK.finditer(sentence, 0, m.start())]
     lead = sentence[breaks[-1] if breaks else 0 : m.start()]
