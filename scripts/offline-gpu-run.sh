@@ -19,7 +19,8 @@
 #   bash scripts/offline-gpu-run.sh ab        # (node) a timing beside FA3 and the variants that passed
 #                                             #        that check, every output checked (ROWS, AB_INPUTS)
 #   bash scripts/offline-gpu-run.sh sandbox   # (node) CUDA under the evaluator's sandbox (the probe), the
-#                                             #        self-check under Landlock and the profiler's check
+#                                             #        profiler's check and the self-check under Landlock,
+#                                             #        both into results/<arch>/agents-selfcheck
 #   bash scripts/offline-gpu-run.sh profile   # (node) Nsight Compute on the Hopper kernel and FA3, side by
 #                                             #        side, on PROFILE_ROWS (scripts/profile-beside.py)
 #   bash scripts/offline-gpu-run.sh reproduce # (node) the whole reproduce; results/<arch> archived in $OUT
@@ -149,11 +150,14 @@ with P(8) as pool: list(pool.map(lambda f: build(pathlib.Path(f), '$ARCH'), sys.
     python3 scripts/sandbox-gpu-probe.py --quick --timeout 120 > "$OUT/probe.txt" 2>&1
     echo "probe rc=$?"; grep -E "^\[|run as" "$OUT/probe.txt"
     mkdir -p "results/$ARCH/agents-selfcheck"
-    ks selfcheck --task fa-fwd-sm90 --sandbox landlock > "results/$ARCH/agents-selfcheck/out.txt" 2>&1
+    # the profiler's check first (a minute), then the self-check (a whole evaluation) in the time left
+    ks toolrich-check > "results/$ARCH/agents-selfcheck/toolrich-check.txt" 2>&1
+    echo "toolrich-check rc=$?"; cp "results/$ARCH/agents-selfcheck/toolrich-check.txt" "$OUT/"
+    tail -4 "$OUT/toolrich-check.txt"
+    timeout "${SELFCHECK_TIMEOUT:-420}" python3 -m kernelseek_suite.cli selfcheck --task fa-fwd-sm90 --sandbox landlock \
+      > "results/$ARCH/agents-selfcheck/out.txt" 2>&1
     echo "selfcheck rc=$?"; cp "results/$ARCH/agents-selfcheck/out.txt" "$OUT/selfcheck.txt"
     tail -12 "$OUT/selfcheck.txt"
-    ks toolrich-check > "$OUT/toolrich-check.txt" 2>&1
-    echo "toolrich-check rc=$?"; tail -12 "$OUT/toolrich-check.txt"
     ;;
   profile)
     env_here

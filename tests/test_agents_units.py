@@ -361,6 +361,35 @@ def test_selfcheck_on_the_gpu(tmp_path):
     assert r.exit_code == 0, r.output
 
 
+@pytest.mark.gpu
+def test_toolrich_check_on_the_gpu_profiles_in_the_sandbox(tmp_path):
+    from click.testing import CliRunner
+
+    from kernelseek_suite.cli import main
+
+    r = CliRunner().invoke(main, ["toolrich-check", "--trace", str(tmp_path / "t.jsonl")])
+    assert r.exit_code == 0, r.output
+    assert "TOOLCHECK PASS" in r.stdout and "sandbox: {'sandbox': 'landlock'" in r.stdout
+
+
+def test_toolrich_check_reports_its_sandbox_and_a_tool_that_cannot_run(tmp_path):
+    """Without a GPU the profiler cannot run: the check fails and says why, and, as on the GPU, it names
+    the sandbox its tools ran in."""
+    from click.testing import CliRunner
+
+    from kernelseek_suite.cli import main
+    from kernelseek_suite.gpu import list_gpus
+
+    if list_gpus():
+        pytest.skip("a GPU is present: the gpu test covers this")
+    r = CliRunner().invoke(main, ["toolrich-check", "--trace", str(tmp_path / "t.jsonl")])
+    assert r.exit_code == 1, r.output
+    lines = r.stdout.splitlines()
+    assert lines[-1] == "TOOLCHECK FAIL" and lines[-2] == f"trace: {tmp_path / 't.jsonl'}"
+    assert lines[-3].startswith("sandbox: {'sandbox': ") and "'sandbox_detail'" in lines[-3]
+    assert any(line.startswith("===== profile") for line in lines)
+
+
 def test_selfcheck_on_the_cpu_task(tmp_path):
     if shutil.which("gcc") is None:
         pytest.skip("needs gcc")

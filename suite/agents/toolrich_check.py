@@ -5,7 +5,8 @@ script instead of a model, and reports what the model would read: the compact ta
     kernelseek-suite toolrich-check [--kernel K.cu] [--scenario ID] [--trace T.jsonl]
 
 Exit 0 when both tools gave their tables, 1 when one of them could not run or failed (its reason is
-shown), 4 on bad arguments (a task, kernel or option the run cannot start with: CheckSetupError).
+shown), 4 on bad arguments (a task, kernel or option the run cannot start with: CheckSetupError). The
+report ends with the sandbox the tools ran in (as the self-check's does) and the trace.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ def toolrich_check(opts: ToolCheckOptions, say: Callable[[str], None]) -> int:
         say("")
         if ev["tool"] in ("disassemble", "profile") and ev["is_error"]:
             ok = False
+    # where the tools ran: the profiler under the sandbox is what the check is there to show
+    say(f"sandbox: {agent.ctx.workspace.describe()}")
     say(f"trace: {trace_path}")
     say("TOOLCHECK PASS" if ok else "TOOLCHECK FAIL")
     return exitcodes.OK if ok else exitcodes.FAIL
