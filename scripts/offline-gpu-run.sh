@@ -38,6 +38,9 @@ env_here() {
   export KERNELSEEK_GIT_SHA=${KERNELSEEK_GIT_SHA:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
 }
 ks() { python3 -m kernelseek_suite.cli "$@"; }
+# v20, the last version timed on the whole grid, into /tmp/v20.cu: only where git history is here (a node
+# gets a copy of the working tree without it; BESIDE then names a copy)
+v20_file() { git show 855b6b0:kernels/hopper/flash_fwd_sm90.cu > /tmp/v20.cu 2>/dev/null; }
 # the SM clock, power and the reasons the clock is held down, every 200 ms, into $OUT/$1 while a step
 # runs (read only: nothing about the GPU's settings changes); smi_stop ends it
 smi_start() {
@@ -111,7 +114,7 @@ case "${1:-}" in
     # that hangs, is left out of the timing (the 'ab' step) instead of taking it down. The ones that
     # passed: /tmp/ab-beside.txt
     variants=()
-    if git show 855b6b0:kernels/hopper/flash_fwd_sm90.cu > /tmp/v20.cu 2>/dev/null; then variants+=(/tmp/v20.cu)
+    if v20_file; then variants+=(/tmp/v20.cu)
     else echo "no git history here: v20 is checked and timed only if BESIDE names a copy of it"; fi
     variants+=(${BESIDE:-})
     python3 -c "import sys, pathlib; from concurrent.futures import ThreadPoolExecutor as P
@@ -135,7 +138,7 @@ with P(8) as pool: list(pool.map(lambda f: build(pathlib.Path(f), '$ARCH'), sys.
     if [ -s /tmp/ab-beside.txt ]; then
       while read -r f; do beside+=(--beside "$f"); done < /tmp/ab-beside.txt
     else
-      if git show 855b6b0:kernels/hopper/flash_fwd_sm90.cu > /tmp/v20.cu 2>/dev/null; then beside+=(--beside /tmp/v20.cu); fi
+      if v20_file; then beside+=(--beside /tmp/v20.cu); fi
       for f in ${BESIDE:-}; do beside+=(--beside "$f"); done
     fi
     inputs=(); for d in ${AB_INPUTS:-standard wide}; do inputs+=(--inputs "$d"); done

@@ -236,13 +236,12 @@ _GOES_ON = re.compile(
     r"budget|deadline|time budget|time limit|request|failing tests?|tests?|build|ci)\b|\bout of (?:time|budget)\b|"
     r"\b(?:user|you|they|reviewer|manager)\s+(?:asked|told|requested|wants?)\s+(?:me|us)\s+to\s+stop\b|"
     r"\bdisput\w*\b|\bpush(?:es|ed)? back\b|\b(?:they're|they are|you're|you are) right\b|"
-    r"\b(?:scratch|strike) (?:my|the|this)\b|"
     r";\s*(?:but\s+)?(?:our (?:[\w-]+ )?kernel|ours|the kernel|we)(?:'re|\s+(?:is|are|get|gets|reach|reaches|hit|hits|"
     r"run|runs))\s+(?:at\s+|only\s+)*\d|"
     r"\bwhile\b[^.;]{0,60}?(?<![\d.])[1-7]?\d(?:\.\d+)?\s*%|"
-    r"\bactually,? (?:no|not)\b|\b(?:scratch|strike) that\b|\bon second thought\b|\b(?:i was|that was|i'm) "
-    r"wrong\b|\bpremature\b|\bi stand corrected\b|\bcorrection\b|\bnever ?mind\b|\bnot quite\b|\bproved? "
-    r"(?:me|that|it) wrong\b|\b(?:says?|shows?) otherwise\b|\bwrong kernel\b",
+    r"\bactually,? (?:no|not)\b|\b(?:scratch|strike) (?:that|this|my|the)\b|\bon second thought\b|"
+    r"\b(?:i was|that was|i'm) wrong\b|\bpremature\b|\bi stand corrected\b|\bcorrection\b|\bnever ?mind\b|"
+    r"\bnot quite\b|\bproved? (?:me|that|it) wrong\b|\b(?:says?|shows?) otherwise\b|\bwrong kernel\b",
     re.IGNORECASE,
 )
 # ... unless its own clause says the work is futile: "adding instructions only slows it down"
