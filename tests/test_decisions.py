@@ -14,6 +14,7 @@ import yaml
 
 from kernelseek_suite.agents import layers
 from kernelseek_suite.agents.agent import StepRecord
+from kernelseek_suite.agents.claim_model import ClaimModel, features
 from kernelseek_suite.agents.config import DEFAULT_CLAIMED_LIMIT_PATTERNS, QuestionConfig
 from kernelseek_suite.agents.context import EvalRecord
 from kernelseek_suite.agents.decisions import (
@@ -28,6 +29,7 @@ from kernelseek_suite.agents.decisions import (
     classification_messages,
     decide_claim,
     failure_signature,
+    fallback_candidates,
     parse_verdict,
 )
 from kernelseek_suite.agents.model import ToolCall
@@ -478,6 +480,75 @@ def test_the_detector_asks_its_classifier():
     (d,) = det.observe(_step(1, content="Look. It is saturated."))
     assert d.trigger == "claimed-limit" and d.evidence["decided_by"] == "model" and len(judge.calls) == 1
     assert det.claim("Let me look.") is None and len(judge.calls) == 1
+
+
+# ---- without a verdict: the rules, then the fallback model where they find nothing ------------------------
+
+
+def _fallback(*favoured: str, bias: float = 0.0, threshold: float = 0.5) -> ClaimModel:
+    """A fallback model with a weight of 1 on each feature of the `favoured` sentences, 0 elsewhere."""
+    weights = [0.0] * 2**16
+    for sentence in favoured:
+        for b in features(sentence, 2**16):
+            weights[b] = 1.0
+    return ClaimModel(buckets=2**16, char_sizes=(3, 4, 5), bias=bias, weights=weights, threshold=threshold)
+
+
+def test_without_a_verdict_the_fallback_model_decides_where_the_rules_find_nothing():
+    text = "Done with the tiles. The part is spent, so this feels final."
+    favoured = "The part is spent, so this feels final."
+    assert claimed_limit(text, PATTERNS) is None
+    model = _fallback(favoured)
+    for judge in (None, _Recorder(None)):
+        found = decide_claim(text, PATTERNS, judge, model)
+        assert found == {
+            "phrase": favoured,
+            "sentence": favoured,  # the likeliest of the two candidates
+            "pattern": None,
+            "decided_by": "fallback-model",
+            "probability": model.probability(favoured),
+        }
+        assert found["probability"] > model.probability("Done with the tiles.") > 0.5
+    assert decide_claim(text, PATTERNS, None, _fallback(favoured, bias=-100.0)) is None
+
+
+def test_the_fallback_claims_at_its_threshold_and_not_below():
+    text = "This feels final."
+    assert claimed_limit(text, PATTERNS) is None
+    assert decide_claim(text, PATTERNS, None, _fallback(threshold=0.5))["probability"] == 0.5  # no weights: 0.5
+    assert decide_claim(text, PATTERNS, None, _fallback(threshold=0.5000001)) is None
+
+
+def test_the_rules_and_a_verdict_go_before_the_fallback():
+    eager = _fallback(bias=100.0)  # would claim any candidate
+    found = decide_claim("We hit the roofline.", PATTERNS, None, eager)
+    assert found["decided_by"] == "rules" and "probability" not in found
+    assert decide_claim("This feels final.", PATTERNS, _Recorder((False, None)), eager) is None
+    assert decide_claim("This feels final.", PATTERNS, _Recorder((True, None)), eager)["decided_by"] == "model"
+    assert decide_claim("Let me try a larger tile.", PATTERNS, None, eager) is None  # no candidate
+
+
+def test_the_fallback_is_asked_only_about_candidates_that_neither_go_on_nor_are_taken_back():
+    eager = _fallback(bias=100.0)
+    for text in (
+        "This feels final, so next I'll try a wider tile.",
+        "This feels final; next I'll try tiles, which won't help.",
+        "This feels final. Actually no, it is not.",
+        "Does this feel final?",
+    ):
+        assert fallback_candidates(text, PATTERNS) == [] and decide_claim(text, PATTERNS, None, eager) is None
+    # a plan its own clause denies is no plan; a sentence that opens with a retraction takes back only the one before
+    assert fallback_candidates("This feels final: next I'll try nothing more.", PATTERNS) == [
+        "This feels final: next I'll try nothing more."
+    ]
+    assert fallback_candidates("Actually   this feels final.", PATTERNS) == ["Actually this feels final."]
+    assert fallback_candidates("This feels final. Fine. Actually no.", PATTERNS) == ["This feels final."]
+    assert fallback_candidates("The tiles are done. This feels final.", PATTERNS) == [
+        "The tiles are done.",
+        "This feels final.",
+    ]
+    long = "This feels final " + "and more " * 60 + "now."
+    assert len(fallback_candidates(long, PATTERNS)[0]) == 300
 
 
 # ---- the layer of an edit, from the lines it changed --------------------------------------------------

@@ -8,7 +8,9 @@ no model, or it cannot say (an error, an answer that is neither), the rules deci
 patterns for the structures of a claim (config.py: at a limit, no room left, cannot be made faster,
 not worth it, within the noise, a recommendation to stop, ...), each match checked against the words
 around it: a denial, a question, a condition, a goal, another kernel or an earlier version, a limit
-named as a value, a low share of the limit, a plan to go on, a retraction in the next sentence."""
+named as a value, a low share of the limit, a plan to go on, a retraction in the next sentence. Where
+the rules find nothing, a small learned model (claim_model.py) is asked about the candidate sentences
+that neither go on nor are taken back (`fallback_candidates`)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
+from . import claim_model
+from .claim_model import ClaimModel
 from .config import QuestionConfig
 
 if TYPE_CHECKING:
@@ -288,17 +292,20 @@ def _low_share(clause: str) -> bool:
     return any(float(a or b) / 100 < HIGH_SHARE for a, b in _SHARE_IN_CLAUSE.findall(clause))
 
 
-def _goes_on(sentence: str, m: re.Match) -> bool:
-    """Whether the words of the sentence outside the claim `m` say that the work goes on (a plan whose own
-    clause denies nothing: not "tuning it further won't help"), that there is room, or take the claim
-    back."""
+def _plans(sentence: str) -> list[re.Match]:
+    """The words of the sentence that say the work goes on (a plan whose own clause denies nothing: not
+    "tuning it further won't help"), that there is room, or that take a claim back."""
+    found = []
     for g in _GOES_ON.finditer(sentence):
-        if g.start() < m.end() and g.end() > m.start():
-            continue
         clause_end = next((b.start() for b in _CLAUSE_BREAK.finditer(sentence, g.end())), len(sentence))
         if not (_DENIAL.search(sentence[g.end() : clause_end]) or _FUTILE.search(sentence[g.end() : clause_end])):
-            return True
-    return False
+            found.append(g)
+    return found
+
+
+def _goes_on(sentence: str, m: re.Match) -> bool:
+    """Whether the sentence, outside the claim `m`, says that the work goes on (see _plans)."""
+    return any(not (g.start() < m.end() and g.end() > m.start()) for g in _plans(sentence))
 
 
 def _a_topic(sentence: str, m: re.Match) -> bool:
@@ -383,7 +390,7 @@ def claimed_limit(text: str | None, patterns: tuple[str, ...]) -> dict | None:
         ]
         if found and not _TAKES_BACK.search(after):
             _, m, pat = min(found, key=lambda f: f[0])
-            return {"phrase": m.group(0), "sentence": " ".join(sentence.split())[:300], "pattern": pat}
+            return {"phrase": m.group(0), "sentence": _shown(sentence), "pattern": pat}
     return None
 
 
@@ -423,17 +430,33 @@ _VERDICT = re.compile(r"^\W*(?:(?P<claim>claim)|no)\b", re.IGNORECASE)
 Classifier = Callable[[str, list[str], "dict | None"], "tuple[bool, str | None] | None"]
 
 
-def claim_candidates(text: str | None, patterns: tuple[str, ...] = ()) -> list[str]:
-    """The sentences of `text` that could claim a limit (a word of _LIMIT_WORDS or a match of `patterns`,
-    not a question), whitespace-normalized: what the model is asked about."""
-    if not text:
-        return []
+def _shown(sentence: str) -> str:
+    """A sentence as evidence: whitespace-normalized, its first 300 characters."""
+    return " ".join(sentence.split())[:300]
+
+
+def _candidates(text: str, patterns: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(sentence, the one after it) for each sentence of `text` that could claim a limit: a word of
+    _LIMIT_WORDS or a match of `patterns`, not a question."""
+    sentences = _sentences(text.replace("\u2019", "'"))
     return [
-        " ".join(s.split())[:300]
-        for s in _sentences(text.replace("\u2019", "'"))
+        (s, after)
+        for s, after in zip(sentences, [*sentences[1:], ""])
         if not s.rstrip().endswith("?")
         and (_LIMIT_WORDS.search(s) or any(re.search(p, s, re.IGNORECASE) for p in patterns))
     ]
+
+
+def claim_candidates(text: str | None, patterns: tuple[str, ...] = ()) -> list[str]:
+    """The sentences of `text` that could claim a limit (see _candidates), whitespace-normalized: what the
+    model is asked about."""
+    return [_shown(s) for s, _ in _candidates(text, patterns)] if text else []
+
+
+def fallback_candidates(text: str, patterns: tuple[str, ...]) -> list[str]:
+    """The candidate sentences that the fallback model (claim_model.py) is asked about: those that say
+    nothing of the work going on (see _plans) and that the next sentence does not take back."""
+    return [_shown(s) for s, after in _candidates(text, patterns) if not (_plans(s) or _TAKES_BACK.search(after))]
 
 
 def classification_messages(text: str) -> list[dict]:
@@ -468,9 +491,12 @@ def _quoted(candidates: list[str], quote: str | None) -> str | None:
     return next((c for c in candidates if q in c.lower() or c.lower() in q), None)
 
 
-def decide_claim(text: str | None, patterns: tuple[str, ...], classify: Classifier | None = None) -> dict | None:
+def decide_claim(
+    text: str | None, patterns: tuple[str, ...], classify: Classifier | None = None, fallback: ClaimModel | None = None
+) -> dict | None:
     """A claimed limit in `text`, with its evidence and who decided (`decided_by`): the model through
-    `classify` where given and it gives a verdict, else the rules."""
+    `classify` where given and it gives a verdict, else the rules, and where they find none the fallback
+    model (`fallback`, the committed one by default)."""
     candidates = claim_candidates(text, patterns)
     rules = claimed_limit(text, patterns)
     if not text or (not candidates and rules is None):
@@ -489,7 +515,28 @@ def decide_claim(text: str | None, patterns: tuple[str, ...], classify: Classifi
                 "decided_by": "model",
                 "rules_agree": rules is not None,
             }
-    return {**rules, "decided_by": "rules"} if rules else None
+    if rules:
+        return {**rules, "decided_by": "rules"}
+    return _fallback_claim(text, patterns, fallback or claim_model.load())
+
+
+def _fallback_claim(text: str, patterns: tuple[str, ...], model: ClaimModel) -> dict | None:
+    """The fallback model's claim: its likeliest candidate sentence (fallback_candidates), where its
+    probability reaches the model's threshold."""
+    sentences = fallback_candidates(text, patterns)
+    if not sentences:
+        return None
+    sentence = max(sentences, key=model.probability)
+    probability = model.probability(sentence)
+    if probability < model.threshold:
+        return None
+    return {
+        "phrase": sentence,
+        "sentence": sentence,
+        "pattern": None,
+        "decided_by": "fallback-model",
+        "probability": probability,
+    }
 
 
 _NUMBERS = re.compile(r"0x[0-9a-f]+|\d+(\.\d+)?", re.IGNORECASE)

@@ -1,0 +1,97 @@
+"""A small learned stand-in for the run's model on the claimed-limit question: logistic regression over
+hashed features of the text, read from claim_model.json. decisions.py asks it only where there is no
+classification verdict and the rules found no claim (`decide_claim`).
+
+The features of a text, lower-cased, its numbers made tokens (a percentage of at least 85 one token,
+a lower one another, any other number a third): its words, its pairs of adjacent words and the
+character n-grams of each word with its spaces, each hashed into one of `buckets` weights (crc32, so
+that the same text gives the same features everywhere). The weights are trained by
+scripts/train-claim-model.py on the labelled sets named in the file, with their sha256, so that a
+test sees when a set has changed since."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import zlib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+WEIGHTS = Path(__file__).with_name("claim_model.json")
+VERSION = 1
+
+_PERCENT = re.compile(r"(\d+(?:\.\d+)?)\s*%")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_WORD = re.compile(r"[a-z_]+(?:'[a-z]+)?|[?!]")
+HIGH_PERCENT = 85.0  # decisions.HIGH_SHARE, as a percentage: a share this high is a limit's
+
+
+def normalize(text: str) -> str:
+    """Lower case, curly apostrophes straight, percentages and numbers as tokens, whitespace single."""
+    text = text.replace("\u2019", "'").lower()
+    text = _PERCENT.sub(lambda m: " pct_high " if float(m.group(1)) >= HIGH_PERCENT else " pct_low ", text)
+    return " ".join(_NUMBER.sub(" num ", text).split())
+
+
+def words(text: str) -> list[str]:
+    return _WORD.findall(normalize(text))
+
+
+def features(text: str, buckets: int, char_sizes: tuple[int, ...] = (3, 4, 5)) -> list[int]:
+    """The distinct buckets that the text's words, word pairs and character n-grams hash to, sorted."""
+    ws = words(text)
+    grams = [f"w {w}" for w in ws] + [f"b {a} {b}" for a, b in zip(["^", *ws], [*ws, "$"])]
+    for w in ws:
+        padded = f" {w} "
+        grams += [f"c {padded[i : i + n]}" for n in char_sizes for i in range(len(padded) - n + 1)]
+    return sorted({zlib.crc32(g.encode()) % buckets for g in grams})
+
+
+def logit(weights: list[float], bias: float, active: list[int]) -> float:
+    """The model's log-odds for a text's active buckets (each feature weighs 1/sqrt(their number))."""
+    return bias + sum(weights[j] for j in active) / math.sqrt(len(active)) if active else bias
+
+
+def sigmoid(z: float) -> float:
+    return 1 / (1 + math.exp(-z)) if z >= 0 else math.exp(z) / (1 + math.exp(z))
+
+
+def dense(sparse: dict[str, float], buckets: int) -> list[float]:
+    """The weights, one per bucket, from the file's {bucket: weight} of those that are not zero."""
+    weights = [0.0] * buckets
+    for k, v in sparse.items():
+        weights[int(k)] = float(v)
+    return weights
+
+
+@dataclass(frozen=True)
+class ClaimModel:
+    buckets: int
+    char_sizes: tuple[int, ...]
+    bias: float
+    weights: list[float]  # one per bucket
+    threshold: float  # a probability at least this high claims a limit
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ClaimModel:
+        if d.get("version") != VERSION:
+            raise ValueError(f"claim model version {d.get('version')!r}, expected {VERSION}")
+        return cls(
+            buckets=int(d["buckets"]),
+            char_sizes=tuple(d["char_sizes"]),
+            bias=float(d["bias"]),
+            weights=dense(d["weights"], int(d["buckets"])),
+            threshold=float(d["threshold"]),
+        )
+
+    def probability(self, text: str) -> float:
+        """The model's probability that `text` claims a limit."""
+        return sigmoid(logit(self.weights, self.bias, features(text, self.buckets, self.char_sizes)))
+
+
+@lru_cache(maxsize=1)
+def load(path: Path = WEIGHTS) -> ClaimModel:
+    """The committed model (read once)."""
+    return ClaimModel.from_dict(json.loads(path.read_text()))

@@ -1,0 +1,166 @@
+"""The claimed-limit fallback model (suite/agents/claim_model.py): its features, its committed weights
+(trained on the labelled sets as they are now, reproduced bit for bit by scripts/train-claim-model.py) and
+the detector it completes (`decide_claim` without a classification call: the rules, then the model).
+
+Measured once, after the design was fixed by cross-validation over the training sets: on
+tests/fixtures/claimed_limit_blind2.yaml, never read and never trained on, the rules alone score recall
+0.850 and precision 0.971, the rules with the fallback recall 0.942 and precision 0.869. The test holds
+that level and does not print what it gets wrong, so that the set keeps measuring unseen wording."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kernelseek_suite.agents import claim_model
+from kernelseek_suite.agents.claim_model import ClaimModel, features, normalize
+from kernelseek_suite.agents.config import QuestionConfig
+from kernelseek_suite.agents.decisions import decide_claim
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+PATTERNS = QuestionConfig().claimed_limit_patterns
+COMMITTED = json.loads(claim_model.WEIGHTS.read_text())
+
+
+def _train_script():
+    spec = importlib.util.spec_from_file_location("train_claim_model", ROOT / "scripts" / "train-claim-model.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # (dataclasses look their module up)
+    spec.loader.exec_module(module)
+    return module
+
+
+# ---- the features ---------------------------------------------------------------------------------
+
+
+def test_numbers_become_tokens_and_a_high_percentage_another_than_a_low_one():
+    assert normalize("We\u2019re at 93% of PEAK") == "we're at pct_high of peak"
+    assert normalize("at 85 % and 84.9%") == "at pct_high and pct_low"
+    assert normalize("1.85 TB/s vs 2,039 GB/s,  1.5x") == "num tb/s vs num gb/s, num x"
+
+
+def test_features_are_sorted_distinct_buckets_the_same_for_the_same_words():
+    found = features("The kernel is at the roofline.", 64)
+    assert found == sorted(set(found)) and all(0 <= b < 64 for b in found)
+    assert found == features("the KERNEL is at   the roofline", 64)  # case, spacing and punctuation aside
+    assert features("at 91% of peak", 2**16) == features("at 97% of peak", 2**16)
+    assert features("at 91% of peak", 2**16) != features("at 41% of peak", 2**16)
+    assert len(features("", 64)) == 1 and features("", 64) == features(
+        "... --", 64, ()
+    )  # no words: the pair of the ends
+
+
+def test_words_pairs_and_character_grams_each_count():
+    words_only = features("memory bound", 2**20, ())
+    assert len(words_only) == 5  # two words, three pairs with the ends
+    assert len(features("memory bound", 2**20, (3,))) == 5 + 6 + 5
+
+
+def test_the_probability_is_the_logistic_of_the_bias_and_the_scaled_weights():
+    text = "the part is spent"
+    n = len(features(text, 2**16))
+    weights = [0.0] * 2**16
+    for b in features(text, 2**16):
+        weights[b] = 0.5
+    model = ClaimModel(buckets=2**16, char_sizes=(3, 4, 5), bias=-1.0, weights=weights, threshold=0.5)
+    assert model.probability(text) == pytest.approx(1 / (1 + math.exp(1.0 - 0.5 * n / math.sqrt(n))))
+    assert model.probability("") == pytest.approx(1 / (1 + math.e))  # no features: the bias alone
+    assert claim_model.sigmoid(-1000.0) == 0.0 and claim_model.sigmoid(1000.0) == 1.0
+    assert claim_model.sigmoid(0.0) == 0.5 and claim_model.sigmoid(-2.0) == pytest.approx(1 - claim_model.sigmoid(2.0))
+
+
+def test_a_file_of_another_version_is_refused():
+    with pytest.raises(ValueError, match="version"):
+        ClaimModel.from_dict({**COMMITTED, "version": claim_model.VERSION + 1})
+
+
+def test_the_file_lists_only_the_weights_that_are_not_zero():
+    model = ClaimModel.from_dict({**COMMITTED, "buckets": 8, "weights": {"3": 0.25, "7": -1.0}})
+    assert model.weights == [0, 0, 0, 0.25, 0, 0, 0, -1.0]
+
+
+# ---- the committed weights --------------------------------------------------------------------------
+
+
+def test_the_weights_were_trained_on_the_labelled_sets_as_they_are():
+    """A set changed, added or removed since the weights were trained fails here: run
+    scripts/train-claim-model.py (and --cv) again."""
+    expected = [
+        {"file": f"tests/fixtures/{p.name}", "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
+        for p in sorted(FIXTURES.glob("claimed_limit_*.yaml"))
+        if p.name != "claimed_limit_blind2.yaml"
+    ]
+    assert COMMITTED["trained_on"] == expected and len(expected) == 6
+
+
+def test_the_set_that_measures_unseen_wording_is_never_trained_on():
+    script = _train_script()
+    assert script.HELD_BACK == ("claimed_limit_blind2.yaml",)
+    assert "claimed_limit_blind2.yaml" not in {s.name for s in script.training_sets()}
+
+
+def test_the_training_script_reproduces_the_committed_weights_bit_for_bit(tmp_path):
+    script = _train_script()
+    out = tmp_path / "claim_model.json"
+    sys_argv = sys.argv
+    try:
+        sys.argv = ["train-claim-model.py", "--out", str(out)]
+        assert script.main() == 0
+    finally:
+        sys.argv = sys_argv
+    assert out.read_bytes() == claim_model.WEIGHTS.read_bytes()
+
+
+def test_the_weights_file_is_small_and_its_threshold_the_one_cross_validation_chose():
+    assert claim_model.WEIGHTS.stat().st_size < 512 * 1024
+    assert COMMITTED["threshold"] == _train_script().THRESHOLD == claim_model.load().threshold
+
+
+# ---- the detector without a classification call: the rules, then the fallback --------------------------
+
+
+def _labelled(name: str) -> tuple[list[str], list[str]]:
+    d = yaml.safe_load((FIXTURES / name).read_text())
+    return (d["claims"], d["non_claims"]) if "claims" in d else (d["positives"], d["negatives"])
+
+
+def _scores(name: str) -> tuple[float, float]:
+    claims, others = _labelled(name)
+    found = {t: decide_claim(t, PATTERNS) is not None for t in claims + others}
+    tp, fp = sum(found[t] for t in claims), sum(found[t] for t in others)
+    return tp / len(claims), tp / (tp + fp)
+
+
+# what the rules with the fallback score on the sets the weights were trained on (measured; the rules
+# alone: every phrasing right on the first three, 0.941 / 0.990 on blind, 0.958 / 0.991 on blind_tuned,
+# 0.588 / 1.000 on indirect)
+TRAINED_ON = {
+    "claimed_limit_phrasings.yaml": (1.0, 1.0),
+    "claimed_limit_heldout.yaml": (1.0, 1.0),
+    "claimed_limit_paraphrases.yaml": (1.0, 0.912),
+    "claimed_limit_blind.yaml": (0.980, 0.990),
+    "claimed_limit_blind_tuned.yaml": (0.983, 0.983),
+    "claimed_limit_indirect.yaml": (0.793, 0.984),
+}
+
+
+@pytest.mark.parametrize("name", TRAINED_ON)
+def test_on_the_sets_it_was_trained_on_the_detector_keeps_its_measured_level(name):
+    recall, precision = _scores(name)
+    floor_recall, floor_precision = TRAINED_ON[name]
+    assert recall >= floor_recall and precision >= floor_precision, (recall, precision)
+
+
+def test_on_the_set_never_read_the_detector_keeps_the_level_measured_once():
+    # measured once: recall 0.942 and precision 0.869 (the rules alone: 0.850 and 0.971)
+    recall, precision = _scores("claimed_limit_blind2.yaml")
+    assert recall >= 0.94 and precision >= 0.869, "the detector scores lower than measured on the unread set"
