@@ -3,10 +3,14 @@ extended set's `ext-*-b3-q1-k1000` cases). The Hopper kernel takes its exponenti
 reference above the row max (v20), so once the max has grown the dominant P is not a power of two: the
 PV GEMM uses it rounded to bf16, and a row sum of the unrounded P left O off by up to 2^-8 of itself,
 one bf16 step of the output. On the H200 (2026-12-05, results/sm90/runs/2026-12-05-v20) all 26 such
-cases failed the pass rule on `wide` or `llm` inputs. v23 normalizes O by the sums of the PV GEMM's
-own weights and keeps the sums of P as computed for the LSE: the tensor cores sum P rounded to bf16
-(a GEMM of P and a block of ones, "rounded" below); v22 cut P to bf16 precision and summed it a
-second time ("cut").
+cases failed the pass rule on `wide` or `llm` inputs. The kernel normalizes O by the sums of the PV
+GEMM's own weights and keeps the sums of P as computed for the LSE: where the fast softmax runs the
+tensor cores sum P rounded to bf16 (a PV GEMM on N = d_v + 8 over V and ones, or a GEMM of P and a
+block of ones beside it: "rounded" below); where every block takes the exact step, which knows the
+row max, the epilogue replaces the largest term of the row sum by that term rounded to bf16 as the
+PV GEMM took it ("largest"; the term recomputed from the row's largest S against the reference it
+was taken against, which a move of the reference would have put in the same block). v22 cut P to
+bf16 precision and summed it a second time ("cut").
 
 Without a GPU: a model of the kernel's arithmetic (blocks of 128 keys visited last to first, the
 reference the first block's max plus 64, a redo past a growth of 75, all in log2 units) goes through
@@ -34,13 +38,14 @@ def _inputs(scn, dist: str, device: str):
     return make_inputs(scn, scenario_seed(0, scn.id), device, dist)
 
 
-WEIGHTS = ("unrounded", "cut", "rounded")  # what O is normalized by: v20's sum, and v23's two ways
+WEIGHTS = ("unrounded", "cut", "rounded", "largest")  # what O is normalized by: v20's sum, and three exact ways
 
 
 def model_forward(q, k, v, scale: float, weights: str):
     """O (bf16) and LSE as the kernel computes them, in fp32 on the CPU (causal or not is the same for
     one query row: it sees every key). The PV GEMM weighs V by P cut to bf16 ("cut") or rounded to it
-    (the others); O is normalized by the sum of P as computed ("unrounded") or of those weights."""
+    (the others); O is normalized by the sum of P as computed ("unrounded"), of those weights, or of P
+    with its largest term rounded ("largest")."""
     assert weights in WEIGHTS
     import torch
 
@@ -51,11 +56,12 @@ def model_forward(q, k, v, scale: float, weights: str):
         for h in range(hq):
             kk, vv = k[bi, :, h // (hq // hk)].float(), v[bi, :, h // (hq // hk)].float()
             s2 = (q[bi, :, h].float() @ kk.T) * (scale / math.log(2))
-            ref = None
+            ref, top = None, None
             acc, total, wsum = torch.zeros(sq, dv), torch.zeros(sq), torch.zeros(sq)
             for blk in reversed(range(math.ceil(s2.shape[1] / BN))):
                 cols = slice(blk * BN, (blk + 1) * BN)
                 block_max = s2[:, cols].max(dim=1).values
+                top = block_max if top is None else torch.maximum(top, block_max)
                 if ref is None:
                     ref = block_max + BIAS
                 elif bool((block_max - (ref - BIAS) > WINDOW).any()):  # the exact step moves the reference
@@ -67,6 +73,9 @@ def model_forward(q, k, v, scale: float, weights: str):
                 acc += w @ vv[cols]
                 total += p.sum(dim=1)
                 wsum += w.sum(dim=1)
+            if weights == "largest":
+                p_top = torch.exp2(top - ref)
+                wsum = total - p_top + p_top.bfloat16().float()
             out[bi, :, h] = acc / (total if weights == "unrounded" else wsum)[:, None]
             lse[bi, h] = math.log(2) * ref + torch.log(total)
     return out.bfloat16(), lse
@@ -102,6 +111,7 @@ def test_a_row_sum_of_unrounded_p_fails_these_rows_and_the_sum_of_the_gemms_weig
     assert any("max error" in f for f in one_sum)
     assert _verdicts("cut") == []
     assert _verdicts("rounded") == []
+    assert _verdicts("largest") == []
 
 
 @pytest.mark.gpu

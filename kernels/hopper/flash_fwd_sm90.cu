@@ -28,21 +28,29 @@
 //   80 (log2; 55 in natural units) before anything must be redone: the kernel's time does not depend
 //   on how wide the logits are or how the row max moves on real data. Lazy rescaling: O and the row
 //   sums are rescaled only when a block's max passes that window (warp-uniform decision), else the
-//   reference stays. The LSE takes the row sums of P as computed; O is normalized by the sums of the PV
-//   GEMM's own weights (P rounded to bf16), taken by the tensor cores: beside each k16 step of the PV
-//   GEMM a 64x8 GEMM of the same P fragments and a block of ones (four more accumulators), so that a
-//   row that one key dominates gets that key's V as it is. Fast softmax (steady loop, most
+//   reference stays. The LSE takes the row sums of P as computed; O is normalized by the sums of the
+//   PV GEMM's own weights (P rounded to bf16), so that a row that one key dominates gets that key's V
+//   as it is. Where the fast softmax runs, the tensor cores take them: at d_v <= 96 the PV GEMM runs
+//   on N = d_v + 8, over V and the first 8 columns of a chunk of ones after each stage's V (written
+//   once, never loaded); elsewhere a 64x8 GEMM of the same P fragments and a block of ones beside each
+//   k16 step (four more accumulators). Where every block takes the exact step, which knows the row
+//   max, the epilogue replaces the largest term of the row sum by that term rounded to bf16, as the
+//   PV GEMM took it: recomputed exactly as the softmax computed it, from the row's largest S and the
+//   reference, which has not moved since that block (a move puts the new largest S in its own
+//   block). Fast softmax (steady loop, most
 //   configurations): the block's row max is not computed at all; P = exp2(S * scale - reference)
-//   straight away, and the block stands if every thread's partial row sums are finite and at most 2^16
-//   (so is every P). Otherwise (the max grew by more than 75, or a row saw nothing before) the
+//   straight away, and the block stands if every thread's partial row sums are finite and at most
+//   2^16 (so is every P). Otherwise (the max grew by more than 75, or a row saw nothing before) the
 //   warpgroup agrees through a named barrier with an OR reduction, issues the block's S GEMM again and
-//   takes the exact step; K and Q are released only once the block stands. KV blocks are visited last
-//   to first, so the blocks that need a mask (sequence tail, causal diagonal) come first: they run in
-//   their own loop and the steady loop has no mask code; causal is a template parameter. Causal, BN =
-//   128, with the fast softmax: a masked block of which a warpgroup's rows see at most the first 64
-//   columns (the diagonal, or a block masked
+//   takes the exact step; K and Q are released only once the block stands. KV blocks are visited last to first, so the blocks that need a mask
+//   (sequence tail, causal diagonal) come first: they run in their own loop and the steady loop has
+//   no mask code; causal is a template parameter. Causal, BN = 128, with the fast softmax: a masked
+//   block of which a warpgroup's rows see at most the first 64 columns (the diagonal, or a block masked
 //   whole for that warpgroup) takes its S GEMM on N = 64 and its softmax on those 64 columns only
-//   ("half blocks"). Each wgmma descriptor is a base built once plus a
+//   ("half blocks"). Causal without half blocks, d >= 128: a warpgroup skips the blocks masked whole for its
+//   rows (the first ones visited; at least one block stays, so that a row that sees nothing ends in 0
+//   and LSE -inf); it still takes its ping-pong turn for each, settles an owed tile in the first, and
+//   releases each skipped stage's K and V once they have landed. Each wgmma descriptor is a base built once plus a
 //   compile-time offset in its low word. O is never zeroed: a tile's first PV GEMM starts it afresh
 //   (scale-d 0). Causal: a tile's last PV GEMM goes to the tensor cores with the next tile's first S
 //   GEMM, and its epilogue runs under that tile's first softmax, so the many short tiles of causal
@@ -57,7 +65,7 @@
 //   buffer is reused once the previous stores have read it); elsewhere each quad transposes its
 //   values with shuffles so that every thread writes 16 contiguous bytes. Rows past seqlen_q are
 //   clipped by the TMA box or skipped.
-//   Tiles (BM x BN, consumer warpgroups, stages; the PV GEMM on N = d_v): d64 192x128 (3, 2), causal
+//   Tiles (BM x BN, consumer warpgroups, stages; the PV GEMM on N = d_v, + 8 at d64 and d96): d64 192x128 (3, 2), causal
 //   with up to 1024 keys 128x128 (2, 2); d96
 //   192x96 (3, 2) with seqlen_k >= 2048 (causal: >= 8192), else 128x128 (2, 2); d128 and d192/128 192x80 (3, 2) with
 //   long K/V (seqlen_k >= 4096 non-causal, >= 8192 causal; d128 non-causal from 2048), else
@@ -69,11 +77,12 @@
 // MEASURED STANDING
 //   The full grid (182 scenarios beside FA3 and cuDNN, and the extended correctness set) is in
 //   results/sm90/REPORT.md, regenerated by `make reproduce ARCH=sm90`; kernels/hopper/NOTES.md has
-//   every version with its prediction and measurement. This version (v23: the sums of the PV GEMM's
-//   weights taken by the tensor cores) is not yet measured on a GPU. Its predecessor v20, on four input
-//   distributions (H200, 2026-12-05, results/sm90/runs/2026-12-05-v20): 1.035x FA3, 1.071x FA4, 1.150x
-//   cuDNN on the worst one, 182/182, but 290/316 extended (the rows one key dominates, which v23
-//   corrects).
+//   every version with its prediction and measurement. This version (v25), on an H100 (2026-12-05,
+//   A/B run 31, 17 rows of every kind of tile, wide inputs, beside FA3): 1.022x v23 (whose full grid on
+//   an H100, run 30, four distributions: 0.993x FA3, 1.027x FA4, 182/182, 316/316), 0.980x v20 (which is
+//   wrong on rows one key dominates); correct on those rows (GPU tests, four distributions), on the
+//   extended set and on the grid's standard and wide inputs. Not yet timed on the whole grid. v20 on
+//   four distributions (H200, 2026-12-05, results/sm90/runs/2026-12-05-v20): 1.035x FA3, 1.071x FA4.
 //
 // Implements the kernelseek-suite kernel contract (ABI 1): see the README, "The kernel contract".
 #include <cuda.h>
@@ -237,6 +246,47 @@ template <> struct Wgmma<8> {
         "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1, 0;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+  }
+};
+template <> struct Wgmma<72> {
+  // D(64x72, f32) = (accumulate ? D : 0) + A(64x16, registers) * B(16x72, smem, MN-major): V and a
+  // chunk of ones beside it (WIDE_PV)
+  __device__ static __forceinline__ void rs(float (&d)[36], const uint32_t (&a)[4], uint64_t b, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %41, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n72k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35"
+        "}, {%36, %37, %38, %39}, %40, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+  }
+};
+template <> struct Wgmma<104> {
+  // D(64x104, f32) = (accumulate ? D : 0) + A(64x16, registers) * B(16x104, smem, MN-major): V and a
+  // chunk of ones beside it (WIDE_PV)
+  __device__ static __forceinline__ void rs(float (&d)[52], const uint32_t (&a)[4], uint64_t b, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %57, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n104k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+        "%48, %49, %50, %51"
+        "}, {%52, %53, %54, %55}, %56, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
   }
 };
@@ -534,14 +584,19 @@ struct Config {
   static constexpr int Q_BYTES = BM * DQK_PAD * 2;
   static constexpr int K_BYTES = BN * DQK_PAD * 2;      // one stage
   static constexpr int V_BYTES = BN * DV_MMA * 2;
+  // WIDE_PV (d_v <= 96): the PV GEMM runs on N = DV_MMA + 8 over V and the first 8 columns of a chunk
+  // of ones after it in each stage (never loaded), so the sums of its weights come with it; elsewhere
+  // a 64x8 GEMM beside each PV step takes them
+  static constexpr bool WIDE_PV = DV_MMA <= 96;
+  static constexpr int V_STAGE_BYTES = V_BYTES + (WIDE_PV ? BN * V_COLS * 2 : 0);
   // Q double-buffered where shared memory allows: the next tile's Q loads while this tile runs
-  static constexpr int Q_STAGES = 2 * Q_BYTES + STAGES * (K_BYTES + V_BYTES) + 512 + 1024 <= 232448 ? 2 : 1;
+  static constexpr int Q_STAGES = 2 * Q_BYTES + STAGES * (K_BYTES + V_STAGE_BYTES) + 512 + 1024 <= 232448 ? 2 : 1;
   // O staged in shared memory (64-column chunks, 128-byte swizzle) and written by TMA stores, where
   // shared memory allows after Q and K/V; elsewhere it is written from registers
   static constexpr int DV_PAD = (DV + 63) / 64 * 64;
   static constexpr int O_BYTES = BM * DV_PAD * 2;
-  static constexpr bool O_TMA = Q_STAGES * Q_BYTES + STAGES * (K_BYTES + V_BYTES) + O_BYTES + 512 + 1024 <= 232448;
-  static constexpr int TILE_BYTES = Q_STAGES * Q_BYTES + STAGES * (K_BYTES + V_BYTES) + (O_TMA ? O_BYTES : 0);
+  static constexpr bool O_TMA = Q_STAGES * Q_BYTES + STAGES * (K_BYTES + V_STAGE_BYTES) + O_BYTES + 512 + 1024 <= 232448;
+  static constexpr int TILE_BYTES = Q_STAGES * Q_BYTES + STAGES * (K_BYTES + V_STAGE_BYTES) + (O_TMA ? O_BYTES : 0);
   // after the tiles: the barriers (256 bytes), then 256 bytes of bf16 ones (the B operand of the GEMM
   // that sums each row of P as the PV GEMM sees it), and slack for the 1024-byte alignment
   static constexpr int SMEM_BYTES = TILE_BYTES + 512 + 1024;
@@ -655,7 +710,7 @@ __device__ __forceinline__ void exp_and_sum(float (&acc_s)[C::BN / 2], const flo
 // the decision is warp-uniform. Returns whether O must be multiplied by corr.
 template <class C, int NJ = C::BN / 8>
 __device__ __forceinline__ bool softmax_step(float (&acc_s)[C::BN / 2], float (&row_max)[2], float (&row_sum)[2],
-                                             float (&corr)[2], float scale_log2) {
+                                             float (&corr)[2], float (&row_top)[2], float scale_log2) {
   float mx[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -666,6 +721,7 @@ __device__ __forceinline__ bool softmax_step(float (&acc_s)[C::BN / 2], float (&
     float m = fmaxf(fmaxf(m4[0], m4[1]), fmaxf(m4[2], m4[3]));
     m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 1));
     mx[r] = fmaxf(m, __shfl_xor_sync(0xffffffff, m, 2));
+    row_top[r] = fmaxf(row_top[r], mx[r]);  // the row's largest S so far (the epilogue's correction)
   }
   // grows: NaN-safe (a row that saw nothing yet has row_max = -inf and must take the new max)
   const bool grows = !((mx[0] - row_max[0]) * scale_log2 <= C::RESCALE_LOG2) ||
@@ -750,7 +806,7 @@ __device__ __forceinline__ void issue_qk(float (&acc_s)[C::BN / 2], const QDesc&
 // Each k16 step also adds P times a 16x8 block of ones (the descriptor `ones`) to O's last four
 // accumulators: the row sums of P exactly as the PV GEMM weighs V (P rounded to bf16), so that O
 // normalized by them gives a row that one key dominates that key's V as it is
-template <class C, int STEPS = C::PV_STEPS>
+template <class C, int STEPS = C::PV_STEPS, bool SUMS = true>
 __device__ __forceinline__ void issue_pv(float (&acc_o)[C::O_REGS], uint64_t ones,
                                          const uint32_t (&p_frag)[C::PV_STEPS][4], uint32_t v16, int accumulate) {
   constexpr int ROW = C::V_COLS * 2;  // bytes per row of a chunk = the swizzle span
@@ -758,9 +814,14 @@ __device__ __forceinline__ void issue_pv(float (&acc_o)[C::O_REGS], uint64_t one
   float(&l)[4] = *reinterpret_cast<float(*)[4]>(&acc_o[C::DV_MMA / 2]);
 #pragma unroll
   for (int kk = 0; kk < STEPS; ++kk) {
-    Wgmma<C::DV_MMA>::rs(o, p_frag[kk], desc_at<C::BN * ROW, 8 * ROW, ROW>(v16, kk * 16 * ROW),
-                         kk > 0 || accumulate);
-    Wgmma<8>::rs(l, p_frag[kk], ones, kk > 0 || accumulate);
+    if constexpr (C::WIDE_PV) {
+      Wgmma<C::DV_MMA + 8>::rs(acc_o, p_frag[kk], desc_at<C::BN * ROW, 8 * ROW, ROW>(v16, kk * 16 * ROW),
+                               kk > 0 || accumulate);
+    } else {
+      Wgmma<C::DV_MMA>::rs(o, p_frag[kk], desc_at<C::BN * ROW, 8 * ROW, ROW>(v16, kk * 16 * ROW),
+                           kk > 0 || accumulate);
+      if constexpr (SUMS) Wgmma<8>::rs(l, p_frag[kk], ones, kk > 0 || accumulate);
+    }
   }
 }
 
@@ -776,8 +837,8 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   const uint32_t smem_base = (smem_u32(smem_raw) + 1023) & ~1023u;
   const uint32_t sQ = smem_base;
   const uint32_t sK = sQ + C::Q_STAGES * C::Q_BYTES;     // + stage * K_BYTES
-  const uint32_t sV = sK + C::STAGES * C::K_BYTES;        // + stage * V_BYTES
-  const uint32_t sO = sV + C::STAGES * C::V_BYTES;        // O_TMA: + warpgroup * 64 * DV_PAD * 2
+  const uint32_t sV = sK + C::STAGES * C::K_BYTES;        // + stage * V_STAGE_BYTES
+  const uint32_t sO = sV + C::STAGES * C::V_STAGE_BYTES;  // O_TMA: + warpgroup * 64 * DV_PAD * 2
   const uint32_t bars = sQ + C::TILE_BYTES;
   const uint32_t ones_at = bars + 256;  // 16 x 8 bf16 ones (two 8x8 core matrices, no swizzle)
   auto q_full = [&](int i) { return bars + 8 * i; };
@@ -810,7 +871,14 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     fence_barrier_init();
     fence_proxy_async();
   }
-  if (threadIdx.x < 64) {
+  if constexpr (C::WIDE_PV) {  // each stage's chunk of ones after its V
+    constexpr int CHUNK = C::BN * C::V_COLS * 2;
+    for (int s = 0; s < C::STAGES; ++s)
+      for (int i = threadIdx.x * 16; i < CHUNK; i += C::THREADS * 16)
+        asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"r"(sV + s * C::V_STAGE_BYTES + C::V_BYTES + i),
+                     "r"(0x3f803f80u) : "memory");
+    fence_proxy_async();  // the ones, visible to the tensor cores
+  } else if (threadIdx.x < 64) {
     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ones_at + 4 * threadIdx.x), "r"(0x3f803f80u) : "memory");
     fence_proxy_async();  // the ones, visible to the tensor cores
   }
@@ -850,7 +918,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
             mbar_expect_tx(v_full(s), C::V_BYTES);
 #pragma unroll
             for (int c = 0; c < C::V_CHUNKS; ++c)
-              tma_load_4d(sV + s * C::V_BYTES + c * C::BN * C::V_COLS * 2, &tm_v, v_full(s), c * C::V_COLS,
+              tma_load_4d(sV + s * C::V_STAGE_BYTES + c * C::BN * C::V_COLS * 2, &tm_v, v_full(s), c * C::V_COLS,
                           n_block * C::BN, hk, tile.b);
           }
           ++q_it;
@@ -878,6 +946,9 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   // warpgroup's turn), so one warpgroup's softmax runs while the tensor cores work for another
   const int my_turn = 1 + cw, next_turn = 1 + (cw + 1) % C::CWG;
   constexpr bool FAST = C::template FAST_SOFTMAX<CAUSAL>;  // the steady loop's fast softmax
+  // the sums of the PV GEMM's weights from the tensor cores where the fast softmax runs (it never
+  // computes a row max); elsewhere the epilogue corrects the row sum of P by its largest term
+  constexpr bool TC_SUMS = C::WIDE_PV || FAST;
   if (cw == C::CWG - 1) named_bar_arrive(1, 256);
 
   float acc_o[C::O_REGS], acc_s[C::BN / 2];
@@ -886,6 +957,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   const uint64_t ones = (static_cast<uint64_t>(128 >> 4) << 32) | ((128u >> 4) << 16) | (ones_at >> 4);
   uint32_t p_frag[C::PV_STEPS][4];
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f}, corr[2] = {1.f, 1.f};
+  float row_top[2] = {-INFINITY, -INFINITY};  // the row's largest S (without the tensor cores' sums)
   int o_acc = 0;     // whether the owed tile's last PV GEMM accumulates (0: it is its first)
   int prev_s = 0;    // the stage of the V block that P belongs to
   uint32_t prev_ph = 0;
@@ -899,17 +971,35 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   // d96: elsewhere ptxas serializes the wgmmas (C7511)
   constexpr bool HALVES = CAUSAL && C::BN == 128 && C::DQK != 96 && C::template FAST_SOFTMAX<CAUSAL>;
   constexpr int HS = C::PV_STEPS / 2;  // P's fragments of the first 64 columns
+  // causal: a warpgroup skips the blocks masked whole for its rows (with half blocks, those take half
+  // an S GEMM already, and skipping them made ptxas serialize the wgmmas of the d64 192x128 tile)
+  constexpr bool SKIPS = CAUSAL && !HALVES && C::DQK >= 128;
 
   // epilogue: O normalized by the sums of the PV GEMM's own weights (acc_o's last four), the LSE from
   // the row sums of P; store O and LSE; empty rows give 0 and LSE -inf
-  auto store_tile = [&](int t, const float (&rmax)[2], float (&rsum)[2]) {
+  auto store_tile = [&](int t, const float (&rmax)[2], float (&rsum)[2], const float (&rtop)[2]) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       rsum[r] += __shfl_xor_sync(0xffffffff, rsum[r], 1);
       rsum[r] += __shfl_xor_sync(0xffffffff, rsum[r], 2);
     }
-    const float* w = &acc_o[C::DV_MMA / 2];  // row a's sum at w[0] (and w[1]), row b's at w[2]
-    const float inv[2] = {w[0] > 0.f ? 1.f / w[0] : 0.f, w[2] > 0.f ? 1.f / w[2] : 0.f};
+    // the sums O is normalized by: the tensor cores' (row a's at acc_o[DV_MMA / 2], row b's two on), or
+    // the row sum of P with its largest term replaced by that term rounded to bf16 as the PV GEMM took it
+    // (recomputed exactly as the softmax did: the row's largest S against the reference it was taken
+    // against, which has not moved since; a move puts the new largest S in that block)
+    float w[2];
+    if constexpr (TC_SUMS) {
+      w[0] = acc_o[C::DV_MMA / 2];
+      w[1] = acc_o[C::DV_MMA / 2 + 2];
+    } else {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float neg = rmax[r] == -INFINITY ? 0.f : -rmax[r] * p.scale_log2;
+        const float top = exp2f(fmaf(rtop[r], p.scale_log2, neg));
+        w[r] = (rsum[r] - top) + __bfloat162float(__float2bfloat16_rn(top));
+      }
+    }
+    const float inv[2] = {w[0] > 0.f ? 1.f / w[0] : 0.f, w[1] > 0.f ? 1.f / w[1] : 0.f};
     const Tile tile = tile_at(t, p);
     const int row_a = tile.m_block * C::BM + row_in_tile, row_b = row_a + 8;
     if constexpr (C::O_TMA) {
@@ -962,17 +1052,22 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     }
   };
   // the owed tile's last PV GEMM on its own (before an empty tile, and after the last tile)
+  // a turn at the tensor cores with nothing to issue (a skipped block)
+  auto pass_turn = [&]() {
+    named_bar_sync(my_turn, 256);
+    named_bar_arrive(next_turn, 256);
+  };
   auto settle_owed = [&]() {
     mbar_wait(v_full(prev_s), prev_ph);
     named_bar_sync(my_turn, 256);
     wgmma_fence();
-    issue_pv<C>(acc_o, ones, p_frag, v16 + prev_s * (C::V_BYTES >> 4), o_acc);
+    issue_pv<C, C::PV_STEPS, TC_SUMS>(acc_o, ones, p_frag, v16 + prev_s * (C::V_STAGE_BYTES >> 4), o_acc);
     wgmma_commit();
     named_bar_arrive(next_turn, 256);
     wgmma_wait<0>();
     fence_regs(acc_o);
     if (lane == 0) mbar_arrive(v_empty(prev_s));
-    store_tile(t_owed, row_max, row_sum);
+    store_tile(t_owed, row_max, row_sum, row_top);
     t_owed = -1;
   };
 
@@ -990,7 +1085,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
 #pragma unroll
       for (int i = 0; i < C::O_REGS; ++i) acc_o[i] = 0.f;
       float zmax[2] = {-INFINITY, -INFINITY}, zsum[2] = {0.f, 0.f};
-      store_tile(t, zmax, zsum);
+      store_tile(t, zmax, zsum, zmax);
       continue;
     }
     const int wg_row0 = m0 + cw * 64;  // smallest row of this warpgroup
@@ -1004,11 +1099,19 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     // a block is half when this warpgroup's rows see none of its columns past the first 64
     const int cols_end = min(p.seqlen_k, wg_row0 + 64 + diag);
     auto is_half = [&](int blk) { return HALVES && cols_end <= blk * C::BN + C::BN / 2; };
+    // the first i0 blocks visited (the tile's last ones) are masked whole for this warpgroup's
+    // rows; it skips them (no GEMM, no softmax), keeping at least the tile's first block so that a row
+    // that sees nothing still ends with 0 and LSE -inf through the usual path
+    int i0 = 0;
+    if constexpr (SKIPS) {
+      const int mine = cols_end > 0 ? (cols_end + C::BN - 1) / C::BN : 0;
+      i0 = n_blocks - max(mine, 1);
+    }
     // a masked block's softmax on its first NJ column groups
     auto masked_softmax = [&](auto nj, int blk, bool masked_block) {
       constexpr int NJ = decltype(nj)::value;
       if (masked_block) mask_scores<C, CAUSAL, NJ>(acc_s, blk * C::BN, row_a, row_b, col_lane, diag, p);
-      return softmax_step<C, NJ>(acc_s, row_max, row_sum, corr, p.scale_log2);
+      return softmax_step<C, NJ>(acc_s, row_max, row_sum, corr, row_top, p.scale_log2);
     };
 
     const int qs = q_it % C::Q_STAGES;
@@ -1034,8 +1137,30 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     // first KV block (the last one: masked first), with the owed tile's last PV GEMM behind it. Two
     // copies, with and without an owed tile: both end with no GEMM in flight, or ptxas serializes
     // every wgmma of the kernel
-    int s = kv_it % C::STAGES;
-    uint32_t ph = (kv_it / C::STAGES) & 1;
+    // the skipped blocks: the warpgroup still takes its turn at the tensor cores for each (the other
+    // warpgroups' turns count on it), settles the owed tile in the first (and passes a second turn where
+    // the first block takes two: a single Q buffer), and releases each block's K and V once they have
+    // landed (an arrive before that could count toward the stage's previous use)
+    if (SKIPS && i0 > 0) {
+      for (int i = 0; i < i0; ++i) {
+        if (i == 0 && t_owed >= 0) {
+          settle_owed();
+          if (C::Q_STAGES == 1) pass_turn();
+        } else {
+          pass_turn();
+        }
+        const int it = kv_it + i, si = it % C::STAGES;
+        const uint32_t phi = (it / C::STAGES) & 1;
+        mbar_wait(k_full(si), phi);
+        mbar_wait(v_full(si), phi);
+        if (lane == 0) {
+          mbar_arrive(k_empty(si));
+          mbar_arrive(v_empty(si));
+        }
+      }
+    }
+    int s = (kv_it + i0) % C::STAGES;
+    uint32_t ph = ((kv_it + i0) / C::STAGES) & 1;
     auto first_block = [&](auto owed, auto half_flag) {
       constexpr bool half = decltype(half_flag)::value;
       // with a single Q buffer the owed PV GEMM goes first, while this tile's Q is still loading
@@ -1044,7 +1169,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         mbar_wait(v_full(prev_s), prev_ph);
         named_bar_sync(my_turn, 256);
         wgmma_fence();
-        issue_pv<C>(acc_o, ones, p_frag, v16 + prev_s * (C::V_BYTES >> 4), o_acc);
+        issue_pv<C, C::PV_STEPS, TC_SUMS>(acc_o, ones, p_frag, v16 + prev_s * (C::V_STAGE_BYTES >> 4), o_acc);
         wgmma_commit();
         named_bar_arrive(next_turn, 256);
       }
@@ -1056,19 +1181,21 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       qk(half, k16 + s * (C::K_BYTES >> 4));
       wgmma_commit();
       if (decltype(owed)::value && !EARLY) {
-        issue_pv<C>(acc_o, ones, p_frag, v16 + prev_s * (C::V_BYTES >> 4), o_acc);
+        issue_pv<C, C::PV_STEPS, TC_SUMS>(acc_o, ones, p_frag, v16 + prev_s * (C::V_STAGE_BYTES >> 4), o_acc);
         wgmma_commit();
       }
       named_bar_arrive(next_turn, 256);
       if (EARLY) wgmma_wait<0>(); else if (decltype(owed)::value) wgmma_wait<1>(); else wgmma_wait<0>();
       fence_regs(acc_s);
-      if (lane == 0 && n_blocks == 1) mbar_arrive(q_empty(qs));
+      if (lane == 0 && i0 == n_blocks - 1) mbar_arrive(q_empty(qs));
       float owed_max[2] = {row_max[0], row_max[1]}, owed_sum[2] = {row_sum[0], row_sum[1]};
+      const float owed_top[2] = {row_top[0], row_top[1]};
       row_max[0] = row_max[1] = -INFINITY;
+      row_top[0] = row_top[1] = -INFINITY;
       row_sum[0] = row_sum[1] = 0.f;
       // O starts afresh: nothing to rescale
-      if (half) masked_softmax(Int<C::BN / 16>(), n_blocks - 1, true);
-      else masked_softmax(Int<C::BN / 8>(), n_blocks - 1, n_masked > 0);
+      if (half) masked_softmax(Int<C::BN / 16>(), n_blocks - 1 - i0, true);
+      else masked_softmax(Int<C::BN / 8>(), n_blocks - 1 - i0, i0 < n_masked);
       // as in the steady loop: a release under a condition on the softmax keeps the PV wait below it
       if (lane == 0 && __float_as_uint(row_sum[0]) != 0xffffffffu) mbar_arrive(k_empty(s));
       if (decltype(owed)::value) {
@@ -1076,12 +1203,12 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         fence_regs(acc_o);
         if (lane == 0) mbar_arrive(v_empty(prev_s));
         if (half) pack_p<C, HS>(p_frag, acc_s); else pack_p<C>(p_frag, acc_s);
-        store_tile(t_owed, owed_max, owed_sum);
+        store_tile(t_owed, owed_max, owed_sum, owed_top);
       } else {
         if (half) pack_p<C, HS>(p_frag, acc_s); else pack_p<C>(p_frag, acc_s);
       }
     };
-    if (HALVES && is_half(n_blocks - 1)) {
+    if (HALVES && is_half(n_blocks - 1 - i0)) {
       if (CAUSAL && t_owed >= 0) first_block(Flag<true>(), Flag<HALVES>()); else first_block(Flag<false>(), Flag<HALVES>());
     } else {
       if (CAUSAL && t_owed >= 0) first_block(Flag<true>(), Flag<false>()); else first_block(Flag<false>(), Flag<false>());
@@ -1102,7 +1229,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       wgmma_fence();
       qk(half, k16 + s * (C::K_BYTES >> 4));
       wgmma_commit();
-      issue_pv<C>(acc_o, ones, p_frag, v16 + prev_s * (C::V_BYTES >> 4), !decltype(first_pv)::value);
+      issue_pv<C, C::PV_STEPS, TC_SUMS>(acc_o, ones, p_frag, v16 + prev_s * (C::V_STAGE_BYTES >> 4), !decltype(first_pv)::value);
       wgmma_commit();
       named_bar_arrive(next_turn, 256);
       wgmma_wait<1>();
@@ -1115,7 +1242,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
           if (half) rescale = masked_softmax(Int<C::BN / 16>(), n_blocks - 1 - i, true);
           else rescale = masked_softmax(Int<C::BN / 8>(), n_blocks - 1 - i, true);
         } else {
-          rescale = softmax_step<C>(acc_s, row_max, row_sum, corr, p.scale_log2);
+          rescale = softmax_step<C>(acc_s, row_max, row_sum, corr, row_top, p.scale_log2);
         }
         // K(i) is released after the softmax, under a condition on its result that always holds: ptxas
         // then keeps the PV GEMM's wait below the first row's exponentials instead of hoisting it above
@@ -1159,7 +1286,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       wgmma_commit();
       wgmma_wait<0>();
       fence_regs(acc_s);
-      if (softmax_step<C>(acc_s, row_max, row_sum, corr, p.scale_log2)) rescale_o<C>(acc_o, corr);
+      if (softmax_step<C>(acc_s, row_max, row_sum, corr, row_top, p.scale_log2)) rescale_o<C>(acc_o, corr);
       if (lane == 0) {
         mbar_arrive(k_empty(s));
         if (i == n_blocks - 1) mbar_arrive(q_empty(qs));
@@ -1169,14 +1296,14 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       prev_ph = ph;
     };
     // the tile's first PV GEMM (step 1) starts O afresh: a copy of its own, so the steady loops carry no flag
-    if (n_blocks > 1) {
-      if (n_masked > 1)
-        masked_step(1, Flag<true>());
-      else if (!step(1, Flag<false>(), Flag<true>(), Flag<false>()) && FAST)
-        redo(1);
+    if (n_blocks > i0 + 1) {
+      if (n_masked > i0 + 1)
+        masked_step(i0 + 1, Flag<true>());
+      else if (!step(i0 + 1, Flag<false>(), Flag<true>(), Flag<false>()) && FAST)
+        redo(i0 + 1);
     }
-    const int i_mask_end = max(2, n_masked);
-    for (int i = 2; i < i_mask_end; ++i) masked_step(i, Flag<false>());
+    const int i_mask_end = max(i0 + 2, n_masked);
+    for (int i = i0 + 2; i < i_mask_end; ++i) masked_step(i, Flag<false>());
     if constexpr (FAST) {
       for (int i = i_mask_end; i < n_blocks;) {  // the redo outside the inner loop (else ptxas spills)
         while (i < n_blocks && step(i, Flag<false>(), Flag<false>(), Flag<false>())) ++i;
@@ -1185,7 +1312,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     } else {
       for (int i = i_mask_end; i < n_blocks; ++i) step(i, Flag<false>(), Flag<false>(), Flag<false>());
     }
-    o_acc = n_blocks > 1;  // whether the owed PV GEMM accumulates
+    o_acc = n_blocks > i0 + 1;  // whether the owed PV GEMM accumulates
     kv_it += n_blocks;
     ++q_it;
     t_owed = t;
