@@ -238,3 +238,35 @@ def test_the_readme_lists_the_new_codes():
     readme = (suite_config.REPO_ROOT / "README.md").read_text()
     for code in (exitcodes.EVALUATOR, exitcodes.ENDPOINT):
         assert f"\n| {code} | " in readme
+
+
+def _eval_out(tmp_path: Path, baseline_status: dict, geomean: dict) -> tuple[str, Path]:
+    """What `eval --json` leaves: its summary as stdout's last line, provenance.json in its out folder."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "provenance.json").write_text(json.dumps({"baseline_status": baseline_status}))
+    summary = {"scenarios_total": 182, "scenarios_correct": 182, "extended_total": 316, "extended_correct": 316}
+    return "building...\n" + json.dumps({**summary, "geomean": geomean}) + "\n", out
+
+
+def test_a_goal_baseline_that_could_not_run_is_the_evaluators_failure_not_a_missing_speed(tmp_path):
+    """On a GPU node (2026-12-05) the sandboxed evaluation judged a kernel 182/182 and 316/316 and then
+    said `speed vs fa3: not measured`: the agent would go on with no way to meet its goal. The
+    baseline's own reason ends the run instead."""
+    why = "not installed (ImportError: libcudart.so.13: cannot open shared object file): pip install fa3-fwd"
+    stdout, out = _eval_out(tmp_path, {"fa3": why, "cudnn": "ok"}, {"cudnn": 1.2})
+    ev = parse_eval_output(0, stdout, "", "fa3", out, 1.0)
+    assert ev.status == "error" and not ev.correct
+    assert "libcudart.so.13" in ev.error and "not the kernel's fault" in ev.error
+    assert (ev.scenarios_correct, ev.extended_correct) == (182, 316)  # what was checked stays on record
+    assert "libcudart.so.13" in ev.report()
+
+
+def test_a_goal_baseline_that_ran_gives_the_speed(tmp_path):
+    stdout, out = _eval_out(tmp_path, {"fa3": "ok"}, {"fa3": 1.04})
+    ev = parse_eval_output(0, stdout, "", "fa3", out, 1.0)
+    assert ev.status == "ok" and ev.correct and ev.geomean == 1.04 and ev.error is None
+    # no speed and no word on the baseline (an evaluator older than baseline_status): as before
+    (out / "provenance.json").unlink()
+    ev = parse_eval_output(0, stdout.replace('"fa3": 1.04', '"cudnn": 1.1'), "", "fa3", out, 1.0)
+    assert ev.status == "ok" and ev.correct and ev.geomean is None and ev.error is None

@@ -149,6 +149,13 @@ class FlashAttentionForward:
         return ran
 
 
+def _baseline_unavailable(out_dir: Path, baseline: str) -> str | None:
+    """Why the evaluator could not run `baseline` (its provenance.json's `baseline_status`), or None
+    where it ran or nothing says."""
+    status = ((_read_json(out_dir / "provenance.json") or {}).get("baseline_status") or {}).get(baseline)
+    return None if status in (None, "ok") else str(status)[:500]
+
+
 def _read_json(path: Path) -> dict | None:
     try:
         return json.loads(path.read_text())
@@ -174,6 +181,24 @@ def parse_eval_output(
         if r.status != "ok" or r.ratio.get(baseline) is not None
     ]
     ok = got.status == "ok"
+    timed = (data.get("geomean") or {}).get(baseline) is not None
+    unavailable = None if timed else _baseline_unavailable(out_dir, baseline)
+    if unavailable:
+        # the goal's baseline could not run in the evaluator: no speed can be measured whatever the
+        # kernel, the evaluator's failure (it ends the run), not a verdict on the kernel
+        return Evaluation(
+            "error",
+            False,
+            baseline,
+            scenarios_total=data["scenarios_total"],
+            scenarios_correct=data["scenarios_correct"],
+            extended_total=data.get("extended_total", 0),
+            extended_correct=data.get("extended_correct", 0),
+            error=f"the evaluator could not run the baseline {baseline} ({unavailable}), so no speed can be "
+            "measured whatever the kernel (not the kernel's fault)",
+            wall_s=wall_s,
+            out_dir=str(out_dir),
+        )
     return Evaluation(
         got.status,
         ok,
