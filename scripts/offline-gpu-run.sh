@@ -59,7 +59,7 @@ case "${1:-}" in
         --platform manylinux2014_x86_64 --platform any)
     mkdir -p .whl .carry/fa4 .carry/p1 .carry/p2
     "${dl[@]}" -d .whl fa3-fwd==0.0.3 pyelftools jsonschema attrs referencing rpds-py jsonschema-specifications \
-      safetensors pytest pluggy iniconfig
+      safetensors pytest pluggy iniconfig landlock==1.0.0.dev5 bm25s  # bm25s: the tool-rich arm's retrieval
     "${dl[@]}" -d .carry/fa4 flash-attn-4==4.0.0b36 nvidia-cutlass-dsl==4.8.1 nvidia-cutlass-dsl-libs-base==4.8.1 \
       nvidia-cutlass-dsl-libs-core==4.8.1 nvidia-cutlass-dsl-libs-cu13==4.8.1 quack-kernels==0.6.5 \
       apache-tvm-ffi==0.1.15.post2 torch-c-dlpack-ext==0.1.5
@@ -82,7 +82,7 @@ case "${1:-}" in
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site2 .whl/*.whl
     ln -sfn "$PWD/suite" /tmp/site2/kernelseek_suite
     env_here
-    python3 -c "from flash_attn.cute import flash_attn_func; import fa3_fwd_interface, elftools, jsonschema; print('imports ok')"
+    python3 -c "from flash_attn.cute import flash_attn_func; import fa3_fwd_interface, elftools, jsonschema, bm25s; print('imports ok')"
     ;;
   smoke)
     env_here

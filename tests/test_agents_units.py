@@ -20,6 +20,7 @@ from kernelseek_suite.agents.exceptions import ToolError
 from kernelseek_suite.agents.tasks import Evaluation, GridResult, make_task, task_names
 from kernelseek_suite.agents.tools import elide
 from kernelseek_suite.agents.workspace import Workspace, scrubbed_env
+from kernelseek_suite.contracts import exitcodes
 from kernelseek_suite.contracts.traces import trace_schema, validate_events, validate_trace
 
 
@@ -388,6 +389,20 @@ def test_toolrich_check_reports_its_sandbox_and_a_tool_that_cannot_run(tmp_path)
     assert lines[-1] == "TOOLCHECK FAIL" and lines[-2] == f"trace: {tmp_path / 't.jsonl'}"
     assert lines[-3].startswith("sandbox: {'sandbox': ") and "'sandbox_detail'" in lines[-3]
     assert any(line.startswith("===== profile") for line in lines)
+
+
+def test_toolrich_check_without_its_extra_says_what_to_install_and_exits_usage(tmp_path, monkeypatch):
+    """On a GPU node whose wheels lacked bm25s (2026-12-05) the check ended in a traceback; a missing
+    extra is a usage error with the command that installs it."""
+    from click.testing import CliRunner
+
+    from kernelseek_suite.cli import main
+
+    monkeypatch.setitem(sys.modules, "bm25s", None)  # import bm25s now raises ImportError
+    r = CliRunner().invoke(main, ["toolrich-check", "--trace", str(tmp_path / "t.jsonl")])
+    assert r.exit_code == exitcodes.USAGE, r.output
+    assert "needs the 'agents' extra (bm25s): pip install 'kernelseek-suite[agents]'" in r.stderr
+    assert "Traceback" not in r.output and not isinstance(r.exception, ImportError)
 
 
 def test_selfcheck_on_the_cpu_task(tmp_path):

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from ..contracts.extras import MissingExtra
 from .config import ModelConfig
 from .exceptions import ContextTooLong, LimitExceeded, ModelError, RetryableModelFault
 
@@ -48,7 +49,7 @@ def _import_client():
         try:
             import openai as _openai
         except ImportError as e:
-            raise ImportError("the agents need the 'agents' extra: pip install 'kernelseek-suite[agents]'") from e
+            raise MissingExtra("the agents' model client", "agents", "openai") from e
         openai = _openai
 
 

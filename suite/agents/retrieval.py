@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import config as suite_config
+from ..contracts.extras import MissingExtra
 from .context import RunContext
 from .exceptions import ToolError
 from .tools import Tool, ToolResult, elide
@@ -53,7 +54,7 @@ def _bm25s():
     try:
         import bm25s
     except ImportError as e:
-        raise ImportError("retrieval needs the 'agents' extra (bm25s): pip install 'kernelseek-suite[agents]'") from e
+        raise MissingExtra("retrieval (the tool-rich arm's search_docs)", "agents", "bm25s") from e
     return bm25s
 
 

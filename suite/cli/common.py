@@ -22,6 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from .. import __version__, config
 from ..contracts import exitcodes
+from ..contracts.extras import MissingExtra
 
 console = Console(stderr=True)
 
@@ -123,6 +124,9 @@ class SuiteGroup(click.Group):
         except click.UsageError as e:
             e.exit_code = exitcodes.USAGE
             raise
+        except MissingExtra as e:  # an optional part whose packages are not installed
+            click.echo(f"error: {e}", err=True)
+            raise click.exceptions.Exit(exitcodes.USAGE) from None
         except BrokenPipeError:  # a stream survive_closed_pipes could not wrap
             _quiet_pipe()
             raise click.exceptions.Exit(exitcodes.OK) from None

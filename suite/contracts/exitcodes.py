@@ -6,7 +6,8 @@ imports nothing of the suite: every layer may use it.
                    ran and its answer is "no"
   2   BUILD        the kernel breaks the rules or does not build (no GPU needed to find out)
   3   NO_GPU       no suitable GPU (after every check that needs none has passed)
-  4   USAGE        bad arguments or files, click's own usage errors included
+  4   USAGE        bad arguments or files, click's own usage errors included, or an optional part
+                   whose packages (an extra) are not installed (contracts/extras.py)
   5   RUNTIME      `reproduce --runtime docker` where Docker cannot run it
   6   EVALUATOR    the evaluator's own machinery failed (CUDA unusable, its worker unable to start, every
                    scenario failing the same way before the kernel ran): no verdict on the kernel
