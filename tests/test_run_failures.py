@@ -270,3 +270,27 @@ def test_a_goal_baseline_that_ran_gives_the_speed(tmp_path):
     (out / "provenance.json").unlink()
     ev = parse_eval_output(0, stdout.replace('"fa3": 1.04', '"cudnn": 1.1'), "", "fa3", out, 1.0)
     assert ev.status == "ok" and ev.correct and ev.geomean is None and ev.error is None
+
+
+def test_a_goal_baseline_that_failed_on_every_scenario_is_the_evaluators_failure(tmp_path):
+    """The baseline imported but raised wherever it ran: its column's words end the run."""
+    stdout, out = _eval_out(tmp_path, {"fa3": "ok"}, {})
+    shape = {"head_config": "d64-h32kv8", "batch": 1, "seqlen_q": 2048, "seqlen_k": 2048, "causal": False}
+    rows = [
+        {
+            "scenario": s,
+            **shape,
+            "extended": False,
+            "flops": 1e9,
+            "status": "ok",
+            "baselines": {"fa3": "error: CUDA error: operation not permitted"},
+        }
+        for s in ("d64-h32kv8-s2048", "d128-h16kv16-s4096")
+    ]
+    (out / "bench.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ev = parse_eval_output(0, stdout, "", "fa3", out, 1.0)
+    assert ev.status == "error" and "on every scenario: error: CUDA error: operation not permitted" in ev.error
+    # where it ran somewhere, a missing geomean is not the evaluator's failure
+    rows[1]["baselines"]["fa3"] = "ok"
+    (out / "bench.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert parse_eval_output(0, stdout, "", "fa3", out, 1.0).status == "ok"

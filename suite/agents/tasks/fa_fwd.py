@@ -149,11 +149,17 @@ class FlashAttentionForward:
         return ran
 
 
-def _baseline_unavailable(out_dir: Path, baseline: str) -> str | None:
-    """Why the evaluator could not run `baseline` (its provenance.json's `baseline_status`), or None
-    where it ran or nothing says."""
+def _baseline_unavailable(out_dir: Path, baseline: str, rows: list) -> str | None:
+    """Why the evaluator could not run `baseline`: its import failed (provenance.json's
+    `baseline_status`), or it ran on no timed scenario (each row's column for it, the first one's
+    words); None where it ran or nothing says."""
     status = ((_read_json(out_dir / "provenance.json") or {}).get("baseline_status") or {}).get(baseline)
-    return None if status in (None, "ok") else str(status)[:500]
+    if status not in (None, "ok"):
+        return str(status)[:500]
+    said = [r.baselines[baseline] for r in rows if baseline in (r.baselines or {})]
+    if said and not any(str(s).startswith("ok") for s in said):
+        return f"on every scenario: {str(said[0])[:500]}"
+    return None
 
 
 def _read_json(path: Path) -> dict | None:
@@ -175,14 +181,15 @@ def parse_eval_output(
     data = got.summary
     if data is None:
         return Evaluation(got.status, False, baseline, error=got.error, wall_s=wall_s, out_dir=str(out_dir))
+    rows = read_jsonl(out_dir / "bench.jsonl")
     per = [
         {"scenario": r.scenario, "status": r.status, "ratio": r.ratio.get(baseline), "reason": (r.reason or "")[:200]}
-        for r in read_jsonl(out_dir / "bench.jsonl")
+        for r in rows
         if r.status != "ok" or r.ratio.get(baseline) is not None
     ]
     ok = got.status == "ok"
     timed = (data.get("geomean") or {}).get(baseline) is not None
-    unavailable = None if timed else _baseline_unavailable(out_dir, baseline)
+    unavailable = None if timed else _baseline_unavailable(out_dir, baseline, rows)
     if unavailable:
         # the goal's baseline could not run in the evaluator: no speed can be measured whatever the
         # kernel, the evaluator's failure (it ends the run), not a verdict on the kernel
