@@ -110,9 +110,10 @@ case "${1:-}" in
     fi
     # the variants (v20, the last version timed on the grid, where git history is here, and the files
     # named in BESIDE), each built (side by side) and then checked on its own under a time limit, on one
-    # row of each kind of tile and on causal rows with seqlen_q != seqlen_k: a variant that is wrong, or
-    # that hangs, is left out of the timing (the 'ab' step) instead of taking it down. The ones that
-    # passed: /tmp/ab-beside.txt
+    # row of each kind of tile, on causal rows with seqlen_q != seqlen_k and on the rows one key
+    # dominates (one query row, 1000 keys: where the normalization of O shows), wide and LLM-like
+    # inputs: a variant that is wrong, or that hangs, is left out of the timing (the 'ab' step) instead
+    # of taking it down. The ones that passed: /tmp/ab-beside.txt
     variants=()
     if v20_file; then variants+=(/tmp/v20.cu)
     else echo "no git history here: v20 is checked and timed only if BESIDE names a copy of it"; fi
@@ -121,11 +122,12 @@ case "${1:-}" in
 from kernelseek_suite.build import build
 with P(8) as pool: list(pool.map(lambda f: build(pathlib.Path(f), '$ARCH'), sys.argv[1:]))" "${variants[@]}" \
       > "$OUT/variants-build.txt" 2>&1 || echo "variants: a build failed ($OUT/variants-build.txt)"
-    gate_rows=${GATE_ROWS:-d64-h32kv8-s2048,d64-h32kv32-s1024-causal,d96-h16kv16-s8192,d96-h16kv16-s8192-causal,d128-h16kv16-s2048-causal,d128-h16kv16-s8192-causal,d192v128-h16kv16-s8192,d192v128-h16kv16-s512-causal,d256-h8kv8-s512-causal,ext-d256-h8kv8-b3-q3001-k17-causal,ext-d256-h8kv8-b3-q113-k1000-causal,ext-d96-h16kv16-b3-q1000-k113-causal,ext-d192v128-h1kv1-b1-q3001-k1000-causal}
+    gate_rows=${GATE_ROWS:-d64-h32kv8-s2048,d64-h32kv32-s1024-causal,d96-h16kv16-s8192,d96-h16kv16-s8192-causal,d128-h16kv16-s2048-causal,d128-h16kv16-s8192-causal,d192v128-h16kv16-s8192,d192v128-h16kv16-s512-causal,d256-h8kv8-s512-causal,ext-d256-h8kv8-b3-q3001-k17-causal,ext-d256-h8kv8-b3-q113-k1000-causal,ext-d96-h16kv16-b3-q1000-k113-causal,ext-d192v128-h1kv1-b1-q3001-k1000-causal,ext-*-b3-q1-k1000*}
     : > /tmp/ab-beside.txt
     for f in "${variants[@]}"; do
       g="$OUT/gate-$(basename "$f" .cu).txt"
-      timeout "${GATE_TIMEOUT:-60}" python3 -m kernelseek_suite.cli run-once "$f" "$gate_rows" --check --inputs wide > "$g" 2>&1
+      timeout "${GATE_TIMEOUT:-90}" python3 -m kernelseek_suite.cli run-once "$f" "$gate_rows" --check --inputs wide \
+        --inputs llm > "$g" 2>&1
       rc=$?
       if [ $rc -eq 0 ]; then echo "$f" >> /tmp/ab-beside.txt; echo "gate ok: $f"; else echo "gate FAILED (rc=$rc; left out of the timing): $f"; tail -3 "$g"; fi
     done
