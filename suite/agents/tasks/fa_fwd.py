@@ -187,33 +187,32 @@ def parse_eval_output(
         for r in rows
         if r.status != "ok" or r.ratio.get(baseline) is not None
     ]
-    ok = got.status == "ok"
+    counts = {
+        "scenarios_total": data["scenarios_total"],
+        "scenarios_correct": data["scenarios_correct"],
+        "extended_total": data.get("extended_total", 0),
+        "extended_correct": data.get("extended_correct", 0),
+    }
     timed = (data.get("geomean") or {}).get(baseline) is not None
     unavailable = None if timed else _baseline_unavailable(out_dir, baseline, rows)
     if unavailable:
         # the goal's baseline could not run in the evaluator: no speed can be measured whatever the
         # kernel, the evaluator's failure (it ends the run), not a verdict on the kernel
+        why = f"the evaluator could not run the baseline {baseline} ({unavailable}), so no speed can be measured"
         return Evaluation(
             "error",
             False,
             baseline,
-            scenarios_total=data["scenarios_total"],
-            scenarios_correct=data["scenarios_correct"],
-            extended_total=data.get("extended_total", 0),
-            extended_correct=data.get("extended_correct", 0),
-            error=f"the evaluator could not run the baseline {baseline} ({unavailable}), so no speed can be "
-            "measured whatever the kernel (not the kernel's fault)",
+            **counts,
+            error=f"{why} whatever the kernel (not the kernel's fault)",
             wall_s=wall_s,
             out_dir=str(out_dir),
         )
     return Evaluation(
         got.status,
-        ok,
+        got.status == "ok",
         baseline,
-        scenarios_total=data["scenarios_total"],
-        scenarios_correct=data["scenarios_correct"],
-        extended_total=data.get("extended_total", 0),
-        extended_correct=data.get("extended_correct", 0),
+        **counts,
         geomean=(data.get("geomean") or {}).get(baseline),
         min_ratio=(data.get("min_ratio") or {}).get(baseline),
         min_ratio_scenario=(data.get("min_ratio_scenario") or {}).get(baseline),
