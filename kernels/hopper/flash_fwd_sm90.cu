@@ -989,8 +989,9 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     // against, which has not moved since; a move puts the new largest S in that block)
     float w[2];
     if constexpr (TC_SUMS) {
-      w[0] = acc_o[C::DV_MMA / 2];
-      w[1] = acc_o[C::DV_MMA / 2 + 2];
+      const float* sums = &acc_o[C::DV_MMA / 2];  // row a's at sums[0] (and [1]), row b's at sums[2]
+      w[0] = sums[0];
+      w[1] = sums[2];
     } else {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
