@@ -2,10 +2,11 @@
 (trained on the labelled sets as they are now, reproduced bit for bit by scripts/train-claim-model.py) and
 the detector it completes (`decide_claim` without a classification call: the rules, then the model).
 
-Measured once, after the design was fixed by cross-validation over the training sets: on
-tests/fixtures/claimed_limit_blind2.yaml, never read and never trained on, the rules alone score recall
-0.850 and precision 0.971, the rules with the fallback recall 0.942 and precision 0.869. The test holds
-that level and does not print what it gets wrong, so that the set keeps measuring unseen wording."""
+tests/fixtures/claimed_limit_blind2.yaml measured unseen wording once (the rules alone recall 0.850 and
+precision 0.971, the rules with a fallback trained without it recall 0.942 and precision 0.869); it has
+been a training set since. How the detector does on wording it has not seen is the leave-one-set-out
+cross-validation's to say (scripts/train-claim-model.py --cv, docs/agents.md); the floors here are
+in-sample."""
 
 from __future__ import annotations
 
@@ -95,17 +96,19 @@ def test_the_weights_were_trained_on_the_labelled_sets_as_they_are():
     """A set changed, added or removed since the weights were trained fails here: run
     scripts/train-claim-model.py (and --cv) again."""
     expected = [
-        {"file": f"tests/fixtures/{p.name}", "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
-        for p in sorted(FIXTURES.glob("claimed_limit_*.yaml"))
-        if p.name != "claimed_limit_blind2.yaml"
+        {"file": f"tests/fixtures/{name}", "sha256": hashlib.sha256((FIXTURES / name).read_bytes()).hexdigest()}
+        for name in TRAINED_ON
     ]
-    assert COMMITTED["trained_on"] == expected and len(expected) == 6
+    assert COMMITTED["trained_on"] == expected and len(expected) == 7
 
 
-def test_the_set_that_measures_unseen_wording_is_never_trained_on():
+def test_the_training_sets_are_named_one_by_one_and_are_those_the_detector_is_held_to_here():
+    """The script reads the sets it names, never every file of a pattern: a set written for a later single
+    measurement stays unread, and a new training set is added here with its floors."""
     script = _train_script()
-    assert script.HELD_BACK == ("claimed_limit_blind2.yaml",)
-    assert "claimed_limit_blind2.yaml" not in {s.name for s in script.training_sets()}
+    assert script.TRAINING_FILES == tuple(TRAINED_ON)
+    assert [s.name for s in script.training_sets()] == list(TRAINED_ON)
+    assert "glob(" not in (ROOT / "scripts" / "train-claim-model.py").read_text()
 
 
 def test_the_training_script_reproduces_the_committed_weights_bit_for_bit(tmp_path):
@@ -140,16 +143,19 @@ def _scores(name: str) -> tuple[float, float]:
     return tp / len(claims), tp / (tp + fp)
 
 
-# what the rules with the fallback score on the sets the weights were trained on (measured; the rules
-# alone: every phrasing right on the first three, 0.941 / 0.990 on blind, 0.958 / 0.991 on blind_tuned,
-# 0.588 / 1.000 on indirect)
+# the sets the weights were trained on, in the script's order, and what the rules with the fallback score
+# on each (measured, in-sample: 903 / 903 claims and 35 false alarms of 921 on paraphrases, 99 / 102 and 1
+# of 105 on blind, 113 / 120 and 6 of 120 on blind2, 117 / 120 and 1 of 120 on blind_tuned, 121 / 160 and
+# 1 of 120 on indirect; the rules alone: every phrasing right on heldout, paraphrases and phrasings,
+# 0.941 / 0.990 on blind, 0.850 / 0.971 on blind2, 0.958 / 0.991 on blind_tuned, 0.588 / 1.000 on indirect)
 TRAINED_ON = {
-    "claimed_limit_phrasings.yaml": (1.0, 1.0),
+    "claimed_limit_blind.yaml": (0.970, 0.990),
+    "claimed_limit_blind2.yaml": (0.941, 0.949),
+    "claimed_limit_blind_tuned.yaml": (0.975, 0.991),
     "claimed_limit_heldout.yaml": (1.0, 1.0),
-    "claimed_limit_paraphrases.yaml": (1.0, 0.912),
-    "claimed_limit_blind.yaml": (0.980, 0.990),
-    "claimed_limit_blind_tuned.yaml": (0.983, 0.983),
-    "claimed_limit_indirect.yaml": (0.793, 0.984),
+    "claimed_limit_indirect.yaml": (0.756, 0.991),
+    "claimed_limit_paraphrases.yaml": (1.0, 0.962),
+    "claimed_limit_phrasings.yaml": (1.0, 1.0),
 }
 
 
@@ -158,9 +164,3 @@ def test_on_the_sets_it_was_trained_on_the_detector_keeps_its_measured_level(nam
     recall, precision = _scores(name)
     floor_recall, floor_precision = TRAINED_ON[name]
     assert recall >= floor_recall and precision >= floor_precision, (recall, precision)
-
-
-def test_on_the_set_never_read_the_detector_keeps_the_level_measured_once():
-    # measured once: recall 0.942 and precision 0.869 (the rules alone: 0.850 and 0.971)
-    recall, precision = _scores("claimed_limit_blind2.yaml")
-    assert recall >= 0.94 and precision >= 0.869, "the detector scores lower than measured on the unread set"

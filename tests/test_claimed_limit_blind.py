@@ -7,16 +7,17 @@ their labelled sets: how it does on wording it has not seen.
   the rules; held here to what they score on it since, so that the round is not lost.
 - tests/fixtures/claimed_limit_indirect.yaml: claims said indirectly; scored 0.431 / 0.885 as written,
   then read to generalize the rules; held to 0.588 / 1.000, what they score on it since.
-- tests/fixtures/claimed_limit_blind2.yaml: never read for tuning; the rules alone score recall 0.850 and
-  precision 0.971 there (0.850 / 0.944 before the two rounds above, 0.858 / 0.972 between them). The test
-  holds that level and does not print what it gets wrong, so that the set keeps measuring generalization."""
+- tests/fixtures/claimed_limit_blind2.yaml: never used to fit the rules; they score recall 0.850 and
+  precision 0.971 there (0.850 / 0.944 before the two rounds above, 0.858 / 0.972 between them). Measured
+  once unseen with the fallback model too (0.942 / 0.869), it has since been a training set of that model
+  (tests/test_claim_model.py): no longer unseen wording, held here at the levels measured in-sample."""
 
 from pathlib import Path
 
 import yaml
 
 from kernelseek_suite.agents.config import QuestionConfig
-from kernelseek_suite.agents.decisions import claimed_limit
+from kernelseek_suite.agents.decisions import claimed_limit, decide_claim
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 BLIND = yaml.safe_load((FIXTURES / "claimed_limit_blind.yaml").read_text())
@@ -64,7 +65,11 @@ def test_the_rounds_read_from_the_tuning_sets_hold():
     assert recall >= 0.58 and precision >= 0.99, (recall, precision)
 
 
-def test_on_a_set_never_read_for_tuning_the_rules_keep_their_measured_level():
-    # measured: recall 0.850, precision 0.971 (the target of 0.9 recall is the run's own model's to reach)
+def test_on_blind2_now_a_training_set_of_the_fallback_rules_and_fallback_keep_their_measured_level():
+    # measured: the rules alone recall 0.850 and precision 0.971; with the fallback, trained on this set
+    # since, 0.942 and 0.950 (113 of 120 claims, 6 false alarms)
     recall, precision = _scores(BLIND2)
-    assert recall >= 0.85 and precision >= 0.97, "the rules score lower than measured on the unread set"
+    assert recall >= 0.85 and precision >= 0.97, (recall, precision)
+    hit = {t: decide_claim(t, PATTERNS) is not None for t in BLIND2["positives"] + BLIND2["negatives"]}
+    tp, fp = sum(hit[t] for t in BLIND2["positives"]), sum(hit[t] for t in BLIND2["negatives"])
+    assert tp >= 113 and fp <= 6, (tp, fp)
