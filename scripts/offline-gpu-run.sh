@@ -18,9 +18,10 @@
 #                                             #        a time limit (GATE_ROWS; *_TIMEOUT)
 #   bash scripts/offline-gpu-run.sh ab        # (node) a timing beside FA3 and the variants that passed
 #                                             #        that check, every output checked (ROWS, AB_INPUTS)
-#   bash scripts/offline-gpu-run.sh sandbox   # (node) CUDA under the evaluator's sandbox (the probe), the
-#                                             #        profiler's check and the self-check under Landlock,
-#                                             #        both into results/<arch>/agents-selfcheck
+#   bash scripts/offline-gpu-run.sh sandbox   # (node) CUDA and FA3 under the evaluator's sandbox (the probe),
+#                                             #        the profiler's check and the self-check under Landlock,
+#                                             #        both into results/<arch>/agents-selfcheck (PROBE_ONLY=1:
+#                                             #        the probe alone)
 #   bash scripts/offline-gpu-run.sh profile   # (node) Nsight Compute on the Hopper kernel and FA3, side by
 #                                             #        side, on PROFILE_ROWS (scripts/profile-beside.py)
 #   bash scripts/offline-gpu-run.sh reproduce # (node) the whole reproduce; results/<arch> archived in $OUT
@@ -152,8 +153,9 @@ with P(8) as pool: list(pool.map(lambda f: build(pathlib.Path(f), '$ARCH'), sys.
     ;;
   sandbox)
     env_here
-    python3 scripts/sandbox-gpu-probe.py --quick --timeout 120 > "$OUT/probe.txt" 2>&1
+    python3 scripts/sandbox-gpu-probe.py --quick --timeout 120 --baseline fa3 > "$OUT/probe.txt" 2>&1
     echo "probe rc=$?"; grep -E "^\[|run as" "$OUT/probe.txt"
+    [ -n "${PROBE_ONLY:-}" ] && { grep -B2 -A30 "^\[baseline" "$OUT/probe.txt" | tail -60; exit 0; }
     mkdir -p "results/$ARCH/agents-selfcheck"
     # the profiler's check first (a minute), then the self-check (a whole evaluation) in the time left
     ks toolrich-check > "results/$ARCH/agents-selfcheck/toolrich-check.txt" 2>&1

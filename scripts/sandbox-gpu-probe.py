@@ -31,6 +31,25 @@ CUDA_SNIPPET = (
 )
 
 
+BASELINE_SNIPPET = """\
+import traceback
+from kernelseek_suite import baselines
+from kernelseek_suite.scenarios import by_id
+b = baselines.get({name!r})
+print("available:", b.available())
+try:
+    import torch
+    scn = by_id("sm90")[{scenario!r}]
+    fn = b.prepare(scn)
+    q, k, v = (torch.randn(1, 128, scn.heads_q if i == 0 else scn.heads_kv, scn.d_qk if i < 2 else scn.d_v,
+                           device="cuda", dtype=torch.bfloat16) for i in range(3))
+    print("called:", tuple(fn(q, k, v).shape))
+except Exception:
+    traceback.print_exc()
+    raise SystemExit(3)
+"""
+
+
 def tail(text: str, lines: int = 12) -> str:
     return "\n".join("    " + ln for ln in text.strip().splitlines()[-lines:])
 
@@ -79,6 +98,12 @@ def main() -> int:
     ap.add_argument("--scenario", default="d64-h32kv32-s512")
     ap.add_argument("--kernel", default="kernels/hopper/flash_fwd_sm90.cu")
     ap.add_argument("--timeout", type=float, default=240)
+    ap.add_argument(
+        "--baseline",
+        action="append",
+        default=[],
+        help="also import, call and time this baseline under the sandbox (repeatable)",
+    )
     ap.add_argument("--quick", action="store_true", help="only the sandbox as the suite applies it, and the check")
     args = ap.parse_args()
 
@@ -141,7 +166,25 @@ def main() -> int:
         ran = seal.run(seal.command("kernelseek_suite.cli", argv), scratch, args.timeout)
         print(f"\n[run-once {args.scenario} --check --inputs all, sealed, sandboxed] rc={ran.returncode}")
         print(f"  stdout:\n{tail(ran.stdout, 10)}\n  stderr:\n{tail(ran.stderr, 20)}")
-        return 0 if ran.returncode == 0 else 1
+        # each baseline the task measures against, imported and called through the sealed copy under the
+        # sandbox (what its evaluation does before the timed phase), with the whole traceback where it
+        # fails, and the same scenario timed beside it (run-once --time --baseline)
+        base_ok = True
+        for name in args.baseline:
+            code = BASELINE_SNIPPET.format(name=name, scenario=args.scenario)
+            s2 = seal.new_scratch()
+            got = seal.run([sys.executable, "-I", "-S", "-B", str(seal.path("run.py")), "-c", code], s2, args.timeout)
+            print(f"\n[baseline {name}: import and one call, sealed, sandboxed] rc={got.returncode}")
+            print(f"  stdout:\n{tail(got.stdout, 10)}\n  stderr:\n{tail(got.stderr, 40)}")
+            timed = seal.run(
+                seal.command("kernelseek_suite.cli", [*argv[:3], "--arch", "sm90", "--time", "--baseline", name]),
+                scratch,
+                args.timeout,
+            )
+            print(f"\n[run-once {args.scenario} --time --baseline {name}, sealed, sandboxed] rc={timed.returncode}")
+            print(f"  stdout:\n{tail(timed.stdout, 10)}\n  stderr:\n{tail(timed.stderr, 20)}")
+            base_ok = base_ok and got.returncode == 0 and timed.returncode == 0
+        return 0 if ran.returncode == 0 and base_ok else 1
     finally:
         seal.close()
 
