@@ -61,6 +61,13 @@ case "${1:-}" in
     mkdir -p .whl .carry/fa4 .carry/p1 .carry/p2
     "${dl[@]}" -d .whl fa3-fwd==0.0.3 pyelftools jsonschema attrs referencing rpds-py jsonschema-specifications \
       safetensors pytest pluggy iniconfig landlock==1.0.0.dev5 bm25s  # bm25s: the tool-rich arm's retrieval
+    # FA3's wheel (28 MB, deflate) as an xz archive of its files (9 MB): the wheels, FA4's second part and
+    # the working tree then fit one transfer, so one call does the whole setup
+    for w in .whl/fa3_fwd-*.whl; do
+      [ -f "$w" ] || continue
+      rm -rf .carry/x && python3 -m zipfile -e "$w" .carry/x && (cd .carry/x && tar cf - . | xz -9e -T0 > ../../.whl/fa3-fwd.tar.xz)
+      rm -rf .carry/x "$w"
+    done
     "${dl[@]}" -d .carry/fa4 flash-attn-4==4.0.0b36 nvidia-cutlass-dsl==4.8.1 nvidia-cutlass-dsl-libs-base==4.8.1 \
       nvidia-cutlass-dsl-libs-core==4.8.1 nvidia-cutlass-dsl-libs-cu13==4.8.1 quack-kernels==0.6.5 \
       apache-tvm-ffi==0.1.15.post2 torch-c-dlpack-ext==0.1.5
@@ -81,6 +88,7 @@ case "${1:-}" in
     for w in .carry/p2/*.whl; do python3 -m zipfile -e "$w" /tmp/site; done
     mkdir -p /tmp/site2
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site2 .whl/*.whl
+    if [ -f .whl/fa3-fwd.tar.xz ]; then tar xJf .whl/fa3-fwd.tar.xz -C /tmp/site2; fi  # FA3 (see fetch)
     ln -sfn "$PWD/suite" /tmp/site2/kernelseek_suite
     env_here
     python3 -c "from flash_attn.cute import flash_attn_func; import fa3_fwd_interface, elftools, jsonschema, bm25s; print('imports ok')"
