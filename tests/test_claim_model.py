@@ -99,7 +99,7 @@ def test_the_weights_were_trained_on_the_labelled_sets_as_they_are():
         {"file": f"tests/fixtures/{name}", "sha256": hashlib.sha256((FIXTURES / name).read_bytes()).hexdigest()}
         for name in TRAINED_ON
     ]
-    assert COMMITTED["trained_on"] == expected and len(expected) == 7
+    assert COMMITTED["trained_on"] == expected and len(expected) == 8
 
 
 def test_the_training_sets_are_named_one_by_one_and_are_those_the_detector_is_held_to_here():
@@ -123,9 +123,17 @@ def test_the_training_script_reproduces_the_committed_weights_bit_for_bit(tmp_pa
     assert out.read_bytes() == claim_model.WEIGHTS.read_bytes()
 
 
-def test_the_weights_file_is_small_and_its_threshold_the_one_cross_validation_chose():
+def test_the_weights_file_is_small_and_its_threshold_and_veto_the_ones_cross_validation_chose():
     assert claim_model.WEIGHTS.stat().st_size < 512 * 1024
-    assert COMMITTED["threshold"] == _train_script().THRESHOLD == claim_model.load().threshold
+    script = _train_script()
+    assert COMMITTED["threshold"] == script.THRESHOLD == claim_model.load().threshold
+    assert COMMITTED["veto"] == script.VETO == claim_model.load().veto
+    assert script.VETO in script.VETOES and script.THRESHOLD in script.THRESHOLDS
+
+
+def test_a_file_without_a_veto_never_overrules_the_rules():
+    model = ClaimModel.from_dict({k: v for k, v in COMMITTED.items() if k != "veto"})
+    assert model.veto == 0.0
 
 
 # ---- the detector without a classification call: the rules, then the fallback --------------------------
@@ -143,18 +151,21 @@ def _scores(name: str) -> tuple[float, float]:
     return tp / len(claims), tp / (tp + fp)
 
 
-# the sets the weights were trained on, in the script's order, and what the rules with the fallback score
-# on each (measured, in-sample: 903 / 903 claims and 35 false alarms of 921 on paraphrases, 99 / 102 and 1
-# of 105 on blind, 113 / 120 and 6 of 120 on blind2, 117 / 120 and 1 of 120 on blind_tuned, 121 / 160 and
-# 1 of 120 on indirect; the rules alone: every phrasing right on heldout, paraphrases and phrasings,
-# 0.941 / 0.990 on blind, 0.850 / 0.971 on blind2, 0.958 / 0.991 on blind_tuned, 0.588 / 1.000 on indirect)
+# the sets the weights were trained on, in the script's order, and what the rules with the fallback (its
+# veto on the rules' claims included) score on each (measured, in-sample: 890 / 903 claims and 32 false
+# alarms of 921 on paraphrases, 99 / 102 and none of 105 on blind, 113 / 120 and 4 of 120 on blind2,
+# 109 / 120 and 11 of 120 on blind3, 117 / 120 and none of 120 on blind_tuned, 121 / 160 and 1 of 120 on
+# indirect; the rules alone: every phrasing right on heldout, paraphrases and phrasings, 0.941 / 0.990 on
+# blind, 0.850 / 0.971 on blind2, 0.792 / 0.880 on blind3, 0.958 / 0.991 on blind_tuned, 0.588 / 1.000
+# on indirect)
 TRAINED_ON = {
-    "claimed_limit_blind.yaml": (0.970, 0.990),
-    "claimed_limit_blind2.yaml": (0.941, 0.949),
-    "claimed_limit_blind_tuned.yaml": (0.975, 0.991),
+    "claimed_limit_blind.yaml": (0.970, 1.0),
+    "claimed_limit_blind2.yaml": (0.941, 0.965),
+    "claimed_limit_blind3.yaml": (0.908, 0.908),
+    "claimed_limit_blind_tuned.yaml": (0.975, 1.0),
     "claimed_limit_heldout.yaml": (1.0, 1.0),
     "claimed_limit_indirect.yaml": (0.756, 0.991),
-    "claimed_limit_paraphrases.yaml": (1.0, 0.962),
+    "claimed_limit_paraphrases.yaml": (0.985, 0.965),
     "claimed_limit_phrasings.yaml": (1.0, 1.0),
 }
 

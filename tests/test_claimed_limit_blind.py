@@ -11,8 +11,13 @@ their labelled sets: how it does on wording it has not seen.
   precision 0.971 there (0.850 / 0.944 before the two rounds above, 0.858 / 0.972 between them). Measured
   once unseen with the fallback model too (0.942 / 0.869), it has since been a training set of that model
   (tests/test_claim_model.py): no longer unseen wording, held here at the levels measured in-sample.
-- tests/fixtures/claimed_limit_blind3.yaml: never read for tuning, by the rules or the model; measured
-  once: the rules alone 0.792 / 0.880, with the fallback 0.875 / 0.820."""
+- tests/fixtures/claimed_limit_blind3.yaml: never used to fit the rules; measured once unseen: the rules
+  alone 0.792 / 0.880, with the fallback 0.875 / 0.820; a training set of the fallback since, held here
+  at the levels measured in-sample.
+- tests/fixtures/claimed_limit_blind4.yaml: never read for tuning, by the rules or the model; measured
+  once with the design of the model trained on the eight sets (its veto of 0.2 included): the rules alone
+  0.775 / 0.823, with the fallback 0.900 / 0.871 (the design before, without the veto and blind3: 0.908 /
+  0.838)."""
 
 from pathlib import Path
 
@@ -26,8 +31,9 @@ BLIND = yaml.safe_load((FIXTURES / "claimed_limit_blind.yaml").read_text())
 TUNED = yaml.safe_load((FIXTURES / "claimed_limit_blind_tuned.yaml").read_text())
 BLIND2 = yaml.safe_load((FIXTURES / "claimed_limit_blind2.yaml").read_text())
 INDIRECT = yaml.safe_load((FIXTURES / "claimed_limit_indirect.yaml").read_text())
-# measured once (2026-12-05), never read for tuning: what it gets wrong is not printed
 BLIND3 = yaml.safe_load((FIXTURES / "claimed_limit_blind3.yaml").read_text())
+# measured once (2026-12-05), never read for tuning: what it gets wrong is not printed
+BLIND4 = yaml.safe_load((FIXTURES / "claimed_limit_blind4.yaml").read_text())
 PATTERNS = QuestionConfig().claimed_limit_patterns
 
 
@@ -55,7 +61,7 @@ def _scores(labelled: dict) -> tuple[float, float]:
 
 def test_the_later_blind_sets_are_balanced_distinct_and_new():
     seen = set(BLIND["positives"]) | set(BLIND["negatives"])
-    for labelled in (TUNED, BLIND2, INDIRECT, BLIND3):
+    for labelled in (TUNED, BLIND2, INDIRECT, BLIND3, BLIND4):
         pos, neg = labelled["positives"], labelled["negatives"]
         assert min(len(pos), len(neg)) >= 120 and len(set(pos) | set(neg)) == len(pos) + len(neg)
         assert not (set(pos) | set(neg)) & seen
@@ -79,13 +85,26 @@ def test_on_blind2_now_a_training_set_of_the_fallback_rules_and_fallback_keep_th
     assert tp >= 113 and fp <= 6, (tp, fp)
 
 
-def test_on_blind3_never_read_the_rules_and_the_fallback_keep_the_level_measured_once():
-    # measured once with the design of a90e72e: the rules alone 95 of 120 claims found with 13 false
-    # alarms (recall 0.792, precision 0.880); with the fallback 105 with 23 (0.875, 0.820). Counts only:
-    # the texts are not printed, so that the set keeps measuring wording the detector has not seen
+def test_on_blind3_now_a_training_set_of_the_fallback_rules_and_fallback_keep_their_measured_level():
+    # measured once unseen with the design of a90e72e: the rules alone 95 of 120 claims found with 13 false
+    # alarms (recall 0.792, precision 0.880); with the fallback 105 with 23 (0.875, 0.820). Trained on since:
+    # with the fallback 109 with 11 (0.908, 0.908), in-sample
     texts = BLIND3["positives"] + BLIND3["negatives"]
     rules = {t: claimed_limit(t, PATTERNS) is not None for t in texts}
     both = {t: decide_claim(t, PATTERNS) is not None for t in texts}
-    for hit, (floor, ceiling) in ((rules, (95, 13)), (both, (105, 23))):
+    for hit, (floor, ceiling) in ((rules, (95, 13)), (both, (109, 11))):
         tp, fp = sum(hit[t] for t in BLIND3["positives"]), sum(hit[t] for t in BLIND3["negatives"])
+        assert tp >= floor and fp <= ceiling, (tp, fp)
+
+
+def test_on_blind4_never_read_the_rules_and_the_fallback_keep_the_level_measured_once():
+    # measured once with the model trained on eight sets, its veto included: the rules alone 93 of 120
+    # claims found with 20 false alarms (recall 0.775, precision 0.823); with the fallback 108 with 16
+    # (0.900, 0.871). Counts only: the texts are not printed, so that the set keeps measuring wording the
+    # detector has not seen
+    texts = BLIND4["positives"] + BLIND4["negatives"]
+    rules = {t: claimed_limit(t, PATTERNS) is not None for t in texts}
+    both = {t: decide_claim(t, PATTERNS) is not None for t in texts}
+    for hit, (floor, ceiling) in ((rules, (93, 20)), (both, (108, 16))):
+        tp, fp = sum(hit[t] for t in BLIND4["positives"]), sum(hit[t] for t in BLIND4["negatives"])
         assert tp >= floor and fp <= ceiling, (tp, fp)

@@ -6,6 +6,7 @@ of an edit from the lines it changed, and the detector's counters."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -467,10 +468,12 @@ def test_the_quoted_sentence_may_hold_the_candidate():
 
 
 def test_the_rules_decide_without_a_model_or_a_verdict():
-    text = "We hit the roofline."
+    # (the committed fallback may overrule them where it all but rules a claim out: its veto, tested below)
+    text = "We hit the roofline and are done."
     for judge in (None, _Recorder(None)):
         found = decide_claim(text, PATTERNS, judge)
         assert found == {**claimed_limit(text, PATTERNS), "decided_by": "rules"}
+        assert decide_claim("We hit the roofline.", PATTERNS, judge, _fallback(bias=-100.0))["decided_by"] == "rules"
     assert decide_claim("This feels final to me; the part is spent.", PATTERNS, _Recorder(None)) is None
 
 
@@ -526,6 +529,31 @@ def test_the_rules_and_a_verdict_go_before_the_fallback():
     assert decide_claim("This feels final.", PATTERNS, _Recorder((False, None)), eager) is None
     assert decide_claim("This feels final.", PATTERNS, _Recorder((True, None)), eager)["decided_by"] == "model"
     assert decide_claim("Let me try a larger tile.", PATTERNS, None, eager) is None  # no candidate
+
+
+def test_the_fallback_overrules_the_rules_only_where_every_candidate_is_below_its_veto():
+    text = "We hit the roofline."
+    assert claimed_limit(text, PATTERNS) is not None
+    doubtful = dataclasses.replace(_fallback(bias=-100.0), veto=0.2)  # about 0 on every sentence
+    assert decide_claim(text, PATTERNS, None, doubtful) is None
+    assert decide_claim(text, PATTERNS, None, dataclasses.replace(doubtful, veto=0.0))["decided_by"] == "rules"
+    even = dataclasses.replace(_fallback(), veto=0.5)  # no weights: 0.5 on every sentence
+    assert decide_claim(text, PATTERNS, None, even)["decided_by"] == "rules"  # at the veto the claim stands
+    assert decide_claim(text, PATTERNS, None, dataclasses.replace(even, veto=0.5000001)) is None
+    # one candidate the model believes keeps the rules' claim, whichever sentence they matched
+    both = "We hit the roofline. This feels final."
+    believes = dataclasses.replace(_fallback("This feels final.", bias=-3.0), veto=0.2)
+    assert believes.probability("We hit the roofline.") < 0.2 < believes.probability("This feels final.")
+    found = decide_claim(both, PATTERNS, None, believes)
+    assert found["decided_by"] == "rules" and "roofline" in found["sentence"]
+    # only the candidate sentences count, not the rest of the text
+    aside = dataclasses.replace(_fallback("Lorem ipsum dolor.", bias=-3.0), veto=0.2)
+    beside = "We hit the roofline. Lorem ipsum dolor."
+    assert claim_candidates(beside, PATTERNS) == ["We hit the roofline."]
+    assert aside.probability(beside) >= 0.2 > aside.probability("We hit the roofline.")
+    assert decide_claim(beside, PATTERNS, None, aside) is None
+    # a verdict of the run's model goes first
+    assert decide_claim(text, PATTERNS, _Recorder((True, None)), doubtful)["decided_by"] == "model"
 
 
 def test_the_fallback_is_asked_only_about_candidates_that_neither_go_on_nor_are_taken_back():

@@ -1,6 +1,8 @@
 """A small learned stand-in for the run's model on the claimed-limit question: logistic regression over
 hashed features of the text, read from claim_model.json. decisions.py asks it only where there is no
-classification verdict and the rules found no claim (`decide_claim`).
+classification verdict (`decide_claim`): where the rules found no claim, whether a candidate sentence
+claims one (its probability at least `threshold`); where they found one, whether to overrule them (every
+candidate's probability below `veto`: the words matched, the sense is not a claim).
 
 The features of a text, lower-cased, its numbers made tokens (a percentage of at least 85 one token,
 a lower one another, any other number a third): its words, its pairs of adjacent words and the
@@ -73,6 +75,7 @@ class ClaimModel:
     bias: float
     weights: list[float]  # one per bucket
     threshold: float  # a probability at least this high claims a limit
+    veto: float = 0.0  # where the rules found a claim, a probability below this on every candidate overrules them
 
     @classmethod
     def from_dict(cls, d: dict) -> ClaimModel:
@@ -84,6 +87,7 @@ class ClaimModel:
             bias=float(d["bias"]),
             weights=dense(d["weights"], int(d["buckets"])),
             threshold=float(d["threshold"]),
+            veto=float(d.get("veto", 0.0)),
         )
 
     def probability(self, text: str) -> float:

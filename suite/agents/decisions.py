@@ -10,7 +10,8 @@ not worth it, within the noise, a recommendation to stop, ...), each match check
 around it: a denial, a question, a condition, a goal, another kernel or an earlier version, a limit
 named as a value, a low share of the limit, a plan to go on, a retraction in the next sentence. Where
 the rules find nothing, a small learned model (claim_model.py) is asked about the candidate sentences
-that neither go on nor are taken back (`fallback_candidates`)."""
+that neither go on nor are taken back (`fallback_candidates`); where they find a claim that model can
+overrule them, when it all but rules one out in every candidate sentence (its `veto`)."""
 
 from __future__ import annotations
 
@@ -496,7 +497,8 @@ def decide_claim(
 ) -> dict | None:
     """A claimed limit in `text`, with its evidence and who decided (`decided_by`): the model through
     `classify` where given and it gives a verdict, else the rules, and where they find none the fallback
-    model (`fallback`, the committed one by default)."""
+    model (`fallback`, the committed one by default); that model also overrules a claim of the rules
+    that it all but rules out (`_vetoed`)."""
     candidates = claim_candidates(text, patterns)
     rules = claimed_limit(text, patterns)
     if not text or (not candidates and rules is None):
@@ -515,9 +517,16 @@ def decide_claim(
                 "decided_by": "model",
                 "rules_agree": rules is not None,
             }
+    model = fallback or claim_model.load()
     if rules:
-        return {**rules, "decided_by": "rules"}
-    return _fallback_claim(text, patterns, fallback or claim_model.load())
+        return None if _vetoed(candidates or [text], model) else {**rules, "decided_by": "rules"}
+    return _fallback_claim(text, patterns, model)
+
+
+def _vetoed(sentences: list[str], model: ClaimModel) -> bool:
+    """Whether the fallback model overrules the rules' claim: its probability on every candidate sentence
+    is below its veto (the words the rules know, used in another sense)."""
+    return max(map(model.probability, sentences)) < model.veto
 
 
 def _fallback_claim(text: str, patterns: tuple[str, ...], model: ClaimModel) -> dict | None:
