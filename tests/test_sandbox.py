@@ -13,9 +13,10 @@ import pytest
 
 from kernelseek_suite import config as suite_config
 from kernelseek_suite.agents import childenv, policy
+from kernelseek_suite.agents import seal as seal_mod
 from kernelseek_suite.agents.exceptions import HarnessTampered
 from kernelseek_suite.agents.sandbox import Policy, landlock_status, wrap
-from kernelseek_suite.agents.seal import OWNER_UID, SealedEvaluator, digest
+from kernelseek_suite.agents.seal import OWNER_UID, SealedEvaluator, digest, user_env
 
 LANDLOCK, LANDLOCK_DETAIL = landlock_status()
 needs_landlock = pytest.mark.skipif(not LANDLOCK, reason=f"needs Landlock, not available here: {LANDLOCK_DETAIL}")
@@ -372,6 +373,49 @@ def test_the_evaluator_gets_the_gpu_rules_environment_and_says_they_are_unverifi
     ran = seal.run(["sh", "-c", "echo $CUDA_CACHE_PATH"], seal.new_scratch(), 30)
     assert ran.stdout.strip().endswith("/cache/nv") and "/scratch/" in ran.stdout
     assert seal.describe()["gpu_rules"]["verified_on_gpu"] is False
+
+
+def test_a_user_the_user_database_does_not_know_gets_a_name_of_its_own():
+    assert user_env(None) == {}  # the evaluation runs as this process: its own USER and LOGNAME are inherited
+    assert user_env(0) == {"USER": "root", "LOGNAME": "root"}
+    unknown = next(u for u in range(64000, 65534) if u not in {e.pw_uid for e in __import__("pwd").getpwall()})
+    assert user_env(unknown) == {"USER": f"kernelseek-{unknown}", "LOGNAME": f"kernelseek-{unknown}"}
+
+
+def test_an_evaluation_run_as_another_user_is_told_its_name_and_caches_in_its_scratch(seal, monkeypatch):
+    # FA3's custom op imports torch._dynamo, which names torch's caches with getpass.getuser(): for a user
+    # without a passwd entry, and no USER or LOGNAME, that raised KeyError in every sandboxed evaluation on
+    # a GPU node (2026-12-05), and FA3 was reported as not measured
+    seen = {}
+
+    def run_in_group(argv, cwd, env, out, err, timeout_s):
+        seen.update(env)
+        return 0
+
+    monkeypatch.setattr(seal_mod, "run_in_group", run_in_group)
+    monkeypatch.setattr(seal, "sandboxed", True)
+    monkeypatch.setattr(seal, "run_as", policy.SANDBOX_UID)
+    monkeypatch.setattr(seal, "_hand_over", lambda scratch, uid: None)
+    scratch = seal.new_scratch()
+    seal.run(["true"], scratch, 10)
+    assert seen["USER"] == seen["LOGNAME"] == user_env(policy.SANDBOX_UID)["USER"]
+    assert seen["TORCHINDUCTOR_CACHE_DIR"] == str(scratch / "cache" / "torchinductor")
+    monkeypatch.setattr(seal, "run_as", None)
+    monkeypatch.setenv("USER", "someone")
+    seal.run(["true"], seal.new_scratch(), 10)
+    assert seen["USER"] == "someone"  # run as this user: its own name
+
+
+@needs_landlock
+@pytest.mark.skipif(not ROOT_AND_SHARED_PYTHON, reason="needs root and a Python every user can run")
+def test_getuser_works_in_an_evaluation_run_as_the_sandboxs_user(seal, monkeypatch):
+    monkeypatch.setattr(seal, "run_as", policy.SANDBOX_UID)
+    code = "import getpass, os; print(getpass.getuser(), os.getuid(), os.environ['TORCHINDUCTOR_CACHE_DIR'])"
+    ran = seal.run([str(SHARED_PYTHON), "-I", "-S", "-c", code], seal.new_scratch(), 60)
+    assert ran.returncode == 0, ran.stderr
+    name, uid, cache = ran.stdout.split()
+    assert uid == str(policy.SANDBOX_UID) and name == user_env(policy.SANDBOX_UID)["USER"]
+    assert "/scratch/" in cache
 
 
 # ---------------------------------------------------------------- the key

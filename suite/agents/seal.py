@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pwd
 import shlex
 import shutil
 import site
@@ -102,6 +103,21 @@ exec {python} -I -S -B $opts {run} "$@"
 # the owner of the copy where the agent's process is root: no sandboxed process can change its modes
 OWNER_UID = 65534  # nobody
 STARTUP_FILES = ("sitecustomize", "usercustomize")
+
+
+def user_env(uid: int | None) -> dict[str, str]:
+    """USER and LOGNAME for a process run as `uid` (None: as this one, whose own are inherited): its name
+    in the user database, or `kernelseek-<uid>` where it has none, as the sandbox's user usually has not.
+    Without them getpass.getuser() fails for such a user, and torch calls it to name its caches: FA3's
+    custom op then raised KeyError in every sandboxed evaluation on a GPU node, and FA3 was reported
+    as not measured (2026-12-05, an H100)."""
+    if uid is None:
+        return {}
+    try:
+        name = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        name = f"kernelseek-{uid}"
+    return {"USER": name, "LOGNAME": name}
 
 
 @dataclass
@@ -324,20 +340,23 @@ class SealedEvaluator:
         """Runs `argv` from `scratch`, in the sandbox where there is one, with an allow-listed
         environment; the whole process group is killed at the timeout and when it ends. `read`: more
         paths it may read (a tool's own folder), `keep_caps`: capabilities it keeps."""
+        policy = self.policy(scratch, keep_caps, read) if self.sandboxed else None
         full_env = child_env(
             {
                 "HOME": str(scratch / "home"),
                 "TMPDIR": str(scratch / "tmp"),
                 "XDG_CACHE_HOME": str(scratch / "cache"),
                 "KERNELSEEK_CACHE": str(scratch / "cache"),
+                # torch's compile caches (a baseline's custom op imports torch._dynamo, which names them)
+                "TORCHINDUCTOR_CACHE_DIR": str(scratch / "cache" / "torchinductor"),
+                **user_env(policy.uid if policy else None),
                 **gpu_rules.env_for(scratch, self.gpu_rules),
                 **({"KERNELSEEK_GIT_SHA": self.git_sha} if self.git_sha else {}),
                 **(env or {}),
             }
         )
-        if self.sandboxed:
+        if policy is not None:
             launcher = str(self.path("lib/kernelseek_suite/agents/sandbox.py"))
-            policy = self.policy(scratch, keep_caps, read)
             if policy.uid is not None:
                 self._hand_over(scratch, policy.uid)
             argv = sandbox_mod.wrap(argv, policy, launcher=launcher)
