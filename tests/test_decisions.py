@@ -171,6 +171,14 @@ AT = (r"\bat the (?:limit|roofline)\b",)  # one plain pattern: what is tested is
         "We are at the limit, but the profiler shows idle cycles.",
         "We are at the limit. Actually no, that counter was wrong.",  # taken back by the next sentence
         "We were at the limit; scratch that, the timer was off.",
+        "Saying 'we're at the limit' needs a baseline.",  # quoted, an apostrophe within the quote's words
+        "Saying \u2018we\u2019re at the limit\u2019 needs a baseline.",
+        "> we are at the limit",  # a line quoted from elsewhere
+        "  > we are at the limit\nI disagree: the tiles are not swizzled.",
+        "They say we are at the limit. I disagree.",  # disputed by the next sentence
+        "They say we are at the limit. I don't buy it.",
+        "They say we are at the limit. I don't agree.",
+        "They say we are at the limit. I don't think so.",
     ],
 )
 def test_words_around_a_claim_take_it_away(text):
@@ -188,6 +196,10 @@ def test_words_around_a_claim_take_it_away(text):
         "If anything fails, fine; we are at the limit.",  # the condition ends at the semicolon
         "We are at the limit. That is final.",  # the next sentence takes nothing back
         "We are at the limit, and trying more tiles won't help.",  # the gerund's clause denies
+        "We are at the limit > 40%.",  # a mark within the line quotes nothing
+        "We are at the limit. I don't think more tiles help.",
+        "I disagree with the plan. We are at the limit.",  # a dispute takes back only the sentence before
+        "Saying it's done: we are at the limit.",  # an apostrophe alone opens no quote
     ],
 )
 def test_a_claim_stays_a_claim(text):
@@ -570,6 +582,9 @@ def test_the_fallback_is_asked_only_about_candidates_that_neither_go_on_nor_are_
         "This feels final: next I'll try nothing more."
     ]
     assert fallback_candidates("Actually   this feels final.", PATTERNS) == ["Actually this feels final."]
+    # a line quoted from elsewhere is not the writer's
+    assert fallback_candidates("> This feels final.\nThe tiles are done.", PATTERNS) == ["The tiles are done."]
+    assert fallback_candidates("This feels final > before.", PATTERNS) == ["This feels final > before."]
     assert fallback_candidates("This feels final. Fine. Actually no.", PATTERNS) == ["This feels final."]
     assert fallback_candidates("The tiles are done. This feels final.", PATTERNS) == [
         "The tiles are done.",

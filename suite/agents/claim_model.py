@@ -6,7 +6,11 @@ candidate's probability below `veto`: the words matched, the sense is not a clai
 
 The features of a text, lower-cased, its numbers made tokens (a percentage of at least 85 one token,
 a lower one another, any other number a third): its words, its pairs of adjacent words and the
-character n-grams of each word with its spaces, each hashed into one of `buckets` weights (crc32, so
+character n-grams of each word with its spaces; the words after a denial in its clause, marked as such,
+with their pairs (a negation's scope: "not at the roofline"); and cues of the structure, each as many
+features as CUE_COPIES (so that one cue weighs as much as several words): a denial, a condition or goal,
+a third party or another kernel, a quotation, and whether two of its numbers are within 15% of each
+other (a rate against its limit) or not. Each is hashed into one of `buckets` weights (crc32, so
 that the same text gives the same features everywhere). The weights are trained by
 scripts/train-claim-model.py on the labelled sets named in the file, with their sha256, so that a
 test sees when a set has changed since."""
@@ -22,7 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 
 WEIGHTS = Path(__file__).with_name("claim_model.json")
-VERSION = 1
+VERSION = 2
 
 _PERCENT = re.compile(r"(\d+(?:\.\d+)?)\s*%")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
@@ -41,13 +45,65 @@ def words(text: str) -> list[str]:
     return _WORD.findall(normalize(text))
 
 
+# a word that denies what follows it in its clause, and a word or mark that ends the clause
+_NEGATOR = re.compile(r"^(?:not|no|never|nowhere|none|nothing|neither|nor|without|hardly|cannot|doubt)$|n't$")
+_CLAUSE_END = re.compile(r"^(?:but|so|because|since|although|though|while|whereas|and|then|[?!])$")
+# the cues of the structure, read on the normalized text (the quotation on the text as written)
+_CUES = {
+    "denial": re.compile(
+        r"\b(?:not|never|no|nowhere|none|nothing|neither|nor|without|hardly|far from|cannot|doubt)\b|n't\b"
+    ),
+    "condition": re.compile(
+        r"\b(?:if|whether|would|could|should|goal|want|aim|target|hope|wonder\w*|assum\w*|to (?:get|reach|hit))\b"
+    ),
+    "other": re.compile(
+        r"\b(?:reviewer|someone|they|their|vendor|library|docs|blog|said|says|claims?|insist\w*|reports?|according|"
+        r"reference|baseline)\b"
+    ),
+}
+_QUOTATION = re.compile(r"^\s*>|['\"\u2018\u201c]\w[^'\"]*\w['\"\u2019\u201d]")
+_PLAIN_NUMBER = re.compile(r"(\d+(?:\.\d+)?)\s*(%?)")
+CUE_COPIES = 4  # the buckets of each cue: one cue weighs as much as this many words
+CLOSE_NUMBERS = 0.85  # two numbers this close (the smaller over the larger) are a rate near its limit
+
+
+def negation_scope(ws: list[str]) -> list[str]:
+    """The words, each after a denial in its clause marked `_neg` ("not at the roofline": "at_neg",
+    "the_neg", "roofline_neg")."""
+    out, denied = [], False
+    for w in ws:
+        if _CLAUSE_END.match(w):
+            denied = False
+        out.append(f"{w}_neg" if denied and not _NEGATOR.search(w) else w)
+        denied = denied or bool(_NEGATOR.search(w))
+    return out
+
+
+def cues(text: str) -> list[str]:
+    """The cues of the structure that the text holds (see the module's docstring)."""
+    norm = normalize(text)
+    found = [name for name, pattern in _CUES.items() if pattern.search(norm)]
+    if _QUOTATION.search(text):
+        found.append("quotation")
+    numbers = [float(n) for n, pct in _PLAIN_NUMBER.findall(text) if not pct and float(n) > 0]
+    if len(numbers) >= 2:
+        closest = max(min(a, b) / max(a, b) for i, a in enumerate(numbers) for b in numbers[i + 1 :])
+        found.append("numbers close" if closest >= CLOSE_NUMBERS else "numbers apart")
+    return found
+
+
 def features(text: str, buckets: int, char_sizes: tuple[int, ...] = (3, 4, 5)) -> list[int]:
-    """The distinct buckets that the text's words, word pairs and character n-grams hash to, sorted."""
+    """The distinct buckets that the text's words, word pairs, character n-grams, denied words and pairs,
+    and cues hash to, sorted."""
     ws = words(text)
     grams = [f"w {w}" for w in ws] + [f"b {a} {b}" for a, b in zip(["^", *ws], [*ws, "$"])]
     for w in ws:
         padded = f" {w} "
         grams += [f"c {padded[i : i + n]}" for n in char_sizes for i in range(len(padded) - n + 1)]
+    scoped = negation_scope(ws)
+    grams += [f"w {w}" for w in scoped if w.endswith("_neg")]
+    grams += [f"b {a} {b}" for a, b in zip(["^", *scoped], [*scoped, "$"]) if a.endswith("_neg") or b.endswith("_neg")]
+    grams += [f"k {cue} {i}" for cue in cues(text) for i in range(CUE_COPIES)]
     return sorted({zlib.crc32(g.encode()) % buckets for g in grams})
 
 

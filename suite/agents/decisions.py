@@ -251,10 +251,11 @@ _GOES_ON = re.compile(
 )
 # ... unless its own clause says the work is futile: "adding instructions only slows it down"
 _FUTILE = re.compile(r"\bslow\w* (?:it |things |us )?down\b|\bhurts?\b|\bslower\b|\bworse\b", re.IGNORECASE)
-# a sentence that takes back the one before: "Actually no, ncu shows 60%."
+# a sentence that takes back the one before, or disputes it: "Actually no, ncu shows 60%.", "I don't buy it:
+# we still read the input twice."
 _TAKES_BACK = re.compile(
     r"^\W*(?:actually|wait|hmm+|correction|scratch that|strike that|on second thought|no\b|not quite|never ?mind|"
-    r"i was wrong|that's wrong|that was wrong|hold on|oops)\b",
+    r"i was wrong|that's wrong|that was wrong|hold on|oops|i (?:disagree|don't (?:agree|buy|think so)))\b",
     re.IGNORECASE,
 )
 HIGH_SHARE = 0.85  # a measured share of a limit at least this high claims the limit
@@ -337,18 +338,22 @@ def _qualified(lead: str, inner: str, trail: str, rest: str) -> bool:
 
 
 # words in quotes are cited, not asserted: "scratch my 'nothing left to do' comment", "the reviewer pushed
-# back on 'at peak'"
+# back on 'at peak'", "saying 'we're at peak' needs a baseline" (an apostrophe within a word stays inside)
 _QUOTED = re.compile(
-    r"(?:(?<=[\s(])|^)(?:'(?P<single>[^'\n]{2,80})'|\u2018(?P<curly>[^\u2019'\n]{2,80})['\u2019]|"
+    r"(?:(?<=[\s(])|^)(?:'(?P<single>(?:[^'\n]|(?<=\w)'(?=\w)){2,80})'|"
+    r"\u2018(?P<curly>(?:[^\u2019'\n]|(?<=\w)'(?=\w)){2,80})['\u2019]|"
     r"\"(?P<double>[^\"\n]{2,120})\"|\u201c(?P<curly2>[^\u201d\n]{2,120})\u201d)(?=[\s.,;:!?)]|$)"
 )
+
+# a line quoted from elsewhere, markdown style: "> this kernel is optimal" (then "I disagree: ...")
+_CITED_LINE = re.compile(r"^\s*>")
 
 
 def _asserted(sentence: str, m: re.Match) -> bool:
     """Whether the match is asserted: not in a question or in quotes; not taken away by the words around it
     (see _qualified); not under a condition that opens the sentence, nor its topic; its numbers, where it
     names some, close to the limit; and the rest of the sentence not going on with the work."""
-    if sentence.rstrip().endswith("?"):
+    if sentence.rstrip().endswith("?") or _CITED_LINE.match(sentence):
         return False
     # (each quote's words are its one named group that matched)
     quotes = [q.span(str(q.lastgroup)) for q in _QUOTED.finditer(sentence)]
@@ -456,8 +461,13 @@ def claim_candidates(text: str | None, patterns: tuple[str, ...] = ()) -> list[s
 
 def fallback_candidates(text: str, patterns: tuple[str, ...]) -> list[str]:
     """The candidate sentences that the fallback model (claim_model.py) is asked about: those that say
-    nothing of the work going on (see _plans) and that the next sentence does not take back."""
-    return [_shown(s) for s, after in _candidates(text, patterns) if not (_plans(s) or _TAKES_BACK.search(after))]
+    nothing of the work going on (see _plans), that the next sentence does not take back and that are not
+    a line quoted from elsewhere."""
+    return [
+        _shown(s)
+        for s, after in _candidates(text, patterns)
+        if not (_plans(s) or _TAKES_BACK.search(after) or _CITED_LINE.match(s))
+    ]
 
 
 def classification_messages(text: str) -> list[dict]:
