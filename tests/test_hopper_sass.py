@@ -57,10 +57,17 @@ MIN_EX2_ABOVE_WAIT = 0.5
 
 
 def _key_id(k) -> str:
-    return f"d{k[0]}-v{k[1]}-bn{k[2]}-fast{k[3]}-{'causal' if k[4] else 'nc'}"
+    return f"d{k[0]}-v{k[1]}-bn{k[2]}-fast{k[3]}-{'causal' if k[4] else 'nc'}" + ("-wide" if k[5:] else "")
 
 
-_CONFIG = re.compile(r"Config<(\d+), (\d+), (\d+), \d+, \d+, \d+, (\d+)(?:, \d+)?>, (true|false)")
+# (d_qk, d_v, BN, fast-softmax mode, causal), and "wide" last where the Config's WIDE_128_ flag is set
+# (the PV GEMM on N = d_v + 8 at d_v 128: a second configuration of the same tile)
+_CONFIG = re.compile(r"Config<(\d+), (\d+), (\d+), \d+, \d+, \d+, (\d+)(?:, (true|false))?>, (true|false)")
+
+
+def _key(m: re.Match) -> tuple:
+    key: tuple = (int(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4)), m.group(6) == "true")
+    return key + ("wide",) if m.group(5) == "true" else key
 
 
 def _steady_loops(instrs: list[sass.Instruction]) -> list[list[sass.Instruction]]:
@@ -98,8 +105,7 @@ def kernels(tmp_path_factory):
     for mangled, instrs in funcs.items():
         m = _CONFIG.search(names[mangled])
         if m and "flash_fwd_sm90_kernel" in names[mangled]:
-            key = (int(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4)), m.group(5) == "true")
-            out[key] = instrs
+            out[_key(m)] = instrs
     if not out:
         if shutil.which("c++filt"):  # the names are readable, so the pattern no longer matches them
             pytest.fail(f"no configuration matched {_CONFIG.pattern}: {sorted(set(names.values()))[:3]}")
@@ -171,8 +177,8 @@ def test_a_steady_loop_issues_one_s_gemm_and_one_pv_gemm_per_block(kernels, key)
     the row sum by its largest term, which the fast softmax keeps as it goes (one FMNMX per S). (The
     masked loop takes the exact step, which never redoes; with half blocks it holds an N = 64 and a
     whole S GEMM.)"""
-    dqk, dv, bn, fast, causal = key
-    wide = dv <= 96 and fast != 0
+    dqk, dv, bn, fast, causal = key[:5]
+    wide = (dv <= 96 or key[5:] == ("wide",)) and fast != 0
     per_block = dqk // 16 + bn // 16
     unmasked = min(_steady_loops(kernels[key]), key=len)
     hgmma = [i for i in unmasked if i.opcode.startswith("HGMMA")]
@@ -187,6 +193,15 @@ def test_a_steady_loop_issues_one_s_gemm_and_one_pv_gemm_per_block(kernels, key)
         # FMNMX for each of the thread's BN / 2 values of S
         mx = [i for i in unmasked if i.opcode.startswith("FMNMX")]
         assert len(mx) >= bn // 2, f"{len(mx)} FMNMX in the fast steady loop, {bn // 2} S values per thread"
+
+
+def test_a_configurations_name_gives_its_key_with_and_without_the_wide_flag():
+    name = "void flash_fwd_sm90_kernel<Config<{}>, {}>(CUtensorMap_st, CUtensorMap_st, DeviceParams)"
+    assert _key(_CONFIG.search(name.format("128, 128, 80, 2, 3, 16, 3", "true"))) == (128, 128, 80, 3, True)
+    assert _key(_CONFIG.search(name.format("96, 96, 112, 2, 3, 16, 0", "false"))) == (96, 96, 112, 0, False)
+    wide = _key(_CONFIG.search(name.format("128, 128, 80, 2, 3, 16, 3, true", "true")))
+    assert wide == (128, 128, 80, 3, True, "wide") and _key_id(wide) == "d128-v128-bn80-fast3-causal-wide"
+    assert _key(_CONFIG.search(name.format("128, 128, 80, 2, 3, 16, 3, false", "false"))) == (128, 128, 80, 3, False)
 
 
 def test_placement_counts_exponentials_above_the_last_wait():
