@@ -18,9 +18,14 @@ their labelled sets: how it does on wording it has not seen.
   design of the model trained on the eight sets before it (its veto of 0.2 included): the rules alone
   0.775 / 0.823, with the fallback 0.900 / 0.871 (the design before, without the veto and blind3: 0.908 /
   0.838).
-- tests/fixtures/claimed_limit_blind5.yaml: never read for tuning, by the rules or the model; measured
-  once with the design of the model trained on nine sets (blind4 among them): the rules alone 0.817 /
-  0.866, with the fallback 0.908 / 0.866 (the design of eight sets: 0.901 / 0.865). A training set of the fallback since, held here at the levels measured in-sample."""
+- tests/fixtures/claimed_limit_blind5.yaml: measured once unseen, by the rules and the model, with the
+  design of the model trained on nine sets (blind4 among them): the rules alone 0.817 / 0.866, with the
+  fallback 0.908 / 0.866 (the design of eight sets: 0.901 / 0.865). A training and development set since
+  (its false alarms read to generalize the rules, like those of blind2, blind3 and blind4), held here at
+  the levels measured in-sample.
+- tests/fixtures/claimed_limit_blind6.yaml: never read for tuning, by the rules or the model; measured
+  once with the design of ten sets (blind5 among them): the rules alone 0.858 / 0.858, with the
+  fallback 0.922 / 0.872 (the design of nine sets: 0.922 / 0.818)."""
 
 from pathlib import Path
 
@@ -37,8 +42,10 @@ INDIRECT = yaml.safe_load((FIXTURES / "claimed_limit_indirect.yaml").read_text()
 BLIND3 = yaml.safe_load((FIXTURES / "claimed_limit_blind3.yaml").read_text())
 # measured once unseen (2026-12-05), a training set of the fallback since
 BLIND4 = yaml.safe_load((FIXTURES / "claimed_limit_blind4.yaml").read_text())
-# measured once (2026-12-05), never read for tuning: what it gets wrong is not printed
+# measured once unseen (2026-12-05), a training and development set since
 BLIND5 = yaml.safe_load((FIXTURES / "claimed_limit_blind5.yaml").read_text())
+# measured once (2026-12-05), never read for tuning: what it gets wrong is not printed
+BLIND6 = yaml.safe_load((FIXTURES / "claimed_limit_blind6.yaml").read_text())
 PATTERNS = QuestionConfig().claimed_limit_patterns
 
 
@@ -66,7 +73,7 @@ def _scores(labelled: dict) -> tuple[float, float]:
 
 def test_the_later_blind_sets_are_balanced_distinct_and_new():
     seen = set(BLIND["positives"]) | set(BLIND["negatives"])
-    for labelled in (TUNED, BLIND2, INDIRECT, BLIND3, BLIND4, BLIND5):
+    for labelled in (TUNED, BLIND2, INDIRECT, BLIND3, BLIND4, BLIND5, BLIND6):
         pos, neg = labelled["positives"], labelled["negatives"]
         assert min(len(pos), len(neg)) >= 120 and len(set(pos) | set(neg)) == len(pos) + len(neg)
         assert not (set(pos) | set(neg)) & seen
@@ -81,37 +88,48 @@ def test_the_rounds_read_from_the_tuning_sets_hold():
 
 
 def test_on_blind2_now_a_training_set_of_the_fallback_rules_and_fallback_keep_their_measured_level():
-    # measured: the rules alone recall 0.850 and precision 0.981 (0.971 before quotes with an apostrophe
-    # inside and quoted lines were read as cited); with the fallback, trained on this set since, 0.942 and
-    # 0.958 (113 of 120 claims, 5 false alarms)
+    # measured: the rules alone recall 0.850 and precision 1.000 (0.971 before quotes with an apostrophe
+    # inside and quoted lines were read as cited, 0.981 before a label such as "Goal for this sprint:" was
+    # read with its clause); with the fallback, trained on this set since, 0.942 and 0.983 (113 of 120
+    # claims, 2 false alarms)
     recall, precision = _scores(BLIND2)
-    assert recall >= 0.85 and precision >= 0.98, (recall, precision)
+    assert recall >= 0.85 and precision >= 1.0, (recall, precision)
     hit = {t: decide_claim(t, PATTERNS) is not None for t in BLIND2["positives"] + BLIND2["negatives"]}
     tp, fp = sum(hit[t] for t in BLIND2["positives"]), sum(hit[t] for t in BLIND2["negatives"])
-    assert tp >= 113 and fp <= 5, (tp, fp)
+    assert tp >= 113 and fp <= 2, (tp, fp)
 
 
 def test_on_blind3_now_a_training_set_of_the_fallback_rules_and_fallback_keep_their_measured_level():
     # measured once unseen with the design of a90e72e: the rules alone 95 of 120 claims found with 13 false
     # alarms (recall 0.792, precision 0.880); with the fallback 105 with 23 (0.875, 0.820). Trained on since,
-    # in-sample: the rules alone 95 with 12 (0.792, 0.888), with the fallback 111 with 12 (0.925, 0.902)
-    _holds_counts(BLIND3, rules=(95, 12), both=(111, 12))
+    # in-sample: the rules alone 95 with 12 (0.792, 0.888), with the fallback 111 with 12 (0.925, 0.902);
+    # with the rules and the model of ten sets 95 with 7 (0.792, 0.931) and 111 with 7 (0.925, 0.941)
+    _holds_counts(BLIND3, rules=(95, 7), both=(111, 7))
 
 
 def test_on_blind4_now_a_training_set_of_the_fallback_rules_and_fallback_keep_their_measured_level():
     # measured once unseen with the model trained on eight sets, its veto included: the rules alone 93 of
     # 120 claims found with 20 false alarms (recall 0.775, precision 0.823); with the fallback 108 with 16
     # (0.900, 0.871). Trained on since, in-sample: the rules alone 93 with 17 (0.775, 0.845), with the
-    # fallback 112 with 14 (0.933, 0.889)
-    _holds_counts(BLIND4, rules=(93, 17), both=(112, 14))
+    # fallback 112 with 14 (0.933, 0.889); with the rules and the model of ten sets 93 with 7 (0.775, 0.930)
+    # and 114 with 3 (0.950, 0.974)
+    _holds_counts(BLIND4, rules=(93, 7), both=(114, 3))
 
 
-def test_on_blind5_never_read_for_tuning_rules_and_fallback_keep_their_measured_level():
+def test_on_blind5_now_a_training_set_of_the_fallback_rules_and_fallback_keep_their_measured_level():
     # measured once unseen with the model trained on nine sets (blind4 among them): the rules alone 116 of
     # 142 claims found with 18 false alarms among 149 (recall 0.817, precision 0.866); with the fallback
     # 129 with 20 (0.908, 0.866). The design trained on eight sets scored 116 / 20 and 128 / 20 (0.901,
-    # 0.865) there
-    _holds_counts(BLIND5, rules=(116, 18), both=(129, 20))
+    # 0.865) there. Read since to generalize the rules and trained on, in-sample: the rules alone 116 with 7
+    # (0.817, 0.943), with the fallback 133 with 8 (0.937, 0.943)
+    _holds_counts(BLIND5, rules=(116, 7), both=(133, 8))
+
+
+def test_on_blind6_never_read_for_tuning_rules_and_fallback_keep_their_measured_level():
+    # measured once unseen with the design of ten sets (blind5 among them): the rules alone 121 of 141
+    # claims found with 20 false alarms among 139 (recall 0.858, precision 0.858); with the fallback 130
+    # with 19 (0.922, 0.872). The design of nine sets scored 122 / 25 and 130 / 29 (0.922, 0.818) there
+    _holds_counts(BLIND6, rules=(121, 20), both=(130, 19))
 
 
 def _holds_counts(labelled: dict, rules: tuple[int, int], both: tuple[int, int]) -> None:

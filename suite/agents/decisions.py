@@ -7,8 +7,10 @@ a text with a sentence that could claim one (`claim_candidates`, a cheap word fi
 no model, or it cannot say (an error, an answer that is neither), the rules decide (`claimed_limit`):
 patterns for the structures of a claim (config.py: at a limit, no room left, cannot be made faster,
 not worth it, within the noise, a recommendation to stop, ...), each match checked against the words
-around it: a denial, a question, a condition, a goal, another kernel or an earlier version, a limit
-named as a value, a low share of the limit, a plan to go on, a retraction in the next sentence. Where
+around it: a denial, a question, a condition, a goal, another kernel or an earlier version (a subject
+before an aside or a label before a colon included), a statement of what holds in general, a limit
+named as a value, a low share or rate of the limit, a plan to go on, a limit denied later in the
+sentence; and against the next sentence: a retraction, the kernel measured at a low share, a plan. Where
 the rules find nothing, a small learned model (claim_model.py) is asked about the candidate sentences
 that neither go on nor are taken back (`fallback_candidates`); where they find a claim that model can
 overrule them, when it all but rules one out in every candidate sentence (its `veto`)."""
@@ -75,7 +77,7 @@ _NOT_ASSERTED = re.compile(
     r"hypothetical\w*|"
     r"ideally|in principle|in theory|theoretically|hopefully|eventually|will|'ll|going to|gonna|"
     r"(?:see|check|test|verify|confirm|determine|find out|know|tell|measure) (?:if|whether|that|how)|"
-    r"to (?:get|reach|hit|push|bring|achieve|approach|match|saturate))\b|"
+    r"to (?:get|reach|hit|push|bring|achieve|approach|match|saturate|compare|beat))\b|"
     r"(?<!close )(?<!next )(?<!equal )(?<!up )(?<!due )(?<!compared )(?<!relative )(?<!thanks )(?<!according )"
     r"(?<!similar )(?<!identical )\bto\s*$|^\W*(?:in order )?to\b",
     re.IGNORECASE,
@@ -94,11 +96,37 @@ _FURTHER_WORK = re.compile(
 # "the reference kernel is memory-bound", "I thought we were at the roofline", "it used to be"
 _NOT_OURS = re.compile(
     r"\b(?:reference|baseline|naive|original|old|previous|prior|initial|cublas|cudnn|cutlass|fa[23]|vendor|"
-    r"micro-?benchmarks?|memcpy|copy kernel|stream (?:triad|copy)|"
+    r"micro-?benchmarks?|memcpy|copy (?:kernel|bandwidth)|stream (?:triad|copy)|"
     r"flash-?attention\S*|pytorch|torch|triton|xformers|their|competitor|textbook|eager|used to|thought|"
     r"first (?:version|kernel|attempt|draft|implementation|try)|"
     r"assumed|said|claimed|believed|suspected|guessed|feared|seemed|previously|earlier|initially|originally|"
     r"at first|wrongly|mistakenly)\b",
+    re.IGNORECASE,
+)
+# a statement of what holds in general, not of the kernel at hand: a generic subject ("below the ridge point a
+# kernel is bandwidth-bound", "any streaming kernel is memory-bound") or a general text ("Theory: ...",
+# "Roofline primer: ...", "by definition")
+_GENERAL = re.compile(
+    r"\b(?:a|an|any|every|each)\s+(?:[\w-]+\s+){0,2}?(?:kernel|op|operator|loop|program|workload|code)s?\b|"
+    r"\b(?:theory|theoretical(?:ly)?|primer|background|definition|by definition|in general|generally|rule of thumb|"
+    r"textbook|wiki|docs|documentation)\b",
+    re.IGNORECASE,
+)
+# a label that opens the sentence, up to its colon ("Goal for this sprint:", "From the NCCL docs:"), that
+# names no one speaking ("I'll be honest:" is none): its words are read with the clause of a match after it
+_LABEL = re.compile(
+    r"^\W*(?!(?:[\w'.-]+\s+){0,5}?(?:i|i'll|i'm|i'd|we|we'll|we're|let's)\b)((?:[\w'.-]+\s+){0,5}[\w'.-]+)\s*:\s",
+    re.IGNORECASE,
+)
+# an aside in parentheses is not a clause of its own: the words around it are read as one
+_ASIDE = re.compile(r"\([^()]*\)")
+# a subject that belongs to another named project or library: "hipCUB's radix sort gets close to the
+# bandwidth limit", "llama.cpp's Metal backend runs at 90%" (not a pronoun's, ours, the kernel's or the
+# hardware's: "the H100's HBM is saturated")
+_OTHERS_SUBJECT = re.compile(
+    r"^\W*(?!(?:it|that|there|what|here|he|she|let|who|this|one|where|everything|nothing|kernel|gpu|card|device|"
+    r"chip|hardware|h\d+|a\d+|b\d+|mi\d+\w*|sm|today|ours?)'s)[\w.+-]*[a-z][\w.+-]*'s\s+(?:[\w-]+\s+){0,2}?"
+    r"(?:kernels?|implementation|backend|version|library|sort|gemm|gemv|scan|reduction|softmax|shader|code|op)\b",
     re.IGNORECASE,
 )
 # a claim about a part only ("only the load pipe is saturated"); a limit said to exist ("there's a hard
@@ -106,10 +134,13 @@ _NOT_OURS = re.compile(
 _PART_ONLY = re.compile(r"^\W*(?:only|some)\b", re.IGNORECASE)
 _THERE = re.compile(r"\bthere\s*$", re.IGNORECASE)
 _A_LIMIT_EXISTS = re.compile(r"(?:'s|is|are|was|were)\s+(?:a|an|one)\b", re.IGNORECASE)
-# a share of a limit in the clause, as measured: "memory-bound at 40% of peak" (below HIGH_SHARE: no claim)
+# a share of a limit in the clause, as measured: "memory-bound at 40% of peak" (below HIGH_SHARE: no claim;
+# "within 4% of peak" is a distance, not a share)
 _SHARE_IN_CLAUSE = re.compile(
-    r"(?<![\d.])(\d+(?:\.\d+)?)\s*%\s*(?:of\s+(?:the\s+)?(?:[\w-]+\s+)?(?:peak|roofline|sol|limit|max\w*|theoretical|"
-    r"bandwidth|speed[- ]of[- ]light|spec)|sol|utili[sz]ation|busy)|\bat\s+(?:only\s+)?(\d+(?:\.\d+)?)\s*%",
+    r"(?<![\d.])(?<!within )(?<!within ~)(\d+(?:\.\d+)?)\s*%\s*(?:of\s+(?:the\s+)?(?:[\w-]+\s+)?"
+    r"(?:peak|roofline|sol|limit|max\w*|theoretical|bandwidth|speed[- ]of[- ]light|spec)|sol|utili[sz]ation|busy)|"
+    r"\bat\s+(?:only\s+)?(\d+(?:\.\d+)?)\s*%|"
+    r"\b(?:utili[sz]ation|throughput)\s+(?:is|of|at)\s+(?:only\s+|about\s+|~\s*)?(\d+(?:\.\d+)?)\s*%",
     re.IGNORECASE,
 )
 # a limit named as the subject of a value: "the practical limit is probably around 85% of peak"
@@ -136,7 +167,8 @@ _NOT_NOW = re.compile(
     r"microbenchmark)|(?:in|on|for) (?:the |a )?(?:[\w-]+ )?micro-?benchmarks?|(?:with|in|on) the (?:compiler|build|"
     r"toolchain|driver|api|syntax|intrinsics?|linker|descriptors?|profiler|ncu|nsys|nsight|tools?|tooling|"
     r"debugger)|(?:on|for|with) (?:correctness|the tests|testing|debugging|the build|compil\w+))\b|"
-    r"\b(?:for|to|on|in|of) (?:the |our |their )?(?:naive|reference|baseline|old|previous|original|other)\b",
+    r"\b(?:for|to|on|in|of) (?:the |our |their )?(?:naive|reference|baseline|old|previous|original|other)\b|"
+    r"\bof (?:our|this) current\b",
     re.IGNORECASE,
 )
 # right after it, words that make the claim's noun a value or deny it: "the best achievable number is
@@ -147,7 +179,9 @@ _VALUE_OR_DENIED = re.compile(
     r"^\s*(?!(?:that|which|who)\b)(?:[\w-]+\s+)?(?:isn't|aren't|wasn't|weren't|is not|are not|doesn't|don't|"
     r"does not|do not)\b|^\s*yet\b|"
     r"^\s*(?:[\w-]+\s+){0,4}?(?:is|are|would be)\s+(?:much\s+|far\s+|a lot\s+|way\s+)?(?:better|faster|higher|lower)\s+"
-    r"than\b|^\s*(?:would|might|may)\s+(?:be\s+(?:a|an|the)\b|set in|kick in|appear|show up|start)",
+    r"than\b|^\s*(?:would|might|may)\s+(?:be\s+(?:a|an|the)\b|set in|kick in|appear|show up|start)|"
+    r"^\s*(?:[\w-]+\s+){0,2}?would\s+(?:mean|imply|indicate|suggest|put)\b|"
+    r"^\s*(?:is|are)\s+(?:a|an)\s+(?:[\w-]+\s+)?(?:risk|danger|concern|possibility|question)\b",
     re.IGNORECASE,
 )
 
@@ -189,7 +223,8 @@ _GERUNDS = (
     r"rebalancing|overlapping|caching|prefetching)"
 )
 # the sentence, outside the claim, says the work goes on or that there is room, or takes the claim back:
-# a plan ("next I'll cut loads", "let me try FP8", "swizzling should help", "splitting the tile"), room
+# a plan ("next I'll cut loads", "let me try FP8", "swizzling should help", "splitting the tile", not a gerund
+# that is a subject: "profiling shows"), room
 # ("there's still headroom", "room left"), a contrast ("but the profiler shows 40%"), a retraction
 # ("scratch that", "I was wrong")
 _GOES_ON = re.compile(
@@ -201,7 +236,7 @@ _GOES_ON = re.compile(
     r"i should|we should|time to)\s+(?:(?:\w+ly|also|now|next|first|instead|just)\s+)*" + _ACTIONS + r"\b|"
     r"(?:[;:,(\u2014\u2013]|\bso\b|\band\b|\bnow\b|\b(?:i'm|i am|we're|we are)\b)\s*(?:now\s+|next\s+|instead\s+)?"
     + _GERUNDS
-    + r"\b|"
+    + r"\b(?!\s+(?:shows?|showed|says?|said|confirms?|confirmed|reports?|reported|suggests?|indicates?)\b)|"
     r"\bnext (?:step|move|lever|thing|target|goal|job|task|idea|gain|win|speedup|improvement|bottleneck)\b|\b(?:the|"
     r"my|our) (?:plan|fix|remedy|cure|"
     r"solution) is\b|\bthe way forward\b|\b(?:is|as) (?:the|our|my) (?:next )?(?:goal|aim|target|priority|"
@@ -224,7 +259,7 @@ _GOES_ON = re.compile(
     r"lots of\s+|a lot of\s+|some\s+|significant\s+|considerable\s+|more\s+|real\s+|much\s+)?(?:room|headroom|"
     r"slack|upside|potential)\b|"
     r"(?<!no )(?<!little )(?<!much )(?<!zero )(?<!any )\b(?:room|headroom) (?:left|remaining|to (?:improve|grow|"
-    r"gain|spare))\b|(?<!not )\b(?:lots|plenty|much|a lot|more) to (?:gain|squeeze|win|get)\b|\b(?:can|could) "
+    r"gain|spare))\b|(?<!not )(?<!no )\b(?:lots|plenty|much|a lot|more) to (?:gain|squeeze|win|get)\b|\b(?:can|could) "
     r"still\b|\bstill (?:room|possible|improvable|on the table)\b|"
     r"\bnot because\b|\b(?:maybe|perhaps) not\b|\beither way\b|\b(?:hard|too (?:early|soon)) to (?:say|tell)\b|"
     r"\bdisagree\b|\b(?:is|are|was|were) (?:outdated|out of date|stale|no longer (?:true|accurate|correct))\b|"
@@ -244,7 +279,12 @@ _GOES_ON = re.compile(
     r";\s*(?:but\s+)?(?:our (?:[\w-]+ )?kernel|ours|the kernel|we)(?:'re|\s+(?:is|are|get|gets|reach|reaches|hit|hits|"
     r"run|runs))\s+(?:at\s+|only\s+)*\d|"
     r"\bwhile\b[^.;]{0,60}?(?<![\d.])[1-7]?\d(?:\.\d+)?\s*%|"
-    r"\bactually,? (?:no|not)\b|\b(?:scratch|strike) (?:that|this|my|the)\b|\bon second thought\b|"
+    r"\bactually,? (?:no|not)\b|\bwait,? (?:no|not)\b|"
+    r"\b(?:nowhere near|far from|not (?:yet )?(?:at|near|close to))\s+(?:the\s+|a\s+|any\s+|its\s+)?(?:[\w-]+\s+)?"
+    r"(?:wall|limit|roofline|peak|ceiling|bound)\b|\b(?:far|well|way) below what\b|"
+    r"\b(?:isn't|is not|aren't|are not)\s+(?:the|a|our|any)\s+(?:[\w-]+\s+)?"
+    r"(?:ceiling|limit|floor|roof|roofline|wall)\b|\b(?:ceiling|limit|floor|roof|roofline|wall)\s+(?:isn't|is not)\b|"
+    r"\b(?:scratch|strike) (?:that|this|my|the)\b|\bon second thought\b|"
     r"\b(?:i was|that was|i'm) wrong\b|\bpremature\b|\bi stand corrected\b|\bcorrection\b|\bnever ?mind\b|"
     r"\bnot quite\b|\bproved? (?:me|that|it) wrong\b|\b(?:says?|shows?) otherwise\b|\bwrong kernel\b",
     re.IGNORECASE,
@@ -255,10 +295,18 @@ _FUTILE = re.compile(r"\bslow\w* (?:it |things |us )?down\b|\bhurts?\b|\bslower\
 # we still read the input twice."
 _TAKES_BACK = re.compile(
     r"^\W*(?:actually|wait|hmm+|correction|scratch that|strike that|on second thought|no\b|not quite|never ?mind|"
-    r"i was wrong|that's wrong|that was wrong|hold on|oops|i (?:disagree|don't (?:agree|buy|think so)))\b",
+    r"i was wrong|that's wrong|that was wrong|hold on|oops|i (?:disagree|don't (?:agree|buy|think so)))\b|"
+    r"^\W*(?:that's|that is|it's|it is|this is)\s+(?:nowhere near|far from|not (?:at|near|close to))\b",
     re.IGNORECASE,
 )
 HIGH_SHARE = 0.85  # a measured share of a limit at least this high claims the limit
+# a sentence about the kernel at hand, or a contrast, that measures it (see _low_share): "We're at 58% on the
+# L4, though.", "Ours is at 74%.", "But the conv kernel is only at 60% of peak."
+_MEASURES_OURS = re.compile(
+    r"^\W*(?:but|though|however|yet|ours|our|we're|we are|it's|it is|the kernel|this kernel|"
+    r"(?:[\w-]+\s+){0,2}(?:utili[sz]ation|throughput)\s+is)\b",
+    re.IGNORECASE,
+)
 
 
 def _sentences(text: str) -> list[str]:
@@ -291,7 +339,38 @@ def _share(groups: dict) -> float | None:
 
 def _low_share(clause: str) -> bool:
     """Whether the clause measures a share of a limit below HIGH_SHARE ("memory-bound at 40% of peak")."""
-    return any(float(a or b) / 100 < HIGH_SHARE for a, b in _SHARE_IN_CLAUSE.findall(clause))
+    return any(float(a or b or c) / 100 < HIGH_SHARE for a, b, c in _SHARE_IN_CLAUSE.findall(clause))
+
+
+# going on to other work, after a claim, is consistent with it: "moving on to the backward"
+_MOVES_ON = re.compile(r"moving|(?:so )?on to\b|next (?:is|up|comes|on the list)\b", re.IGNORECASE)
+
+
+def _taken_back(after: str) -> bool:
+    """Whether the sentence after a claim takes it back (_TAKES_BACK), measures the kernel at hand at a low
+    share of its limit or says that the work on it goes on (_plans, not moving on to other work)."""
+    return bool(
+        _TAKES_BACK.search(after)
+        or (_MEASURES_OURS.search(after) and _low_share(after))
+        or any(not _MOVES_ON.match(g.group(0)) for g in _plans(after))
+    )
+
+
+# a rate, its unit's prefix and kind: "280 GB/s", "4.8 TB/s", "600 TFLOPS"
+_RATE = re.compile(r"(\d+(?:\.\d+)?)\s*([gt])(b/s|flop/?s)", re.IGNORECASE)
+_PREFIX = {"g": 1, "t": 1000}  # a rate's prefix, in G
+
+
+def _rates(text: str) -> dict[str, float]:
+    """The last rate of each kind in `text`, in G units: {"b/s": 280.0}."""
+    return {kind.lower(): float(n) * _PREFIX[p.lower()] for n, p, kind in _RATE.findall(text)}
+
+
+def _low_rate(before: str, phrase: str) -> bool:
+    """Whether the sentence before a match measures a rate below HIGH_SHARE of the limit's rate that the match
+    names: "I'm seeing 280 GB/s on the M2 Max against a 400 GB/s spec"."""
+    got, limit = _rates(before), _rates(phrase)
+    return any(kind in got and got[kind] < HIGH_SHARE * v for kind, v in limit.items())
 
 
 def _plans(sentence: str) -> list[re.Match]:
@@ -331,6 +410,8 @@ def _qualified(lead: str, inner: str, trail: str, rest: str) -> bool:
         or (_HYPOTHETICAL.search(lead) and not _FURTHER_WORK.search(lead))
         or _NOT_OURS.search(lead)
         or _PART_ONLY.search(lead)
+        or _GENERAL.search(lead)
+        or _OTHERS_SUBJECT.search(lead)
         or _LIMIT_VALUE.search(lead)
         or _NOT_NOW.search(trail)
         or _VALUE_OR_DENIED.search(rest)
@@ -359,8 +440,14 @@ def _asserted(sentence: str, m: re.Match) -> bool:
     quotes = [q.span(str(q.lastgroup)) for q in _QUOTED.finditer(sentence)]
     if any(start <= m.start() and m.end() <= end for start, end in quotes):
         return False
-    breaks = [b.end() for b in _CLAUSE_BREAK.finditer(sentence, 0, m.start())]
-    lead = sentence[breaks[-1] if breaks else 0 : m.start()]
+    # (an aside blanked out, its length kept)
+    plain = _ASIDE.sub(lambda a: " " * len(a.group(0)), sentence)
+    breaks = [b.end() for b in _CLAUSE_BREAK.finditer(plain, 0, m.start())]
+    lead = plain[breaks[-1] if breaks else 0 : m.start()]
+    label = _LABEL.match(sentence)
+    said = label.group(1) if label and label.end() <= m.start() else ""
+    if _NOT_ASSERTED.search(said) or _NOT_OURS.search(said) or _GENERAL.search(said):
+        return False
     inner = sentence[m.start() : m.start("claim")] if "claim" in m.re.groupindex else ""
     after = next((b.start() for b in _CLAUSE_BREAK.finditer(sentence, m.end())), len(sentence))
     trail = sentence[m.end() : after]
@@ -368,6 +455,7 @@ def _asserted(sentence: str, m: re.Match) -> bool:
         _qualified(lead, inner, trail, sentence[m.end() :])
         or _a_topic(sentence, m)
         or _low_share(lead + " " + trail)
+        or _low_rate(sentence[: m.start()], m.group(0))
         or (_THERE.search(lead) and _A_LIMIT_EXISTS.match(m.group(0)))
     ):
         return False
@@ -394,7 +482,7 @@ def claimed_limit(text: str | None, patterns: tuple[str, ...]) -> dict | None:
             for m in re.finditer(pat, sentence, re.IGNORECASE)
             if _asserted(sentence, m)
         ]
-        if found and not _TAKES_BACK.search(after):
+        if found and not _taken_back(after):
             _, m, pat = min(found, key=lambda f: f[0])
             return {"phrase": m.group(0), "sentence": _shown(sentence), "pattern": pat}
     return None
@@ -466,7 +554,7 @@ def fallback_candidates(text: str, patterns: tuple[str, ...]) -> list[str]:
     return [
         _shown(s)
         for s, after in _candidates(text, patterns)
-        if not (_plans(s) or _TAKES_BACK.search(after) or _CITED_LINE.match(s))
+        if not (_plans(s) or _taken_back(after) or _CITED_LINE.match(s))
     ]
 
 
