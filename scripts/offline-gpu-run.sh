@@ -19,7 +19,8 @@
 #   bash scripts/offline-gpu-run.sh ab        # (node) a timing beside FA3 and the variants that passed
 #                                             #        that check, every output checked (ROWS, AB_INPUTS)
 #   bash scripts/offline-gpu-run.sh sandbox   # (node) CUDA and FA3 under the evaluator's sandbox (the probe),
-#                                             #        the profiler's check and the self-check under Landlock,
+#                                             #        the profiler's check and the self-check under Landlock
+#                                             #        (of the shipped kernel; SELFCHECK_KERNEL= for the task's own),
 #                                             #        both into results/<arch>/agents-selfcheck (PROBE_ONLY=1:
 #                                             #        the probe alone; SKIP_PROBE=1: without it)
 #   bash scripts/offline-gpu-run.sh profile   # (node) Nsight Compute on the Hopper kernel and FA3, side by
@@ -175,8 +176,10 @@ with P(8) as pool: list(pool.map(lambda f: build(pathlib.Path(f), '$ARCH'), sys.
     ks toolrich-check > "results/$ARCH/agents-selfcheck/toolrich-check.txt" 2>&1
     echo "toolrich-check rc=$?"; cp "results/$ARCH/agents-selfcheck/toolrich-check.txt" "$OUT/"
     tail -4 "$OUT/toolrich-check.txt"
+    # the shipped kernel as the evaluation's starting kernel (SELFCHECK_KERNEL; empty: the task's own)
+    sk=${SELFCHECK_KERNEL-kernels/hopper/flash_fwd_sm90.cu}
     timeout "${SELFCHECK_TIMEOUT:-420}" python3 -m kernelseek_suite.cli selfcheck --task fa-fwd-sm90 --sandbox landlock \
-      > "results/$ARCH/agents-selfcheck/out.txt" 2>&1
+      ${sk:+--kernel "$sk"} > "results/$ARCH/agents-selfcheck/out.txt" 2>&1
     echo "selfcheck rc=$?"; cp "results/$ARCH/agents-selfcheck/out.txt" "$OUT/selfcheck.txt"
     tail -12 "$OUT/selfcheck.txt"
     ;;
