@@ -45,14 +45,14 @@ def words(text: str) -> list[str]:
     return _WORD.findall(normalize(text))
 
 
-# a word that denies what follows it in its clause, and a word or mark that ends the clause
-_NEGATOR = re.compile(r"^(?:not|no|never|nowhere|none|nothing|neither|nor|without|hardly|cannot|doubt)$|n't$")
+# a word that denies what follows it in its clause (one list for the negation's scope and the denial cue),
+# and a word or mark that ends the clause
+_DENIALS = "not|no|never|nowhere|none|nothing|neither|nor|without|hardly|cannot|doubt"
+_NEGATOR = re.compile(rf"^(?:{_DENIALS})$|n't$")
 _CLAUSE_END = re.compile(r"^(?:but|so|because|since|although|though|while|whereas|and|then|[?!])$")
 # the cues of the structure, read on the normalized text (the quotation on the text as written)
 _CUES = {
-    "denial": re.compile(
-        r"\b(?:not|never|no|nowhere|none|nothing|neither|nor|without|hardly|far from|cannot|doubt)\b|n't\b"
-    ),
+    "denial": re.compile(rf"\b(?:{_DENIALS}|far from)\b|n't\b"),
     "condition": re.compile(
         r"\b(?:if|whether|would|could|should|goal|want|aim|target|hope|wonder\w*|assum\w*|to (?:get|reach|hit))\b"
     ),
