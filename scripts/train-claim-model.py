@@ -42,7 +42,7 @@ import yaml
 
 from kernelseek_suite.agents import claim_model
 from kernelseek_suite.agents.config import QuestionConfig
-from kernelseek_suite.agents.decisions import claim_candidates, claimed_limit, fallback_candidates
+from kernelseek_suite.agents.decisions import claim_candidates, claimed_limit, fallback_candidates, veto_probability
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -200,7 +200,7 @@ def cross_validate(sets: list[LabelledSet]) -> list[dict]:
         before = rules_at(RULES_BEFORE[held.name]) if held.name in RULES_BEFORE else None
         written = {t: before(t) for t in texts} if before else today
         best = {t: max(map(model.probability, fallback_candidates(t, patterns)), default=None) for t in texts}
-        least = {t: max(map(model.probability, claim_candidates(t, patterns) or [t])) for t in texts}
+        least = {t: veto_probability(claim_candidates(t, patterns), t, model) for t in texts}
         for threshold in THRESHOLDS:
             alone = {t: best[t] is not None and best[t] >= threshold for t in texts}
             for veto in VETOES:

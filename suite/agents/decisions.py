@@ -596,7 +596,7 @@ def decide_claim(
     """A claimed limit in `text`, with its evidence and who decided (`decided_by`): the model through
     `classify` where given and it gives a verdict, else the rules, and where they find none the fallback
     model (`fallback`, the committed one by default); that model also overrules a claim of the rules
-    that it all but rules out (`_vetoed`)."""
+    that it all but rules out (below its veto in `veto_probability`)."""
     candidates = claim_candidates(text, patterns)
     rules = claimed_limit(text, patterns)
     if not text or (not candidates and rules is None):
@@ -617,14 +617,15 @@ def decide_claim(
             }
     model = fallback or claim_model.load()
     if rules:
-        return None if _vetoed(candidates or [text], model) else {**rules, "decided_by": "rules"}
+        return None if veto_probability(candidates, text, model) < model.veto else {**rules, "decided_by": "rules"}
     return _fallback_claim(text, patterns, model)
 
 
-def _vetoed(sentences: list[str], model: ClaimModel) -> bool:
-    """Whether the fallback model overrules the rules' claim: its probability on every candidate sentence
-    is below its veto (the words the rules know, used in another sense)."""
-    return max(map(model.probability, sentences)) < model.veto
+def veto_probability(candidates: list[str], text: str, model: ClaimModel) -> float:
+    """The fallback model's highest probability over the candidate sentences (the whole text where there
+    are none): below its veto, it overrules the rules' claim (the words the rules know, used in another
+    sense). scripts/train-claim-model.py chooses the veto against it."""
+    return max(map(model.probability, candidates or [text]))
 
 
 def _fallback_claim(text: str, patterns: tuple[str, ...], model: ClaimModel) -> dict | None:
