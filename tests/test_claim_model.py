@@ -131,7 +131,7 @@ def test_the_weights_were_trained_on_the_labelled_sets_as_they_are():
         {"file": f"tests/fixtures/{name}", "sha256": hashlib.sha256((FIXTURES / name).read_bytes()).hexdigest()}
         for name in TRAINED_ON
     ]
-    assert COMMITTED["trained_on"] == expected and len(expected) == 10
+    assert COMMITTED["trained_on"] == expected and len(expected) == 11
 
 
 def test_the_training_sets_are_named_one_by_one_and_are_those_the_detector_is_held_to_here():
@@ -156,7 +156,7 @@ def test_the_training_script_reproduces_the_committed_weights_bit_for_bit(tmp_pa
 
 
 def test_the_weights_file_is_small_and_its_threshold_and_veto_the_ones_cross_validation_chose():
-    assert claim_model.WEIGHTS.stat().st_size < 512 * 1024
+    assert claim_model.WEIGHTS.stat().st_size < 640 * 1024  # 538 KiB trained on eleven sets
     script = _train_script()
     assert COMMITTED["threshold"] == script.THRESHOLD == claim_model.load().threshold
     assert COMMITTED["veto"] == script.VETO == claim_model.load().veto
@@ -184,24 +184,26 @@ def _scores(name: str) -> tuple[float, float]:
 
 
 # the sets the weights were trained on, in the script's order, and what the rules with the fallback (its
-# veto on the rules' claims included) score on each (measured, in-sample: 887 / 903 claims and 49 false
-# alarms of 921 on paraphrases, 100 / 102 and 0 of 105 on blind, 113 / 120 and 2 of 120 on blind2,
-# 111 / 120 and 7 of 120 on blind3, 114 / 120 and 3 of 120 on blind4, 133 / 142 and 8 of 149 on blind5,
-# 117 / 120 and 0 of 120 on blind_tuned, 124 / 160 and 1 of 120 on indirect, 124 / 124 and 1 of 131 on
-# phrasings; the rules alone: every phrasing right on heldout, paraphrases and phrasings, 0.941 / 0.990 on
-# blind, 0.850 / 1.000 on blind2, 0.792 / 0.931 on blind3, 0.775 / 0.930 on blind4, 0.817 / 0.943 on
-# blind5, 0.958 / 0.991 on blind_tuned, 0.588 / 1.000 on indirect)
+# veto on the rules' claims included) score on each (measured, in-sample, the design of eleven sets: 887 /
+# 903 claims and 54 false alarms of 921 on paraphrases, 101 / 102 and 0 of 105 on blind, 114 / 120 and 0
+# of 120 on blind2, 115 / 120 and 0 of 120 on blind3, 116 / 120 and 2 of 120 on blind4, 137 / 142 and 5 of
+# 149 on blind5, 133 / 141 and 3 of 139 on blind6, 118 / 120 and 1 of 120 on blind_tuned, 125 / 160 and 1
+# of 120 on indirect, every phrasing right on heldout and phrasings; the rules alone: every phrasing right
+# on heldout, paraphrases and phrasings, 0.951 / 0.990 on blind, 0.858 / 1.000 on blind2, 0.792 / 0.941 on
+# blind3, 0.775 / 0.949 on blind4, 0.831 / 0.952 on blind5, 0.872 / 0.939 on blind6, 0.958 / 0.991 on
+# blind_tuned, 0.588 / 1.000 on indirect)
 TRAINED_ON = {
-    "claimed_limit_blind.yaml": (0.980, 1.0),
-    "claimed_limit_blind2.yaml": (0.941, 0.982),
-    "claimed_limit_blind3.yaml": (0.925, 0.940),
-    "claimed_limit_blind4.yaml": (0.950, 0.974),
-    "claimed_limit_blind5.yaml": (0.936, 0.943),
-    "claimed_limit_blind_tuned.yaml": (0.975, 1.0),
+    "claimed_limit_blind.yaml": (0.990, 1.0),
+    "claimed_limit_blind2.yaml": (0.950, 1.0),
+    "claimed_limit_blind3.yaml": (0.958, 1.0),
+    "claimed_limit_blind4.yaml": (0.966, 0.983),
+    "claimed_limit_blind5.yaml": (0.964, 0.964),
+    "claimed_limit_blind6.yaml": (0.943, 0.977),
+    "claimed_limit_blind_tuned.yaml": (0.983, 0.991),
     "claimed_limit_heldout.yaml": (1.0, 1.0),
-    "claimed_limit_indirect.yaml": (0.775, 0.992),
-    "claimed_limit_paraphrases.yaml": (0.982, 0.947),
-    "claimed_limit_phrasings.yaml": (1.0, 0.992),
+    "claimed_limit_indirect.yaml": (0.781, 0.992),
+    "claimed_limit_paraphrases.yaml": (0.982, 0.942),
+    "claimed_limit_phrasings.yaml": (1.0, 1.0),
 }
 
 

@@ -309,6 +309,131 @@ def test_the_numbers_of_a_share():
     assert _share({"got": "4"}) is None and _share({"floor": "0.5"}) is None and _share({"took": "1"}) is None
 
 
+def test_a_low_share_later_in_the_sentence_takes_the_claim_away_where_its_clause_goes_on_with_the_kernel():
+    assert not _claims("It is memory-bound and sits at 55%.")
+    assert _claims("It is memory-bound and sits at 95%.")
+    assert not _claims("The kernel is memory-bound, and achieved bandwidth is 1.1 TB/s of 3.35.")
+    assert _claims("Every unit is near saturation: tensor cores at 88%, memory at 81%.")  # a high share beside it
+    assert claimed_limit("We are at the limit; the last 2% of peak is not worth it.", AT)  # a distance, no share
+
+
+def test_a_rate_against_a_rate_and_more_names_of_a_limit_measure_a_share():
+    assert not _claims("It is memory-bound at 1.1 TB/s of 3.35.")
+    assert not _claims("It is memory-bound at 2.1 of 3.35 TB/s.")
+    assert _claims("It is memory-bound at 3.2 TB/s of 3.35.")
+    assert not _claims("It is memory-bound at 40% of copy.")
+    assert not _claims("It is memory-bound at 40% of the tensor throughput.")
+
+
+def test_a_limit_said_of_every_kernel_of_a_kind_is_general():
+    assert not _claims("That is the ceiling for any streaming kernel.")
+    assert _claims("That is the ceiling for this kernel.")
+    assert _claims("The FMA pipes are saturated on every SM.")  # every part of this kernel: still a claim
+
+
+def test_stopping_for_the_day_or_for_a_slow_sweep_is_no_claim():
+    assert _claims("I'm stopping here.")
+    assert not _claims("I'm stopping here for the day.")
+    assert not _claims("Going to stop the sweep; it takes too long on CI.")
+
+
+def test_any_later_sentence_that_measures_the_kernel_below_the_limit_or_finds_room_takes_a_claim_back():
+    # a rate without its unit is read in the unit of the rate named before it
+    assert claimed_limit("We are at the limit: 4.8 TB/s. Fine. We're at 3.1.", AT) is None
+    assert claimed_limit("We are at the limit: 4.8 TB/s. Fine. We're at 4.5.", AT)
+    assert claimed_limit("We are at the limit: 30 GB/s. Our reduction gets 11 GB/s.", AT) is None
+    assert claimed_limit("We are at the limit: 3.35 TB/s. Ours gets 3000 GB/s.", AT)  # 90%: near it
+    # a time against the shortest named before it
+    assert claimed_limit("We are at the limit: 38 ms. Fine. We're at 61 ms.", AT) is None
+    assert claimed_limit("We are at the limit: 38 ms. Fine. We're at 40 ms.", AT)
+    assert claimed_limit("We are at the limit. Fine. Plenty of headroom, though.", AT) is None
+    assert claimed_limit("We are at the limit. Fine. The gemm is 20% off peak.", AT) is None
+    assert claimed_limit("We are at the limit. The kernel itself is what we time, and it's slow.", AT) is None
+    # a plan two sentences on may be other work; a retraction there takes back the sentence before it
+    assert claimed_limit("We are at the limit. Fine. Next I'll fuse the backward.", AT)
+    assert claimed_limit("We are at the limit. Fine. Actually no.", AT)
+
+
+def test_a_measure_is_low_below_85_percent_of_a_limit_of_its_own_kind_and_at_it_is_not():
+    assert claimed_limit("We are at the limit: 2 TB/s. Fine. We're at 1.7.", AT)  # 85%, not below it
+    assert claimed_limit("We are at the limit: 8.5 ms. Fine. We're at 10 ms.", AT)
+    assert claimed_limit("We are at the limit: 989 TFLOPS. Fine. We're at 700 TFLOP/s.", AT) is None  # one kind
+    assert claimed_limit("We are at the limit: 989 TFLOP/s. Fine. Memory runs at 3.0 TB/s.", AT)  # another kind
+    assert claimed_limit("We are at the limit: 3350 GB/s. Fine. The GEMM is at 1 TFLOP/s.", AT)
+    assert claimed_limit("We are at the limit: 2 TB/s. Fine. We're at 1.7 TB/s.", AT)
+    assert claimed_limit("We are at the limit: 400 GB/s. Fine. Occupancy is at 2.", AT)  # too small to be a rate
+    assert claimed_limit("We are at the limit: 400 GB/s. Fine. We're at 20.", AT) is None  # 5%: a rate, and low
+    assert claimed_limit("We are at the limit: 38 ms. Fine. We're at 3.", AT)  # no rate named before
+    assert _claims("It is memory-bound at 1.7 TB/s of 2.")
+    assert _claims("Every unit is near saturation: tensor cores at 85%, memory at 81%.")
+    # a share of 85% or more elsewhere in the sentence keeps a low one further on from taking the claim away
+    assert _claims("It is memory-bound, DRAM at 85% of peak, and sits at 55% in the tail.")
+    assert _claims("It is memory-bound, DRAM at 90% of peak, and sits at 55% in the tail.")
+    assert not _claims("It is memory-bound, DRAM at 84.5% of peak, and sits at 55% in the tail.")
+
+
+@pytest.mark.parametrize(
+    ("floor", "took"),
+    [
+        ("0.85 s", "1000 ms"),
+        ("850 ms", "1 s"),
+        ("850 us", "1 ms"),
+        ("0.85 ms", "1000 us"),
+        ("1.7 us", "2 \u00b5s"),
+        ("1.7 \u00b5s", "2 us"),
+        ("850 ns", "1 us"),
+        ("0.85 us", "1000 ns"),
+    ],
+)
+def test_times_in_every_unit_compare_in_one(floor, took):
+    # at 85% of the time taken, the floor is near it: a claim; a little lower, and the claim is taken back
+    assert claimed_limit(f"We are at the limit: {floor}. Fine. We're at {took}.", AT)
+    lower = floor.replace("85", "84").replace("1.7", "1.6")
+    assert claimed_limit(f"We are at the limit: {lower}. Fine. We're at {took}.", AT) is None
+
+
+def test_a_sentence_further_on_takes_a_claim_back_however_far_and_the_claim_s_own_sentence_does_not():
+    assert claimed_limit("We are at the limit. A. B. C. There's plenty of headroom.", AT) is None
+    assert claimed_limit("A. B. C. We are at the limit. D. There's plenty of headroom.", AT) is None
+    assert claimed_limit("A. B. C. We are at the limit. D. E. F. G. There's plenty of headroom.", AT) is None
+    assert claimed_limit("Fine. Good. We are at the limit, and it's slow.", AT)
+    assert claimed_limit("A. B. C. D. We are at the limit, and it's slow. E.", AT)
+    assert claimed_limit("I'll try a wider tile. We are at the limit.", AT)  # a plan before it undoes nothing
+    assert claimed_limit("We are at the limit. A. Next I'll try a wider tile.", AT)  # a plan further on
+    # a judgement of worth that a denial in its clause turns round (the clause: after the last break)
+    assert claimed_limit("We are at the limit. Fine, not for long, so the rest is worth doing.", AT) is None
+
+
+def test_more_kinds_of_room_and_of_a_limit_not_reached_go_on():
+    for text in (
+        "We are at the limit. There's ~40% to find.",
+        "We are at the limit. Worth a couple more days.",
+        "We are at the limit. Further gains are possible with TMA.",
+        "We are at the limit. I don't think we've reached the optimum.",
+        "We are at the limit. The kernel has far more to give.",
+        "We are at the limit. The conv still has a 2x gap to cuDNN.",
+        "We are at the limit. It wasn't at its limit before the fix, not even close.",
+        "We are at the limit. My earlier note was wrong.",
+        "We are at the limit. Tomorrow: try cp.async.bulk.",
+        "We are at the limit. Cutting the index math should free a lot.",
+        "We are at the limit. The rest is bound by the code, not the hardware.",
+    ):
+        assert claimed_limit(text, AT) is None, text
+    for text in (
+        "We are at the limit. I don't think any further change is worth doing.",
+        "We are at the limit. Only 1% on the table.",
+        "We are at the limit. No further gains are possible.",
+        "We are at the limit. No way around it.",
+    ):
+        assert claimed_limit(text, AT), text
+
+
+def test_the_fallback_is_not_asked_about_a_low_share_or_a_sentence_a_later_one_takes_back():
+    assert fallback_candidates("This feels final at 40% of peak.", PATTERNS) == []
+    assert fallback_candidates("This feels final at 90% of peak.", PATTERNS) == ["This feels final at 90% of peak."]
+    assert fallback_candidates("This feels final at 4.8 TB/s. Fine. We're at 3.1.", PATTERNS) == []
+
+
 # ---- numbers against a limit ----------------------------------------------------------------------------
 
 NUMBERS = (
@@ -486,7 +611,11 @@ def test_the_rules_decide_without_a_model_or_a_verdict():
         found = decide_claim(text, PATTERNS, judge)
         assert found == {**claimed_limit(text, PATTERNS), "decided_by": "rules"}
         assert decide_claim("We hit the roofline.", PATTERNS, judge, _fallback(bias=-100.0))["decided_by"] == "rules"
-    assert decide_claim("This feels final to me; the part is spent.", PATTERNS, _Recorder(None)) is None
+    # what the rules miss is the fallback's to decide (here one that claims nothing)
+    assert (
+        decide_claim("This feels final to me; the part is spent.", PATTERNS, _Recorder(None), _fallback(bias=-100.0))
+        is None
+    )
 
 
 def test_the_detector_asks_its_classifier():

@@ -9,11 +9,13 @@ patterns for the structures of a claim (config.py: at a limit, no room left, can
 not worth it, within the noise, a recommendation to stop, ...), each match checked against the words
 around it: a denial, a question, a condition, a goal, another kernel or an earlier version (a subject
 before an aside or a label before a colon included), a statement of what holds in general, a limit
-named as a value, a low share or rate of the limit, a plan to go on, a limit denied later in the
-sentence; and against the next sentence: a retraction, the kernel measured at a low share, a plan. Where
-the rules find nothing, a small learned model (claim_model.py) is asked about the candidate sentences
-that neither go on nor are taken back (`fallback_candidates`); where they find a claim that model can
-overrule them, when it all but rules one out in every candidate sentence (its `veto`)."""
+named as a value, a low share or rate of the limit (in the clause, or further on where the sentence goes
+on with the kernel), a plan to go on, a limit denied later in the sentence; against the next sentence:
+a retraction, a plan; and against every later one: the kernel measured at a low share, at a rate or time
+well below one named before, called slow, room left. Where the rules find nothing, a small learned model
+(claim_model.py) is asked about the candidate sentences that neither go on, nor measure a low share, nor
+are taken back (`fallback_candidates`); where they find a claim that model can overrule them, when it all
+but rules one out in every candidate sentence (its `veto`)."""
 
 from __future__ import annotations
 
@@ -114,6 +116,12 @@ _GENERAL = re.compile(
 )
 # a label that opens the sentence, up to its colon ("Goal for this sprint:", "From the NCCL docs:"), that
 # names no one speaking ("I'll be honest:" is none): its words are read with the clause of a match after it
+# ... or named after the match: "the ceiling for any streaming kernel"
+_GENERAL_AFTER = re.compile(
+    r"^\s*(?:for|of|on|in)\s+(?:any|every|all|each)\s+(?:[\w-]+\s+){0,2}?(?:kernel|op|operator|program|workload|"
+    r"code)s?\b",
+    re.IGNORECASE,
+)
 _LABEL = re.compile(
     r"^\W*(?!(?:[\w'.-]+\s+){0,5}?(?:i|i'll|i'm|i'd|we|we'll|we're|let's)\b)((?:[\w'.-]+\s+){0,5}[\w'.-]+)\s*:\s",
     re.IGNORECASE,
@@ -137,8 +145,10 @@ _A_LIMIT_EXISTS = re.compile(r"(?:'s|is|are|was|were)\s+(?:a|an|one)\b", re.IGNO
 # a share of a limit in the clause, as measured: "memory-bound at 40% of peak" (below HIGH_SHARE: no claim;
 # "within 4% of peak" is a distance, not a share)
 _SHARE_IN_CLAUSE = re.compile(
-    r"(?<![\d.])(?<!within )(?<!within ~)(\d+(?:\.\d+)?)\s*%\s*(?:of\s+(?:the\s+)?(?:[\w-]+\s+)?"
-    r"(?:peak|roofline|sol|limit|max\w*|theoretical|bandwidth|speed[- ]of[- ]light|spec)|sol|utili[sz]ation|busy)|"
+    r"(?<![\d.])(?<!within )(?<!within ~)(?<!last )(?<!final )(?<!remaining "
+    r")(\d+(?:\.\d+)?)\s*%\s*(?:of\s+(?:the\s+)?(?:[\w-]+\s+)?"
+    r"(?:peak|roofline|roof|sol|limit|max\w*|theoretical|bandwidth|throughput|capacity|copy|memcpy|hbm|dram|"
+    r"speed[- ]of[- ]light|spec)|sol|utili[sz]ation|busy)|"
     r"\bat\s+(?:only\s+)?(\d+(?:\.\d+)?)\s*%|"
     r"\b(?:utili[sz]ation|throughput)\s+(?:is|of|at)\s+(?:only\s+|about\s+|~\s*)?(\d+(?:\.\d+)?)\s*%",
     re.IGNORECASE,
@@ -259,7 +269,8 @@ _GOES_ON = re.compile(
     r"lots of\s+|a lot of\s+|some\s+|significant\s+|considerable\s+|more\s+|real\s+|much\s+)?(?:room|headroom|"
     r"slack|upside|potential)\b|"
     r"(?<!no )(?<!little )(?<!much )(?<!zero )(?<!any )\b(?:room|headroom) (?:left|remaining|to (?:improve|grow|"
-    r"gain|spare))\b|(?<!not )(?<!no )\b(?:lots|plenty|much|a lot|more) to (?:gain|squeeze|win|get)\b|\b(?:can|could) "
+    r"gain|spare))\b|(?<!not )(?<!no )(?<!nothing )\b(?:lots|plenty|much|a lot|more) to (?:gain|squeeze|win|get)\b|"
+    r"\b(?:can|could) "
     r"still\b|\bstill (?:room|possible|improvable|on the table)\b|"
     r"\bnot because\b|\b(?:maybe|perhaps) not\b|\beither way\b|\b(?:hard|too (?:early|soon)) to (?:say|tell)\b|"
     r"\bdisagree\b|\b(?:is|are|was|were) (?:outdated|out of date|stale|no longer (?:true|accurate|correct))\b|"
@@ -267,6 +278,50 @@ _GOES_ON = re.compile(
     r"\b(?:has|have|had)\s+(?:plenty of|lots of|a lot of|some|more)\s+(?:room|headroom|slack)\b|"
     r"\b(?:hasn't|haven't|has not|have not|not)\s+(?:even\s+)?(?:been\s+)?(?:tried|attempted|explored)(?:\s+yet)?\b|"
     r"\bnot what (?:we're|we are|i'm|i am) (?:optimi[sz]ing|working on|tuning|measuring)\b|"
+    r"(?<![\d.])(?:[5-9]|[1-9]\d)(?:\.\d+)?\s*%\s+(?:more\s+)?(?:to (?:find|gain|go|win|get|squeeze|recover|close|"
+    r"take)|left|remaining|"
+    r"on the table|(?:of )?headroom)\b|"
+    r"\b(?:plenty of|lots of|a lot of|significant|considerable|substantial|ample)\s+(?:room|headroom|slack|upside)\b|"
+    r"\bstill (?:has |have )?(?:a|an|some|a (?:big|large|real|decent|clear|wide))\s+(?:[\w-]+\s+)?(?:gap|way to go|"
+    r"distance)\b|"
+    r"\b(?:a|the) gap to (?:close|explain|chase)\b|"
+    r"\bstill (?:open|in progress|ongoing|pending|wip|unsolved|unresolved)\b|"
+    r"\b(?:we're|we are|i'm|i am|it's|it is|this is|that's|that is)\s+not\s+(?:yet\s+)?done\b|\bnot done yet\b|"
+    r"\b(?:i|we) doubt (?:we|it|this|that|the \w+)\b[^.;]{0,30}?\b(?:found|reached|hit|at|near)\b|"
+    r"\b(?:don't|do not|doesn't|does not) (?:think|believe)\b[^.;]{0,40}?\b(?:optimal|at (?:the |its )?(?:limit|peak|"
+    r"roofline|ceiling)|done|the best|as fast as)\b|"
+    r"^\W*(?:[\w-]+\s+){1,3}next\W*$|"
+    r"^\W*(?:tomorrow|tonight|todo|to-?do|follow-?ups?|remaining work|open items?)\s*:|"
+    r"\b(?:should|will)\s+(?:free|save|gain|buy|recover|shave|win)\b(?!\s+(?:at most|only|just|little|less|nothing))|"
+    r"\b(?:was|were) (?:wrong|mistaken|incorrect|premature)\b|"
+    r"\b(?:nowhere near|far from|not (?:yet )?(?:near|close to))\s+as\s+(?:fast|good|quick)\s+as\b|"
+    r"\b(?:isn't|is not|aren't|are not|wasn't|weren't|not)\s+(?:by itself\s+|really\s+|yet\s+)?at\s+(?:the|a|our|any|"
+    r"its)\s+"
+    r"(?:[\w-]+\s+)?(?:ceiling|limit|floor|roof|roofline|wall|peak|hardware|silicon|bandwidth)\b|"
+    r"\bnot even close\b|\bnowhere close\b|,?\s+not (?:by )?(?:the )?(?:hardware|gpu|silicon|device|physics)\b|"
+    r"\b(?:could|can|would|might) make (?:it|this|the \w+)\s+(?:much\s+|a lot\s+|significantly\s+|far\s+|"
+    r"way\s+)?faster\b|\b(?:isn't|is not|aren't|are not)\s+by itself\b|"
+    r"\bnot (?:yet )?(?:the )?end of the (?:road|line)\b|\bend of the (?:road|line) yet\b|"
+    r"\bno longer (?:think|believe)\b|"
+    r"\b(?:further|more|additional|another)\s+(?:[\w-]+\s+){0,2}?(?:gains?|improvements?|speed-?ups?|speed|"
+    r"optimi[sz]ations?|"
+    r"wins?)\s+(?:(?:is|are|would be|seems?|looks?)\s+)?(?:very\s+|quite\s+|still\s+|definitely\s+|clearly\s+)?"
+    r"(?:possible|realistic|likely|available|achievable|to be had)\b|"
+    r"\b(?:expect|see|seeing|anticipate)\s+(?:\w+\s+){0,2}?(?:further|more|additional)\s+(?:gains?|improvements?|"
+    r"speed-?ups?|opportunities)\b|"
+    r"\bcan be (?:pushed|made|taken)\s+(?:much\s+|a lot\s+|significantly\s+|far\s+)?(?:further|faster)\b|"
+    r"\bha(?:s|ve) (?:far |much |a lot )?more to give\b|"
+    r"\b(?:haven't|hasn't|have not|has not)\s+(?:yet\s+)?(?:reached|hit|approached)\b|"
+    r"\b(?:don't|do not|doesn't|does not|can't|cannot|not)\s+(?:\w+\s+)?(?:think|believe|consider|conclude|"
+    r"ready to call|"
+    r"confident)\b[^.;]{0,40}?\b(?:reached|hit|done|optimal)\b|"
+    r"\bno reason to (?:believe|think|stop)\b|\bnothing (?:suggests|indicates|says)\b|\bcan't be the best\b|"
+    r"\b(?:we're|we are|it's|it is|ours is)\s+(?:still\s+)?(?:far|a long way|miles|well short)\s+(?:from|off|below)\b|"
+    r"\b(?:is|are|clearly|definitely|still)\s+(?!not\b|never\b|hardly\b)(?:\w+\s+)?(?:warranted|justified|worth it|"
+    r"worth (?:doing|pursuing|the effort))\b|^\W*worth (?:doing|it|more|another|a (?:couple|few)|further|pursuing)\b|"
+    r"\b(?:remaining|further) (?:optimi\w+|gains?|work|headroom|upside) is real\b|"
+    r"(?<![\d.])(?:1[5-9]|[2-9]\d)(?:\.\d+)?\s*%\s+(?:off|short of|below|under|away from)\b|"
+    r"\b(?:number|target|bar|baseline|one) to beat\b|\bnumbers? to compare (?:against|with|to)\b|"
     r"\b(?:our\s+[\w-]+|ours|the kernel|we)\s+(?:only\s+)?(?:gets?|reach(?:es)?|hits?|is at|are at|runs at|"
     r"achieves?|sits at)\s+(?:only\s+|about\s+|~\s*)?[1-7]?\d(?:\.\d+)?\s*%|"
     r"\bnow\s+(?:at\s+|only\s+)+[1-7]?\d(?:\.\d+)?\s*%|\bcould (?:likely |probably |still )?go (?:further|faster)\b|"
@@ -274,6 +329,7 @@ _GOES_ON = re.compile(
     r"on the table)|"
     r"\b(?:due to|because of|owing to)\s+(?:the\s+|my\s+|our\s+|a\s+)?(?:\d+[- ](?:hour|minute|day)\s+)?(?:time|"
     r"budget|deadline|time budget|time limit|request|failing tests?|tests?|build|ci)\b|\bout of (?:time|budget)\b|"
+    r"\b(?:takes?|took|taking) too long\b|\bfor (?:the|this) (?:evening|night|day|weekend)\b|\bfor (?:today|tonight)\b|"
     r"\b(?:user|you|they|reviewer|manager)\s+(?:asked|told|requested|wants?)\s+(?:me|us)\s+to\s+stop\b|"
     r"\bdisput\w*\b|\bpush(?:es|ed)? back\b|\b(?:they're|they are|you're|you are) right\b|"
     r";\s*(?:but\s+)?(?:our (?:[\w-]+ )?kernel|ours|the kernel|we)(?:'re|\s+(?:is|are|get|gets|reach|reaches|hit|hits|"
@@ -294,17 +350,21 @@ _FUTILE = re.compile(r"\bslow\w* (?:it |things |us )?down\b|\bhurts?\b|\bslower\
 # a sentence that takes back the one before, or disputes it: "Actually no, ncu shows 60%.", "I don't buy it:
 # we still read the input twice."
 _TAKES_BACK = re.compile(
-    r"^\W*(?:actually|wait|hmm+|correction|scratch that|strike that|on second thought|no\b|not quite|never ?mind|"
+    r"^\W*(?:actually|wait|hmm+|correction|scratch that|strike that|on second thought|no\b(?=\s*(?:[,.!;:\u2014-]|$))|"
+    r"not quite|never ?mind|"
     r"i was wrong|that's wrong|that was wrong|hold on|oops|i (?:disagree|don't (?:agree|buy|think so)))\b|"
     r"^\W*(?:that's|that is|it's|it is|this is)\s+(?:nowhere near|far from|not (?:at|near|close to))\b",
     re.IGNORECASE,
 )
+# the parts of a sentence that open like one: "Working around it; current throughput is 40% of copy."
+_OPENINGS = re.compile(r"[;:\u2014]")
 HIGH_SHARE = 0.85  # a measured share of a limit at least this high claims the limit
 # a sentence about the kernel at hand, or a contrast, that measures it (see _low_share): "We're at 58% on the
 # L4, though.", "Ours is at 74%.", "But the conv kernel is only at 60% of peak."
 _MEASURES_OURS = re.compile(
     r"^\W*(?:but|though|however|yet|ours|our|we're|we are|it's|it is|the kernel|this kernel|"
-    r"(?:[\w-]+\s+){0,2}(?:utili[sz]ation|throughput)\s+is)\b",
+    r"(?:[\w-]+\s+){0,2}(?:utili[sz]ation|throughput)\s+is|(?:achieved|measured|effective)\s+(?:[\w-]+\s+)?"
+    r"(?:bandwidth|throughput|utili[sz]ation)\s+is)\b",
     re.IGNORECASE,
 )
 
@@ -337,23 +397,118 @@ def _share(groups: dict) -> float | None:
     return part / whole if whole else None
 
 
+# a clause that goes on with the subject before it ("ours is latency-bound and sits at 55%")
+_CONTINUES = re.compile(
+    r"^\W*(?:only\s+|still\s+|now\s+)?(?:sits|sitting|runs|running|stays|gets|reaches|hits|achieves|is|at)\b",
+    re.IGNORECASE,
+)
+
+
+def _low_share_goes_on(rest: str) -> bool:
+    """Whether a clause of `rest` (the sentence after a match's clause) that goes on with its subject or
+    measures the kernel at hand measures a low share: "... and sits at 55%", "... and achieved bandwidth is
+    1.1 TB/s of 3.35" (not "; the naive version was at 40%", "; DRAM is at 40%")."""
+    starts = [b.end() for b in _CLAUSE_BREAK.finditer(rest)]  # (the rest opens with a break)
+    clauses = [rest[a:b] for a, b in zip(starts, [*starts[1:], len(rest)])]
+    return any((_CONTINUES.match(c) or _MEASURES_OURS.match(c)) and _low_share(c) for c in clauses)
+
+
+def _high_share(sentence: str) -> bool:
+    """Whether the sentence measures a share of a limit of at least HIGH_SHARE ("tensor cores at 88%")."""
+    return any(float(a or b or c) / 100 >= HIGH_SHARE for a, b, c in _SHARE_IN_CLAUSE.findall(sentence))
+
+
+# a rate against another, a unit on either: "1.1 TB/s of 3.35", "2.1 of 3.35 TB/s"
+_RATE_PAIR = re.compile(
+    r"(?<![\d.])(\d+(?:\.\d+)?)\s*([gt]b/s|tflop/?s|tflops)?\s*(?:/|\bout of\b|\bof\b)\s*(?:the\s+|a\s+|an\s+)?"
+    r"(?:~\s*|about\s+|roughly\s+)?(\d+(?:\.\d+)?)\s*([gt]b/s|tflop/?s|tflops)?",
+    re.IGNORECASE,
+)
+
+
 def _low_share(clause: str) -> bool:
-    """Whether the clause measures a share of a limit below HIGH_SHARE ("memory-bound at 40% of peak")."""
-    return any(float(a or b or c) / 100 < HIGH_SHARE for a, b, c in _SHARE_IN_CLAUSE.findall(clause))
+    """Whether the clause measures a share of a limit below HIGH_SHARE ("memory-bound at 40% of peak", "1.1
+    TB/s of 3.35")."""
+    return any(float(a or b or c) / 100 < HIGH_SHARE for a, b, c in _SHARE_IN_CLAUSE.findall(clause)) or any(
+        (u1 or u2) and float(d) and float(n) / float(d) < HIGH_SHARE for n, u1, d, u2 in _RATE_PAIR.findall(clause)
+    )
 
 
 # going on to other work, after a claim, is consistent with it: "moving on to the backward"
 _MOVES_ON = re.compile(r"moving|(?:so )?on to\b|next (?:is|up|comes|on the list)\b", re.IGNORECASE)
 
 
-def _taken_back(after: str) -> bool:
-    """Whether the sentence after a claim takes it back (_TAKES_BACK), measures the kernel at hand at a low
-    share of its limit or says that the work on it goes on (_plans, not moving on to other work)."""
+def _taken_back(after: str, before: _Limits, next_one: bool) -> bool:
+    """Whether a sentence after a claim takes it back: it measures the kernel at hand at a low share of its
+    limit, at a rate or time well below one named `before` (in the text up to it, see _limits), calls it
+    slow or says there is room (_ROOM); or, the `next_one` after it, it retracts the claim (_TAKES_BACK) or
+    says that the work on it goes on (_plans, not moving on to other work)."""
     return bool(
-        _TAKES_BACK.search(after)
-        or (_MEASURES_OURS.search(after) and _low_share(after))
-        or any(not _MOVES_ON.match(g.group(0)) for g in _plans(after))
+        (next_one and _TAKES_BACK.search(after))
+        or any(_MEASURES_OURS.search(c) and _low_share(c) for c in _OPENINGS.split(after))
+        or _low_measure(before, after)
+        or _STILL_SLOW.search(after)
+        or any(not _MOVES_ON.match(g.group(0)) and (next_one or _ROOM.search(g.group(0))) for g in _plans(after))
     )
+
+
+# a sentence after a claim that calls the kernel slow: "The kernel itself is what we should be timing, and it's slow."
+_STILL_SLOW = re.compile(
+    r"\b(?:it's|it is|(?:the )?kernel is|(?:is|are) still|still)\s+(?:still\s+|really\s+|very\s+|quite\s+|too\s+)?"
+    r"slow\b(?!\s+down)",
+    re.IGNORECASE,
+)
+# what a later sentence says of the kernel at hand, not of other work: room, worth, a distance from the limit
+_ROOM = re.compile(
+    r"room|headroom|slack|upside|gap|worth|warranted|justified|to (?:find|gain)|to give|possible|realistic|"
+    r"far from|nowhere near|not (?:yet |even )?(?:at|near|close)|short of|below|under|off\b",
+    re.IGNORECASE,
+)
+
+
+# a rate measured: "we're at 3.1", "the layernorm gets 1.8", "our reduction gets 11 GB/s" (a number with a unit
+# that is not a rate's, "at 61 ms", is not one)
+_MEASURED = re.compile(
+    r"\b(?:at|gets?|got|hits?|hitting|reach(?:es)?|seeing|sees?|manages?|achieves?|sustains?|takes?)\s+"
+    r"(?:only\s+|about\s+|around\s+|roughly\s+|~\s*)?(\d+(?:\.\d+)?)\s*(?:([gt](?:b/s|flop/?s|flops)|[mun\u00b5]?s)\b|"
+    r"(?!\s*(?:[a-z%/]|\.\d)))",
+    re.IGNORECASE,
+)
+# a time, in microseconds: "0.33 ms", "4 us"
+_TIME = re.compile(r"(\d+(?:\.\d+)?)\s*([mun\u00b5]?s)\b", re.IGNORECASE)
+_TIME_SCALE = {"s": 1e6, "ms": 1e3, "us": 1.0, "\u00b5s": 1.0, "ns": 1e-3}
+
+
+# the rates (in G units, as written, their kind) and times (in microseconds) that a text names
+_Limits = tuple[tuple[tuple[float, float, str], ...], tuple[float, ...]]
+
+
+def _limits(text: str) -> _Limits:
+    """The rates and the times that `text` names (see _Limits)."""
+    rates = tuple((float(n) * _PREFIX[p.lower()], float(n), _kind(kind)) for n, p, kind in _RATE.findall(text))
+    return rates, tuple(float(n) * _TIME_SCALE[u.lower()] for n, u in _TIME.findall(text))
+
+
+def _low_measure(before: _Limits, sentence: str) -> bool:
+    """Whether `sentence` measures a rate below HIGH_SHARE of the highest rate of its kind named `before`
+    ("4.8 TB/s spec. We're at 3.1.": a number without a unit read in the unit that rate is written in), or
+    a time that the shortest time named `before` is below HIGH_SHARE of ("the floor is 0.33 ms. We're at
+    0.61 ms.")."""
+    rates, times = before
+    for n, unit in _MEASURED.findall(sentence):
+        value, unit = float(n), unit.lower()
+        if unit in _TIME_SCALE:
+            low = bool(times) and min(times) < HIGH_SHARE * value * _TIME_SCALE[unit]
+        elif unit:
+            ((kind, rate),) = _rates(f"{n} {unit}").items()
+            limits = [v for v, _, k in rates if k == kind]
+            low = bool(limits) and rate < HIGH_SHARE * max(limits)
+        else:
+            raws = [r for _, r, _ in rates]
+            low = bool(raws) and 0.05 * max(raws) <= value < HIGH_SHARE * max(raws)
+        if low:
+            return True
+    return False
 
 
 # a rate, its unit's prefix and kind: "280 GB/s", "4.8 TB/s", "600 TFLOPS"
@@ -361,9 +516,15 @@ _RATE = re.compile(r"(\d+(?:\.\d+)?)\s*([gt])(b/s|flop/?s)", re.IGNORECASE)
 _PREFIX = {"g": 1, "t": 1000}  # a rate's prefix, in G
 
 
+def _kind(unit: str) -> str:
+    """A rate's kind, its unit without the prefix: "b/s", or "flop/s" however it is written ("TFLOPS",
+    "TFLOP/s")."""
+    return unit.lower().replace("flops", "flop/s")
+
+
 def _rates(text: str) -> dict[str, float]:
     """The last rate of each kind in `text`, in G units: {"b/s": 280.0}."""
-    return {kind.lower(): float(n) * _PREFIX[p.lower()] for n, p, kind in _RATE.findall(text)}
+    return {_kind(kind): float(n) * _PREFIX[p.lower()] for n, p, kind in _RATE.findall(text)}
 
 
 def _low_rate(before: str, phrase: str) -> bool:
@@ -373,13 +534,28 @@ def _low_rate(before: str, phrase: str) -> bool:
     return any(kind in got and got[kind] < HIGH_SHARE * v for kind, v in limit.items())
 
 
+# a judgement that the work is worth it, which a denial before it in its clause turns round ("I don't think any
+# further change is worth doing")
+_WORTH = re.compile(
+    r"\bworth|\bwarranted|\bjustified|\b(?:possible|realistic|likely|available|achievable|to be had)$|"
+    r"^(?:expect|see|anticipate)|more to give$",
+    re.IGNORECASE,
+)
+
+
 def _plans(sentence: str) -> list[re.Match]:
     """The words of the sentence that say the work goes on (a plan whose own clause denies nothing: not
     "tuning it further won't help"), that there is room, or that take a claim back."""
     found = []
     for g in _GOES_ON.finditer(sentence):
         clause_end = next((b.start() for b in _CLAUSE_BREAK.finditer(sentence, g.end())), len(sentence))
-        if not (_DENIAL.search(sentence[g.end() : clause_end]) or _FUTILE.search(sentence[g.end() : clause_end])):
+        breaks = [b.end() for b in _CLAUSE_BREAK.finditer(sentence, 0, g.start())]
+        lead = sentence[breaks[-1] if breaks else 0 : g.start()]
+        if not (
+            _DENIAL.search(sentence[g.end() : clause_end])
+            or _FUTILE.search(sentence[g.end() : clause_end])
+            or (_WORTH.search(g.group(0)) and _DENIAL.search(_NOT_A_DENIAL.sub(" ", lead)))
+        ):
             found.append(g)
     return found
 
@@ -414,6 +590,7 @@ def _qualified(lead: str, inner: str, trail: str, rest: str) -> bool:
         or _OTHERS_SUBJECT.search(lead)
         or _LIMIT_VALUE.search(lead)
         or _NOT_NOW.search(trail)
+        or _GENERAL_AFTER.search(trail)
         or _VALUE_OR_DENIED.search(rest)
     )
 
@@ -455,6 +632,7 @@ def _asserted(sentence: str, m: re.Match) -> bool:
         _qualified(lead, inner, trail, sentence[m.end() :])
         or _a_topic(sentence, m)
         or _low_share(lead + " " + trail)
+        or (_low_share_goes_on(sentence[after:]) and not _high_share(sentence))
         or _low_rate(sentence[: m.start()], m.group(0))
         or (_THERE.search(lead) and _A_LIMIT_EXISTS.match(m.group(0)))
     ):
@@ -470,19 +648,20 @@ def _asserted(sentence: str, m: re.Match) -> bool:
 
 
 def claimed_limit(text: str | None, patterns: tuple[str, ...]) -> dict | None:
-    """The first claim of a limit in `text` (an asserted one, see _asserted, in a sentence that the next
-    one does not take back): the phrase, its sentence and the pattern that found it."""
+    """The first claim of a limit in `text` (an asserted one, see _asserted, in a sentence that no later one
+    takes back, see _undermined): the phrase, its sentence and the pattern that found it."""
     if not text:
         return None
     sentences = _sentences(text.replace("\u2019", "'"))
-    for sentence, after in zip(sentences, [*sentences[1:], ""]):
+    undermined = _undermined(sentences)
+    for i, sentence in enumerate(sentences):
         found = [
             (m.start(), m, pat)
             for pat in patterns
             for m in re.finditer(pat, sentence, re.IGNORECASE)
             if _asserted(sentence, m)
         ]
-        if found and not _taken_back(after):
+        if found and not undermined[i]:
             _, m, pat = min(found, key=lambda f: f[0])
             return {"phrase": m.group(0), "sentence": _shown(sentence), "pattern": pat}
     return None
@@ -529,13 +708,29 @@ def _shown(sentence: str) -> str:
     return " ".join(sentence.split())[:300]
 
 
-def _candidates(text: str, patterns: tuple[str, ...]) -> list[tuple[str, str]]:
-    """(sentence, the one after it) for each sentence of `text` that could claim a limit: a word of
-    _LIMIT_WORDS or a match of `patterns`, not a question."""
+def _undermined(sentences: list[str]) -> list[bool]:
+    """For each sentence, whether a sentence after it takes a claim in it back (see _taken_back: a retraction
+    or a plan only in the next one)."""
+    # the rates and times named before each sentence
+    before: list[_Limits] = [((), ())]
+    for sentence in sentences[:-1]:
+        rates, times = _limits(sentence)
+        before.append((before[-1][0] + rates, before[-1][1] + times))
+    undone = [False] * len(sentences)
+    later = False  # whether a sentence after the one at hand's next takes back
+    for j in range(len(sentences) - 1, 0, -1):
+        undone[j - 1] = later or _taken_back(sentences[j], before[j], True)
+        later = later or _taken_back(sentences[j], before[j], False)
+    return undone
+
+
+def _candidates(text: str, patterns: tuple[str, ...]) -> tuple[list[str], list[int]]:
+    """The sentences of `text`, and the indices of those that could claim a limit: a word of _LIMIT_WORDS or
+    a match of `patterns`, not a question."""
     sentences = _sentences(text.replace("\u2019", "'"))
-    return [
-        (s, after)
-        for s, after in zip(sentences, [*sentences[1:], ""])
+    return sentences, [
+        i
+        for i, s in enumerate(sentences)
         if not s.rstrip().endswith("?")
         and (_LIMIT_WORDS.search(s) or any(re.search(p, s, re.IGNORECASE) for p in patterns))
     ]
@@ -544,17 +739,27 @@ def _candidates(text: str, patterns: tuple[str, ...]) -> list[tuple[str, str]]:
 def claim_candidates(text: str | None, patterns: tuple[str, ...] = ()) -> list[str]:
     """The sentences of `text` that could claim a limit (see _candidates), whitespace-normalized: what the
     model is asked about."""
-    return [_shown(s) for s, _ in _candidates(text, patterns)] if text else []
+    if not text:
+        return []
+    sentences, chosen = _candidates(text, patterns)
+    return [_shown(sentences[i]) for i in chosen]
 
 
 def fallback_candidates(text: str, patterns: tuple[str, ...]) -> list[str]:
     """The candidate sentences that the fallback model (claim_model.py) is asked about: those that say
-    nothing of the work going on (see _plans), that the next sentence does not take back and that are not
-    a line quoted from elsewhere."""
+    nothing of the work going on (see _plans), that measure no low share of a limit, that no later sentence
+    takes back (see _undermined) and that are not a line quoted from elsewhere."""
+    sentences, chosen = _candidates(text, patterns)
+    undermined = _undermined(sentences) if chosen else []
     return [
-        _shown(s)
-        for s, after in _candidates(text, patterns)
-        if not (_plans(s) or _taken_back(after) or _CITED_LINE.match(s))
+        _shown(sentences[i])
+        for i in chosen
+        if not (
+            _plans(sentences[i])
+            or (_low_share(sentences[i]) and not _high_share(sentences[i]))
+            or undermined[i]
+            or _CITED_LINE.match(sentences[i])
+        )
     ]
 
 
