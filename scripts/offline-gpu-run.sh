@@ -15,7 +15,10 @@
 #                                             #        a growing row max), the extended set on every
 #                                             #        distribution (not with SKIP_EXT=1), and v20 and the
 #                                             #        variants in BESIDE each checked on its own, under
-#                                             #        a time limit (GATE_ROWS; *_TIMEOUT)
+#                                             #        a time limit (GATE_ROWS; *_TIMEOUT); KNOBS adds variants
+#                                             #        of the kernel file with the A/B knobs set, e.g.
+#                                             #        KNOBS="w2:KS_D128_WIDE_PV=2 c2k:KS_D128_WIDE_PV=1,KS_D128_CAUSAL_LONG_FROM=2048"
+#                                             #        (/tmp/w2.cu, /tmp/c2k.cu; the 'knobs' step writes them alone)
 #   bash scripts/offline-gpu-run.sh ab        # (node) a timing beside FA3 and the variants that passed
 #                                             #        that check, every output checked (ROWS, AB_INPUTS)
 #   bash scripts/offline-gpu-run.sh sandbox   # (node) CUDA and FA3 under the evaluator's sandbox (the probe),
@@ -53,6 +56,23 @@ smi_start() {
   SMI_PID=$!
 }
 smi_stop() { [ -n "${SMI_PID:-}" ] && kill "$SMI_PID" 2>/dev/null; SMI_PID=; }
+# the variants that KNOBS names ("name:KS_X=V,KS_Y=W ..."), each the kernel file with its #defines before it
+# (kernels/hopper/flash_fwd_sm90.cu, "A/B knobs"), written to $KNOB_DIR/name.cu (default /tmp); their paths
+knob_variants() {
+  local spec name kv
+  for spec in ${KNOBS:-}; do
+    name=${spec%%:*}
+    case "$name" in ''|*[!A-Za-z0-9_-]*) echo "KNOBS: a bad name in '$spec'" >&2; return 2;; esac
+    { for kv in $(echo "${spec#*:}" | tr ',' ' '); do
+        case "$kv" in KS_*=?*) ;; *) echo "KNOBS: not KS_NAME=VALUE: '$kv'" >&2; return 2;; esac
+        grep -q "^#ifndef ${kv%%=*}\b" kernels/hopper/flash_fwd_sm90.cu ||
+          { echo "KNOBS: the kernel file has no knob ${kv%%=*}" >&2; return 2; }
+        echo "#define ${kv%%=*} ${kv#*=}"
+      done
+      cat kernels/hopper/flash_fwd_sm90.cu; } > "${KNOB_DIR:-/tmp}/$name.cu" || return 2
+    echo "${KNOB_DIR:-/tmp}/$name.cu"
+  done
+}
 
 case "${1:-}" in
   fetch)
@@ -132,6 +152,7 @@ case "${1:-}" in
     if v20_file; then variants+=(/tmp/v20.cu)
     else echo "no git history here: v20 is checked and timed only if BESIDE names a copy of it"; fi
     variants+=(${BESIDE:-})
+    while read -r f; do variants+=("$f"); done < <(knob_variants)
     python3 -c "import sys, pathlib; from concurrent.futures import ThreadPoolExecutor as P
 from kernelseek_suite.build import build
 with P(8) as pool: list(pool.map(lambda f: build(pathlib.Path(f), '$ARCH'), sys.argv[1:]))" "${variants[@]}" \
@@ -145,6 +166,10 @@ with P(8) as pool: list(pool.map(lambda f: build(pathlib.Path(f), '$ARCH'), sys.
       rc=$?
       if [ $rc -eq 0 ]; then echo "$f" >> /tmp/ab-beside.txt; echo "gate ok: $f"; else echo "gate FAILED (rc=$rc; left out of the timing): $f"; tail -3 "$g"; fi
     done
+    ;;
+  knobs)
+    # (anywhere) the KNOBS variants' files, for a look before a call: their paths
+    knob_variants || exit 2
     ;;
   ab)
     env_here

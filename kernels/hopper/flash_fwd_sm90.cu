@@ -71,7 +71,8 @@
 //   128x128 (2, 2); d256 128x80 (2, 2). Three consumer warpgroups need P in at most 160 registers:
 //   S (BN/2), O (d_v/2 + 4) and P (BN/4) per thread, hence the narrower BN. The fast softmax runs in
 //   every configuration but d256, causal d64 with up to 1024 keys, the 192-row d96 tile, and causal
-//   d192/128 (slower there, or spilling with it).
+//   d192/128 (slower there, or spilling with it). The A/B knobs (KS_*, below the contract) choose other
+//   tiles for a variant built beside this one; their defaults are the choices above.
 //
 // MEASURED STANDING
 //   The full grid (182 scenarios beside FA3, FA4 and cuDNN on four input distributions, and the
@@ -112,6 +113,19 @@ typedef struct {
   float softmax_scale;
   int32_t dtype;
 } ks_attn_params;
+
+// ------------------------------------------------------------------------------ A/B knobs
+// Compile-time choices for A/B runs (a variant is this file with a #define before it); the defaults are
+// the measured choice (kernels/hopper/NOTES.md).
+#ifndef KS_D128_WIDE_PV  // d128's 192x80 tile with the sums of P in its PV GEMM (N = 136, V in 32-column
+#define KS_D128_WIDE_PV 0  // chunks): 0 nowhere, 1 causal, 2 causal and non-causal
+#endif
+#ifndef KS_D128_CAUSAL_LONG_FROM  // keys from which causal d128 takes the 192x80 tile (else 128x128)
+#define KS_D128_CAUSAL_LONG_FROM 8192
+#endif
+#ifndef KS_D192_CAUSAL_LONG_FROM  // keys from which causal d192/128 takes the 192x80 tile (else 128x128)
+#define KS_D192_CAUSAL_LONG_FROM 8192
+#endif
 
 // ------------------------------------------------------------------------------ PTX wrappers
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -277,6 +291,31 @@ template <> struct Wgmma<104> {
           "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
           "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
           "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+  }
+};
+template <> struct Wgmma<136> {
+  // D(64x136, f32) = (accumulate ? D : 0) + A(64x16, registers) * B(16x136, smem, MN-major): V and a
+  // chunk of ones beside it (WIDE_PV at d_v 128, WIDE_128_)
+  __device__ static __forceinline__ void rs(float (&d)[68], const uint32_t (&a)[4], uint64_t b, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %73, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n136k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+        "%64, %65, %66, %67"
+        "}, {%68, %69, %70, %71}, %72, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
   }
 };
@@ -552,7 +591,8 @@ enum FastSoftmax { FAST_NEVER = 0, FAST_NON_CAUSAL = 1, FAST_ALWAYS = 3 };
 constexpr float REF_BIAS = 64.f;
 constexpr int P_LOG2 = 16;
 
-template <int DQK_, int DV_, int BN_, int STAGES_, int CWG_ = 2, int RESCALE_LOG2_ = P_LOG2, int FAST_ = FAST_ALWAYS>
+template <int DQK_, int DV_, int BN_, int STAGES_, int CWG_ = 2, int RESCALE_LOG2_ = P_LOG2, int FAST_ = FAST_ALWAYS,
+          bool WIDE_128_ = false>
 struct Config {
   static constexpr int DQK = DQK_, DV = DV_;
   // lazy O rescale: when a block's max exceeds the reference by more than this (log2 units; 0: every
@@ -562,7 +602,9 @@ struct Config {
   static constexpr int DQK_PAD = (DQK + 63) / 64 * 64;  // Q and K: 64-column chunks, 128-byte swizzle
   // V: 64-column chunks with the 128-byte swizzle, or 32-column chunks with the 64-byte swizzle when
   // that avoids padding (d 96): the PV GEMM then runs on N = DV_MMA columns, no more
-  static constexpr int V_COLS = DV % 64 == 0 ? 64 : 32;
+  // (WIDE_128_: 32-column chunks at d_v 128 too, so that the PV GEMM can take 8 columns of ones after V)
+  static constexpr int V_COLS = DV % 64 == 0 && !WIDE_128_ ? 64 : 32;
+  static_assert(!WIDE_128_ || (DV == 128 && FAST_ != FAST_NEVER), "WIDE_128_: d_v 128 with the fast softmax");
   static constexpr int DV_MMA = (DV + V_COLS - 1) / V_COLS * V_COLS;
   static constexpr int QK_CHUNKS = DQK_PAD / 64, V_CHUNKS = DV_MMA / V_COLS;
   // the steady loop's softmax against the reference max, redone exactly when unsafe (softmax_fast)
@@ -574,10 +616,10 @@ struct Config {
   static constexpr int Q_BYTES = BM * DQK_PAD * 2;
   static constexpr int K_BYTES = BN * DQK_PAD * 2;      // one stage
   static constexpr int V_BYTES = BN * DV_MMA * 2;
-  // WIDE_PV (d_v <= 96, fast softmax): the PV GEMM runs on N = DV_MMA + 8 over V and the first 8
-  // columns of a chunk of ones after it in each stage (never loaded), so the sums of its weights come
-  // with it; elsewhere the epilogue corrects the row sum of P by its largest term
-  static constexpr bool WIDE_PV = DV_MMA <= 96 && FAST_ != FAST_NEVER;
+  // WIDE_PV (d_v <= 96, or 128 with WIDE_128_; fast softmax): the PV GEMM runs on N = DV_MMA + 8 over V
+  // and the first 8 columns of a chunk of ones after it in each stage (never loaded), so the sums of its
+  // weights come with it; elsewhere the epilogue corrects the row sum of P by its largest term
+  static constexpr bool WIDE_PV = (DV_MMA <= 96 || WIDE_128_) && FAST_ != FAST_NEVER;
   static constexpr int V_STAGE_BYTES = V_BYTES + (WIDE_PV ? BN * V_COLS * 2 : 0);
   // Q double-buffered where shared memory allows: the next tile's Q loads while this tile runs
   static constexpr int Q_STAGES = 2 * Q_BYTES + STAGES * (K_BYTES + V_STAGE_BYTES) + 512 + 1024 <= 232448 ? 2 : 1;
@@ -1430,11 +1472,20 @@ extern "C" int ks_attn_fwd(const ks_attn_params* pp, cudaStream_t stream) {
   if (a.d_qk == 96 && a.d_v == 96)
     return a.seqlen_k >= (a.causal ? 8192 : 2048) ? launch<Config<96, 96, 112, 2, 3, P_LOG2, FAST_NEVER>>(a, stream)
                                                  : launch<Config<96, 96, 128, 2, 2>>(a, stream);
-  if (a.d_qk == 128 && a.d_v == 128)
-    return long_kv || (!a.causal && a.seqlen_k >= 2048) ? launch<Config<128, 128, 80, 2, 3>>(a, stream)
-                                                       : launch<Config<128, 128, 128, 2, 2>>(a, stream);
+  if (a.d_qk == 128 && a.d_v == 128) {
+    using Wide = Config<128, 128, 80, 2, 3, P_LOG2, FAST_ALWAYS, true>;  // (only where a knob below asks for it)
+    if (a.causal && a.seqlen_k >= KS_D128_CAUSAL_LONG_FROM) {
+      if constexpr (KS_D128_WIDE_PV >= 1) return launch<Wide>(a, stream);
+      else return launch<Config<128, 128, 80, 2, 3>>(a, stream);
+    }
+    if (!a.causal && a.seqlen_k >= 2048) {
+      if constexpr (KS_D128_WIDE_PV >= 2) return launch<Wide>(a, stream);
+      else return launch<Config<128, 128, 80, 2, 3>>(a, stream);
+    }
+    return launch<Config<128, 128, 128, 2, 2>>(a, stream);
+  }
   if (a.d_qk == 256 && a.d_v == 256) return launch<Config<256, 256, 80, 2, 2, P_LOG2, FAST_NEVER>>(a, stream);
   if (a.d_qk == 192 && a.d_v == 128)
-    return long_kv ? launch<Config<192, 128, 80, 2, 3, P_LOG2, FAST_NON_CAUSAL>>(a, stream) : launch<Config<192, 128, 128, 2, 2, P_LOG2, FAST_NON_CAUSAL>>(a, stream);
+    return (a.causal ? a.seqlen_k >= KS_D192_CAUSAL_LONG_FROM : long_kv) ? launch<Config<192, 128, 80, 2, 3, P_LOG2, FAST_NON_CAUSAL>>(a, stream) : launch<Config<192, 128, 128, 2, 2, P_LOG2, FAST_NON_CAUSAL>>(a, stream);
   return KS_ERR_UNSUPPORTED;
 }

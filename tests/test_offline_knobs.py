@@ -1,0 +1,47 @@
+"""scripts/offline-gpu-run.sh's knob variants (KNOBS): the Hopper kernel file with #defines before it, each
+define one of the knobs the file declares, so that a misspelt knob cannot build the shipped kernel under
+another name. The variants are built and timed on a GPU node (`kernel`, `ab`); writing them needs none."""
+
+import os
+import subprocess
+
+from kernelseek_suite import config
+
+ROOT = config.REPO_ROOT
+SCRIPT = ROOT / "scripts" / "offline-gpu-run.sh"
+KERNEL = ROOT / "kernels" / "hopper" / "flash_fwd_sm90.cu"
+
+
+def _knobs(tmp_path, knobs: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, KNOBS=knobs, KNOB_DIR=str(tmp_path), OUT=str(tmp_path / "out"))
+    return subprocess.run(["bash", str(SCRIPT), "knobs"], capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_each_variant_is_the_kernel_file_with_its_defines_before_it(tmp_path):
+    r = _knobs(tmp_path, "w2:KS_D128_WIDE_PV=2 c2k:KS_D128_WIDE_PV=1,KS_D128_CAUSAL_LONG_FROM=2048")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [str(tmp_path / "w2.cu"), str(tmp_path / "c2k.cu")]
+    kernel = KERNEL.read_text()
+    assert (tmp_path / "w2.cu").read_text() == "#define KS_D128_WIDE_PV 2\n" + kernel
+    assert (tmp_path / "c2k.cu").read_text() == (
+        "#define KS_D128_WIDE_PV 1\n#define KS_D128_CAUSAL_LONG_FROM 2048\n" + kernel
+    )
+
+
+def test_a_knob_the_kernel_does_not_declare_or_a_malformed_one_is_refused(tmp_path):
+    for knobs, says in (
+        ("w:KS_D128_WIDE=2", "no knob KS_D128_WIDE"),  # a misspelt knob
+        ("w:D128_WIDE_PV=2", "not KS_NAME=VALUE"),
+        ("w:KS_D128_WIDE_PV=", "not KS_NAME=VALUE"),
+        ("w/x:KS_D128_WIDE_PV=2", "a bad name"),
+    ):
+        r = _knobs(tmp_path, knobs)
+        assert r.returncode == 2 and says in r.stderr, (knobs, r.stderr)
+
+
+def test_every_knob_the_kernel_declares_has_its_default_beside_it():
+    text = KERNEL.read_text()
+    declared = [line.split()[1] for line in text.splitlines() if line.startswith("#ifndef KS_")]
+    assert declared == ["KS_D128_WIDE_PV", "KS_D128_CAUSAL_LONG_FROM", "KS_D192_CAUSAL_LONG_FROM"]
+    for name in declared:
+        assert f"#define {name} " in text
