@@ -93,18 +93,26 @@ case "${1:-}" in
       nvidia-cutlass-dsl-libs-core==4.8.1 nvidia-cutlass-dsl-libs-cu13==4.8.1 quack-kernels==0.6.5 \
       apache-tvm-ffi==0.1.15.post2 torch-c-dlpack-ext==0.1.5
     rm -rf .carry/x && python3 -m zipfile -e .carry/fa4/nvidia_cutlass_dsl_libs_cu13-*.whl .carry/x
-    (cd .carry/x && tar cf - "$SO" | xz -9 -T0 > ../p1/part1.tar.xz)
+    # the library's archive in two pieces: 40 MiB in p1, the rest in p2, so that each transfer holds the
+    # working tree too (64 MiB in all)
+    (cd .carry/x && tar cf - "$SO" | xz -9 -T0 > ../part1.tar.xz)
+    head -c 41943040 .carry/part1.tar.xz > .carry/p1/part1.tar.xz.00
+    tail -c +41943041 .carry/part1.tar.xz > .carry/p2/part1.tar.xz.01
+    rm -f .carry/part1.tar.xz .carry/p1/part1.tar.xz
     (cd .carry/x && tar cf - --exclude="$(basename "$SO")" . | xz -9 -T0 > ../p2/part2.tar.xz)
     rm -rf .carry/x
     for w in .carry/fa4/*.whl; do case "$w" in *libs_cu13*) ;; *) cp "$w" .carry/p2/ ;; esac; done
     du -sh .whl .carry/p1 .carry/p2
     ;;
   part1)
-    mkdir -p /tmp/site && tar xJf .carry/p1/part1.tar.xz -C /tmp/site && ls -la "/tmp/site/$SO"
+    # the first piece of the library's archive waits in /tmp for the rest (setup)
+    cp .carry/p1/part1.tar.xz.00 /tmp/ && ls -la /tmp/part1.tar.xz.00
     nvidia-smi --query-gpu=name,uuid,driver_version --format=csv,noheader
     ;;
   setup)
-    test -f "/tmp/site/$SO" || { echo "part1 is missing: run 'part1' on this node first"; exit 7; }
+    test -f /tmp/part1.tar.xz.00 || { echo "part1 is missing: run 'part1' on this node first"; exit 7; }
+    mkdir -p /tmp/site && cat /tmp/part1.tar.xz.00 .carry/p2/part1.tar.xz.01 | tar xJf - -C /tmp/site &&
+      test -f "/tmp/site/$SO" || { echo "FA4's library did not unpack"; exit 7; }
     tar xJf .carry/p2/part2.tar.xz -C /tmp/site
     for w in .carry/p2/*.whl; do python3 -m zipfile -e "$w" /tmp/site; done
     mkdir -p /tmp/site2
