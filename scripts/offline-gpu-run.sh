@@ -28,6 +28,8 @@
 #                                             #        the probe alone; SKIP_PROBE=1: without it)
 #   bash scripts/offline-gpu-run.sh profile   # (node) Nsight Compute on the Hopper kernel and FA3, side by
 #                                             #        side, on PROFILE_ROWS (scripts/profile-beside.py)
+#   bash scripts/offline-gpu-run.sh source    # (node) where the warps wait, per SASS instruction, ours and FA3's
+#                                             #        (scripts/profile-source.py on SOURCE_ROW)
 #   bash scripts/offline-gpu-run.sh reproduce # (node) the whole reproduce; results/<arch> archived in $OUT
 #
 # Everything lands under /tmp/site (FA4) and /tmp/site2 (the rest), which the node keeps while it is up.
@@ -221,6 +223,11 @@ with P(8) as pool: list(pool.map(lambda f: build(pathlib.Path(f), '$ARCH'), sys.
     timeout "${PROFILE_TIMEOUT:-400}" python3 scripts/profile-beside.py \
       "${PROFILE_ROWS:-d64-h32kv8-s8192,d256-h8kv8-s1024-causal,d128-h16kv1-s1024-causal}" --out "$OUT/profile" \
       2>&1 | tee "$OUT/profile.txt" | tail -12
+    ;;
+  source)
+    env_here
+    timeout "${PROFILE_TIMEOUT:-400}" python3 scripts/profile-source.py "${SOURCE_ROW:-d128-h16kv1-s1024-causal}" --fa3 \
+      --out "$OUT/source" 2>&1 | tee "$OUT/source.txt" | head -100
     ;;
   reproduce)
     env_here

@@ -126,6 +126,9 @@ typedef struct {
 #ifndef KS_D192_CAUSAL_LONG_FROM  // keys from which causal d192/128 takes the 192x80 tile (else 128x128)
 #define KS_D192_CAUSAL_LONG_FROM 8192
 #endif
+#ifndef KS_K_RELEASE  // when a block's K is released: 0 after its softmax; 1 as soon as its S GEMM is done
+#define KS_K_RELEASE 0  // in the exact softmax; 2 there and in the fast one too (a timing probe only: a redo
+#endif                  // of the fast softmax then reads a K stage that may be loading again)
 
 // ------------------------------------------------------------------------------ PTX wrappers
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -1206,6 +1209,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       named_bar_arrive(next_turn, 256);
       if (EARLY) wgmma_wait<0>(); else if (decltype(owed)::value) wgmma_wait<1>(); else wgmma_wait<0>();
       fence_regs(acc_s);
+      if (KS_K_RELEASE >= 1 && lane == 0) mbar_arrive(k_empty(s));
       if (lane == 0 && i0 == n_blocks - 1) mbar_arrive(q_empty(qs));
       float owed_max[2] = {row_max[0], row_max[1]}, owed_sum[2] = {row_sum[0], row_sum[1]};
       const float owed_top[2] = {row_top[0], row_top[1]};
@@ -1216,7 +1220,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       if (half) masked_softmax(Int<C::BN / 16>(), n_blocks - 1 - i0, true);
       else masked_softmax(Int<C::BN / 8>(), n_blocks - 1 - i0, i0 < n_masked);
       // as in the steady loop: a release under a condition on the softmax keeps the PV wait below it
-      if (lane == 0 && __float_as_uint(row_sum[0]) != 0xffffffffu) mbar_arrive(k_empty(s));
+      if (KS_K_RELEASE == 0 && lane == 0 && __float_as_uint(row_sum[0]) != 0xffffffffu) mbar_arrive(k_empty(s));
       if (decltype(owed)::value) {
         wgmma_wait<0>();
         fence_regs(acc_o);
@@ -1254,6 +1258,9 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       wgmma_wait<1>();
       fence_regs(acc_s);
       bool redo = false;
+      constexpr bool EXACT_HERE = decltype(masked)::value || !FAST;
+      constexpr bool K_EARLY = KS_K_RELEASE == 2 || (KS_K_RELEASE == 1 && EXACT_HERE);
+      if (K_EARLY && lane == 0) mbar_arrive(k_empty(s));
       if constexpr (decltype(masked)::value || !FAST) {
         if (lane == 0 && i == n_blocks - 1) mbar_arrive(q_empty(qs));  // Q is read no more: the next tile's may load
         bool rescale;
@@ -1266,7 +1273,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         // K(i) is released after the softmax, under a condition on its result that always holds: ptxas
         // then keeps the PV GEMM's wait below the first row's exponentials instead of hoisting it above
         // all of them (measured: this partial overlap beat both no overlap and the whole softmax above it)
-        if (lane == 0 && __float_as_uint(row_sum[0]) != 0xffffffffu) mbar_arrive(k_empty(s));
+        if (!K_EARLY && lane == 0 && __float_as_uint(row_sum[0]) != 0xffffffffu) mbar_arrive(k_empty(s));
         wgmma_wait<0>();
         fence_regs(acc_o);
         if (lane == 0) mbar_arrive(v_empty(prev_s));  // V before the rescale: ptxas keeps the order
@@ -1280,7 +1287,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
           row_sum[0] += blk[0];
           row_sum[1] += blk[1];
           if (lane == 0) {
-            if (__float_as_uint(row_sum[0]) != 0xffffffffu) mbar_arrive(k_empty(s));
+            if (!K_EARLY && __float_as_uint(row_sum[0]) != 0xffffffffu) mbar_arrive(k_empty(s));
             if (i == n_blocks - 1) mbar_arrive(q_empty(qs));
           }
         }
