@@ -126,6 +126,9 @@ typedef struct {
 #ifndef KS_D192_CAUSAL_LONG_FROM  // keys from which causal d192/128 takes the 192x80 tile (else 128x128)
 #define KS_D192_CAUSAL_LONG_FROM 8192
 #endif
+#ifndef KS_K_STAGES  // K stages of the two-warpgroup tiles where shared memory allows (0: as many as V's)
+#define KS_K_STAGES 0
+#endif
 #ifndef KS_K_RELEASE  // when a block's K is released: 0 after its softmax; 1 as soon as its S GEMM is done
 #define KS_K_RELEASE 0  // in the exact softmax; 2 there and in the fast one too (a timing probe only: a redo
 #endif                  // of the fast softmax then reads a K stage that may be loading again)
@@ -625,16 +628,21 @@ struct Config {
   static constexpr bool WIDE_PV = (DV_MMA <= 96 || WIDE_128_) && FAST_ != FAST_NEVER;
   static constexpr int V_STAGE_BYTES = V_BYTES + (WIDE_PV ? BN * V_COLS * 2 : 0);
   // Q double-buffered where shared memory allows: the next tile's Q loads while this tile runs
-  static constexpr int Q_STAGES = 2 * Q_BYTES + STAGES * (K_BYTES + V_STAGE_BYTES) + 512 + 1024 <= 232448 ? 2 : 1;
+  // K's stages: more than V's (KS_K_STAGES) on the two-warpgroup tiles where one Q buffer leaves room
+  static constexpr int K_STAGES =
+      CWG == 2 && KS_K_STAGES > STAGES && Q_BYTES + KS_K_STAGES * K_BYTES + STAGES * V_STAGE_BYTES + 512 + 1024 <= 232448
+          ? KS_K_STAGES : STAGES;
+  static constexpr int KV_BYTES = K_STAGES * K_BYTES + STAGES * V_STAGE_BYTES;  // K's and V's stages
+  static constexpr int Q_STAGES = 2 * Q_BYTES + KV_BYTES + 512 + 1024 <= 232448 ? 2 : 1;
   // O staged in shared memory (64-column chunks, 128-byte swizzle) and written by TMA stores, where
   // shared memory allows after Q and K/V; elsewhere it is written from registers
   static constexpr int DV_PAD = (DV + 63) / 64 * 64;
   static constexpr int O_BYTES = BM * DV_PAD * 2;
-  static constexpr bool O_TMA = Q_STAGES * Q_BYTES + STAGES * (K_BYTES + V_STAGE_BYTES) + O_BYTES + 512 + 1024 <= 232448;
-  static constexpr int TILE_BYTES = Q_STAGES * Q_BYTES + STAGES * (K_BYTES + V_STAGE_BYTES) + (O_TMA ? O_BYTES : 0);
+  static constexpr bool O_TMA = Q_STAGES * Q_BYTES + KV_BYTES + O_BYTES + 512 + 1024 <= 232448;
+  static constexpr int TILE_BYTES = Q_STAGES * Q_BYTES + KV_BYTES + (O_TMA ? O_BYTES : 0);
   // after the tiles: the barriers (256 bytes, of 512 set aside), and slack for the 1024-byte alignment
   static constexpr int SMEM_BYTES = TILE_BYTES + 512 + 1024;
-  static_assert(8 * (8 + 4 * STAGES) <= 256, "barrier area");
+  static_assert(8 * (8 + 2 * K_STAGES + 2 * STAGES) <= 256, "barrier area");
   // O's accumulators (d_v / 2 per thread), then with WIDE_PV 4 more: the PV GEMM's weights summed per
   // row (row a twice, row b twice: its last 8 columns, whose B is all ones)
   static constexpr int O_REGS = DV_MMA / 2 + (WIDE_PV ? 4 : 0);
@@ -863,19 +871,20 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   const uint32_t smem_base = (smem_u32(smem_raw) + 1023) & ~1023u;
   const uint32_t sQ = smem_base;
   const uint32_t sK = sQ + C::Q_STAGES * C::Q_BYTES;     // + stage * K_BYTES
-  const uint32_t sV = sK + C::STAGES * C::K_BYTES;        // + stage * V_STAGE_BYTES
+  const uint32_t sV = sK + C::K_STAGES * C::K_BYTES;      // + stage * V_STAGE_BYTES
   const uint32_t sO = sV + C::STAGES * C::V_STAGE_BYTES;  // O_TMA: + warpgroup * 64 * DV_PAD * 2
   const uint32_t bars = sQ + C::TILE_BYTES;
   auto q_full = [&](int i) { return bars + 8 * i; };
   auto q_empty = [&](int i) { return bars + 8 * (2 + i); };
   // a ring of two tile slots: the producer announces the next tile, the consumers read it
-  auto tile_full = [&](int i) { return bars + 8 * (4 + 4 * C::STAGES + i); };
-  auto tile_empty = [&](int i) { return bars + 8 * (6 + 4 * C::STAGES + i); };
+  constexpr int KB = 2 * C::K_STAGES;  // the barriers of K's stages, before V's
+  auto tile_full = [&](int i) { return bars + 8 * (4 + KB + 2 * C::STAGES + i); };
+  auto tile_empty = [&](int i) { return bars + 8 * (6 + KB + 2 * C::STAGES + i); };
   __shared__ int tile_slot[2];
   auto k_full = [&](int s) { return bars + 8 * (4 + s); };
-  auto k_empty = [&](int s) { return bars + 8 * (4 + C::STAGES + s); };
-  auto v_full = [&](int s) { return bars + 8 * (4 + 2 * C::STAGES + s); };
-  auto v_empty = [&](int s) { return bars + 8 * (4 + 3 * C::STAGES + s); };
+  auto k_empty = [&](int s) { return bars + 8 * (4 + C::K_STAGES + s); };
+  auto v_full = [&](int s) { return bars + 8 * (4 + KB + s); };
+  auto v_empty = [&](int s) { return bars + 8 * (4 + KB + C::STAGES + s); };
 
   const int wg = threadIdx.x / 128;
   if (threadIdx.x == 0) {
@@ -883,11 +892,11 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       mbar_init(q_full(i), 1);
       mbar_init(q_empty(i), C::CONSUMER_WARPS);  // one arrive per consumer warp
     }
-    for (int s = 0; s < C::STAGES; ++s) {
-      mbar_init(k_full(s), 1);
-      mbar_init(v_full(s), 1);
-      mbar_init(k_empty(s), C::CONSUMER_WARPS);
-      mbar_init(v_empty(s), C::CONSUMER_WARPS);
+    for (int s = 0; s < C::K_STAGES || s < C::STAGES; ++s) {
+      if (s < C::K_STAGES) mbar_init(k_full(s), 1);
+      if (s < C::STAGES) mbar_init(v_full(s), 1);
+      if (s < C::K_STAGES) mbar_init(k_empty(s), C::CONSUMER_WARPS);
+      if (s < C::STAGES) mbar_init(v_empty(s), C::CONSUMER_WARPS);
     }
     for (int i = 0; i < 2; ++i) {
       mbar_init(tile_full(i), 1);
@@ -928,13 +937,13 @@ __global__ void __launch_bounds__(C::THREADS, 1)
           for (int c = 0; c < C::QK_CHUNKS; ++c)
             tma_load_4d(sQ + qs * C::Q_BYTES + c * C::BM * 128, &tm_q, q_full(qs), c * 64, m0, tile.h, tile.b);
           for (int i = 0; i < n_blocks; ++i, ++kv_it) {
-            const int n_block = n_blocks - 1 - i, s = kv_it % C::STAGES;
-            const uint32_t ph = (kv_it / C::STAGES) & 1;
-            mbar_wait(k_empty(s), ph ^ 1);
-            mbar_expect_tx(k_full(s), C::K_BYTES);
+            const int n_block = n_blocks - 1 - i, ks = kv_it % C::K_STAGES, s = kv_it % C::STAGES;
+            const uint32_t kph = (kv_it / C::K_STAGES) & 1, ph = (kv_it / C::STAGES) & 1;
+            mbar_wait(k_empty(ks), kph ^ 1);
+            mbar_expect_tx(k_full(ks), C::K_BYTES);
 #pragma unroll
             for (int c = 0; c < C::QK_CHUNKS; ++c)
-              tma_load_4d(sK + s * C::K_BYTES + c * C::BN * 128, &tm_k, k_full(s), c * 64, n_block * C::BN, hk,
+              tma_load_4d(sK + ks * C::K_BYTES + c * C::BN * 128, &tm_k, k_full(ks), c * 64, n_block * C::BN, hk,
                           tile.b);
             mbar_wait(v_empty(s), ph ^ 1);
             mbar_expect_tx(v_full(s), C::V_BYTES);
@@ -1171,18 +1180,19 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         } else {
           pass_turn();
         }
-        const int it = kv_it + i, si = it % C::STAGES;
-        const uint32_t phi = (it / C::STAGES) & 1;
-        mbar_wait(k_full(si), phi);
+        const int it = kv_it + i, ki = it % C::K_STAGES, si = it % C::STAGES;
+        const uint32_t kphi = (it / C::K_STAGES) & 1, phi = (it / C::STAGES) & 1;
+        mbar_wait(k_full(ki), kphi);
         mbar_wait(v_full(si), phi);
         if (lane == 0) {
-          mbar_arrive(k_empty(si));
+          mbar_arrive(k_empty(ki));
           mbar_arrive(v_empty(si));
         }
       }
     }
-    int s = (kv_it + i0) % C::STAGES;
-    uint32_t ph = ((kv_it + i0) / C::STAGES) & 1;
+    // the block's K stage and phase (s, ph), and its V's (vs, vph)
+    int s = (kv_it + i0) % C::K_STAGES, vs = (kv_it + i0) % C::STAGES;
+    uint32_t ph = ((kv_it + i0) / C::K_STAGES) & 1, vph = ((kv_it + i0) / C::STAGES) & 1;
     auto first_block = [&](auto owed, auto half_flag) {
       constexpr bool half = decltype(half_flag)::value;
       // with a single Q buffer the owed PV GEMM goes first, while this tile's Q is still loading
@@ -1236,15 +1246,17 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     } else {
       if (CAUSAL && t_owed >= 0) first_block(Flag<true>(), Flag<false>()); else first_block(Flag<false>(), Flag<false>());
     }
-    prev_s = s;
-    prev_ph = ph;
+    prev_s = vs;
+    prev_ph = vph;
 
     // steady state: S(i) = Q K(i) is issued, then O += P(i-1) V(i-1); the softmax of S(i) runs
     // while the PV GEMM is in flight
     auto step = [&](int i, auto masked, auto first_pv, auto half_flag) -> bool {
       const int it = kv_it + i;
-      s = it % C::STAGES;
-      ph = (it / C::STAGES) & 1;
+      s = it % C::K_STAGES;
+      ph = (it / C::K_STAGES) & 1;
+      vs = it % C::STAGES;
+      vph = (it / C::STAGES) & 1;
       mbar_wait(k_full(s), ph);
       mbar_wait(v_full(prev_s), prev_ph);  // V(i-1) was loaded before K(i): one fence covers both GEMMs
       constexpr bool MASKED = decltype(masked)::value, half = decltype(half_flag)::value;
@@ -1297,8 +1309,8 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       }
       if (redo) return false;  // K(i) and Q kept for the redo
       if (half) pack_p<C, HS>(p_frag, acc_s); else pack_p<C>(p_frag, acc_s);
-      prev_s = s;
-      prev_ph = ph;
+      prev_s = vs;
+      prev_ph = vph;
       return true;
     };
     auto masked_step = [&](int i, auto first_pv) {
@@ -1318,8 +1330,8 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         if (i == n_blocks - 1) mbar_arrive(q_empty(qs));
       }
       pack_p<C>(p_frag, acc_s);
-      prev_s = s;
-      prev_ph = ph;
+      prev_s = vs;
+      prev_ph = vph;
     };
     // the tile's first PV GEMM (step 1) starts O afresh: a copy of its own, so the steady loops carry no flag
     if (n_blocks > i0 + 1) {
