@@ -126,6 +126,9 @@ typedef struct {
 #ifndef KS_D192_CAUSAL_LONG_FROM  // keys from which causal d192/128 takes the 192x80 tile (else 128x128)
 #define KS_D192_CAUSAL_LONG_FROM 8192
 #endif
+#ifndef KS_D128_FAST  // where d128's tiles (but the wide one) take the fast softmax: 3 everywhere, 1 non-causal
+#define KS_D128_FAST 3  // only, 0 nowhere (the exact step, whose K may go early: KS_K_RELEASE)
+#endif
 #ifndef KS_K_STAGES  // K stages of the two-warpgroup tiles where shared memory allows (0: as many as V's)
 #define KS_K_STAGES 0
 #endif
@@ -1495,13 +1498,13 @@ extern "C" int ks_attn_fwd(const ks_attn_params* pp, cudaStream_t stream) {
     using Wide = Config<128, 128, 80, 2, 3, P_LOG2, FAST_ALWAYS, true>;  // (only where a knob below asks for it)
     if (a.causal && a.seqlen_k >= KS_D128_CAUSAL_LONG_FROM) {
       if constexpr (KS_D128_WIDE_PV >= 1) return launch<Wide>(a, stream);
-      else return launch<Config<128, 128, 80, 2, 3>>(a, stream);
+      else return launch<Config<128, 128, 80, 2, 3, P_LOG2, KS_D128_FAST>>(a, stream);
     }
     if (!a.causal && a.seqlen_k >= 2048) {
       if constexpr (KS_D128_WIDE_PV >= 2) return launch<Wide>(a, stream);
-      else return launch<Config<128, 128, 80, 2, 3>>(a, stream);
+      else return launch<Config<128, 128, 80, 2, 3, P_LOG2, KS_D128_FAST>>(a, stream);
     }
-    return launch<Config<128, 128, 128, 2, 2>>(a, stream);
+    return launch<Config<128, 128, 128, 2, 2, P_LOG2, KS_D128_FAST>>(a, stream);
   }
   if (a.d_qk == 256 && a.d_v == 256) return launch<Config<256, 256, 80, 2, 2, P_LOG2, FAST_NEVER>>(a, stream);
   if (a.d_qk == 192 && a.d_v == 128)
