@@ -129,6 +129,9 @@ typedef struct {
 #ifndef KS_D128_FAST  // where d128's tiles (but the wide one) take the fast softmax: 3 everywhere, 1 non-causal
 #define KS_D128_FAST 3  // only, 0 nowhere (the exact step, whose K may go early: KS_K_RELEASE)
 #endif
+#ifndef KS_Q_AHEAD  // 1: with two Q buffers, the producer takes the next tile and loads its Q right after the
+#define KS_Q_AHEAD 0  // first K/V block of this one (0: once this tile's K/V loads are all issued)
+#endif
 #ifndef KS_K_STAGES  // K stages of the two-warpgroup tiles where shared memory allows (0: as many as V's)
 #define KS_K_STAGES 0
 #endif
@@ -921,7 +924,60 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   if (wg == 0) {
     // ---------------------------------------------------------------- producer
     regs_dealloc<C::REGS_PRODUCER>();
-    if (threadIdx.x == 0) {
+    if (KS_Q_AHEAD && C::Q_STAGES == 2 && threadIdx.x == 0) {
+      // the next tile is taken (its index asked for at this tile's start) and announced, and its Q loaded,
+      // once this tile's first K/V block is issued: a short tile's successor then finds its Q loaded
+      const int num_tiles = p.m_blocks * p.heads_q * p.batch;
+      int kv_it = 0, q_it = 0, j = 0;
+      // announce tile t in the ring's next slot and load its Q; its number of K/V blocks
+      auto begin_tile = [&](int t) {
+        mbar_wait(tile_empty(j & 1), ((j >> 1) & 1) ^ 1);
+        tile_slot[j & 1] = t;
+        mbar_arrive(tile_full(j & 1));
+        ++j;
+        if (t >= num_tiles) return 0;
+        const Tile tile = tile_at(t, p);
+        const int n_blocks = kv_blocks<C, CAUSAL>(tile.m_block * C::BM, p);
+        if (n_blocks > 0) {
+          const int qs = q_it % C::Q_STAGES;
+          mbar_wait(q_empty(qs), ((q_it / C::Q_STAGES) & 1) ^ 1);
+          mbar_expect_tx(q_full(qs), C::Q_BYTES);
+#pragma unroll
+          for (int c = 0; c < C::QK_CHUNKS; ++c)
+            tma_load_4d(sQ + qs * C::Q_BYTES + c * C::BM * 128, &tm_q, q_full(qs), c * 64, tile.m_block * C::BM,
+                        tile.h, tile.b);
+          ++q_it;
+        }
+        return n_blocks;
+      };
+      int t = blockIdx.x, n_blocks = begin_tile(t);
+      while (t < num_tiles) {
+        const int next = static_cast<int>(atomicAdd(&tile_counters[p.tile_slot], 1u) + p.tile_offset);
+        const Tile tile = tile_at(t, p);
+        const int hk = tile.h / p.group;
+        int next_blocks = 0;
+        if (n_blocks == 0) next_blocks = begin_tile(next);
+        for (int i = 0; i < n_blocks; ++i, ++kv_it) {
+          const int n_block = n_blocks - 1 - i, ks = kv_it % C::K_STAGES, s = kv_it % C::STAGES;
+          const uint32_t kph = (kv_it / C::K_STAGES) & 1, ph = (kv_it / C::STAGES) & 1;
+          mbar_wait(k_empty(ks), kph ^ 1);
+          mbar_expect_tx(k_full(ks), C::K_BYTES);
+#pragma unroll
+          for (int c = 0; c < C::QK_CHUNKS; ++c)
+            tma_load_4d(sK + ks * C::K_BYTES + c * C::BN * 128, &tm_k, k_full(ks), c * 64, n_block * C::BN, hk,
+                        tile.b);
+          mbar_wait(v_empty(s), ph ^ 1);
+          mbar_expect_tx(v_full(s), C::V_BYTES);
+#pragma unroll
+          for (int c = 0; c < C::V_CHUNKS; ++c)
+            tma_load_4d(sV + s * C::V_STAGE_BYTES + c * C::BN * C::V_COLS * 2, &tm_v, v_full(s), c * C::V_COLS,
+                        n_block * C::BN, hk, tile.b);
+          if (i == 0) next_blocks = begin_tile(next);
+        }
+        t = next;
+        n_blocks = next_blocks;
+      }
+    } else if (threadIdx.x == 0) {
       const int num_tiles = p.m_blocks * p.heads_q * p.batch;
       int kv_it = 0, q_it = 0;
       for (int j = 0, t = blockIdx.x;; ++j) {
