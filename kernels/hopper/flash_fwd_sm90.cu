@@ -1058,6 +1058,9 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   // d96: elsewhere ptxas serializes the wgmmas (C7511)
   constexpr bool HALVES = CAUSAL && C::BN == 128 && C::DQK != 96 && C::template FAST_SOFTMAX<CAUSAL>;
   constexpr int HS = C::PV_STEPS / 2;  // P's fragments of the first 64 columns
+  // KS_K_RELEASE: K released as soon as the exact step's S GEMM is done (not on the half-block tiles,
+  // where ptxas then serializes the wgmmas of the causal d128 kernel: C7511)
+  constexpr bool K_EARLY_EXACT = KS_K_RELEASE == 2 || (KS_K_RELEASE == 1 && !HALVES);
   // causal: a warpgroup skips the blocks masked whole for its rows (with half blocks, those take half
   // an S GEMM already, and skipping them made ptxas serialize the wgmmas of the d64 192x128 tile)
   constexpr bool SKIPS = CAUSAL && !HALVES && C::DQK >= 128;
@@ -1278,7 +1281,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       named_bar_arrive(next_turn, 256);
       if (EARLY) wgmma_wait<0>(); else if (decltype(owed)::value) wgmma_wait<1>(); else wgmma_wait<0>();
       fence_regs(acc_s);
-      if (KS_K_RELEASE >= 1 && lane == 0) mbar_arrive(k_empty(s));
+      if (K_EARLY_EXACT && lane == 0) mbar_arrive(k_empty(s));
       if (lane == 0 && i0 == n_blocks - 1) mbar_arrive(q_empty(qs));
       float owed_max[2] = {row_max[0], row_max[1]}, owed_sum[2] = {row_sum[0], row_sum[1]};
       const float owed_top[2] = {row_top[0], row_top[1]};
@@ -1289,7 +1292,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       if (half) masked_softmax(Int<C::BN / 16>(), n_blocks - 1 - i0, true);
       else masked_softmax(Int<C::BN / 8>(), n_blocks - 1 - i0, i0 < n_masked);
       // as in the steady loop: a release under a condition on the softmax keeps the PV wait below it
-      if (KS_K_RELEASE == 0 && lane == 0 && __float_as_uint(row_sum[0]) != 0xffffffffu) mbar_arrive(k_empty(s));
+      if (!K_EARLY_EXACT && lane == 0 && __float_as_uint(row_sum[0]) != 0xffffffffu) mbar_arrive(k_empty(s));
       if (decltype(owed)::value) {
         wgmma_wait<0>();
         fence_regs(acc_o);
@@ -1330,7 +1333,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       fence_regs(acc_s);
       bool redo = false;
       constexpr bool EXACT_HERE = decltype(masked)::value || !FAST;
-      constexpr bool K_EARLY = KS_K_RELEASE == 2 || (KS_K_RELEASE == 1 && EXACT_HERE);
+      constexpr bool K_EARLY = KS_K_RELEASE == 2 || (K_EARLY_EXACT && EXACT_HERE);
       if (K_EARLY && lane == 0) mbar_arrive(k_empty(s));
       if constexpr (decltype(masked)::value || !FAST) {
         if (lane == 0 && i == n_blocks - 1) mbar_arrive(q_empty(qs));  // Q is read no more: the next tile's may load
