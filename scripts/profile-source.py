@@ -81,17 +81,27 @@ def samples_column(columns: list[str]) -> str | None:
 
 
 def summary(page: str, top: int) -> str:
+    """The `top` instructions by samples: each one's share of all samples, its address and SASS, the stall
+    reasons ncu sampled it in, and, for the branch after an mbarrier try-wait, the barrier it waits on."""
     columns, rows = rows_of(page)
     col = samples_column(columns)
     if col is None:
         return "no per-instruction samples in the page; its columns: " + ", ".join(columns)
     total = sum(number(r[col]) for r in rows) or 1.0
-    reasons = [c for c in columns if c != col and ("stall" in c.lower() or "pcsamp" in c.lower())]
-    out = [f"{len(rows)} instructions, {total:.0f} samples; columns: {', '.join(columns)}"]
-    for r in sorted(rows, key=lambda r: -number(r[col]))[:top]:
-        why = ", ".join(f"{c} {number(r[c]):.0f}" for c in reasons if number(r[c]) > 0)
-        addr = r.get("# Address") or r.get("Address") or ""
-        out.append(f"{100 * number(r[col]) / total:5.1f}%  {addr:>6}  {r.get('Source', '').strip()[:90]}  {why}")
+    reasons = [c for c in columns if c.startswith("stall_") and not c.endswith("(Not Issued)")]
+    out = [f"{len(rows)} instructions, {total:.0f} samples"]
+    ranked = sorted(range(len(rows)), key=lambda i: -number(rows[i][col]))
+    for i in ranked[:top]:
+        r = rows[i]
+        why = ", ".join(f"{c[len('stall_') :]} {number(r[c]):.0f}" for c in reasons if number(r[c]) > 0)
+        source = " ".join(r.get("Source", "").split())
+        # (the try-wait is at most three instructions before its branch)
+        waits = (" ".join(rows[k].get("Source", "").split()) for k in range(i - 1, max(i - 4, -1), -1))
+        before = next((w for w in waits if "TRYWAIT" in w), "")
+        if before and "BRA" in source:
+            source += "  <- " + before[before.find("[") :]
+        addr = r.get("Address") or r.get("# Address") or ""
+        out.append(f"{100 * number(r[col]) / total:5.1f}%  {addr}  {source[:110]}  ({why})")
     return "\n".join(out)
 
 
