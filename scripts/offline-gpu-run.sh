@@ -18,7 +18,8 @@
 #                                             #        a time limit (GATE_ROWS; *_TIMEOUT); KNOBS adds variants
 #                                             #        of the kernel file with the A/B knobs set, e.g.
 #                                             #        KNOBS="w2:KS_D128_WIDE_PV=2 c2k:KS_D128_WIDE_PV=1,KS_D128_CAUSAL_LONG_FROM=2048"
-#                                             #        (/tmp/w2.cu, /tmp/c2k.cu; the 'knobs' step writes them alone)
+#                                             #        (/tmp/w2.cu, /tmp/c2k.cu; the 'knobs' step writes them alone,
+#                                             #        'knobs-build' builds them where nvcc is, no GPU needed)
 #   bash scripts/offline-gpu-run.sh ab        # (node) a timing beside FA3 and the variants that passed
 #                                             #        that check, every output checked (ROWS, AB_INPUTS)
 #   bash scripts/offline-gpu-run.sh sandbox   # (node) CUDA and FA3 under the evaluator's sandbox (the probe),
@@ -180,6 +181,27 @@ with P(8) as pool: list(pool.map(lambda f: build(pathlib.Path(f), '$ARCH'), sys.
   knobs)
     # (anywhere) the KNOBS variants' files, for a look before a call: their paths
     knob_variants || exit 2
+    ;;
+  knobs-build)
+    # (where nvcc is, no GPU needed) each KNOBS variant built as the harness builds it, so that one the
+    # build refuses (ptxas serializing the wgmmas, C7511) is known before a GPU call: exit 1 if any is.
+    # PYTHON: a Python with the suite (default python3)
+    files=$(knob_variants) || exit 2
+    "${PYTHON:-python3}" - $files <<'PY'
+import pathlib, sys
+from concurrent.futures import ThreadPoolExecutor
+from kernelseek_suite.build import BuildError, build
+def one(f):
+    try:
+        build(pathlib.Path(f), "sm90")
+        return f"built: {f}"
+    except BuildError as e:
+        return f"refused: {f}: " + " ".join(str(e).split())[:300]
+with ThreadPoolExecutor(4) as pool:
+    said = list(pool.map(one, sys.argv[1:]))
+print("\n".join(said))
+sys.exit(1 if any(s.startswith("refused") for s in said) else 0)
+PY
     ;;
   ab)
     env_here

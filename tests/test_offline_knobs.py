@@ -42,6 +42,37 @@ def test_a_knob_the_kernel_does_not_declare_or_a_malformed_one_is_refused(tmp_pa
 def test_every_knob_the_kernel_declares_has_its_default_beside_it():
     text = KERNEL.read_text()
     declared = [line.split()[1] for line in text.splitlines() if line.startswith("#ifndef KS_")]
-    assert declared == ["KS_D128_WIDE_PV", "KS_D128_CAUSAL_LONG_FROM", "KS_D192_CAUSAL_LONG_FROM"]
+    assert declared == [
+        "KS_D128_WIDE_PV",
+        "KS_D128_CAUSAL_LONG_FROM",
+        "KS_D192_CAUSAL_LONG_FROM",
+        "KS_D128_FAST",
+        "KS_Q_AHEAD",
+        "KS_K_STAGES",
+        "KS_K_RELEASE",
+    ]
     for name in declared:
         assert f"#define {name} " in text
+
+
+def test_knobs_build_names_a_variant_the_build_refuses(tmp_path):
+    """`knobs-build` builds each variant as the harness does, here (no GPU), and exits 1 naming the ones
+    refused: a knob value that does not compile is refused in a second, before any GPU call."""
+    import shutil
+    import sys
+
+    import pytest
+
+    if shutil.which("nvcc") is None:
+        pytest.skip("needs nvcc")
+    env = dict(
+        os.environ,
+        KNOBS="bad:KS_D128_WIDE_PV=abc",
+        KNOB_DIR=str(tmp_path),
+        OUT=str(tmp_path / "out"),
+        PYTHON=sys.executable,
+        KERNELSEEK_CACHE=str(tmp_path / "cache"),
+    )
+    r = subprocess.run(["bash", str(SCRIPT), "knobs-build"], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"refused: {tmp_path / 'bad.cu'}" in r.stdout and "abc" in r.stdout
