@@ -924,6 +924,22 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   if (wg == 0) {
     // ---------------------------------------------------------------- producer
     regs_dealloc<C::REGS_PRODUCER>();
+    // K/V block n_block of (K/V head hk, batch b), the kv_it-th the CTA loads, each into its free stage
+    auto load_kv = [&](int n_block, int kv_it, int hk, int b) {
+      const int ks = kv_it % C::K_STAGES, s = kv_it % C::STAGES;
+      const uint32_t kph = (kv_it / C::K_STAGES) & 1, ph = (kv_it / C::STAGES) & 1;
+      mbar_wait(k_empty(ks), kph ^ 1);
+      mbar_expect_tx(k_full(ks), C::K_BYTES);
+#pragma unroll
+      for (int c = 0; c < C::QK_CHUNKS; ++c)
+        tma_load_4d(sK + ks * C::K_BYTES + c * C::BN * 128, &tm_k, k_full(ks), c * 64, n_block * C::BN, hk, b);
+      mbar_wait(v_empty(s), ph ^ 1);
+      mbar_expect_tx(v_full(s), C::V_BYTES);
+#pragma unroll
+      for (int c = 0; c < C::V_CHUNKS; ++c)
+        tma_load_4d(sV + s * C::V_STAGE_BYTES + c * C::BN * C::V_COLS * 2, &tm_v, v_full(s), c * C::V_COLS,
+                    n_block * C::BN, hk, b);
+    };
     if (KS_Q_AHEAD && C::Q_STAGES == 2 && threadIdx.x == 0) {
       // the next tile is taken (its index asked for at this tile's start) and announced, and its Q loaded,
       // once this tile's first K/V block is issued: a short tile's successor then finds its Q loaded
@@ -958,20 +974,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         int next_blocks = 0;
         if (n_blocks == 0) next_blocks = begin_tile(next);
         for (int i = 0; i < n_blocks; ++i, ++kv_it) {
-          const int n_block = n_blocks - 1 - i, ks = kv_it % C::K_STAGES, s = kv_it % C::STAGES;
-          const uint32_t kph = (kv_it / C::K_STAGES) & 1, ph = (kv_it / C::STAGES) & 1;
-          mbar_wait(k_empty(ks), kph ^ 1);
-          mbar_expect_tx(k_full(ks), C::K_BYTES);
-#pragma unroll
-          for (int c = 0; c < C::QK_CHUNKS; ++c)
-            tma_load_4d(sK + ks * C::K_BYTES + c * C::BN * 128, &tm_k, k_full(ks), c * 64, n_block * C::BN, hk,
-                        tile.b);
-          mbar_wait(v_empty(s), ph ^ 1);
-          mbar_expect_tx(v_full(s), C::V_BYTES);
-#pragma unroll
-          for (int c = 0; c < C::V_CHUNKS; ++c)
-            tma_load_4d(sV + s * C::V_STAGE_BYTES + c * C::BN * C::V_COLS * 2, &tm_v, v_full(s), c * C::V_COLS,
-                        n_block * C::BN, hk, tile.b);
+          load_kv(n_blocks - 1 - i, kv_it, hk, tile.b);
           if (i == 0) next_blocks = begin_tile(next);
         }
         t = next;
@@ -996,20 +999,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
           for (int c = 0; c < C::QK_CHUNKS; ++c)
             tma_load_4d(sQ + qs * C::Q_BYTES + c * C::BM * 128, &tm_q, q_full(qs), c * 64, m0, tile.h, tile.b);
           for (int i = 0; i < n_blocks; ++i, ++kv_it) {
-            const int n_block = n_blocks - 1 - i, ks = kv_it % C::K_STAGES, s = kv_it % C::STAGES;
-            const uint32_t kph = (kv_it / C::K_STAGES) & 1, ph = (kv_it / C::STAGES) & 1;
-            mbar_wait(k_empty(ks), kph ^ 1);
-            mbar_expect_tx(k_full(ks), C::K_BYTES);
-#pragma unroll
-            for (int c = 0; c < C::QK_CHUNKS; ++c)
-              tma_load_4d(sK + ks * C::K_BYTES + c * C::BN * 128, &tm_k, k_full(ks), c * 64, n_block * C::BN, hk,
-                          tile.b);
-            mbar_wait(v_empty(s), ph ^ 1);
-            mbar_expect_tx(v_full(s), C::V_BYTES);
-#pragma unroll
-            for (int c = 0; c < C::V_CHUNKS; ++c)
-              tma_load_4d(sV + s * C::V_STAGE_BYTES + c * C::BN * C::V_COLS * 2, &tm_v, v_full(s), c * C::V_COLS,
-                          n_block * C::BN, hk, tile.b);
+            load_kv(n_blocks - 1 - i, kv_it, hk, tile.b);
           }
           ++q_it;
         }
