@@ -27,14 +27,19 @@ $(VENV)/.ready: pyproject.toml
 
 setup: $(VENV)/.ready
 
+# the tests on two workers (pytest-xdist), CI's two cores; TEST_WORKERS=0 runs them in one process.
+# loadgroup: the tests that share a module's fixture (a kernel built once for them) go to one worker
+# together (tests/conftest.py, shared_fixture_group)
+TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
-# the CPU unit tests, in under 3 minutes on 2 cores: without the tests marked slow, nvcc, browser,
-# network, gpu or integration (whole pipelines end to end: tests/conftest.py, INTEGRATION_MODULES)
+# the CPU unit tests, on two workers as `test`, in under 3 minutes on 2 cores: without the tests marked
+# slow, nvcc, browser, network, gpu or integration (whole pipelines end to end: tests/conftest.py,
+# INTEGRATION_MODULES)
 QUICK = not (slow or nvcc or browser or network or gpu or integration)
 test-quick: setup
-	$(PY) -m pytest -q -m "$(QUICK)"
+	$(PY) -m pytest -q -m "$(QUICK)" -n $(TEST_WORKERS) --dist loadgroup
 
 # ruff (lint and format), the import contracts and mypy against .ci/mypy-baseline.txt (docs/development.md)
 $(VENV)/.lint-ready: $(VENV)/.ready pyproject.toml
@@ -51,6 +56,7 @@ lint: $(VENV)/.lint-ready
 lint-baseline: $(VENV)/.lint-ready
 	$(PY) -m mypy | $(VENV)/bin/mypy-baseline sync
 
+# in one process: the GPU tests time kernels on the one GPU, never two at once
 test-gpu: setup
 	$(PY) -m pytest -q -m "gpu"
 

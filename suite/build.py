@@ -10,6 +10,8 @@ symbols (`check_exports`), never by loading it."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -18,6 +20,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -252,6 +255,37 @@ def _lock_for(source: str | Path, arch: str, extra_flags: tuple[str, ...], cache
         return _LOCKS.setdefault(key, threading.Lock())
 
 
+@contextlib.contextmanager
+def _folder_lock(root: Path) -> Iterator[None]:
+    """One build of a cache folder at a time across processes too (two sessions, or the test
+    workers, sharing a cache): the second waits for the first and finds its result, where it would
+    otherwise build it again and replace the folder while the first reads from it. The lock is a file
+    beside the folder, there only while held (the holder removes it before letting go; a waiter that
+    then holds a removed file takes the lock again). A cache this process cannot write (read from a
+    sandbox) is only read: no lock."""
+    path = root.parent / f"{root.name}.lock"
+    try:
+        root.parent.mkdir(parents=True, exist_ok=True)
+        f = open(path, "a")
+    except OSError:
+        yield
+        return
+    while True:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            if os.stat(path).st_ino == os.fstat(f.fileno()).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        f.close()
+        f = open(path, "a")
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+        f.close()
+
+
 def build(
     source: str | Path,
     arch: str = "sm90",
@@ -284,20 +318,26 @@ def _build(source: str | Path, arch: str, extra_flags: tuple[str, ...], cache: P
     digest.update(version.encode())
     key = digest.hexdigest()[:24]
     root = (cache or config.cache_dir() / "build") / key
+    with _folder_lock(root):
+        return _build_into(root, src, source_bytes, arch, nvcc, version, flags, force)
+
+
+def _build_into(
+    root: Path, src: Path, source_bytes: bytes, arch: str, nvcc: str, version: str, flags: list[str], force: bool
+) -> BuildResult:
+    """The build in its cache folder `root`, or the one found there. The folder appears whole, its
+    report included, in one rename."""
     report = root / "build.json"
     if report.exists() and not force and (root / "kernel.so").exists() and (root / "kernel.o").exists():
         return _cached(root, src)
     root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=key + ".", dir=root.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=root.name + ".", dir=root.parent))
     try:
         funcs, warnings, log, has_ptx = _compile(nvcc, flags, src, source_bytes, arch, tmp)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     (tmp / "ptxas.log").write_text(log)
-    if root.exists():
-        shutil.rmtree(root, ignore_errors=True)
-    os.replace(tmp, root)
     result = BuildResult(
         source=str(src),
         source_sha256=hashlib.sha256(source_bytes).hexdigest(),
@@ -310,7 +350,10 @@ def _build(source: str | Path, arch: str, extra_flags: tuple[str, ...], cache: P
         functions=funcs,
         warnings=warnings,
     )
-    report.write_text(json.dumps(result.to_dict(), indent=1))
+    (tmp / "build.json").write_text(json.dumps(result.to_dict(), indent=1))
+    if root.exists():
+        shutil.rmtree(root, ignore_errors=True)
+    os.replace(tmp, root)
     return result
 
 

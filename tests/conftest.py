@@ -16,7 +16,29 @@ ROOT = Path(__file__).resolve().parent.parent
 # flags and nvcc version, and written atomically, so sessions can share it), never in
 # ~/.cache/kernelseek-suite. All of it is set before the suite or any library is imported, so that
 # every child process the tests start inherits it.
-PRIVATE = Path(tempfile.mkdtemp(prefix="ks-tests-"))
+# Under pytest-xdist (`make test` runs two workers) each worker is a session of its own: it makes its
+# own private folder beside the controller's, in the TMPDIR the run was started with (as deep as a
+# serial session's: Chromium's socket path in it must stay below 108 characters), and names it in the
+# controller's folder, whose session removes it at its end (that of a worker that died too). A worker is
+# known by the TMPDIR it inherits unchanged from its controller; a pytest that a test starts is not one.
+_CONTROLLER = os.environ.get("KERNELSEEK_TESTS_PRIVATE")
+WORKER = (
+    os.environ.get("PYTEST_XDIST_WORKER")
+    if _CONTROLLER and os.environ.get("TMPDIR") == str(Path(_CONTROLLER) / "tmp")
+    else None
+)
+if WORKER:
+    PRIVATE = Path(tempfile.mkdtemp(prefix="ks-tests-", dir=Path(_CONTROLLER).parent))
+    (Path(_CONTROLLER) / "workers").mkdir(exist_ok=True)
+    (Path(_CONTROLLER) / "workers" / WORKER).write_text(str(PRIVATE))
+    # a worker's share of the cores for the thread pools of torch, OpenBLAS and OpenMP (and so for the
+    # processes it starts): sized to the whole machine, two workers' pools contend for it, and a CPU
+    # model check that takes 32 s alone took 107-207 s beside another worker on two cores
+    _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // _workers)))
+else:
+    PRIVATE = Path(tempfile.mkdtemp(prefix="ks-tests-"))
+    os.environ["KERNELSEEK_TESTS_PRIVATE"] = str(PRIVATE)
 PRIVATE_TMP, PRIVATE_HOME = PRIVATE / "tmp", PRIVATE / "home"
 PRIVATE_TMP.mkdir()
 PRIVATE_HOME.mkdir()
@@ -105,12 +127,32 @@ def pytest_runtest_setup(item):
     pytest.skip(why)
 
 
+def shared_fixture_group(item) -> str | None:
+    """The module (or class) whose tests share a fixture made once for them (a kernel built and
+    disassembled, a compare run), or None. Under pytest-xdist (`--dist loadgroup`, as `make test`
+    runs) such tests go to one worker together, which makes that fixture once, not once per worker."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    scopes = {defs[-1].scope for defs in info.name2fixturedefs.values() if defs}
+    module = item.nodeid.split("::")[0]
+    if "module" in scopes:
+        return module
+    if "class" in scopes and item.cls is not None:
+        return f"{module}::{item.cls.__name__}"
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
     skip_gpu = pytest.mark.skip(reason="needs an NVIDIA GPU")
     skip_nvcc = pytest.mark.skip(reason="needs nvcc")
     for item in items:
         if getattr(getattr(item, "path", None), "name", None) in INTEGRATION_MODULES:
             item.add_marker(pytest.mark.integration)
+        group = shared_fixture_group(item)
+        if group and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group))
         if item.get_closest_marker("timeout") is None:
             if "gpu" in item.keywords:
                 item.add_marker(pytest.mark.timeout(GPU_TIMEOUT_S))
@@ -132,7 +174,8 @@ def _checkout_paths() -> set[str]:
 
 
 def pytest_sessionstart(session):
-    session.config._checkout_before = _checkout_paths()
+    if not hasattr(session.config, "workerinput"):  # the controller's, under pytest-xdist (see below)
+        session.config._checkout_before = _checkout_paths()
 
 
 def pytest_runtest_logreport(report):
@@ -157,15 +200,23 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 
 def pytest_unconfigure(config):
-    """The session's private HOME and TMPDIR go (KERNELSEEK_KEEP_TEST_TMP=1 keeps them)."""
+    """The session's private HOME and TMPDIR go, and those of its xdist workers
+    (KERNELSEEK_KEEP_TEST_TMP=1 keeps them)."""
+    workers = [] if WORKER else [Path(f.read_text()) for f in sorted((PRIVATE / "workers").glob("*"))]
     if KEEP_TMP:
-        print(f"\nthe tests' HOME and TMPDIR are kept in {PRIVATE}")
+        if not WORKER:
+            print(f"\nthe tests' HOME and TMPDIR are kept in {PRIVATE}")
+            for folder in workers:
+                print(f"the tests' HOME and TMPDIR of a worker are kept in {folder}")
         return
-    shutil.rmtree(PRIVATE, ignore_errors=True)
+    for folder in [*workers, PRIVATE]:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """A test that leaves a file in the checkout (runs/<id>/, results/...) fails the session."""
+    """A test that leaves a file in the checkout (runs/<id>/, results/...) fails the session. Under
+    pytest-xdist the controller looks, once every worker is done (a worker that finishes first could
+    see what a test on another one has not yet removed)."""
     before = getattr(session.config, "_checkout_before", None)
     if before is None:
         return

@@ -181,3 +181,44 @@ def test_different_kernels_build_side_by_side_and_one_kernel_once_at_a_time(cach
     b_start, b_end = spans["b.cu"][0]
     assert s1 < b_end and b_start < e1  # different texts overlapped
     assert e1 <= s2  # the same text, one build after the other
+
+
+def test_one_build_folder_is_built_by_one_process_at_a_time(tmp_path):
+    """Processes sharing a cache (the test workers, two sessions) take turns on one build folder: the
+    second finds what the first built, where it would have built it again and replaced the folder
+    while the first was reading from it."""
+    import sys
+
+    root = tmp_path / "build" / "0123abcd"
+    done = tmp_path / "first-done"
+    first = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from pathlib import Path\n"
+            "from kernelseek_suite.build import _folder_lock\n"
+            "with _folder_lock(Path(sys.argv[1])):\n"
+            "    print('holding', flush=True)\n"
+            "    time.sleep(0.5)\n"
+            "    Path(sys.argv[2]).write_text('built')\n",
+            str(root),
+            str(done),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert first.stdout.readline() == "holding\n"
+        with B._folder_lock(root):
+            assert done.read_text() == "built"  # the first process's turn ended before this one began
+    finally:
+        first.wait(timeout=60)
+    assert first.returncode == 0
+    assert list(root.parent.iterdir()) == []  # the lock's file goes with the last turn
+
+
+def test_a_cache_that_cannot_be_written_is_read_without_a_lock(tmp_path):
+    (tmp_path / "build").write_text("a file where the cache's folder would be")
+    with B._folder_lock(tmp_path / "build" / "0123abcd"):
+        pass

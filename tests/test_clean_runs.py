@@ -26,13 +26,13 @@ SUBSET = [
 ELSEWHERE = ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "MPLCONFIGDIR", "DASK_CONFIG", "KERNELSEEK_CACHE")
 
 
-def _run(tests: list[str], home: Path, tmp: Path, keep: bool) -> subprocess.CompletedProcess:
+def _run(tests: list[str], home: Path, tmp: Path, keep: bool, *options: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ELSEWHERE and k != "KERNELSEEK_KEEP_TEST_TMP"}
     env.update(HOME=str(home), TMPDIR=str(tmp))
     if keep:
         env["KERNELSEEK_KEEP_TEST_TMP"] = "1"
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *options, *tests],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -73,6 +73,14 @@ def test_a_run_of_the_tests_writes_nothing_to_its_home_and_leaves_nothing_in_its
     p = _run(SUBSET[:2], home2, tmp2, keep=False)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert _tree(home2) == [] and _tree(tmp2) == []
+
+    # nor on two workers, as `make test` runs them: each worker's private folder goes too
+    home3, tmp3 = tmp_path / "h3", tmp_path / "t3"
+    home3.mkdir()
+    tmp3.mkdir()
+    p = _run(SUBSET[:2], home3, tmp3, False, "-n", "2", "--dist", "loadgroup")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "bringing up nodes" in p.stdout and _tree(home3) == [] and _tree(tmp3) == []
     shutil.rmtree(tmp_path)
 
 
