@@ -3,12 +3,13 @@
 Two properties that the timings depend on and that a harmless-looking edit can lose without any
 test of correctness noticing:
 
-- **Softmax placement.** The softmax of S(i) is meant to start while the PV GEMM of block i-1 is in
-  flight. ptxas hoists the PV GEMM's wait (`WARPGROUP.DEPBAR`) above every exponential unless the
-  code keeps it below them. The exact step releases K(i) after the first row's exponentials, under a
-  condition on their sum (measured on the H200, kernels/hopper/NOTES.md, v10: ~60% of the loop's
-  `MUFU.EX2` above the wait beat both 0% and 100%); the fast softmax (v15) keeps the wait below the
-  warpgroup's vote on all of its exponentials (100%). The test asks for at least half.
+- **Softmax placement.** Where the PV GEMM of block i-1 waits (`WARPGROUP.DEPBAR`) against the
+  softmax of S(i), as measured fastest. The fast softmax (v15) keeps the wait below the warpgroup's
+  vote on all of its exponentials (100%; the test asks for at least half). The exact step releases
+  K(i) as soon as its S GEMM is done, and ptxas then hoists the wait above (nearly) every
+  exponential: measured 1.4-2.7% faster on the tiles that take the exact step whole than the wait
+  held below the first row's exponentials (~60% of them above it, the choice of v10-v28c; H100,
+  kernels/hopper/NOTES.md, runs 44-46). The test asks for at most an eighth above it there.
 - **Instruction budget.** Time followed the executed instruction count (ncu beside FA3): the steady
   loop of every configuration must stay within 3% of the count recorded here when it was measured.
 """
@@ -53,7 +54,8 @@ BUDGET = {
     (256, 256, 80, 0, True): 504,
 }
 SLACK = 1.03
-MIN_EX2_ABOVE_WAIT = 0.5
+MIN_EX2_ABOVE_WAIT = 0.5  # the fast softmax's steady loop
+MAX_EX2_ABOVE_WAIT_EXACT = 0.125  # the exact step's loops (the masked one everywhere)
 
 
 def _key_id(k) -> str:
@@ -122,13 +124,21 @@ def test_every_configuration_is_built_and_budgeted(kernels):
 @pytest.mark.nvcc
 @pytest.mark.slow
 @pytest.mark.parametrize("key", sorted(BUDGET), ids=_key_id)
-def test_softmax_starts_above_the_pv_wait(kernels, key):
-    loops = _steady_loops(kernels[key])
+def test_the_pv_wait_sits_where_it_was_measured_fastest(kernels, key):
+    loops = sorted(_steady_loops(kernels[key]), key=len)
     assert len(loops) == 2, "expected a masked and an unmasked steady loop"
-    for body in loops:
+    mode, causal = key[3], key[4]
+    fast = mode == 3 or (mode == 1 and not causal)  # the unmasked loop's softmax (the masked one is exact)
+    # the causal tiles with half blocks (BN 128, fast softmax, not d96) keep K to the end of the exact
+    # step too: released early there, ptxas serializes the wgmmas of the d128 kernel (C7511)
+    halves = causal and key[2] == 128 and key[0] != 96 and fast
+    for body, wait_low in ((loops[0], fast), (loops[1], halves)):
         above, total = _placement(body)
         assert total >= 32
-        assert above >= MIN_EX2_ABOVE_WAIT * total, f"{above}/{total} MUFU.EX2 above the PV wait"
+        if wait_low:
+            assert above >= MIN_EX2_ABOVE_WAIT * total, f"wait held low: {above}/{total} MUFU.EX2 above the PV wait"
+        else:
+            assert above <= MAX_EX2_ABOVE_WAIT_EXACT * total, f"exact step: {above}/{total} MUFU.EX2 above the PV wait"
 
 
 @pytest.mark.nvcc
