@@ -84,7 +84,9 @@
 //   A/B run 46, wide and LLM-like inputs): 1.007-1.028x v28c on causal d64 up to 1024 keys and
 //   1.010-1.021x on d96 from 8192 keys (the tiles that take the exact step whole), within 0.7% of it
 //   elsewhere; correct on all 498 scenarios on four input distributions (1992 checks) and on the GPU
-//   tests. v28c, on an H100 (2026-12-05): 1.013x v25 (A/B run 33, 17 rows of every kind of tile, wide
+//   tests; on the whole grid with wide inputs beside FA3 (run 48, H100) 1.023x FA3, d128 0.995x (causal
+//   0.973x), 4 rows below 0.95x (d128 causal with one K/V head, d192/128 s512 causal: 0.936-0.942x).
+//   v28c, on an H100 (2026-12-05): 1.013x v25 (A/B run 33, 17 rows of every kind of tile, wide
 //   inputs), 1.007x FA3 on the same rows (A/B run 34), where FA3 still leads on causal d192/128 s512
 //   (0.94x), causal d128 s2048 (0.96x) and long d96 (0.96x); correct on all 498 scenarios (the grid
 //   and the extended set) on four input distributions, 1992 checks, and on the rows one key
