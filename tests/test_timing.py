@@ -24,6 +24,7 @@ from kernelseek_suite.harness.timing import (
     relative_spread,
     repeat_rounds,
     replayed,
+    round_order,
     settled,
     summarize,
     time_interleaved,
@@ -102,7 +103,7 @@ def test_repeat_rounds_are_random_and_within_the_rounds_every_scenario_reaches()
     assert len(repeat_rounds(TimingConfig(repeat_calls=9, min_reps=4), random.Random(0))) == 4
 
 
-def test_the_order_alternates_and_the_budget_stops_the_rounds():
+def test_the_order_turns_and_the_budget_stops_the_rounds():
     order = []
 
     def impl(name, ms):
@@ -111,8 +112,34 @@ def test_the_order_alternates_and_the_budget_stops_the_rounds():
     stats = run_loop(
         {"a": impl("a", 100.0), "b": impl("b", 100.0)}, TimingConfig(warmup=0, min_reps=3, max_reps=50, budget_s=0.25)
     )
-    assert order[:6] == ["a", "b", "b", "a", "a", "b"]
+    assert order == ["a", "b", "b", "a", "b", "a"]  # round_order, three rounds
     assert stats["a"].reps == 3  # 0.3 s spent after 3 rounds of min_reps
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5])
+def test_in_2n_rounds_each_implementation_takes_each_place_twice(n):
+    names = [f"k{i}" for i in range(n)]
+    places = {(name, place): 0 for name in names for place in range(n)}
+    for rnd in range(2 * n):
+        order = round_order(names, rnd)
+        assert sorted(order) == names
+        for place, name in enumerate(order):
+            places[name, place] += 1
+    assert set(places.values()) == {2}
+
+
+def test_the_round_order_turns_every_two_rounds_and_reverses_every_other():
+    names = ["a", "b", "c", "d"]
+    assert [round_order(names, r) for r in range(5)] == [
+        ["a", "b", "c", "d"],
+        ["d", "c", "b", "a"],
+        ["b", "c", "d", "a"],
+        ["a", "d", "c", "b"],
+        ["c", "d", "a", "b"],
+    ]
+    for rnd in range(40):  # a cycle is 2 n rounds, however many rounds there are
+        assert round_order(names, rnd) == round_order(names, rnd % 8)
+    assert round_order([], 3) == []
 
 
 @pytest.mark.parametrize("ratio,flag", [(None, False), (1.0, False), (0.85, False), (0.79, True), (0.05, True)])
@@ -206,7 +233,7 @@ def test_each_round_times_every_implementation_then_syncs_once_then_reads():
         return [("before", n, c), "flush", "start", ("call", n, t), "end", ("after", n, c)]
 
     want = []
-    for rnd, order in enumerate([["a", "b"], ["b", "a"], ["a", "b"]]):  # the order alternates
+    for rnd, order in enumerate([["a", "b"], ["b", "a"], ["b", "a"]]):  # round_order
         want += timed(order[0], rnd, rnd) + timed(order[1], rnd, rnd) + ["sync", "read", "read"]
     assert log == want
 

@@ -1,6 +1,6 @@
 """Timing: CUDA events around each call, L2 flushed between calls, warm-up, repetitions until a time
-budget; candidate and baselines interleaved in one process with the order alternated and input sets
-rotated, so every ratio is measured side by side.
+budget; candidate and baselines interleaved in one process, each in every place of a round's order
+equally often (`round_order`), input sets rotated, so every ratio is measured side by side.
 
 Each call is timed on its own and followed by a synchronize of the whole device, then an "idle"
 event: the time from the end of the call's work on the harness's stream to that event, less the same
@@ -217,6 +217,18 @@ def time_interleaved(
     return time_interleaved_sets(fns, cfg, flush, gap_ms, rng, timer)[0]
 
 
+def round_order(names: list[str], rnd: int) -> list[str]:
+    """The order of round `rnd`: the names turned by one place every two rounds, and reversed in every
+    other round, so that in 2 n rounds each of n implementations takes each place in the round twice.
+    Where a call sits in the round can change its time (the first after the round's synchronize, or
+    what ran just before it): two identical kernels side by side, one always in the middle of five,
+    read up to 1.7% apart under the earlier order (the list, then the list reversed; H100,
+    kernels/hopper/NOTES.md, runs 44-46), which kept each in two places only."""
+    k = (rnd // 2) % len(names) if names else 0
+    turned = names[k:] + names[:k]
+    return turned if rnd % 2 == 0 else turned[::-1]
+
+
 def time_interleaved_sets(
     fns: dict[str, Callable[[int], object] | Timed],
     cfg: TimingConfig,
@@ -225,8 +237,8 @@ def time_interleaved_sets(
     rng: random.Random | None = None,
     timer: Timer | None = None,
 ) -> tuple[dict[str, TimingStats], list[dict[str, TimingStats]]]:
-    """Time each fn(input_set) per call. Rounds go over all fns, the order reversed every other
-    round, round r on input set r % cfg.input_sets; stops at max_reps or when the budget of every fn
+    """Time each fn(input_set) per call. Rounds go over all fns in `round_order`, round r on input
+    set r % cfg.input_sets; stops at max_reps or when the budget of every fn
     is spent (after min_reps) and, with a noise target (max_noise), every fn's spread meets it. A
     `Timed` with `repeats` gets a repeat call after its counted call in `repeat_rounds` (chosen with
     `rng`). Returns the statistics of all counted calls, and per input set those of its own calls (a
@@ -255,7 +267,7 @@ def time_interleaved_sets(
     over_lead = getattr(timer, "over_lead", None)  # EventTimer's; stand-in timers have none
     rnd = 0
     while rnd < cfg.max_reps:
-        order = names if rnd % 2 == 0 else names[::-1]
+        order = round_order(names, rnd)
         t = rnd % cfg.input_sets
         tokens = []
         for n in order:
