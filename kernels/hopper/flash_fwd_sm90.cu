@@ -138,8 +138,8 @@ typedef struct {
 #define KS_D128_FAST 3  // only, 0 nowhere (the exact step, whose K may go early: KS_K_RELEASE)
 #endif
 #ifndef KS_Q_AHEAD  // 1: with two Q buffers, the producer takes the next tile and loads its Q right after the
-#define KS_Q_AHEAD 0  // first K/V block of this one (0: once this tile's K/V loads are all issued)
-#endif
+#define KS_Q_AHEAD 0  // first K/V block of this one (0: once this tile's K/V loads are all issued; 2: as 1,
+#endif                // causal with 8 or more query heads per K/V head only)
 #ifndef KS_K_STAGES  // K stages of the two-warpgroup tiles where shared memory allows (0: as many as V's)
 #define KS_K_STAGES 0
 #endif
@@ -951,7 +951,9 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         tma_load_4d(sV + s * C::V_STAGE_BYTES + c * C::BN * C::V_COLS * 2, &tm_v, v_full(s), c * C::V_COLS,
                     n_block * C::BN, hk, b);
     };
-    if (KS_Q_AHEAD && C::Q_STAGES == 2 && threadIdx.x == 0) {
+    // KS_Q_AHEAD 2: only causal with groups of 8 or more query heads per K/V head (where it gained)
+    const bool q_ahead = KS_Q_AHEAD == 1 || (KS_Q_AHEAD == 2 && CAUSAL && p.group >= 8);
+    if (KS_Q_AHEAD && C::Q_STAGES == 2 && threadIdx.x == 0 && q_ahead) {
       // the next tile is taken (its index asked for at this tile's start) and announced, and its Q loaded,
       // once this tile's first K/V block is issued: a short tile's successor then finds its Q loaded
       const int num_tiles = p.m_blocks * p.heads_q * p.batch;
