@@ -44,6 +44,7 @@ def test_every_knob_the_kernel_declares_has_its_default_beside_it():
     declared = [line.split()[1] for line in text.splitlines() if line.startswith("#ifndef KS_")]
     assert declared == [
         "KS_D128_WIDE_PV",
+        "KS_D128_WIDE_SHORT",
         "KS_D128_CAUSAL_LONG_FROM",
         "KS_D192_CAUSAL_LONG_FROM",
         "KS_D128_FAST",

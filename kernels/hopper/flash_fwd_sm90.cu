@@ -128,6 +128,9 @@ typedef struct {
 #ifndef KS_D128_WIDE_PV  // d128's 192x80 tile with the sums of P in its PV GEMM (N = 136, V in 32-column
 #define KS_D128_WIDE_PV 0  // chunks): 0 nowhere, 1 causal, 2 causal and non-causal
 #endif
+#ifndef KS_D128_WIDE_SHORT  // 1: d128's 128x128 tile with the sums of P in its PV GEMM as well (N = 136; no
+#define KS_D128_WIDE_SHORT 0  // half blocks then, and O written from registers: shared memory is full)
+#endif
 #ifndef KS_D128_CAUSAL_LONG_FROM  // keys from which causal d128 takes the 192x80 tile (else 128x128)
 #define KS_D128_CAUSAL_LONG_FROM 8192
 #endif
@@ -1058,8 +1061,10 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   // the first 64 (the causal diagonal, or a block masked whole for it) takes its S GEMM on N = 64 and
   // its softmax on those columns; P's other half is 0 (the PV GEMM stays whole: a choice of PV GEMM
   // at run time makes ptxas inject warpgroup.arrive, C7519). Only with the fast softmax, and not at
-  // d96: elsewhere ptxas serializes the wgmmas (C7511)
-  constexpr bool HALVES = CAUSAL && C::BN == 128 && C::DQK != 96 && C::template FAST_SOFTMAX<CAUSAL>;
+  // d96, nor with the sums of P in a d_v 128 PV GEMM (KS_D128_WIDE_SHORT): elsewhere ptxas serializes the
+  // wgmmas (C7511)
+  constexpr bool HALVES = CAUSAL && C::BN == 128 && C::DQK != 96 && C::template FAST_SOFTMAX<CAUSAL> &&
+                          !(C::DV == 128 && C::WIDE_PV);
   constexpr int HS = C::PV_STEPS / 2;  // P's fragments of the first 64 columns
   // KS_K_RELEASE: K released as soon as the exact step's S GEMM is done (not on the half-block tiles,
   // where ptxas then serializes the wgmmas of the causal d128 kernel: C7511)
@@ -1574,7 +1579,8 @@ extern "C" int ks_attn_fwd(const ks_attn_params* pp, cudaStream_t stream) {
       if constexpr (KS_D128_WIDE_PV >= 2) return launch<Wide>(a, stream);
       else return launch<Config<128, 128, 80, 2, 3, P_LOG2, KS_D128_FAST>>(a, stream);
     }
-    return launch<Config<128, 128, 128, 2, 2, P_LOG2, KS_D128_FAST>>(a, stream);
+    if constexpr (KS_D128_WIDE_SHORT) return launch<Config<128, 128, 128, 2, 2, P_LOG2, FAST_ALWAYS, true>>(a, stream);
+    else return launch<Config<128, 128, 128, 2, 2, P_LOG2, KS_D128_FAST>>(a, stream);
   }
   if (a.d_qk == 256 && a.d_v == 256) return launch<Config<256, 256, 80, 2, 2, P_LOG2, FAST_NEVER>>(a, stream);
   if (a.d_qk == 192 && a.d_v == 128)
