@@ -954,6 +954,21 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         tma_load_4d(sV + s * C::V_STAGE_BYTES + c * C::BN * C::V_COLS * 2, &tm_v, v_full(s), c * C::V_COLS,
                     n_block * C::BN, hk, b);
     };
+    // Q of a tile (rows from m0, head h, batch b), the q_it-th the CTA loads, into its free buffer
+    auto load_q = [&](int q_it, int m0, int h, int b) {
+      const int qs = q_it % C::Q_STAGES;
+      mbar_wait(q_empty(qs), ((q_it / C::Q_STAGES) & 1) ^ 1);
+      mbar_expect_tx(q_full(qs), C::Q_BYTES);
+#pragma unroll
+      for (int c = 0; c < C::QK_CHUNKS; ++c)
+        tma_load_4d(sQ + qs * C::Q_BYTES + c * C::BM * 128, &tm_q, q_full(qs), c * 64, m0, h, b);
+    };
+    // tile t announced to the consumers in the ring's slot j (the j-th tile the CTA takes)
+    auto announce = [&](int j, int t) {
+      mbar_wait(tile_empty(j & 1), ((j >> 1) & 1) ^ 1);
+      tile_slot[j & 1] = t;
+      mbar_arrive(tile_full(j & 1));
+    };
     // KS_Q_AHEAD 2: only causal with groups of 8 or more query heads per K/V head (where it gained)
     const bool q_ahead = KS_Q_AHEAD == 1 || (KS_Q_AHEAD == 2 && CAUSAL && p.group >= 8);
     if (KS_Q_AHEAD && C::Q_STAGES == 2 && threadIdx.x == 0 && q_ahead) {
@@ -963,23 +978,11 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       int kv_it = 0, q_it = 0, j = 0;
       // announce tile t in the ring's next slot and load its Q; its number of K/V blocks
       auto begin_tile = [&](int t) {
-        mbar_wait(tile_empty(j & 1), ((j >> 1) & 1) ^ 1);
-        tile_slot[j & 1] = t;
-        mbar_arrive(tile_full(j & 1));
-        ++j;
+        announce(j++, t);
         if (t >= num_tiles) return 0;
         const Tile tile = tile_at(t, p);
         const int n_blocks = kv_blocks<C, CAUSAL>(tile.m_block * C::BM, p);
-        if (n_blocks > 0) {
-          const int qs = q_it % C::Q_STAGES;
-          mbar_wait(q_empty(qs), ((q_it / C::Q_STAGES) & 1) ^ 1);
-          mbar_expect_tx(q_full(qs), C::Q_BYTES);
-#pragma unroll
-          for (int c = 0; c < C::QK_CHUNKS; ++c)
-            tma_load_4d(sQ + qs * C::Q_BYTES + c * C::BM * 128, &tm_q, q_full(qs), c * 64, tile.m_block * C::BM,
-                        tile.h, tile.b);
-          ++q_it;
-        }
+        if (n_blocks > 0) load_q(q_it++, tile.m_block * C::BM, tile.h, tile.b);
         return n_blocks;
       };
       int t = blockIdx.x, n_blocks = begin_tile(t);
@@ -1000,20 +1003,13 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       const int num_tiles = p.m_blocks * p.heads_q * p.batch;
       int kv_it = 0, q_it = 0;
       for (int j = 0, t = blockIdx.x;; ++j) {
-        mbar_wait(tile_empty(j & 1), ((j >> 1) & 1) ^ 1);
-        tile_slot[j & 1] = t;
-        mbar_arrive(tile_full(j & 1));
+        announce(j, t);
         if (t >= num_tiles) break;
         const Tile tile = tile_at(t, p);
         const int m0 = tile.m_block * C::BM, hk = tile.h / p.group;
         const int n_blocks = kv_blocks<C, CAUSAL>(m0, p);
         if (n_blocks > 0) {
-          const int qs = q_it % C::Q_STAGES;
-          mbar_wait(q_empty(qs), ((q_it / C::Q_STAGES) & 1) ^ 1);
-          mbar_expect_tx(q_full(qs), C::Q_BYTES);
-#pragma unroll
-          for (int c = 0; c < C::QK_CHUNKS; ++c)
-            tma_load_4d(sQ + qs * C::Q_BYTES + c * C::BM * 128, &tm_q, q_full(qs), c * 64, m0, tile.h, tile.b);
+          load_q(q_it, m0, tile.h, tile.b);
           for (int i = 0; i < n_blocks; ++i, ++kv_it) {
             load_kv(n_blocks - 1 - i, kv_it, hk, tile.b);
           }
