@@ -219,7 +219,7 @@ PY
     smi_start ab-smi.csv
     timeout "${AB_TIMEOUT:-400}" python3 -m kernelseek_suite.cli run-once kernels/hopper/flash_fwd_sm90.cu "$rows" \
       --time --check --check-beside "${beside[@]}" --baseline fa3 "${inputs[@]}" > "$OUT/ab.txt" 2>&1
-    echo "ab rc=$?"; smi_stop; grep -A12 "speed relative" "$OUT/ab.txt"
+    echo "ab rc=$?"; smi_stop; sed -n "/, per scenario:$/,\$p" "$OUT/ab.txt"  # the tables per scenario, then the means
     ;;
   sandbox)
     env_here

@@ -128,3 +128,17 @@ def test_a_baseline_that_cannot_run_here_says_why_instead_of_a_row():
         pytest.skip("FA3 is installed here")
     call, why = run_once_lib._baseline_call("fa3", by_id("sm90")["d128-h16kv16-s1024"], (None, None, None))
     assert call is None and why.startswith("not installed") and "pip install" in why
+
+
+def test_the_speed_table_has_a_row_per_scenario_and_a_column_per_entry():
+    speeds = {
+        "/tmp/qa.cu": {"d64-s512": 1.0123, "d96-s8192": 0.9871},
+        "baseline fa3": {"d64-s512": 0.9, "d128-s1024": 1.25},
+    }
+    lines = run_once_lib.speed_table(speeds).splitlines()
+    assert lines[0].split() == ["scenario", "qa.cu", "fa3"]
+    assert [line.split() for line in lines[2:]] == [
+        ["d64-s512", "1.012", "0.900"],
+        ["d96-s8192", "0.987", "-"],
+        ["d128-s1024", "-", "1.250"],
+    ]

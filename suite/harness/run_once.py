@@ -7,8 +7,9 @@ cli/run_once.py's; this is what it runs.
     kernelseek-suite run-once KERNEL.cu --shape batch=4,seqlen=8192,heads=32/8,d=128,causal ...
 
 SCENARIOS is one scenario id or several, comma-separated, each of which may be a glob
-(`d128-*-s8192,d96-*`). With several, each is run in turn and `--time` ends with the geometric mean,
-over the scenarios, of each entry's speed relative to KERNEL (KERNEL's time / the entry's time).
+(`d128-*-s8192,d96-*`). With several, each is run in turn and `--time` ends with a table of each
+entry's speed relative to KERNEL (KERNEL's time / the entry's time) per scenario, then its geometric
+mean over the scenarios.
 `--shape` (repeatable, instead of SCENARIOS) runs a scenario of that shape (scenarios.parse_shape).
 `--inputs` names an input distribution (harness/distributions.py; `all` for every one; default
 `standard`): each scenario runs on each, and the geometric means are given per distribution.
@@ -80,18 +81,37 @@ def run(args, scenarios: list, dists: list[str]) -> int:
         return built
     lib = KernelLibrary(built[args.kernel].library)
     others = [(o, KernelLibrary(built[o].library)) for o in args.beside]
-    speeds: dict[str, dict[str, list[float]]] = {d: {} for d in dists}
+    # per distribution, per entry, per scenario: the entry's speed relative to the kernel
+    speeds: dict[str, dict[str, dict[str, float]]] = {d: {} for d in dists}
     rc = exitcodes.OK
     for dist in dists:
         for scn in scenarios:
             rc = max(rc, _run_scenario(args, scn, lib, others, speeds[dist], dist))
     if args.time and (len(scenarios) > 1 or len(dists) > 1):
         for dist in dists:
+            print(f"speed relative to {args.kernel} (its time / the entry's time) on {dist}, per scenario:")
+            print(speed_table(speeds[dist]))
+        for dist in dists:
             n = len(scenarios)
             print(f"speed relative to {args.kernel} (its time / the entry's time) on {dist}, geometric mean over {n}:")
-            for name, vals in speeds[dist].items():
+            for name, by_scn in speeds[dist].items():
+                vals = list(by_scn.values())
                 print(f"  {name}: {math.exp(sum(math.log(x) for x in vals) / len(vals)):.3f} ({len(vals)} scenarios)")
     return rc
+
+
+def speed_table(speeds: dict[str, dict[str, float]]) -> str:
+    """A table of `speeds` ({entry: {scenario id: speed}}): a row per scenario in the order first
+    seen, a column per entry (a file by its name, a baseline as `fa3`), '-' where an entry has no time."""
+    from tabulate import tabulate
+
+    names = list(speeds)
+    rows: list[str] = []
+    for by_scn in speeds.values():
+        rows += [r for r in by_scn if r not in rows]
+    headers = ["scenario", *[n.removeprefix("baseline ").rsplit("/", 1)[-1] for n in names]]
+    body = [[r, *[f"{speeds[n][r]:.3f}" if r in speeds[n] else "-" for n in names]] for r in rows]
+    return tabulate(body, headers=headers, disable_numparse=True)
 
 
 def select_scenarios(spec: str, known: dict) -> list:
@@ -164,7 +184,7 @@ def _run_scenario(args, scn, lib, others, speeds: dict, dist: str = "standard") 
             print(line)
         for name, ms in medians.items():
             if name != args.kernel and ms > 0:
-                speeds.setdefault(name, []).append(medians[args.kernel] / ms)
+                speeds.setdefault(name, {})[scn.id] = medians[args.kernel] / ms
     return rc
 
 
