@@ -149,9 +149,6 @@ typedef struct {
 #ifndef KS_K_RELEASE  // when a block's K is released: 0 after its softmax; 1 as soon as its S GEMM is done
 #define KS_K_RELEASE 1  // in the exact softmax; 2 there and in the fast one too (a timing probe only: a redo
 #endif                  // of the fast softmax then reads a K stage that may be loading again)
-#ifndef KS_FAST_WAIT  // 1: the fast softmax's steady loop waits for the PV GEMM before its exponentials, at
-#define KS_FAST_WAIT 0  // d <= 96 (at d128 and d192 ptxas serializes the wgmmas, C7511); 0: after the vote
-#endif
 
 // ------------------------------------------------------------------------------ PTX wrappers
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -1361,11 +1358,6 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         // the fast softmax; a redo issues a GEMM, so the whole warpgroup must agree (named barrier
         // 4 + cw; 1..CWG are the ping-pong's)
         float blk[2];
-        if (KS_FAST_WAIT && C::DQK <= 96) {
-          wgmma_wait<0>();
-          fence_regs(acc_o);
-          if (lane == 0) mbar_arrive(v_empty(prev_s));
-        }
         redo = warpgroup_any(4 + cw, !softmax_fast<C>(acc_s, row_max, blk, row_top, p.scale_log2));
         if (!redo) {
           row_sum[0] += blk[0];
@@ -1375,11 +1367,9 @@ __global__ void __launch_bounds__(C::THREADS, 1)
             if (i == n_blocks - 1) mbar_arrive(q_empty(qs));
           }
         }
-        if (!(KS_FAST_WAIT && C::DQK <= 96)) {
-          wgmma_wait<0>();
-          fence_regs(acc_o);
-          if (lane == 0) mbar_arrive(v_empty(prev_s));
-        }
+        wgmma_wait<0>();
+        fence_regs(acc_o);
+        if (lane == 0) mbar_arrive(v_empty(prev_s));
       }
       if (redo) return false;  // K(i) and Q kept for the redo
       if (half) pack_p<C, HS>(p_frag, acc_s); else pack_p<C>(p_frag, acc_s);
