@@ -142,7 +142,8 @@ typedef struct {
 #endif
 #ifndef KS_Q_AHEAD  // 1: with two Q buffers, the producer takes the next tile and loads its Q right after the
 #define KS_Q_AHEAD 0  // first K/V block of this one (0: once this tile's K/V loads are all issued; 2: as 1,
-#endif                // causal with 8 or more query heads per K/V head only; 3: as 2, d128 only)
+#endif                // causal with 8 or more query heads per K/V head only; 3: as 2, d128 only;
+                      // 4: as 3, up to 4096 keys)
 #ifndef KS_K_STAGES  // K stages of the two-warpgroup tiles where shared memory allows (0: as many as V's)
 #define KS_K_STAGES 0
 #endif
@@ -967,9 +968,10 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       mbar_arrive(tile_full(j & 1));
     };
     // KS_Q_AHEAD 2: only causal with groups of 8 or more query heads per K/V head (where it gained);
-    // 3: as 2 on d128 only (the other head sizes' kernels as with 0)
-    const bool q_ahead = KS_Q_AHEAD == 1 || ((KS_Q_AHEAD == 2 || (KS_Q_AHEAD == 3 && C::DQK == 128)) &&
-                                             CAUSAL && p.group >= 8);
+    // 3: as 2 on d128 only (the other head sizes' kernels as with 0); 4: as 3, up to 4096 keys
+    const bool q_ahead =
+        KS_Q_AHEAD == 1 || ((KS_Q_AHEAD == 2 || (KS_Q_AHEAD >= 3 && C::DQK == 128)) && CAUSAL && p.group >= 8 &&
+                            (KS_Q_AHEAD != 4 || p.seqlen_k <= 4096));
     if (KS_Q_AHEAD && C::Q_STAGES == 2 && threadIdx.x == 0 && q_ahead) {
       // the next tile is taken (its index asked for at this tile's start) and announced, and its Q loaded,
       // once this tile's first K/V block is issued: a short tile's successor then finds its Q loaded
