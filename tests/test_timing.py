@@ -128,18 +128,30 @@ def test_in_2n_rounds_each_implementation_takes_each_place_twice(n):
     assert set(places.values()) == {2}
 
 
-def test_the_round_order_turns_every_two_rounds_and_reverses_every_other():
-    names = ["a", "b", "c", "d"]
-    assert [round_order(names, r) for r in range(5)] == [
-        ["a", "b", "c", "d"],
-        ["d", "c", "b", "a"],
-        ["b", "c", "d", "a"],
-        ["a", "d", "c", "b"],
-        ["c", "d", "a", "b"],
-    ]
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6, 7])
+def test_in_2n_rounds_each_implementation_follows_each_other_twice(n):
+    names = [f"k{i}" for i in range(n)]
+    after = {(a, b): 0 for a in names for b in names}
+    for rnd in range(2 * n):
+        order = round_order(names, rnd)
+        for a, b in zip(order, order[1:]):
+            after[a, b] += 1
+    assert all(after[a, a] == 0 for a in names)
+    assert {c for (a, b), c in after.items() if a != b} == ({2} if n > 1 else set())
+    assert sum(after.values()) == 2 * n * (n - 1)
+
+
+def test_the_round_order_is_a_williams_square_then_its_mirror():
+    names = ["a", "b", "c"]
+    assert ["".join(round_order(names, r)) for r in range(6)] == ["abc", "bca", "cab", "cba", "acb", "bac"]
+    names = ["a", "b", "c", "d", "e"]
+    assert "".join(round_order(names, 0)) == "abecd"  # 0, 1, n-1, 2, n-2
+    assert "".join(round_order(names, 1)) == "bcade"  # each index plus one
+    assert "".join(round_order(names, 5)) == "dceba"  # the first row reversed
     for rnd in range(40):  # a cycle is 2 n rounds, however many rounds there are
-        assert round_order(names, rnd) == round_order(names, rnd % 8)
+        assert round_order(names, rnd) == round_order(names, rnd % 10)
     assert round_order([], 3) == []
+    assert round_order(["x"], 7) == ["x"]
 
 
 @pytest.mark.parametrize("ratio,flag", [(None, False), (1.0, False), (0.85, False), (0.79, True), (0.05, True)])

@@ -1,6 +1,7 @@
 """Timing: CUDA events around each call, L2 flushed between calls, warm-up, repetitions until a time
 budget; candidate and baselines interleaved in one process, each in every place of a round's order
-equally often (`round_order`), input sets rotated, so every ratio is measured side by side.
+and after each other one equally often (`round_order`), input sets rotated, so every ratio is
+measured side by side.
 
 Each call is timed on its own and followed by a synchronize of the whole device, then an "idle"
 event: the time from the end of the call's work on the harness's stream to that event, less the same
@@ -218,15 +219,21 @@ def time_interleaved(
 
 
 def round_order(names: list[str], rnd: int) -> list[str]:
-    """The order of round `rnd`: the names turned by one place every two rounds, and reversed in every
-    other round, so that in 2 n rounds each of n implementations takes each place in the round twice.
-    Where a call sits in the round can change its time (the first after the round's synchronize, or
-    what ran just before it): two identical kernels side by side, one always in the middle of five,
-    read up to 1.7% apart under the earlier order (the list, then the list reversed; H100,
-    kernels/hopper/NOTES.md, runs 44-46), which kept each in two places only."""
-    k = (rnd // 2) % len(names) if names else 0
-    turned = names[k:] + names[:k]
-    return turned if rnd % 2 == 0 else turned[::-1]
+    """The order of round `rnd`: a Williams design over the n names. Round r takes row r % n of the
+    square whose first row is 0, 1, n-1, 2, n-2, ... (row i: each index plus i, mod n), reversed in
+    rounds n to 2 n - 1 of each cycle of 2 n. In 2 n rounds each implementation takes each place in
+    the round twice and follows each other implementation twice (none follows itself).
+
+    Where a call sits can change its time, and so can what ran just before it, for a few calls (each
+    call synchronized and the L2 flushed before it: some state of the GPU carries over, not identified). With each name following only two neighbours (the list turned and
+    reversed), the two identical kernels next to FA3 read about 1% below two others on short rows
+    (H100, kernels/hopper/NOTES.md, runs 49-50); here every name follows every other equally often."""
+    if not names:
+        return []
+    n = len(names)
+    first = [j // 2 + 1 if j % 2 else n - j // 2 for j in range(n)]  # 0 (as n), 1, n-1, 2, n-2, ...
+    row = [names[(j + rnd) % n] for j in first]
+    return row[::-1] if (rnd // n) % 2 else row
 
 
 def time_interleaved_sets(
