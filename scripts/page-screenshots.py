@@ -40,7 +40,7 @@ REPORT_SOURCES = [
     f"{RESULTS}/gemm_ceiling.json",
 ]
 TRACE_SOURCES = [TRACE]
-REPORT_VIEWPORT = {"width": 1280, "height": 1260}
+REPORT_VIEWPORT = {"width": 1280, "height": 1900}
 TRACE_VIEWPORT = {"width": 1280, "height": 1000}
 ARGS = [
     "--headless",
@@ -127,7 +127,12 @@ class NotShown(RuntimeError):
 
 
 CORRECT = re.compile(r"Correct on (\d+/\d+) timed scenarios and (\d+/\d+) of the extended set\.$")
-VERSUS = re.compile(r"vs (\S+): geometric mean (\S+x) over (\d+) scenarios; lowest (\S+x) \(([^)]+)\)\.$")
+# (a run on several input distributions names the headline's and the lowest's)
+VERSUS = re.compile(
+    r"vs (\S+): geometric mean (\S+x) over (\d+) scenarios"
+    r"(?: on the (\S+) inputs, the worst of the \d+ input distributions \(each below\))?"
+    r"; lowest (\S+x) \(([^,)]+)(?:, on (\S+))?\)\.$"
+)
 FAST_P = re.compile(r"vs (\S+) fast_p \(correct and more than p times as fast, of (\d+) timed scenarios\): (.+)\.$")
 SHARE = re.compile(r"Share of the .*: geometric mean (\S+%), highest (\S+%)\.$")
 DATA = re.compile(r"Data: measured\. Measured (\S+) to (\S+) at commit (\w+)\.$")
@@ -144,7 +149,11 @@ def report_numbers(dom: dict) -> dict:
         elif m := VERSUS.match(line):
             b = m[1]
             shown["geomean"][b], shown["ratio_count"][b] = m[2], m[3]
-            shown["min_ratio"][b], shown["min_ratio_scenario"][b] = m[4], m[5]
+            shown["min_ratio"][b], shown["min_ratio_scenario"][b] = m[5], m[6]
+            if m[4]:
+                shown.setdefault("headline_distribution", {})[b] = m[4]
+            if m[7]:
+                shown.setdefault("min_ratio_distribution", {})[b] = m[7]
         elif m := FAST_P.match(line):
             shown["fast_p"][m[1]] = {"of": m[2], "shares": m[3]}
         elif m := SHARE.match(line):

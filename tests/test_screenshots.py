@@ -57,7 +57,16 @@ def report_numbers(repo: Path) -> dict:
     main = baselines[0]
     lowest = next(r for r in res.grid_rows if r.scenario == s["min_ratio_scenario"][main])
     assert _x3(lowest.ratio[main]) == _x3(s["min_ratio"][main])  # bench.jsonl's row is summary.json's lowest
-    return {
+    # on several input distributions: each baseline's headline distribution (its lowest geometric
+    # mean) and the one its lowest ratio was measured on
+    by = s.get("by_distribution") or {}
+    several = {}
+    if len(by) > 1:
+        several = {
+            "headline_distribution": {b: min(by, key=lambda d: by[d]["geomean"][b]) for b in baselines},
+            "min_ratio_distribution": {b: min(by, key=lambda d: by[d]["min_ratio"][b]) for b in baselines},
+        }
+    return several | {
         "scenarios_correct": f"{s['scenarios_correct']}/{s['scenarios_total']}",
         "extended_correct": f"{s['extended_correct']}/{s['extended_total']}",
         "geomean": {b: _x3(v) for b, v in s["geomean"].items()},
