@@ -225,9 +225,11 @@ def round_order(names: list[str], rnd: int) -> list[str]:
     the round twice and follows each other implementation twice (none follows itself).
 
     Where a call sits can change its time, and so can what ran just before it, for a few calls (each
-    call synchronized and the L2 flushed before it: some state of the GPU carries over, not identified). With each name following only two neighbours (the list turned and
-    reversed), the two identical kernels next to FA3 read about 1% below two others on short rows
-    (H100, kernels/hopper/NOTES.md, runs 49-50); here every name follows every other equally often."""
+    call synchronized and the L2 flushed before it: some state of the GPU carries over, not
+    identified). With each name following only two neighbours (the list turned and reversed), the
+    two identical kernels next to FA3 read about 1% below two others on short rows (H100,
+    kernels/hopper/NOTES.md, runs 49-50); here every name follows every other equally often: three
+    copies read within 0.6% of each other (run 51)."""
     if not names:
         return []
     n = len(names)
