@@ -21,7 +21,9 @@
 #                                             #        (/tmp/w2.cu, /tmp/c2k.cu; the 'knobs' step writes them alone,
 #                                             #        'knobs-build' builds them where nvcc is, no GPU needed)
 #   bash scripts/offline-gpu-run.sh ab        # (node) a timing beside FA3 and the variants that passed
-#                                             #        that check, every output checked (ROWS, AB_INPUTS)
+#                                             #        that check, every output checked (ROWS, AB_INPUTS),
+#                                             #        and a control: the kernel file as a library of its
+#                                             #        own ('control' writes it; AB_CONTROL=0: none)
 #   bash scripts/offline-gpu-run.sh sandbox   # (node) CUDA and FA3 under the evaluator's sandbox (the probe),
 #                                             #        the profiler's check and the self-check under Landlock
 #                                             #        (of the shipped kernel; SELFCHECK_KERNEL= for the task's own),
@@ -75,6 +77,24 @@ knob_variants() {
       cat kernels/hopper/flash_fwd_sm90.cu; } > "${KNOB_DIR:-/tmp}/$name.cu" || return 2
     echo "${KNOB_DIR:-/tmp}/$name.cu"
   done
+}
+
+# the trace an agent check's output names (its last "trace: PATH" line) copied as $2 beside the output
+# ($1) and into $OUT; a trace that is gone is said, not an error
+keep_trace() {
+  local t
+  t=$(sed -n 's/^trace: \([^ ]*\.jsonl\).*/\1/p' "$1" | tail -1)
+  if [ -n "$t" ] && [ -f "$t" ]; then cp "$t" "$(dirname "$1")/$2" && cp "$t" "$OUT/$2" && echo "kept $t as $2"
+  else echo "no trace to keep from $1 (${t:-none named})"; fi
+}
+# the timing's control: the kernel file with a comment appended, written to $KNOB_DIR/control.cu (default
+# /tmp): the same code in a library of its own (the build cache keys on the source, and a byte-identical
+# copy loads as the same library), so its ratio to the kernel is the timing's own spread plus what a
+# library's place does (kernels/hopper/NOTES.md, runs 49-51); its path
+control_variant() {
+  { cat kernels/hopper/flash_fwd_sm90.cu
+    echo "// control: this file as shipped, built as a library of its own"; } > "${KNOB_DIR:-/tmp}/control.cu" || return 2
+  echo "${KNOB_DIR:-/tmp}/control.cu"
 }
 
 case "${1:-}" in
@@ -182,6 +202,10 @@ with P(8) as pool: list(pool.map(lambda f: build(pathlib.Path(f), '$ARCH'), sys.
     # (anywhere) the KNOBS variants' files, for a look before a call: their paths
     knob_variants || exit 2
     ;;
+  control)
+    # (anywhere) the timing's control file that 'ab' times beside the variants: its path
+    control_variant || exit 2
+    ;;
   knobs-build)
     # (where nvcc is, no GPU needed) each KNOBS variant built as the harness builds it, so that one the
     # build refuses (ptxas serializing the wgmmas, C7511) is known before a GPU call: exit 1 if any is.
@@ -214,6 +238,8 @@ PY
       if v20_file; then beside+=(--beside /tmp/v20.cu); fi
       for f in ${BESIDE:-}; do beside+=(--beside "$f"); done
     fi
+    # the control beside them (AB_CONTROL=0: none)
+    if [ "${AB_CONTROL:-1}" != 0 ]; then ctl=$(control_variant) || exit 2; beside+=(--beside "$ctl"); fi
     inputs=(); for d in ${AB_INPUTS:-standard wide}; do inputs+=(--inputs "$d"); done
     rows=${ROWS:-d64-h32kv8-s2048,d64-h32kv8-s8192,d64-h32kv8-s8192-causal,d64-h32kv32-s1024-causal,d96-h16kv16-s8192,d96-h16kv16-s32768,d96-h16kv16-s1024,d128-h16kv16-s1024,d128-h16kv16-s4096,d128-h16kv16-s2048-causal,d128-h16kv16-s16384-causal,d192v128-h16kv16-s8192,d192v128-h16kv16-s1024-causal,d192v128-h16kv16-s512-causal,d256-h8kv8-s4096,d256-h8kv8-s1024-causal,d256-h8kv8-s512-causal}
     smi_start ab-smi.csv
@@ -239,6 +265,9 @@ PY
       ${sk:+--kernel "$sk"} > "results/$ARCH/agents-selfcheck/out.txt" 2>&1
     echo "selfcheck rc=$?"; cp "results/$ARCH/agents-selfcheck/out.txt" "$OUT/selfcheck.txt"
     tail -12 "$OUT/selfcheck.txt"
+    # the run's traces (each output's last "trace: PATH" line) beside the outputs, and in $OUT
+    keep_trace "results/$ARCH/agents-selfcheck/toolrich-check.txt" toolrich-trace.jsonl
+    keep_trace "results/$ARCH/agents-selfcheck/out.txt" selfcheck-trace.jsonl
     ;;
   profile)
     env_here

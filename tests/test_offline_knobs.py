@@ -77,3 +77,51 @@ def test_knobs_build_names_a_variant_the_build_refuses(tmp_path):
     r = subprocess.run(["bash", str(SCRIPT), "knobs-build"], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 1, r.stdout + r.stderr
     assert f"refused: {tmp_path / 'bad.cu'}" in r.stdout and "abc" in r.stdout
+
+
+def test_the_control_is_the_kernel_file_with_one_comment_line_appended(tmp_path):
+    env = dict(os.environ, KNOB_DIR=str(tmp_path), OUT=str(tmp_path / "out"))
+    r = subprocess.run(["bash", str(SCRIPT), "control"], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [str(tmp_path / "control.cu")]
+    text, kernel = (tmp_path / "control.cu").read_text(), KERNEL.read_text()
+    assert text.startswith(kernel) and text != kernel  # other bytes: a library of its own in the build cache
+    added = text[len(kernel) :]
+    assert added.count("\n") == 1 and added.startswith("// ") and added.endswith("\n")
+
+
+def _keep_trace(tmp_path, output: str) -> subprocess.CompletedProcess:
+    """keep_trace from the script, run on its own on an output file that says `output`."""
+    body = SCRIPT.read_text()
+    helper = body[body.index("keep_trace() {") : body.index("\n}\n", body.index("keep_trace() {")) + 3]
+    (tmp_path / "results").mkdir(exist_ok=True)
+    (tmp_path / "results" / "out.txt").write_text(output)
+    (tmp_path / "out").mkdir(exist_ok=True)
+    env = dict(os.environ, OUT=str(tmp_path / "out"))
+    script = helper + '\nkeep_trace "$1" kept.jsonl\n'
+    return subprocess.run(
+        ["bash", "-c", script, "keep", str(tmp_path / "results" / "out.txt")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+
+
+def test_the_sandbox_step_keeps_the_last_trace_an_output_names(tmp_path):
+    old, new = tmp_path / "old.jsonl", tmp_path / "new.jsonl"
+    old.write_text('{"seq": 0}\n')
+    new.write_text('{"seq": 1}\n')
+    r = _keep_trace(tmp_path, f"trace: {old}\nsome lines\ntrace: {new} (24 events); exit submitted\nSELFCHECK PASS\n")
+    assert r.returncode == 0, r.stderr
+    for where in (tmp_path / "results", tmp_path / "out"):
+        assert (where / "kept.jsonl").read_text() == '{"seq": 1}\n'
+    assert f"kept {new} as kept.jsonl" in r.stdout
+
+
+def test_the_sandbox_step_says_when_no_trace_is_left(tmp_path):
+    r = _keep_trace(tmp_path, f"trace: {tmp_path / 'gone.jsonl'} (3 events)\n")
+    assert r.returncode == 0 and "no trace to keep" in r.stdout and "gone.jsonl" in r.stdout
+    assert not (tmp_path / "results" / "kept.jsonl").exists()
+    r = _keep_trace(tmp_path, "SELFCHECK FAIL\n")
+    assert "no trace to keep" in r.stdout and "none named" in r.stdout
