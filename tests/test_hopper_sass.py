@@ -28,28 +28,31 @@ ROOT = config.REPO_ROOT
 KERNEL = ROOT / "kernels/hopper/flash_fwd_sm90.cu"
 
 # instructions in the unmasked steady loop (one K/V block), per (d_qk, d_v, BN, fast-softmax mode of
-# the Config, causal), recorded with nvcc 13.0 for v28c (2026-12-05).
-# Mode 3 (FAST_ALWAYS) and mode 1 (FAST_NON_CAUSAL) in a non-causal kernel take the fast softmax (no
-# block max: 282-418 instructions); the others take the exact step (419-534). v28c's fast softmax keeps
-# each thread's largest S (one FMNMX per S) where v23-v25 summed the PV GEMM's weights in a 64x8 GEMM
-# of ones: more instructions, one GEMM fewer, and faster (kernels/hopper/NOTES.md, A/B run 33).
+# the Config, causal), recorded with nvcc 13.0 for v32 (2026-12-06).
+# A kernel takes the fast softmax where its mode has the bit of its mask (1 non-causal, 2 causal; 3
+# both): no block max, 267-393 instructions; the others take the exact step (419-534). v32's fast
+# softmax records each row's largest P with one 3-input integer max per two P (VIMNMX3), where v28c
+# kept each thread's largest S with one FMNMX per S (26-28 instructions more a block at BN 128), and
+# v23-v25 summed the PV GEMM's weights in a 64x8 GEMM of ones (kernels/hopper/NOTES.md, runs 33, 53).
 BUDGET = {
     (64, 64, 128, 1, False): 322,
     (64, 64, 128, 1, True): 464,
     (64, 64, 128, 3, False): 322,
     (64, 64, 128, 3, True): 325,
-    (96, 96, 112, 0, False): 437,
-    (96, 96, 112, 0, True): 448,
+    (96, 96, 112, 2, False): 437,
+    (96, 96, 112, 2, True): 333,
     (96, 96, 128, 3, False): 328,
     (96, 96, 128, 3, True): 332,
-    (128, 128, 80, 3, False): 282,
-    (128, 128, 80, 3, True): 287,
-    (128, 128, 128, 3, False): 399,
-    (128, 128, 128, 3, True): 404,
-    (192, 128, 80, 1, False): 300,
+    (128, 128, 80, 3, False): 267,
+    (128, 128, 80, 3, True): 269,
+    (128, 128, 128, 3, False): 372,
+    (128, 128, 128, 3, True): 374,
+    (192, 128, 80, 1, False): 285,
     (192, 128, 80, 1, True): 419,
-    (192, 128, 128, 1, False): 418,
+    (192, 128, 128, 1, False): 391,
     (192, 128, 128, 1, True): 534,
+    (192, 128, 128, 3, False): 391,
+    (192, 128, 128, 3, True): 393,
     (256, 256, 80, 0, False): 482,
     (256, 256, 80, 0, True): 504,
 }
@@ -128,7 +131,7 @@ def test_the_pv_wait_sits_where_it_was_measured_fastest(kernels, key):
     loops = sorted(_steady_loops(kernels[key]), key=len)
     assert len(loops) == 2, "expected a masked and an unmasked steady loop"
     mode, causal = key[3], key[4]
-    fast = mode == 3 or (mode == 1 and not causal)  # the unmasked loop's softmax (the masked one is exact)
+    fast = (mode & (2 if causal else 1)) != 0  # the unmasked loop's softmax (the masked one is exact)
     # the causal tiles with half blocks (BN 128, fast softmax, not d96) keep K to the end of the exact
     # step too: released early there, ptxas serializes the wgmmas of the d128 kernel (C7511)
     halves = causal and key[2] == 128 and key[0] != 96 and fast
@@ -182,13 +185,13 @@ def test_a_steady_loop_issues_one_s_gemm_and_one_pv_gemm_per_block(kernels, key)
     """The redo of the fast softmax sits outside the unmasked steady loop (the outer loop takes it and
     moves on to the next block): an iteration issues exactly the S GEMM's k-steps and the PV GEMM's, so
     no block can be redone more than once, whatever the data. The sums of the PV GEMM's weights come
-    with it at d_v <= 96 (where the fast softmax runs somewhere in the kernel): the PV GEMM runs on
-    N = d_v + 8, over V and a chunk of ones. Elsewhere there is no GEMM of ones: the epilogue corrects
-    the row sum by its largest term, which the fast softmax keeps as it goes (one FMNMX per S). (The
-    masked loop takes the exact step, which never redoes; with half blocks it holds an N = 64 and a
-    whole S GEMM.)"""
+    with it at d_v <= 96 (where the fast softmax runs somewhere in the kernel), but on the 192x112 d96
+    tile (there they spill): the PV GEMM runs on N = d_v + 8, over V and a chunk of ones. Elsewhere
+    there is no GEMM of ones: the epilogue corrects the row sum by its largest term, which the fast
+    softmax records as it goes (one VIMNMX3 per two P). (The masked loop takes the exact step, which
+    never redoes; with half blocks it holds an N = 64 and a whole S GEMM.)"""
     dqk, dv, bn, fast, causal = key[:5]
-    wide = (dv <= 96 or key[5:] == ("wide",)) and fast != 0
+    wide = ((dv <= 96 and bn != 112) or key[5:] == ("wide",)) and fast != 0
     per_block = dqk // 16 + bn // 16
     unmasked = min(_steady_loops(kernels[key]), key=len)
     hgmma = [i for i in unmasked if i.opcode.startswith("HGMMA")]
@@ -199,10 +202,12 @@ def test_a_steady_loop_issues_one_s_gemm_and_one_pv_gemm_per_block(kernels, key)
         pv = [i for i in hgmma if i.opcode.startswith(f"HGMMA.64x{dv + 8}x16.")]
         assert len(pv) == bn // 16, f"{len(pv)} PV GEMMs on N = {dv + 8} (V and the ones), {bn // 16} per block"
     elif fast & (2 if causal else 1):
-        # the fast softmax never computes the block's row max, but keeps each thread's largest S: one
-        # FMNMX for each of the thread's BN / 2 values of S
-        mx = [i for i in unmasked if i.opcode.startswith("FMNMX")]
-        assert len(mx) >= bn // 2, f"{len(mx)} FMNMX in the fast steady loop, {bn // 2} S values per thread"
+        # the fast softmax never computes the block's row max, but records each row's largest P: one
+        # 3-input integer max for each two of the thread's BN / 2 values of P, and no FMNMX per S
+        vmx = [i for i in unmasked if i.opcode.startswith("VIMNMX3")]
+        assert len(vmx) >= bn // 4, f"{len(vmx)} VIMNMX3 in the fast steady loop, {bn // 2} P values per thread"
+        fmx = [i for i in unmasked if i.opcode.startswith("FMNMX")]
+        assert len(fmx) < bn // 4, f"{len(fmx)} FMNMX in the fast steady loop: a max per S again"
 
 
 def test_a_configurations_name_gives_its_key_with_and_without_the_wide_flag():

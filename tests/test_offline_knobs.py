@@ -50,6 +50,12 @@ def test_every_knob_the_kernel_declares_has_its_default_beside_it():
         "KS_D128_FAST",
         "KS_Q_AHEAD",
         "KS_K_STAGES",
+        "KS_TOP_P",
+        "KS_D192_FAST",
+        "KS_D192_CAUSAL_FAST_FROM",
+        "KS_D256_FAST",
+        "KS_D96_LONG_FAST",
+        "KS_Q_AHEAD_MIN_GROUP",
         "KS_K_RELEASE",
     ]
     for name in declared:
