@@ -74,8 +74,8 @@
 //   Tiles (BM x BN, consumer warpgroups, stages; the PV GEMM on N = d_v, + 8 at d64 and d96): d64 192x128 (3, 2), causal
 //   with up to 1024 keys 128x128 (2, 2); d96
 //   192x112 (3, 2) with seqlen_k >= 2048 (causal: >= 8192), else 128x128 (2, 2); d128 and d192/128 192x80 (3, 2) with
-//   long K/V (seqlen_k >= 4096 non-causal, >= 8192 causal; d128 non-causal from 2048), else
-//   128x128 (2, 2); d256 128x80 (2, 2). Three consumer warpgroups need P in at most 160 registers:
+//   long K/V (d128 from 4096 keys, causal from 8192 where Q goes ahead (4 or more query heads per K/V
+//   head), else from 4096; d192/128 from 8192), else 128x128 (2, 2); d256 128x80 (2, 2). Three consumer warpgroups need P in at most 160 registers:
 //   S (BN/2), O (d_v/2 + 4) and P (BN/4) per thread, hence the narrower BN. The fast softmax runs in
 //   every configuration but d256, causal d64 with up to 1024 keys, the non-causal 192-row d96 tile
 //   (whose causal kernel takes it without the PV GEMM's sums: at N = 104 they spill), causal d192/128
@@ -92,6 +92,10 @@
 //   grid beside v31 and FA3, wide inputs, every output checked): 1.006x v31 (causal d128 1.028x,
 //   non-causal d192/128 1.014x), 1.027x FA3 (v31 1.020x in the same run); correct on all 498 scenarios
 //   on four input distributions (1992 checks) and on the GPU tests.
+//   Its tile thresholds then (A/B run 56, H100, wide and LLM-like inputs): non-causal d128 on 128x128 up
+//   to 4096 keys (was 2048) 1.038-1.042x at 2048 keys; non-causal d192/128 up to 8192 (was 4096)
+//   1.018-1.029x at 4096; causal d128 with one query head per K/V head on 192x80 from 4096 (was 8192)
+//   1.019x at 4096 (with 4 or 16 query heads per K/V head 0.993-0.997x: they keep 8192).
 //   v31 (v30 with Q taken ahead on causal d128 GQA up to 4096 keys), on an H100 (2026-12-06, A/B run
 //   51, three copies of v30 beside it, wide and LLM-like inputs): 1.014-1.022x v30 on causal d128 with
 //   one or two K/V heads from 1024 to 4096 keys, 0.991-0.994x from 8192 keys (run 50), the other rows as v30.
@@ -149,8 +153,17 @@ typedef struct {
 #ifndef KS_D128_CAUSAL_LONG_FROM  // keys from which causal d128 takes the 192x80 tile (else 128x128)
 #define KS_D128_CAUSAL_LONG_FROM 8192
 #endif
+#ifndef KS_D128_CAUSAL_LONG_FROM_MHA  // the same with fewer query heads per K/V head than Q ahead asks for
+#define KS_D128_CAUSAL_LONG_FROM_MHA 4096
+#endif
 #ifndef KS_D192_CAUSAL_LONG_FROM  // keys from which causal d192/128 takes the 192x80 tile (else 128x128)
 #define KS_D192_CAUSAL_LONG_FROM 8192
+#endif
+#ifndef KS_D128_LONG_FROM  // keys from which non-causal d128 takes the 192x80 tile (else 128x128)
+#define KS_D128_LONG_FROM 4096
+#endif
+#ifndef KS_D192_LONG_FROM  // keys from which non-causal d192/128 takes the 192x80 tile (else 128x128)
+#define KS_D192_LONG_FROM 8192
 #endif
 #ifndef KS_D128_FAST  // where d128's tiles (but the wide one) take the fast softmax: 3 everywhere, 1 non-causal
 #define KS_D128_FAST 3  // only, 0 nowhere (the exact step, whose K may go early: KS_K_RELEASE)
@@ -1626,17 +1639,17 @@ extern "C" int ks_attn_fwd(const ks_attn_params* pp, cudaStream_t stream) {
                                           : launch<Config<64, 64, 128, 2, 3>>(a, stream);
   // long K/V: three consumer warpgroups (192 query rows) hide more of the softmax; short K/V: two,
   // whose 128-row tiles leave fewer SMs idle at the end (thresholds measured, kernels/hopper/NOTES.md)
-  const bool long_kv = a.seqlen_k >= (a.causal ? 8192 : 4096);
   if (a.d_qk == 96 && a.d_v == 96)
     return a.seqlen_k >= (a.causal ? 8192 : 2048) ? launch<Config<96, 96, 112, 2, 3, P_LOG2, FastSoftmax(KS_D96_LONG_FAST)>>(a, stream)
                                                  : launch<Config<96, 96, 128, 2, 2>>(a, stream);
   if (a.d_qk == 128 && a.d_v == 128) {
     using Wide = Config<128, 128, 80, 2, 3, P_LOG2, FAST_ALWAYS, true>;  // (only where a knob below asks for it)
-    if (a.causal && a.seqlen_k >= KS_D128_CAUSAL_LONG_FROM) {
+    const int group = a.heads_q / a.heads_kv;
+    if (a.causal && a.seqlen_k >= (group >= KS_Q_AHEAD_MIN_GROUP ? KS_D128_CAUSAL_LONG_FROM : KS_D128_CAUSAL_LONG_FROM_MHA)) {
       if constexpr (KS_D128_WIDE_PV >= 1) return launch<Wide>(a, stream);
       else return launch<Config<128, 128, 80, 2, 3, P_LOG2, KS_D128_FAST>>(a, stream);
     }
-    if (!a.causal && a.seqlen_k >= 2048) {
+    if (!a.causal && a.seqlen_k >= KS_D128_LONG_FROM) {
       if constexpr (KS_D128_WIDE_PV >= 2) return launch<Wide>(a, stream);
       else return launch<Config<128, 128, 80, 2, 3, P_LOG2, KS_D128_FAST>>(a, stream);
     }
@@ -1648,6 +1661,6 @@ extern "C" int ks_attn_fwd(const ks_attn_params* pp, cudaStream_t stream) {
       a.seqlen_k < KS_D192_CAUSAL_LONG_FROM)
     return launch<Config<192, 128, 128, 2, 2, P_LOG2, FAST_ALWAYS>>(a, stream);
   if (a.d_qk == 192 && a.d_v == 128)
-    return (a.causal ? a.seqlen_k >= KS_D192_CAUSAL_LONG_FROM : long_kv) ? launch<Config<192, 128, 80, 2, 3, P_LOG2, FastSoftmax(KS_D192_FAST)>>(a, stream) : launch<Config<192, 128, 128, 2, 2, P_LOG2, FastSoftmax(KS_D192_FAST)>>(a, stream);
+    return a.seqlen_k >= (a.causal ? KS_D192_CAUSAL_LONG_FROM : KS_D192_LONG_FROM) ? launch<Config<192, 128, 80, 2, 3, P_LOG2, FastSoftmax(KS_D192_FAST)>>(a, stream) : launch<Config<192, 128, 128, 2, 2, P_LOG2, FastSoftmax(KS_D192_FAST)>>(a, stream);
   return KS_ERR_UNSUPPORTED;
 }
