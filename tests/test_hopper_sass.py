@@ -92,13 +92,13 @@ def _placement(body: list[sass.Instruction]) -> tuple[int, int]:
 
 
 @pytest.fixture(scope="module")
-def kernels(tmp_path_factory):
+def kernels():
     from kernelseek_suite.agents.profiler_tools import find_executable
 
     cuobjdump, nvdisasm = find_executable("cuobjdump"), find_executable("nvdisasm")
     if cuobjdump is None or nvdisasm is None:
         pytest.skip("needs cuobjdump and nvdisasm (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)")
-    r = build.build(KERNEL, "sm90", cache=tmp_path_factory.mktemp("build"))
+    r = build.build(KERNEL, "sm90")  # the session's build cache (conftest), shared with the other build tests
     env = dict(os.environ, NVDISASM_PATH=os.path.dirname(nvdisasm))
     env["PATH"] = os.path.dirname(nvdisasm) + os.pathsep + env.get("PATH", "")
     text = subprocess.run(
