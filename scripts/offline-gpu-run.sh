@@ -19,7 +19,10 @@
 #                                             #        of the kernel file with the A/B knobs set, e.g.
 #                                             #        KNOBS="w2:KS_D128_WIDE_PV=2 c2k:KS_D128_WIDE_PV=1,KS_D128_CAUSAL_LONG_FROM=2048"
 #                                             #        (/tmp/w2.cu, /tmp/c2k.cu; the 'knobs' step writes them alone,
-#                                             #        'knobs-build' builds them where nvcc is, no GPU needed)
+#                                             #        'knobs-build' builds them where nvcc is, no GPU needed;
+#                                             #        'knobs-pack' builds them, the control and the kernel
+#                                             #        file into .carry/kc/kc.tar.xz: carried, 'kernel' and
+#                                             #        'ab' find them built instead of running nvcc there)
 #   bash scripts/offline-gpu-run.sh ab        # (node) a timing beside FA3 and the variants that passed
 #                                             #        that check, every output checked (ROWS, AB_INPUTS),
 #                                             #        and a control: the kernel file as a library of its
@@ -77,6 +80,19 @@ knob_variants() {
       cat kernels/hopper/flash_fwd_sm90.cu; } > "${KNOB_DIR:-/tmp}/$name.cu" || return 2
     echo "${KNOB_DIR:-/tmp}/$name.cu"
   done
+}
+
+# the builds 'knobs-pack' made where nvcc is (KC_OUT/kc.tar.xz, default .carry/kc), when carried here:
+# unpacked into a build cache that KERNELSEEK_CACHE then names, so that a variant whose source is byte for
+# byte the same is not compiled again (the cache's key is the source, the flags and nvcc's version; a
+# different nvcc here finds nothing and builds as usual)
+# (KC_DIR, default /tmp/kcache); the GPU tests' own cache (.pytest_cache/kernelseek-suite) gets them too
+use_packed_builds() {
+  local kc=${KC_OUT:-.carry/kc}/kc.tar.xz dir=${KC_DIR:-/tmp/kcache}
+  [ -f "$kc" ] || return 0
+  mkdir -p "$dir" .pytest_cache/kernelseek-suite && tar xJf "$kc" -C "$dir" &&
+    cp -r "$dir/build" .pytest_cache/kernelseek-suite/ && export KERNELSEEK_CACHE=$dir &&
+    echo "builds from $kc: $(ls "$dir/build" | wc -l) in $dir"
 }
 
 # the trace an agent check's output names (its last "trace: PATH" line) copied as $2 beside the output
@@ -165,6 +181,7 @@ case "${1:-}" in
     ;;
   kernel)
     env_here
+    use_packed_builds
     timeout "${TEST_TIMEOUT:-150}" python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_hopper_dominated_rows.py \
       tests/test_hopper_growing_max.py \
       2>&1 | tee "$OUT/kernel-tests.txt" | tail -3
@@ -227,8 +244,44 @@ print("\n".join(said))
 sys.exit(1 if any(s.startswith("refused") for s in said) else 0)
 PY
     ;;
+  knobs-pack)
+    # (where nvcc is, no GPU needed) the KNOBS variants, the control (AB_CONTROL=0: none) and the kernel
+    # file built as the harness builds them and packed, without their PTX, into KC_OUT/kc.tar.xz (default
+    # .carry/kc: carry it with 'kernel' and 'ab'). Exit 1 if a build is refused. PYTHON: a Python with the suite
+    files=$(knob_variants) || exit 2
+    if [ "${AB_CONTROL:-1}" != 0 ]; then files="$files $(control_variant)" || exit 2; fi
+    mkdir -p "${KC_OUT:-.carry/kc}"
+    "${PYTHON:-python3}" - "${KC_OUT:-.carry/kc}/kc.tar.xz" $files kernels/hopper/flash_fwd_sm90.cu <<'PY'
+import pathlib, sys, tarfile
+from concurrent.futures import ThreadPoolExecutor
+from kernelseek_suite.build import BuildError, build
+out, files = sys.argv[1], sys.argv[2:]
+def one(f):
+    try:
+        return build(pathlib.Path(f), "sm90")
+    except BuildError as e:
+        return e
+with ThreadPoolExecutor(4) as pool:
+    built = list(pool.map(one, files))
+refused = [f"refused: {f}: " + " ".join(str(r).split())[:300] for f, r in zip(files, built) if isinstance(r, BuildError)]
+if refused:
+    sys.exit("\n".join(refused))
+done = set()
+with tarfile.open(out, "w:xz") as tar:
+    for f, r in zip(files, built):
+        d = pathlib.Path(r.library).parent
+        if d not in done:  # byte-identical sources share one build
+            done.add(d)
+            for p in sorted(d.iterdir()):
+                if p.name != "kernel.ptx":
+                    tar.add(p, arcname=f"build/{d.name}/{p.name}")
+        print(f"packed: {f} (build/{d.name})")
+print(f"{out}: {pathlib.Path(out).stat().st_size / 2**20:.1f} MiB, {len(done)} builds")
+PY
+    ;;
   ab)
     env_here
+    use_packed_builds
     # the timing beside FA3 and the variants that passed the kernel step's gate (else BESIDE and v20),
     # every output checked (ROWS, AB_INPUTS, AB_TIMEOUT)
     beside=()

@@ -134,3 +134,67 @@ def test_the_sandbox_step_says_when_no_trace_is_left(tmp_path):
     assert not (tmp_path / "results" / "kept.jsonl").exists()
     r = _keep_trace(tmp_path, "SELFCHECK FAIL\n")
     assert "no trace to keep" in r.stdout and "none named" in r.stdout
+
+
+def test_knobs_pack_carries_builds_that_a_node_finds_built(tmp_path):
+    """`knobs-pack` builds the variants and the kernel file here and packs their build folders (no PTX);
+    `use_packed_builds` unpacks them on the node into a build cache that KERNELSEEK_CACHE names, where
+    the same source is then found built: no nvcc on the node's device time."""
+    import shutil
+    import sys
+    import tarfile
+
+    import pytest
+
+    if shutil.which("nvcc") is None:
+        pytest.skip("needs nvcc")
+    # no variants and no control: the kernel file alone, which the session's build cache (conftest, in
+    # this process's environment) already holds or builds once for every test that reads it
+    env = dict(
+        os.environ,
+        KNOBS="",
+        AB_CONTROL="0",
+        KC_OUT=str(tmp_path / "kc"),
+        PYTHON=sys.executable,
+        OUT=str(tmp_path / "out"),
+    )
+    r = subprocess.run(["bash", str(SCRIPT), "knobs-pack"], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    archive = tmp_path / "kc" / "kc.tar.xz"
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    key = names[0].split("/")[1]
+    assert sorted(n.split("/")[-1] for n in names) == [
+        "build.json",
+        "flash_fwd_sm90.cu",
+        "kernel.o",
+        "kernel.so",
+        "ptxas.log",
+    ]
+    assert all(n.startswith(f"build/{key}/") for n in names)
+    assert f"packed: kernels/hopper/flash_fwd_sm90.cu (build/{key})" in r.stdout
+    # the node's side: the helper from the script, on its own, then a build of the same source in the
+    # cache it names is the packed one
+    body = SCRIPT.read_text()
+    helper = body[body.index("use_packed_builds() {") : body.index("\n}\n", body.index("use_packed_builds() {")) + 3]
+    node = tmp_path / "node"
+    (node / ".pytest_cache").mkdir(parents=True)
+    script = helper + '\nuse_packed_builds && echo "cache=$KERNELSEEK_CACHE"\n'
+    env = dict(os.environ, KC_OUT=str(tmp_path / "kc"), KC_DIR=str(node / "kcache"))
+    r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, cwd=node, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert f"cache={node / 'kcache'}" in r.stdout and "builds from" in r.stdout
+    assert (node / ".pytest_cache/kernelseek-suite/build" / key / "kernel.so").is_file()
+    check = (
+        "import pathlib, sys; from kernelseek_suite.build import build; "
+        "r = build(pathlib.Path(sys.argv[1]), 'sm90'); print(r.cached, pathlib.Path(r.library).parent.name)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", check, str(KERNEL)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, KERNELSEEK_CACHE=str(node / "kcache")),
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", key]
