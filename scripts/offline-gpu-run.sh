@@ -95,6 +95,41 @@ use_packed_builds() {
     echo "builds from $kc: $(ls "$dir/build" | wc -l) in $dir"
 }
 
+# (where nvcc is) the files after $1 built as the harness builds them, four at a time: "built: F" or
+# "refused: F: why" for each, exit 1 if any is refused; where $1 names an archive, their build folders
+# (without the PTX) are packed into it as build/KEY/..., the layout of a build cache (use_packed_builds)
+build_variants() {
+  "${PYTHON:-python3}" - "$@" <<'PY'
+import pathlib, sys, tarfile
+from concurrent.futures import ThreadPoolExecutor
+from kernelseek_suite.build import BuildError, build
+out, files = sys.argv[1], sys.argv[2:]
+def one(f):
+    try:
+        return build(pathlib.Path(f), "sm90")
+    except BuildError as e:
+        return e
+with ThreadPoolExecutor(4) as pool:
+    built = list(pool.map(one, files))
+for f, r in zip(files, built):
+    print(f"refused: {f}: " + " ".join(str(r).split())[:300] if isinstance(r, BuildError) else f"built: {f}")
+if any(isinstance(r, BuildError) for r in built):
+    sys.exit(1)
+if out:
+    done = set()
+    with tarfile.open(out, "w:xz") as tar:
+        for f, r in zip(files, built):
+            d = pathlib.Path(r.library).parent
+            if d not in done:  # byte-identical sources share one build
+                done.add(d)
+                for p in sorted(d.iterdir()):
+                    if p.name != "kernel.ptx":
+                        tar.add(p, arcname=f"build/{d.name}/{p.name}")
+            print(f"packed: {f} (build/{d.name})")
+    print(f"{out}: {pathlib.Path(out).stat().st_size / 2**20:.1f} MiB, {len(done)} builds")
+PY
+}
+
 # the trace an agent check's output names (its last "trace: PATH" line) copied as $2 beside the output
 # ($1) and into $OUT; a trace that is gone is said, not an error
 keep_trace() {
@@ -228,56 +263,16 @@ with P(8) as pool: list(pool.map(lambda f: build(pathlib.Path(f), '$ARCH'), sys.
     # build refuses (ptxas serializing the wgmmas, C7511) is known before a GPU call: exit 1 if any is.
     # PYTHON: a Python with the suite (default python3)
     files=$(knob_variants) || exit 2
-    "${PYTHON:-python3}" - $files <<'PY'
-import pathlib, sys
-from concurrent.futures import ThreadPoolExecutor
-from kernelseek_suite.build import BuildError, build
-def one(f):
-    try:
-        build(pathlib.Path(f), "sm90")
-        return f"built: {f}"
-    except BuildError as e:
-        return f"refused: {f}: " + " ".join(str(e).split())[:300]
-with ThreadPoolExecutor(4) as pool:
-    said = list(pool.map(one, sys.argv[1:]))
-print("\n".join(said))
-sys.exit(1 if any(s.startswith("refused") for s in said) else 0)
-PY
+    build_variants "" $files
     ;;
   knobs-pack)
     # (where nvcc is, no GPU needed) the KNOBS variants, the control (AB_CONTROL=0: none) and the kernel
-    # file built as the harness builds them and packed, without their PTX, into KC_OUT/kc.tar.xz (default
-    # .carry/kc: carry it with 'kernel' and 'ab'). Exit 1 if a build is refused. PYTHON: a Python with the suite
+    # file built as in knobs-build and packed, without their PTX, into KC_OUT/kc.tar.xz (default
+    # .carry/kc: carry it with 'kernel' and 'ab'). Exit 1 if a build is refused
     files=$(knob_variants) || exit 2
     if [ "${AB_CONTROL:-1}" != 0 ]; then files="$files $(control_variant)" || exit 2; fi
     mkdir -p "${KC_OUT:-.carry/kc}"
-    "${PYTHON:-python3}" - "${KC_OUT:-.carry/kc}/kc.tar.xz" $files kernels/hopper/flash_fwd_sm90.cu <<'PY'
-import pathlib, sys, tarfile
-from concurrent.futures import ThreadPoolExecutor
-from kernelseek_suite.build import BuildError, build
-out, files = sys.argv[1], sys.argv[2:]
-def one(f):
-    try:
-        return build(pathlib.Path(f), "sm90")
-    except BuildError as e:
-        return e
-with ThreadPoolExecutor(4) as pool:
-    built = list(pool.map(one, files))
-refused = [f"refused: {f}: " + " ".join(str(r).split())[:300] for f, r in zip(files, built) if isinstance(r, BuildError)]
-if refused:
-    sys.exit("\n".join(refused))
-done = set()
-with tarfile.open(out, "w:xz") as tar:
-    for f, r in zip(files, built):
-        d = pathlib.Path(r.library).parent
-        if d not in done:  # byte-identical sources share one build
-            done.add(d)
-            for p in sorted(d.iterdir()):
-                if p.name != "kernel.ptx":
-                    tar.add(p, arcname=f"build/{d.name}/{p.name}")
-        print(f"packed: {f} (build/{d.name})")
-print(f"{out}: {pathlib.Path(out).stat().st_size / 2**20:.1f} MiB, {len(done)} builds")
-PY
+    build_variants "${KC_OUT:-.carry/kc}/kc.tar.xz" $files kernels/hopper/flash_fwd_sm90.cu
     ;;
   ab)
     env_here
