@@ -370,6 +370,9 @@ def _cached(root: Path, src: Path) -> BuildResult:
     data.pop("spill_bytes", None)
     data["cached"] = True
     data["source"] = str(src)
+    # the files where the folder is now: a cache may be packed on one machine and unpacked on another
+    data["library"] = str(root / "kernel.so")
+    data["ptx"] = str(root / "kernel.ptx") if (root / "kernel.ptx").exists() else None
     return BuildResult(**data)
 
 
