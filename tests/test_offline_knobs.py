@@ -3,6 +3,7 @@ define one of the knobs the file declares, so that a misspelt knob cannot build 
 another name. The variants are built and timed on a GPU node (`kernel`, `ab`); writing them needs none."""
 
 import os
+import pathlib
 import subprocess
 
 from kernelseek_suite import config
@@ -50,6 +51,9 @@ def test_every_knob_the_kernel_declares_has_its_default_beside_it():
         "KS_D192_CAUSAL_LONG_FROM",
         "KS_D128_LONG_FROM",
         "KS_D192_LONG_FROM",
+        "KS_D96_LONG_FROM",
+        "KS_D96_CAUSAL_LONG_FROM",
+        "KS_D64_CAUSAL_SHORT_TO",
         "KS_D128_FAST",
         "KS_Q_AHEAD",
         "KS_K_STAGES",
@@ -59,6 +63,7 @@ def test_every_knob_the_kernel_declares_has_its_default_beside_it():
         "KS_D256_FAST",
         "KS_D96_LONG_FAST",
         "KS_Q_AHEAD_MIN_GROUP",
+        "KS_MASK_LIMIT",
         "KS_K_RELEASE",
     ]
     for name in declared:
@@ -187,7 +192,7 @@ def test_knobs_pack_carries_builds_that_a_node_finds_built(tmp_path):
     assert (node / ".pytest_cache/kernelseek-suite/build" / key / "kernel.so").is_file()
     check = (
         "import pathlib, sys; from kernelseek_suite.build import build; "
-        "r = build(pathlib.Path(sys.argv[1]), 'sm90'); print(r.cached, pathlib.Path(r.library).parent.name)"
+        "r = build(pathlib.Path(sys.argv[1]), 'sm90'); print(r.cached, r.library)"
     )
     out = subprocess.run(
         [sys.executable, "-c", check, str(KERNEL)],
@@ -197,4 +202,7 @@ def test_knobs_pack_carries_builds_that_a_node_finds_built(tmp_path):
         timeout=120,
     )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["True", key]
+    # the library where the archive was unpacked, not where it was built
+    cached, library = out.stdout.split()
+    assert cached == "True" and pathlib.Path(library) == node / "kcache" / "build" / key / "kernel.so"
+    assert pathlib.Path(library).is_file()
