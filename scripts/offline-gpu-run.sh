@@ -4,9 +4,11 @@
 # come from a machine with an index:
 #
 #   bash scripts/offline-gpu-run.sh fetch     # (with an index) .whl/: FA3 and the suite's wheels;
-#                                             # .carry/p1, .carry/p2: FA4 in two parts
-#   bash scripts/offline-gpu-run.sh part1     # (node) FA4's CUDA 13 library, first half  [carry .carry/p1]
-#   bash scripts/offline-gpu-run.sh setup     # (node) the rest, the suite's wheels, an import check
+#                                             # .carry/p1, .carry/p1b: FA4's libraries in pieces
+#                                             # (PIECE_MIB each, default 30); .carry/p2: its wheels
+#   bash scripts/offline-gpu-run.sh part1     # (node) the pieces carried wait in /tmp/stage: once with
+#                                             #        [carry .carry/p1], once with [carry .carry/p1b]
+#   bash scripts/offline-gpu-run.sh setup     # (node) the pieces joined, the wheels, an import check
 #                                             #        [carry .whl .carry/p2]
 #   bash scripts/offline-gpu-run.sh smoke     # (node) bench on five scenarios beside FA3, FA4, cuDNN
 #   bash scripts/offline-gpu-run.sh check     # (node) the Hopper kernel on every input distribution,
@@ -87,6 +89,24 @@ knob_variants() {
 # byte the same is not compiled again (the cache's key is the source, the flags and nvcc's version; a
 # different nvcc here finds nothing and builds as usual)
 # (KC_DIR, default /tmp/kcache); the GPU tests' own cache (.pytest_cache/kernelseek-suite) gets them too
+# FA4's archives (.carry/part1.tar.xz: its large library; .carry/part2.tar.xz: the rest of that wheel)
+# cut so that each transfer also holds the working tree (64 MiB in all): part1 in pieces of PIECE_MIB
+# (default 30), the first in .carry/p1, the others and part2 in .carry/p1b; .carry/p2/pieces: how many
+pack_pieces() {
+  rm -rf .carry/p1 .carry/p1b && mkdir -p .carry/p1 .carry/p1b .carry/p2 &&
+    split -b "${PIECE_MIB:-30}M" -d -a 2 .carry/part1.tar.xz .carry/p1b/part1.tar.xz. &&
+    mv .carry/p1b/part1.tar.xz.00 .carry/p1/ && mv .carry/part2.tar.xz .carry/p1b/ &&
+    n=0 && for f in .carry/p1/part1.tar.xz.* .carry/p1b/part1.tar.xz.*; do n=$((n + 1)); done &&
+    echo "$n" > .carry/p2/pieces && rm -f .carry/part1.tar.xz
+}
+
+# where a piece is on the node: left in /tmp/stage by a part1 call, or carried now
+piece_path() {
+  local d
+  for d in /tmp/stage .carry/p1 .carry/p1b .carry/p2; do [ -f "$d/$1" ] && { echo "$d/$1"; return 0; }; done
+  return 1
+}
+
 use_packed_builds() {
   local kc=${KC_OUT:-.carry/kc}/kc.tar.xz dir=${KC_DIR:-/tmp/kcache}
   [ -f "$kc" ] || return 0
@@ -153,7 +173,7 @@ case "${1:-}" in
     dl=(python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp
         --platform manylinux_2_28_x86_64 --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64
         --platform manylinux2014_x86_64 --platform any)
-    mkdir -p .whl .carry/fa4 .carry/p1 .carry/p2
+    mkdir -p .whl .carry/fa4
     "${dl[@]}" -d .whl fa3-fwd==0.0.3 pyelftools jsonschema attrs referencing rpds-py jsonschema-specifications \
       safetensors pytest pluggy iniconfig landlock==1.0.0.dev5 bm25s  # bm25s: the tool-rich arm's retrieval
     # FA3's wheel (28 MB, deflate) as an xz archive of its files (9 MB): the wheels, FA4's second part and
@@ -167,27 +187,45 @@ case "${1:-}" in
       nvidia-cutlass-dsl-libs-core==4.8.1 nvidia-cutlass-dsl-libs-cu13==4.8.1 quack-kernels==0.6.5 \
       apache-tvm-ffi==0.1.15.post2 torch-c-dlpack-ext==0.1.5
     rm -rf .carry/x && python3 -m zipfile -e .carry/fa4/nvidia_cutlass_dsl_libs_cu13-*.whl .carry/x
-    # the library's archive in two pieces: 40 MiB in p1, the rest in p2, so that each transfer holds the
-    # working tree too (64 MiB in all)
     (cd .carry/x && tar cf - "$SO" | xz -9 -T0 > ../part1.tar.xz)
-    head -c 41943040 .carry/part1.tar.xz > .carry/p1/part1.tar.xz.00
-    tail -c +41943041 .carry/part1.tar.xz > .carry/p2/part1.tar.xz.01
-    rm -f .carry/part1.tar.xz .carry/p1/part1.tar.xz
-    (cd .carry/x && tar cf - --exclude="$(basename "$SO")" . | xz -9 -T0 > ../p2/part2.tar.xz)
+    (cd .carry/x && tar cf - --exclude="$(basename "$SO")" . | xz -9 -T0 > ../part2.tar.xz)
     rm -rf .carry/x
+    pack_pieces
     for w in .carry/fa4/*.whl; do case "$w" in *libs_cu13*) ;; *) cp "$w" .carry/p2/ ;; esac; done
-    du -sh .whl .carry/p1 .carry/p2
+    du -sh .whl .carry/p1 .carry/p1b .carry/p2
+    ;;
+  repack)
+    # (here) the pieces cut again (PIECE_MIB) when the working tree has grown: joined from .carry/p1,
+    # .carry/p1b and .carry/p2 (where an older layout kept the second piece and part2), then pack_pieces
+    join=() p2=""
+    for f in .carry/p1/part1.tar.xz.* .carry/p1b/part1.tar.xz.* .carry/p2/part1.tar.xz.*; do
+      [ -f "$f" ] && join+=("$f")
+    done
+    for f in .carry/p1b/part2.tar.xz .carry/p2/part2.tar.xz; do [ -f "$f" ] && p2=$f; done
+    [ ${#join[@]} -gt 0 ] && printf '%s\n' "${join[@]}" | awk -F/ '{print $NF "\t" $0}' | sort | cut -f2 |
+      xargs cat > .carry/part1.tar.xz || exit 2
+    [ -s .carry/part1.tar.xz ] && [ -n "$p2" ] || { echo "no pieces to join: run 'fetch'"; exit 2; }
+    mv "$p2" .carry/part2.tar.xz && rm -f .carry/p2/part1.tar.xz.* .carry/p2/part2.tar.xz && pack_pieces
+    du -sh .carry/p1 .carry/p1b .carry/p2
     ;;
   part1)
-    # the first piece of the library's archive waits in /tmp for the rest (setup)
-    cp .carry/p1/part1.tar.xz.00 /tmp/ && ls -la /tmp/part1.tar.xz.00
+    # the pieces carried (.carry/p1, .carry/p1b: one call each) wait in /tmp/stage for setup
+    mkdir -p /tmp/stage && for d in .carry/p1 .carry/p1b; do [ -d "$d" ] && cp "$d"/* /tmp/stage/; done
+    ls -la /tmp/stage
     nvidia-smi --query-gpu=name,uuid,driver_version --format=csv,noheader
     ;;
   setup)
-    test -f /tmp/part1.tar.xz.00 || { echo "part1 is missing: run 'part1' on this node first"; exit 7; }
-    mkdir -p /tmp/site && cat /tmp/part1.tar.xz.00 .carry/p2/part1.tar.xz.01 | tar xJf - -C /tmp/site &&
+    # FA4's libraries from the pieces the part1 calls left (or carried now), joined in order
+    pieces=() missing=""
+    for i in $(seq -w 0 $(( $(cat .carry/p2/pieces 2>/dev/null || echo 0) - 1 ))); do
+      p=$(piece_path "part1.tar.xz.$i") && pieces+=("$p") || missing="$missing part1.tar.xz.$i"
+    done
+    p2=$(piece_path part2.tar.xz) || missing="$missing part2.tar.xz"
+    [ -s .carry/p2/pieces ] || missing="$missing (.carry/p2/pieces: carry .carry/p2)"
+    [ -z "$missing" ] || { echo "missing:$missing: run 'part1' with each of .carry/p1, .carry/p1b first"; exit 7; }
+    mkdir -p /tmp/site && cat "${pieces[@]}" | tar xJf - -C /tmp/site &&
       test -f "/tmp/site/$SO" || { echo "FA4's library did not unpack"; exit 7; }
-    tar xJf .carry/p2/part2.tar.xz -C /tmp/site
+    tar xJf "$p2" -C /tmp/site
     for w in .carry/p2/*.whl; do python3 -m zipfile -e "$w" /tmp/site; done
     mkdir -p /tmp/site2
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site2 .whl/*.whl
