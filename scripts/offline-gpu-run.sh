@@ -217,7 +217,7 @@ case "${1:-}" in
   setup)
     # FA4's libraries from the pieces the part1 calls left (or carried now), joined in order
     pieces=() missing=""
-    for i in $(seq -w 0 $(( $(cat .carry/p2/pieces 2>/dev/null || echo 0) - 1 ))); do
+    for i in $(seq -f %02g 0 $(( $(cat .carry/p2/pieces 2>/dev/null || echo 0) - 1 ))); do
       p=$(piece_path "part1.tar.xz.$i") && pieces+=("$p") || missing="$missing part1.tar.xz.$i"
     done
     p2=$(piece_path part2.tar.xz) || missing="$missing part2.tar.xz"
