@@ -6,7 +6,7 @@
 #   bash scripts/offline-gpu-run.sh fetch     # (with an index) .whl/: FA3 and the suite's wheels;
 #                                             # .carry/p1, .carry/p1b: FA4's libraries in pieces
 #                                             # (PIECE_MIB each, default 30); .carry/p2: its wheels
-#   bash scripts/offline-gpu-run.sh part1     # (node) the pieces carried wait in /tmp/stage: once with
+#   bash scripts/offline-gpu-run.sh part1     # (node) the pieces carried wait in STAGE: once with
 #                                             #        [carry .carry/p1], once with [carry .carry/p1b]
 #   bash scripts/offline-gpu-run.sh setup     # (node) the pieces joined, the wheels, an import check
 #                                             #        [carry .whl .carry/p2]
@@ -100,11 +100,22 @@ pack_pieces() {
     echo "$n" > .carry/p2/pieces && rm -f .carry/part1.tar.xz
 }
 
-# where a piece is on the node: left in /tmp/stage by a part1 call, or carried now
+# where a piece is on the node: left in STAGE (default /tmp/stage) by a part1 call, or carried now
 piece_path() {
   local d
-  for d in /tmp/stage .carry/p1 .carry/p1b .carry/p2; do [ -f "$d/$1" ] && { echo "$d/$1"; return 0; }; done
+  for d in "${STAGE:-/tmp/stage}" .carry/p1 .carry/p1b .carry/p2; do [ -f "$d/$1" ] && { echo "$d/$1"; return 0; }; done
   return 1
+}
+
+# the pieces of FA4's library in order, one path a line, then part2's; exit 1 naming what is missing
+joined_pieces() {
+  local i p missing=""
+  [ -s .carry/p2/pieces ] || { echo "missing: .carry/p2/pieces (carry .carry/p2)" >&2; return 1; }
+  for i in $(seq -f %02g 0 $(( $(cat .carry/p2/pieces) - 1 ))); do
+    p=$(piece_path "part1.tar.xz.$i") && echo "$p" || missing="$missing part1.tar.xz.$i"
+  done
+  p=$(piece_path part2.tar.xz) && echo "$p" || missing="$missing part2.tar.xz"
+  [ -z "$missing" ] || { echo "missing:$missing: run 'part1' with each of .carry/p1, .carry/p1b first" >&2; return 1; }
 }
 
 use_packed_builds() {
@@ -209,20 +220,17 @@ case "${1:-}" in
     du -sh .carry/p1 .carry/p1b .carry/p2
     ;;
   part1)
-    # the pieces carried (.carry/p1, .carry/p1b: one call each) wait in /tmp/stage for setup
-    mkdir -p /tmp/stage && for d in .carry/p1 .carry/p1b; do [ -d "$d" ] && cp "$d"/* /tmp/stage/; done
-    ls -la /tmp/stage
+    # the pieces carried (.carry/p1, .carry/p1b: one call each) wait in STAGE (default /tmp/stage) for setup
+    stage=${STAGE:-/tmp/stage}
+    mkdir -p "$stage" && for d in .carry/p1 .carry/p1b; do [ -d "$d" ] && cp "$d"/* "$stage"/; done
+    ls -la "$stage"
     nvidia-smi --query-gpu=name,uuid,driver_version --format=csv,noheader
     ;;
   setup)
     # FA4's libraries from the pieces the part1 calls left (or carried now), joined in order
-    pieces=() missing=""
-    for i in $(seq -f %02g 0 $(( $(cat .carry/p2/pieces 2>/dev/null || echo 0) - 1 ))); do
-      p=$(piece_path "part1.tar.xz.$i") && pieces+=("$p") || missing="$missing part1.tar.xz.$i"
-    done
-    p2=$(piece_path part2.tar.xz) || missing="$missing part2.tar.xz"
-    [ -s .carry/p2/pieces ] || missing="$missing (.carry/p2/pieces: carry .carry/p2)"
-    [ -z "$missing" ] || { echo "missing:$missing: run 'part1' with each of .carry/p1, .carry/p1b first"; exit 7; }
+    list=$(joined_pieces) || exit 7
+    mapfile -t pieces < <(echo "$list" | head -n -1)
+    p2=$(echo "$list" | tail -n 1)
     mkdir -p /tmp/site && cat "${pieces[@]}" | tar xJf - -C /tmp/site &&
       test -f "/tmp/site/$SO" || { echo "FA4's library did not unpack"; exit 7; }
     tar xJf "$p2" -C /tmp/site

@@ -206,3 +206,85 @@ def test_knobs_pack_carries_builds_that_a_node_finds_built(tmp_path):
     cached, library = out.stdout.split()
     assert cached == "True" and pathlib.Path(library) == node / "kcache" / "build" / key / "kernel.so"
     assert pathlib.Path(library).is_file()
+
+
+def _node_copy(tmp_path):
+    """A folder laid out like the repository, with only the script in it (the script works from its
+    parent folder)."""
+    root = tmp_path / "repo"
+    (root / "scripts").mkdir(parents=True)
+    (root / "scripts" / SCRIPT.name).write_bytes(SCRIPT.read_bytes())
+    return root
+
+
+def _run(root, *args, **env):
+    return subprocess.run(
+        ["bash", "scripts/" + SCRIPT.name, *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, OUT=str(root / "out"), **env),
+        timeout=120,
+    )
+
+
+def test_fa4_pieces_repacked_staged_over_two_calls_and_joined_in_order(tmp_path):
+    """FA4's library travels in pieces small enough that each transfer also holds the working tree:
+    `repack` cuts the older layout (40 MiB in p1, the rest and part2 in p2) again, `part1` leaves what
+    each call carries in STAGE, and `setup`'s join finds every piece, in order, or names what is missing."""
+    import random
+    import shutil
+
+    root = _node_copy(tmp_path)
+    data = random.Random(7).randbytes(5 * 1024 * 1024 + 12345)
+    part2 = b"the rest of the wheel"
+    (root / ".carry/p1").mkdir(parents=True)
+    (root / ".carry/p2").mkdir(parents=True)
+    (root / ".carry/p1/part1.tar.xz.00").write_bytes(data[: 3 * 1024 * 1024])
+    (root / ".carry/p2/part1.tar.xz.01").write_bytes(data[3 * 1024 * 1024 :])
+    (root / ".carry/p2/part2.tar.xz").write_bytes(part2)
+    (root / ".carry/p2/a.whl").write_bytes(b"wheel")
+    r = _run(root, "repack", PIECE_MIB="2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sorted(p.name for p in (root / ".carry/p1").iterdir()) == ["part1.tar.xz.00"]
+    assert sorted(p.name for p in (root / ".carry/p1b").iterdir()) == [
+        "part1.tar.xz.01",
+        "part1.tar.xz.02",
+        "part2.tar.xz",
+    ]
+    assert sorted(p.name for p in (root / ".carry/p2").iterdir()) == ["a.whl", "pieces"]
+    assert (root / ".carry/p2/pieces").read_text().strip() == "3"
+    assert (root / ".carry/p1/part1.tar.xz.00").stat().st_size == 2 * 1024 * 1024
+
+    # the node: each part1 call carries one of p1, p1b (the other is not there), then setup carries p2
+    node = _node_copy(tmp_path / "node")
+    stage = tmp_path / "stage"
+    body = SCRIPT.read_text()
+    funcs = "".join(
+        body[body.index(f"{name}() {{") : body.index("\n}\n", body.index(f"{name}() {{")) + 3]
+        for name in ("piece_path", "joined_pieces")
+    )
+    join = funcs + "\njoined_pieces\n"
+    for carried in ("p1", "p1b"):
+        if carried == "p1b":  # after the first call, setup names what is still missing
+            (node / ".carry/p2").mkdir()
+            (node / ".carry/p2/pieces").write_text("3\n")
+            early = subprocess.run(
+                ["bash", "-c", join], cwd=node, capture_output=True, text=True, env=dict(os.environ, STAGE=str(stage))
+            )
+            assert early.returncode == 1 and "part1.tar.xz.01 part1.tar.xz.02 part2.tar.xz" in early.stderr
+        (node / ".carry" / carried).mkdir(parents=True)
+        for p in (root / ".carry" / carried).iterdir():
+            (node / ".carry" / carried / p.name).write_bytes(p.read_bytes())
+        _run(node, "part1", STAGE=str(stage))
+        assert (stage / "part1.tar.xz.00").is_file()
+        shutil.rmtree(node / ".carry" / carried)
+    r = subprocess.run(
+        ["bash", "-c", join], cwd=node, capture_output=True, text=True, env=dict(os.environ, STAGE=str(stage))
+    )
+    assert r.returncode == 0, r.stderr
+    paths = r.stdout.split()
+    names = [pathlib.Path(p).name for p in paths]
+    assert names == ["part1.tar.xz.00", "part1.tar.xz.01", "part1.tar.xz.02", "part2.tar.xz"]
+    assert b"".join(pathlib.Path(p).read_bytes() for p in paths[:-1]) == data
+    assert pathlib.Path(paths[-1]).read_bytes() == part2
