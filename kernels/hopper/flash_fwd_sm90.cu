@@ -216,6 +216,9 @@ typedef struct {
 #ifndef KS_MASK_LIMIT  // 1: a masked block tests each S against one per-row limit, min(row + diag, seqlen_k - 1)
 #define KS_MASK_LIMIT 1  // (the same columns); 0: col >= seqlen_k and col > row + diag apart
 #endif
+#ifndef KS_Q_PREFETCH  // 1: where Q is not taken ahead and has one buffer, the producer takes the next tile at
+#define KS_Q_PREFETCH 0  // this one's start and prefetches its Q into L2; 2: the same with two Q buffers too
+#endif
 #ifndef KS_K_RELEASE  // when a block's K is released: 0 after its softmax; 1 as soon as its S GEMM is done
 #define KS_K_RELEASE 1  // in the exact softmax; 2 there and in the fast one too (a timing probe only: a redo
 #endif                  // of the fast softmax then reads a K stage that may be loading again)
@@ -258,6 +261,14 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map
       "[%2];\n" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
       : "memory");
+}
+
+// TMA: a 4-D box from global memory into L2 only (no shared memory, no barrier), for a load soon after
+__device__ __forceinline__ void tma_prefetch_4d(const CUtensorMap* map, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%0, {%1, %2, %3, %4}];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
 }
 
 // TMA: a 4-D box from shared memory to global memory (a bulk group; parts of the box outside the
@@ -1109,12 +1120,23 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     } else if (threadIdx.x == 0) {
       const int num_tiles = p.m_blocks * p.heads_q * p.batch;
       int kv_it = 0, q_it = 0;
+      // KS_Q_PREFETCH: the next tile taken at this one's start, and its Q brought into L2 for its load
+      constexpr bool PREFETCH = KS_Q_PREFETCH == 2 || (KS_Q_PREFETCH == 1 && C::Q_STAGES == 1);
       for (int j = 0, t = blockIdx.x;; ++j) {
         announce(j, t);
         if (t >= num_tiles) break;
         const Tile tile = tile_at(t, p);
         const int m0 = tile.m_block * C::BM, hk = tile.h / p.group;
         const int n_blocks = kv_blocks<C, CAUSAL>(m0, p);
+        int next = 0;
+        if constexpr (PREFETCH) {
+          next = static_cast<int>(atomicAdd(&tile_counters[p.tile_slot], 1u) + p.tile_offset);
+          if (next < num_tiles) {
+            const Tile nt = tile_at(next, p);
+#pragma unroll
+            for (int c = 0; c < C::QK_CHUNKS; ++c) tma_prefetch_4d(&tm_q, c * 64, nt.m_block * C::BM, nt.h, nt.b);
+          }
+        }
         if (n_blocks > 0) {
           load_q(q_it, m0, tile.h, tile.b);
           for (int i = 0; i < n_blocks; ++i, ++kv_it) {
@@ -1123,7 +1145,8 @@ __global__ void __launch_bounds__(C::THREADS, 1)
           ++q_it;
         }
         // the next tile is taken once this one's loads are issued (at most STAGES blocks ahead)
-        t = static_cast<int>(atomicAdd(&tile_counters[p.tile_slot], 1u) + p.tile_offset);
+        if constexpr (PREFETCH) t = next;
+        else t = static_cast<int>(atomicAdd(&tile_counters[p.tile_slot], 1u) + p.tile_offset);
       }
     }
     return;
