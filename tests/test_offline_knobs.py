@@ -64,6 +64,7 @@ def test_every_knob_the_kernel_declares_has_its_default_beside_it():
         "KS_D96_LONG_FAST",
         "KS_Q_AHEAD_MIN_GROUP",
         "KS_MASK_LIMIT",
+        "KS_Q_PREFETCH",
         "KS_K_RELEASE",
     ]
     for name in declared:
