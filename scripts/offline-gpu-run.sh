@@ -84,11 +84,6 @@ knob_variants() {
   done
 }
 
-# the builds 'knobs-pack' made where nvcc is (KC_OUT/kc.tar.xz, default .carry/kc), when carried here:
-# unpacked into a build cache that KERNELSEEK_CACHE then names, so that a variant whose source is byte for
-# byte the same is not compiled again (the cache's key is the source, the flags and nvcc's version; a
-# different nvcc here finds nothing and builds as usual)
-# (KC_DIR, default /tmp/kcache); the GPU tests' own cache (.pytest_cache/kernelseek-suite) gets them too
 # FA4's archives (.carry/part1.tar.xz: its large library; .carry/part2.tar.xz: the rest of that wheel)
 # cut so that each transfer also holds the working tree (64 MiB in all): part1 in pieces of PIECE_MIB
 # (default 30), the first in .carry/p1, the others and part2 in .carry/p1b; .carry/p2/pieces: how many
@@ -118,6 +113,11 @@ joined_pieces() {
   [ -z "$missing" ] || { echo "missing:$missing: run 'part1' with each of .carry/p1, .carry/p1b first" >&2; return 1; }
 }
 
+# the builds 'knobs-pack' made where nvcc is (KC_OUT/kc.tar.xz, default .carry/kc), when carried here:
+# unpacked into a build cache that KERNELSEEK_CACHE then names, so that a variant whose source is byte for
+# byte the same is not compiled again (the cache's key is the source, the flags and nvcc's version; a
+# different nvcc here finds nothing and builds as usual)
+# (KC_DIR, default /tmp/kcache); the GPU tests' own cache (.pytest_cache/kernelseek-suite) gets them too
 use_packed_builds() {
   local kc=${KC_OUT:-.carry/kc}/kc.tar.xz dir=${KC_DIR:-/tmp/kcache}
   [ -f "$kc" ] || return 0
