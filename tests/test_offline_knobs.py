@@ -13,6 +13,16 @@ SCRIPT = ROOT / "scripts" / "offline-gpu-run.sh"
 KERNEL = ROOT / "kernels" / "hopper" / "flash_fwd_sm90.cu"
 
 
+def _script_functions(*names: str) -> str:
+    """The script's shell functions of these names, their text as written, to run on their own."""
+    body = SCRIPT.read_text()
+    out = ""
+    for name in names:
+        start = body.index(f"{name}() {{")
+        out += body[start : body.index("\n}\n", start) + 3]
+    return out
+
+
 def _knobs(tmp_path, knobs: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, KNOBS=knobs, KNOB_DIR=str(tmp_path), OUT=str(tmp_path / "out"))
     return subprocess.run(["bash", str(SCRIPT), "knobs"], capture_output=True, text=True, env=env, timeout=60)
@@ -107,8 +117,7 @@ def test_the_control_is_the_kernel_file_with_one_comment_line_appended(tmp_path)
 
 def _keep_trace(tmp_path, output: str) -> subprocess.CompletedProcess:
     """keep_trace from the script, run on its own on an output file that says `output`."""
-    body = SCRIPT.read_text()
-    helper = body[body.index("keep_trace() {") : body.index("\n}\n", body.index("keep_trace() {")) + 3]
+    helper = _script_functions("keep_trace")
     (tmp_path / "results").mkdir(exist_ok=True)
     (tmp_path / "results" / "out.txt").write_text(output)
     (tmp_path / "out").mkdir(exist_ok=True)
@@ -181,8 +190,7 @@ def test_knobs_pack_carries_builds_that_a_node_finds_built(tmp_path):
     assert f"packed: kernels/hopper/flash_fwd_sm90.cu (build/{key})" in r.stdout
     # the node's side: the helper from the script, on its own, then a build of the same source in the
     # cache it names is the packed one
-    body = SCRIPT.read_text()
-    helper = body[body.index("use_packed_builds() {") : body.index("\n}\n", body.index("use_packed_builds() {")) + 3]
+    helper = _script_functions("use_packed_builds")
     node = tmp_path / "node"
     (node / ".pytest_cache").mkdir(parents=True)
     script = helper + '\nuse_packed_builds && echo "cache=$KERNELSEEK_CACHE"\n'
@@ -260,12 +268,7 @@ def test_fa4_pieces_repacked_staged_over_two_calls_and_joined_in_order(tmp_path)
     # the node: each part1 call carries one of p1, p1b (the other is not there), then setup carries p2
     node = _node_copy(tmp_path / "node")
     stage = tmp_path / "stage"
-    body = SCRIPT.read_text()
-    funcs = "".join(
-        body[body.index(f"{name}() {{") : body.index("\n}\n", body.index(f"{name}() {{")) + 3]
-        for name in ("piece_path", "joined_pieces")
-    )
-    join = funcs + "\njoined_pieces\n"
+    join = _script_functions("piece_path", "joined_pieces") + "\njoined_pieces\n"
     for carried in ("p1", "p1b"):
         if carried == "p1b":  # after the first call, setup names what is still missing
             (node / ".carry/p2").mkdir()
