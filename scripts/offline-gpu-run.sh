@@ -17,7 +17,7 @@
 #                                             #        a growing row max), the extended set on every
 #                                             #        distribution (not with SKIP_EXT=1), and v20 and the
 #                                             #        variants in BESIDE each checked on its own, under
-#                                             #        a time limit (GATE_ROWS; *_TIMEOUT); KNOBS adds variants
+#                                             #        a time limit (GATE_ROWS; *_TIMEOUT, then SIGKILL after KILL_AFTER); KNOBS adds variants
 #                                             #        of the kernel file with the A/B knobs set, e.g.
 #                                             #        KNOBS="w2:KS_D128_WIDE_PV=2 c2k:KS_D128_WIDE_PV=1,KS_D128_CAUSAL_LONG_FROM=2048"
 #                                             #        (/tmp/w2.cu, /tmp/c2k.cu; the 'knobs' step writes them alone,
@@ -53,6 +53,10 @@ env_here() {
   export KERNELSEEK_GIT_SHA=${KERNELSEEK_GIT_SHA:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
 }
 ks() { python3 -m kernelseek_suite.cli "$@"; }
+# a command under a time limit of $1 seconds, killed (SIGKILL) 10 s after its SIGTERM (KILL_AFTER): the
+# suite's commands take SIGTERM in Python, which never runs while a hung kernel holds the main thread in
+# a CUDA call, so a variant that hangs would otherwise hold the step until the call's own limit
+bounded() { local limit=$1; shift; timeout -k "${KILL_AFTER:-10}" "$limit" "$@"; }
 # v20, the last version timed on the whole grid, into /tmp/v20.cu: only where git history is here (a node
 # gets a copy of the working tree without it; BESIDE then names a copy)
 v20_file() { git show 855b6b0:kernels/hopper/flash_fwd_sm90.cu > /tmp/v20.cu 2>/dev/null; }
@@ -263,11 +267,11 @@ case "${1:-}" in
   kernel)
     env_here
     use_packed_builds
-    timeout "${TEST_TIMEOUT:-150}" python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_hopper_dominated_rows.py \
+    bounded "${TEST_TIMEOUT:-150}" python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_hopper_dominated_rows.py \
       tests/test_hopper_growing_max.py \
       2>&1 | tee "$OUT/kernel-tests.txt" | tail -3
     if [ -z "${SKIP_EXT:-}" ]; then  # (the reproduce checks the extended set too: SKIP_EXT=1 after it)
-      timeout "${EXT_TIMEOUT:-240}" python3 -m kernelseek_suite.cli bench --kernel kernels/hopper/flash_fwd_sm90.cu \
+      bounded "${EXT_TIMEOUT:-240}" python3 -m kernelseek_suite.cli bench --kernel kernels/hopper/flash_fwd_sm90.cu \
         --extended-only --baseline fa3 --out /tmp/ext > "$OUT/extended.txt" 2>&1
       echo "extended rc=$?"; grep -E "^correct|not correct" "$OUT/extended.txt" | head -3
     fi
@@ -290,7 +294,7 @@ with P(8) as pool: list(pool.map(lambda f: build(pathlib.Path(f), '$ARCH'), sys.
     : > /tmp/ab-beside.txt
     for f in "${variants[@]}"; do
       g="$OUT/gate-$(basename "$f" .cu).txt"
-      timeout "${GATE_TIMEOUT:-90}" python3 -m kernelseek_suite.cli run-once "$f" "$gate_rows" --check --inputs wide \
+      bounded "${GATE_TIMEOUT:-90}" python3 -m kernelseek_suite.cli run-once "$f" "$gate_rows" --check --inputs wide \
         --inputs llm > "$g" 2>&1
       rc=$?
       if [ $rc -eq 0 ]; then echo "$f" >> /tmp/ab-beside.txt; echo "gate ok: $f"; else echo "gate FAILED (rc=$rc; left out of the timing): $f"; tail -3 "$g"; fi
@@ -337,7 +341,7 @@ with P(8) as pool: list(pool.map(lambda f: build(pathlib.Path(f), '$ARCH'), sys.
     inputs=(); for d in ${AB_INPUTS:-standard wide}; do inputs+=(--inputs "$d"); done
     rows=${ROWS:-d64-h32kv8-s2048,d64-h32kv8-s8192,d64-h32kv8-s8192-causal,d64-h32kv32-s1024-causal,d96-h16kv16-s8192,d96-h16kv16-s32768,d96-h16kv16-s1024,d128-h16kv16-s1024,d128-h16kv16-s4096,d128-h16kv16-s2048-causal,d128-h16kv16-s16384-causal,d192v128-h16kv16-s8192,d192v128-h16kv16-s1024-causal,d192v128-h16kv16-s512-causal,d256-h8kv8-s4096,d256-h8kv8-s1024-causal,d256-h8kv8-s512-causal}
     smi_start ab-smi.csv
-    timeout "${AB_TIMEOUT:-400}" python3 -m kernelseek_suite.cli run-once kernels/hopper/flash_fwd_sm90.cu "$rows" \
+    bounded "${AB_TIMEOUT:-400}" python3 -m kernelseek_suite.cli run-once kernels/hopper/flash_fwd_sm90.cu "$rows" \
       --time --check --check-beside "${beside[@]}" --baseline fa3 "${inputs[@]}" > "$OUT/ab.txt" 2>&1
     echo "ab rc=$?"; smi_stop; sed -n "/, per scenario:$/,\$p" "$OUT/ab.txt"  # the tables per scenario, then the means
     ;;
@@ -355,7 +359,7 @@ with P(8) as pool: list(pool.map(lambda f: build(pathlib.Path(f), '$ARCH'), sys.
     tail -4 "$OUT/toolrich-check.txt"
     # the shipped kernel as the evaluation's starting kernel (SELFCHECK_KERNEL; empty: the task's own)
     sk=${SELFCHECK_KERNEL-kernels/hopper/flash_fwd_sm90.cu}
-    timeout "${SELFCHECK_TIMEOUT:-420}" python3 -m kernelseek_suite.cli selfcheck --task fa-fwd-sm90 --sandbox landlock \
+    bounded "${SELFCHECK_TIMEOUT:-420}" python3 -m kernelseek_suite.cli selfcheck --task fa-fwd-sm90 --sandbox landlock \
       ${sk:+--kernel "$sk"} > "results/$ARCH/agents-selfcheck/out.txt" 2>&1
     echo "selfcheck rc=$?"; cp "results/$ARCH/agents-selfcheck/out.txt" "$OUT/selfcheck.txt"
     tail -12 "$OUT/selfcheck.txt"
@@ -365,13 +369,13 @@ with P(8) as pool: list(pool.map(lambda f: build(pathlib.Path(f), '$ARCH'), sys.
     ;;
   profile)
     env_here
-    timeout "${PROFILE_TIMEOUT:-400}" python3 scripts/profile-beside.py \
+    bounded "${PROFILE_TIMEOUT:-400}" python3 scripts/profile-beside.py \
       "${PROFILE_ROWS:-d64-h32kv8-s8192,d256-h8kv8-s1024-causal,d128-h16kv1-s1024-causal}" --out "$OUT/profile" \
       2>&1 | tee "$OUT/profile.txt" | tail -12
     ;;
   source)
     env_here
-    timeout "${PROFILE_TIMEOUT:-400}" python3 scripts/profile-source.py "${SOURCE_ROW:-d128-h16kv1-s1024-causal}" --fa3 \
+    bounded "${PROFILE_TIMEOUT:-400}" python3 scripts/profile-source.py "${SOURCE_ROW:-d128-h16kv1-s1024-causal}" --fa3 \
       --out "$OUT/source" 2>&1 | tee "$OUT/source.txt" | head -100
     ;;
   reproduce)

@@ -292,3 +292,44 @@ def test_fa4_pieces_repacked_staged_over_two_calls_and_joined_in_order(tmp_path)
     assert names == ["part1.tar.xz.00", "part1.tar.xz.01", "part1.tar.xz.02", "part2.tar.xz"]
     assert b"".join(pathlib.Path(p).read_bytes() for p in paths[:-1]) == data
     assert pathlib.Path(paths[-1]).read_bytes() == part2
+
+
+# a process that takes SIGTERM in Python (as the suite's commands do) while its main thread is held in
+# C code (here a sum over a range that takes days; on a GPU node, a CUDA call on a hung kernel): the
+# handler never runs, so SIGTERM alone does not end it
+_HELD_IN_C = (
+    "import signal, sys\n"
+    "signal.signal(signal.SIGTERM, lambda *a: sys.exit(3))\n"
+    "print('held', flush=True)\n"
+    "sum(range(10 ** 15))\n"
+)
+
+
+def test_a_step_under_its_time_limit_ends_even_where_sigterm_is_not_taken(tmp_path):
+    import signal
+    import sys
+    import time
+
+    script = _script_functions("bounded") + '\nbounded 1 "$@"\n'
+    env = dict(os.environ, KILL_AFTER="2")
+    # the same process under a bare `timeout 1` is still there when `bounded` has killed it
+    bare = subprocess.Popen(
+        ["timeout", "1", sys.executable, "-c", _HELD_IN_C], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        start = time.monotonic()
+        r = subprocess.run(
+            ["bash", "-c", script, "bounded", sys.executable, "-c", _HELD_IN_C],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        took = time.monotonic() - start
+        assert r.stdout == "held\n"
+        assert r.returncode == 137, (r.returncode, r.stderr)  # killed, not ended by its handler
+        assert took < 10, took
+        assert bare.poll() is None, "SIGTERM alone ended it: this test would not tell the two apart"
+    finally:
+        os.killpg(bare.pid, signal.SIGKILL)  # timeout and the process it still waits for
+        bare.wait(timeout=30)
