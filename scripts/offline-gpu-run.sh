@@ -10,6 +10,8 @@
 #                                             #        [carry .carry/p1], once with [carry .carry/p1b]
 #   bash scripts/offline-gpu-run.sh setup     # (node) the pieces joined, the wheels, an import check
 #                                             #        [carry .whl .carry/p2]
+#   bash scripts/offline-gpu-run.sh setup-fa3 # (node) the wheels and FA3 without FA4 [carry .whl]:
+#                                             #        enough for kernel, ab, check and source
 #   bash scripts/offline-gpu-run.sh smoke     # (node) bench on five scenarios beside FA3, FA4, cuDNN
 #   bash scripts/offline-gpu-run.sh check     # (node) the Hopper kernel on every input distribution,
 #                                             #        through the pass rule, and the growing-max test
@@ -40,7 +42,8 @@
 #                                             #        (scripts/profile-source.py on SOURCE_ROW)
 #   bash scripts/offline-gpu-run.sh reproduce # (node) the whole reproduce; results/<arch> archived in $OUT
 #
-# Everything lands under /tmp/site (FA4) and /tmp/site2 (the rest), which the node keeps while it is up.
+# Everything lands under /tmp/site (FA4) and SITE2 (default /tmp/site2: the rest), which the node keeps
+# while it is up.
 # OUT (a folder for what comes back, default /tmp/out) and ARCH (sm90) can be set.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -48,11 +51,21 @@ OUT=${OUT:-/tmp/out}
 ARCH=${ARCH:-sm90}
 mkdir -p "$OUT"
 SO=nvidia_cutlass_dsl/dsl_packages/cutlass/_mlir/_mlir_libs/_cutlass_ir.cu13.cpython-312-x86_64-linux-gnu.so
+SITE2=${SITE2:-/tmp/site2}
+WHL=${WHL:-.whl}
 env_here() {
-  export PYTHONPATH=/tmp/site2:/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages
+  export PYTHONPATH=$SITE2:/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages
   export KERNELSEEK_GIT_SHA=${KERNELSEEK_GIT_SHA:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
 }
 ks() { python3 -m kernelseek_suite.cli "$@"; }
+# the suite's wheels (WHL/*.whl), FA3 (WHL/fa3-fwd.tar.xz, where 'fetch' brought it) and a link to the
+# suite itself, into SITE2
+site2_install() {
+  mkdir -p "$SITE2" &&
+    python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$SITE2" "$WHL"/*.whl &&
+    { [ ! -f "$WHL/fa3-fwd.tar.xz" ] || tar xJf "$WHL/fa3-fwd.tar.xz" -C "$SITE2"; } &&
+    ln -sfn "$PWD/suite" "$SITE2/kernelseek_suite"
+}
 # a command under a time limit of $1 seconds, killed (SIGKILL) 10 s after its SIGTERM (KILL_AFTER): the
 # suite's commands take SIGTERM in Python, which never runs while a hung kernel holds the main thread in
 # a CUDA call, so a variant that hangs would otherwise hold the step until the call's own limit
@@ -230,6 +243,13 @@ case "${1:-}" in
     ls -la "$stage"
     nvidia-smi --query-gpu=name,uuid,driver_version --format=csv,noheader
     ;;
+  setup-fa3)
+    # (node) the suite's wheels and FA3 without FA4 (carry .whl alone): enough for 'kernel', 'ab',
+    # 'check' and 'source', whose baseline is FA3
+    site2_install || { echo "the wheels or FA3 did not install into $SITE2"; exit 7; }
+    chmod -R a+rX "$SITE2"
+    ls "$SITE2"
+    ;;
   setup)
     # FA4's libraries from the pieces the part1 calls left (or carried now), joined in order
     list=$(joined_pieces) || exit 7
@@ -239,14 +259,11 @@ case "${1:-}" in
       test -f "/tmp/site/$SO" || { echo "FA4's library did not unpack"; exit 7; }
     tar xJf "$p2" -C /tmp/site
     for w in .carry/p2/*.whl; do python3 -m zipfile -e "$w" /tmp/site; done
-    mkdir -p /tmp/site2
-    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site2 .whl/*.whl
-    if [ -f .whl/fa3-fwd.tar.xz ]; then tar xJf .whl/fa3-fwd.tar.xz -C /tmp/site2; fi  # FA3 (see fetch)
-    ln -sfn "$PWD/suite" /tmp/site2/kernelseek_suite
+    site2_install
     # the sealed evaluations run as another user (uid 65533 where this is root): what they import must be
     # readable by it, whatever this shell's umask left
-    echo "umask $(umask): $(stat -c '%a %U' /tmp/site2 /tmp/site2/fa3_fwd/_C.abi3.so 2>/dev/null | tr '\n' ' ')"
-    chmod -R a+rX /tmp/site /tmp/site2
+    echo "umask $(umask): $(stat -c '%a %U' "$SITE2" "$SITE2/fa3_fwd/_C.abi3.so" 2>/dev/null | tr '\n' ' ')"
+    chmod -R a+rX /tmp/site "$SITE2"
     env_here
     python3 -c "from flash_attn.cute import flash_attn_func; import fa3_fwd_interface, elftools, jsonschema, bm25s; print('imports ok')"
     ;;

@@ -333,3 +333,45 @@ def test_a_step_under_its_time_limit_ends_even_where_sigterm_is_not_taken(tmp_pa
     finally:
         os.killpg(bare.pid, signal.SIGKILL)  # timeout and the process it still waits for
         bare.wait(timeout=30)
+
+
+def _wheel(path, module: str) -> None:
+    """A wheel of one empty module, as pip takes it."""
+    import zipfile
+
+    info = f"{module}-1.0.dist-info"
+    files = {
+        f"{module}/__init__.py": "",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {module}\nVersion: 1.0\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    files[f"{info}/RECORD"] = "".join(f"{name},,\n" for name in files) + f"{info}/RECORD,,\n"
+    with zipfile.ZipFile(path / f"{module}-1.0-py3-none-any.whl", "w") as z:
+        for name, text in files.items():
+            z.writestr(name, text)
+
+
+def test_setup_fa3_puts_the_wheels_fa3_and_the_suite_in_site2(tmp_path):
+    """`setup-fa3` (the FA3-only set-up of an A/B call): the carried wheels installed, FA3's archive
+    unpacked and the suite linked into SITE2, where the node's steps import them from."""
+    import tarfile
+
+    whl, site2 = tmp_path / "whl", tmp_path / "site2"
+    whl.mkdir()
+    _wheel(whl, "tinywheel")
+    (tmp_path / "fa3_fwd").mkdir()
+    (tmp_path / "fa3_fwd" / "__init__.py").write_text("FA3 = True\n")
+    with tarfile.open(whl / "fa3-fwd.tar.xz", "w:xz") as tar:
+        tar.add(tmp_path / "fa3_fwd", arcname="fa3_fwd")
+    env = dict(os.environ, SITE2=str(site2), WHL=str(whl), OUT=str(tmp_path / "out"))
+    r = subprocess.run(["bash", str(SCRIPT), "setup-fa3"], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (site2 / "tinywheel" / "__init__.py").is_file()
+    assert (site2 / "fa3_fwd" / "__init__.py").read_text() == "FA3 = True\n"
+    assert (site2 / "kernelseek_suite").resolve() == (ROOT / "suite").resolve()
+    # no wheels carried: it says so and fails
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env["WHL"] = str(empty)
+    r = subprocess.run(["bash", str(SCRIPT), "setup-fa3"], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 7 and "did not install" in r.stdout, r.stdout + r.stderr
