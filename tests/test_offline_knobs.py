@@ -335,30 +335,16 @@ def test_a_step_under_its_time_limit_ends_even_where_sigterm_is_not_taken(tmp_pa
         bare.wait(timeout=30)
 
 
-def _wheel(path, module: str) -> None:
-    """A wheel of one empty module, as pip takes it."""
-    import zipfile
-
-    info = f"{module}-1.0.dist-info"
-    files = {
-        f"{module}/__init__.py": "",
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {module}\nVersion: 1.0\n",
-        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-    }
-    files[f"{info}/RECORD"] = "".join(f"{name},,\n" for name in files) + f"{info}/RECORD,,\n"
-    with zipfile.ZipFile(path / f"{module}-1.0-py3-none-any.whl", "w") as z:
-        for name, text in files.items():
-            z.writestr(name, text)
-
-
 def test_setup_fa3_puts_the_wheels_fa3_and_the_suite_in_site2(tmp_path):
     """`setup-fa3` (the FA3-only set-up of an A/B call): the carried wheels installed, FA3's archive
     unpacked and the suite linked into SITE2, where the node's steps import them from."""
     import tarfile
 
+    from test_wheelhouse import make_wheel
+
     whl, site2 = tmp_path / "whl", tmp_path / "site2"
     whl.mkdir()
-    _wheel(whl, "tinywheel")
+    make_wheel(whl, "tinywheel", "1.0", b"")
     (tmp_path / "fa3_fwd").mkdir()
     (tmp_path / "fa3_fwd" / "__init__.py").write_text("FA3 = True\n")
     with tarfile.open(whl / "fa3-fwd.tar.xz", "w:xz") as tar:
