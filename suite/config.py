@@ -290,6 +290,10 @@ SANITIZE_SUBSET = {
 }
 SANITIZER_TIMEOUT_S = 900.0
 
+# a command sent SIGTERM while its main thread is held in a call into C (a GPU kernel that does not
+# finish) ends this long after it without its cleanup (cli/termination.py); 143 as for SIGTERM
+SIGTERM_GRACE_S = 15.0
+
 # `reproduce`: the kernel each architecture is judged by (the reference kernel stands in while it
 # does not exist), the baselines it runs beside (the first is the one the claims are about), the
 # container that pins the software, and the GEMM that measures the GPU's ceiling in the same run.

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 
 import click
 
 from ..contracts.exitcodes import ENDPOINT, EVALUATOR, FAIL, NO_GPU, OK, USAGE
+from . import termination
 from .common import EXISTING_FILE, FILE, Groups, RunOptions, console, fail, key_values, shared_options
 
 # the help `run` gives the shared options where it says more than `compare`
@@ -107,7 +107,7 @@ def run_cmd(arm, agent_cmd, task, human, trace_path, resume_path, agent_opts, se
     def on_term(signum, frame):  # a polite kill ends the run like Ctrl-C: traced, resumable
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, on_term)
+    termination.on_sigterm(on_term)
     with view:
         result = agent.run()
     sys.exit(_report(result, ctx.config.model))

@@ -9,7 +9,6 @@ from __future__ import annotations
 import errno
 import io
 import os
-import signal
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
@@ -23,6 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from .. import __version__, config
 from ..contracts import exitcodes
 from ..contracts.extras import MissingExtra
+from . import termination
 
 console = Console(stderr=True)
 
@@ -140,8 +140,9 @@ def main() -> None:
     does not build, 3 no suitable GPU, 4 bad arguments (`doctor`: 10-18, see its help)."""
     survive_closed_pipes()
     # SIGTERM (timeout, a job scheduler) unwinds like Ctrl-C, so a sweep's cleanup runs: its worker
-    # is killed and what was measured is already on disk
-    signal.signal(signal.SIGTERM, _terminate)
+    # is killed and what was measured is already on disk; held in a call into C, the process ends
+    # config.SIGTERM_GRACE_S later all the same (termination.py)
+    termination.on_sigterm(_terminate)
 
 
 def _terminate(signum, frame):
