@@ -20,8 +20,8 @@ def handler(signum, frame):
 termination.on_sigterm(handler, grace_s={grace})
 if {held}:
     signal.pthread_sigmask(signal.SIG_BLOCK, {{signal.SIGTERM}})
-print("ready", flush=True)
 try:
+    print("ready", flush=True)  # inside the try: a SIGTERM from here on finds the cleanup below
     if {held}:
         ctypes.CDLL(None).sleep(600)
     else:
@@ -29,6 +29,22 @@ try:
 finally:
     print("cleanup ran", flush=True)
 """
+
+
+def _wait_until_asleep_in_c(pid: int, timeout: float = 20.0) -> None:
+    """Until the main thread of `pid` waits in (clock_)nanosleep: a SIGTERM sent before it got there
+    would be taken by the Python handler between bytecodes (the race this waits out)."""
+    deadline = time.monotonic() + timeout
+    path = f"/proc/{pid}/task/{pid}/syscall"
+    while time.monotonic() < deadline:
+        try:
+            nr = open(path).read().split()[0]
+        except (OSError, IndexError):
+            nr = ""
+        if nr in ("35", "230"):  # x86_64 nanosleep, clock_nanosleep
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"the child's main thread never slept in C ({path}: {nr!r})")
 
 
 def _start(held: bool, grace: float) -> subprocess.Popen:
@@ -39,6 +55,8 @@ def _start(held: bool, grace: float) -> subprocess.Popen:
         text=True,
     )
     assert p.stdout.readline().strip() == "ready"
+    if held:
+        _wait_until_asleep_in_c(p.pid)
     return p
 
 
@@ -70,8 +88,8 @@ from kernelseek_suite.cli import termination
 def handler(signum, frame):
     raise SystemExit(143)
 termination.on_sigterm(handler, grace_s=0.5)
-print("ready", flush=True)
 try:
+    print("ready", flush=True)
     threading.Event().wait(600)
 finally:
     time.sleep(2)  # longer than the grace
@@ -82,7 +100,7 @@ finally:
     p.send_signal(signal.SIGTERM)
     out, err = p.communicate(timeout=30)
     assert p.returncode == 143
-    assert "cleanup done" in out
+    assert "cleanup done" in out, err
     assert "call into C" not in err
 
 
@@ -104,6 +122,7 @@ main()
 """
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "ready"
+    _wait_until_asleep_in_c(p.pid)
     p.send_signal(signal.SIGTERM)
     _, err = p.communicate(timeout=30)
     assert p.returncode == 143
