@@ -7,14 +7,15 @@ it), `timeout` or a job scheduler's SIGTERM does nothing at all. The C-level par
 handling still writes the signal's number to the wakeup file descriptor, on any thread, so a thread
 reading it learns of the SIGTERM; if the handler has not started GRACE seconds later, the watcher
 says why on stderr and ends the process with the code a shell reports for SIGTERM (143). Once the
-handler has started, the watcher leaves the process alone: its cleanup takes the time it takes."""
+handler has started, the watcher leaves the process alone: its cleanup takes the time it takes.
+The watcher needs the held call to have released the GIL, as CUDA calls through torch and ctypes
+do; a C loop that holds it is not covered."""
 
 from __future__ import annotations
 
 import os
 import signal
 import threading
-import time
 from collections.abc import Callable
 
 from .. import config
@@ -59,10 +60,8 @@ def _watch(grace_s: float) -> None:
 def _wait_for_sigterm(r: int, grace_s: float) -> None:
     while signal.SIGTERM not in os.read(r, 64):
         pass
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        if _started.wait(0.05):
-            return  # the command is unwinding on its own
+    if _started.wait(grace_s):
+        return  # the command is unwinding on its own
     os.write(
         2,
         (
