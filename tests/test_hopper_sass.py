@@ -172,7 +172,10 @@ def test_the_redo_window_is_the_measured_one():
     (log2 units) past the block that set its reference: at least 75 here (52 in natural units), more
     than real logits move within a row. P_LOG2 stays at the bound measured right on the H200 (16:
     kernels/hopper/NOTES.md, runs 25-26: P up to 2^64 gave wrong results there)."""
-    bias, p_log2 = float(_kernel_constant("REF_BIAS").rstrip("f")), int(_kernel_constant("P_LOG2"))
+    assert _kernel_constant("REF_BIAS") == "KS_REF_BIAS"
+    m = re.search(r"^#define KS_REF_BIAS (\d+)$", KERNEL.read_text(), re.M)
+    assert m, "KS_REF_BIAS has no default"
+    bias, p_log2 = float(m.group(1)), int(_kernel_constant("P_LOG2"))
     limit = float(_kernel_constant("FAST_LIMIT").rstrip("f"))
     assert limit == 2.0**p_log2 and p_log2 <= 16
     assert bias + p_log2 - 5 >= 75  # BN / 4 <= 32 terms in a partial sum: 2^5

@@ -76,6 +76,8 @@ def test_every_knob_the_kernel_declares_has_its_default_beside_it():
         "KS_MASK_LIMIT",
         "KS_Q_PREFETCH",
         "KS_K_RELEASE",
+        "KS_REF_BIAS",
+        "KS_POLY_EXP",
     ]
     for name in declared:
         assert f"#define {name} " in text

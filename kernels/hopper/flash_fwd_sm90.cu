@@ -217,11 +217,18 @@ typedef struct {
 #define KS_MASK_LIMIT 1  // (the same columns); 0: col >= seqlen_k and col > row + diag apart
 #endif
 #ifndef KS_Q_PREFETCH  // 1: where Q is not taken ahead and has one buffer, the producer takes the next tile at
-#define KS_Q_PREFETCH 0  // this one's start and prefetches its Q into L2; 2: the same with two Q buffers too
-#endif
+#define KS_Q_PREFETCH 0  // this one's start and prefetches its Q into L2; 2: the same with two Q buffers too;
+#endif                   // 3: the next tile taken at this one's start, no prefetch; 4: as 3 on causal tiles
+                         // up to Config::TAKE_EARLY_TO keys only
 #ifndef KS_K_RELEASE  // when a block's K is released: 0 after its softmax; 1 as soon as its S GEMM is done
 #define KS_K_RELEASE 1  // in the exact softmax; 2 there and in the fast one too (a timing probe only: a redo
 #endif                  // of the fast softmax then reads a K stage that may be loading again)
+#ifndef KS_REF_BIAS  // the bias of the reference the exponentials are taken against (log2 units; REF_BIAS below)
+#define KS_REF_BIAS 64
+#endif
+#ifndef KS_POLY_EXP  // N of every 16 exponentials of a thread's block on the FMA pipe (exp2_fma), where ptxas
+#define KS_POLY_EXP 0  // keeps the wgmmas asynchronous with it: the fast softmax at d64, the exact steps to d96
+#endif
 
 // ------------------------------------------------------------------------------ PTX wrappers
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -329,6 +336,21 @@ __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// 2^x on the FMA pipe (KS_POLY_EXP), beside the MUFU's ex2: x clamped to [-127, 127]; adding
+// 1.5 * 2^23 + 127 rounds it to an integer i and leaves i + 127 in the low bits of the sum, which shifted
+// by 23 are 2^i's exponent field; a cubic in the fraction x - i (in [-0.5, 0.5]), fitted for relative
+// error (under 7.6e-5, against bf16's 2^-9), times 2^i. -inf and NaN give 0 (2^-127 flushed), a large x
+// 2^127 (far above FAST_LIMIT, so the fast softmax's test redoes such a block as it does an inf)
+constexpr float EXP2_SHIFT = 12583039.f;  // 1.5 * 2^23 + 127
+constexpr float EXP2_C3 = 0.05517033f, EXP2_C2 = 0.24260782f, EXP2_C1 = 0.69326091f, EXP2_C0 = 0.99992830f;
+__device__ __forceinline__ float exp2_fma(float x) {
+  x = fminf(fmaxf(x, -127.f), 127.f);
+  const float t = x + EXP2_SHIFT;
+  const float f = x - (t - EXP2_SHIFT);
+  const float poly = fmaf(fmaf(fmaf(EXP2_C3, f, EXP2_C2), f, EXP2_C1), f, EXP2_C0);
+  return poly * __int_as_float(__float_as_int(t) << 23);
 }
 
 // a quad's 4x4 block of 32-bit values transposed: afterwards lane q of the quad holds, in m[0..3], the
@@ -692,7 +714,7 @@ enum FastSoftmax { FAST_NEVER = 0, FAST_NON_CAUSAL = 1, FAST_ALWAYS = 3 };
 // H200, run 26), and a value flushed to 0 (below 2^-126, so more than 126 - REF_BIAS = 62 below the
 // reference, which is at most the row max) weighs less than 2^-62 of the largest P. The LSE needs no
 // correction: row_max * scale + log(row_sum) counts the bias twice, with opposite signs.
-constexpr float REF_BIAS = 64.f;
+constexpr float REF_BIAS = KS_REF_BIAS;
 constexpr int P_LOG2 = 16;
 
 template <int DQK_, int DV_, int BN_, int STAGES_, int CWG_ = 2, int RESCALE_LOG2_ = P_LOG2, int FAST_ = FAST_ALWAYS,
@@ -713,6 +735,12 @@ struct Config {
   static constexpr int QK_CHUNKS = DQK_PAD / 64, V_CHUNKS = DV_MMA / V_COLS;
   // the steady loop's softmax against the reference max, redone exactly when unsafe (softmax_fast)
   template <bool CAUSAL> static constexpr bool FAST_SOFTMAX = (FAST_ & (CAUSAL ? 2 : 1)) != 0;
+  // KS_POLY_EXP: where part of the exponentials go to the FMA pipe (elsewhere ptxas serializes the wgmmas,
+  // C7511: d128 and up, the fast loop of the causal d96 192x112 tile)
+  // KS_Q_PREFETCH 4: causal tiles up to this many keys take their next tile at their start (0: never)
+  static constexpr int TAKE_EARLY_TO = DQK == 64 || DQK == 128 ? 2048 : DQK == 96 ? 4096 : DQK == 192 ? 1024 : 0;
+  static constexpr int POLY_FAST = DQK == 64 ? KS_POLY_EXP : 0;
+  static constexpr int POLY_EXACT = DQK <= 96 ? KS_POLY_EXP : 0;
   static constexpr int CWG = CWG_;                      // consumer warpgroups, 64 rows each
   static constexpr int BM = 64 * CWG, BN = BN_, STAGES = STAGES_;
   static constexpr int QK_STEPS = DQK / 16;             // k16 steps of S = Q K^T (real columns only)
@@ -841,7 +869,8 @@ __device__ __forceinline__ void mask_scores(float (&acc_s)[C::BN / 2], int n0, i
 
 // P = exp2(S * scale_log2 + neg[row]) in place over the first NJ column groups, and each row's sum of
 // them added to sum[row], through four partial sums per row (short dependency chains)
-template <class C, int NJ = C::BN / 8>
+// (POLY: N of every 16 of them by exp2_fma, KS_POLY_EXP)
+template <class C, int NJ = C::BN / 8, int POLY = 0>
 __device__ __forceinline__ void exp_and_sum(float (&acc_s)[C::BN / 2], const float (&neg)[2], float scale_log2,
                                             float (&sum)[2], float* top = nullptr, int* top_p = nullptr) {
   float part[2][4] = {{sum[0], 0.f, 0.f, 0.f}, {sum[1], 0.f, 0.f, 0.f}};
@@ -851,7 +880,8 @@ __device__ __forceinline__ void exp_and_sum(float (&acc_s)[C::BN / 2], const flo
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       if (top != nullptr) top[e / 2] = fmaxf(top[e / 2], acc_s[j * 4 + e]);  // this thread's largest S
-      const float v = exp2f(fmaf(acc_s[j * 4 + e], scale_log2, neg[e / 2]));
+      const float x = fmaf(acc_s[j * 4 + e], scale_log2, neg[e / 2]);
+      const float v = (j * 4 + e) % 16 < POLY ? exp2_fma(x) : exp2f(x);
       acc_s[j * 4 + e] = v;
       part[e / 2][(e & 1) + 2 * (j & 1)] += v;
     }
@@ -914,7 +944,7 @@ __device__ __forceinline__ bool softmax_step(float (&acc_s)[C::BN / 2], float (&
 #pragma unroll
     for (int r = 0; r < 2; ++r) row_top[r] = fmaxf(row_top[r], exp2f(fmaf(mx[r], scale_log2, neg_max_scaled[r])));
   }
-  exp_and_sum<C, NJ>(acc_s, neg_max_scaled, scale_log2, row_sum);
+  exp_and_sum<C, NJ, C::POLY_EXACT>(acc_s, neg_max_scaled, scale_log2, row_sum);
   return rescale;
 }
 
@@ -956,10 +986,10 @@ __device__ __forceinline__ bool softmax_fast(float (&acc_s)[C::BN / 2], const fl
   const float neg[2] = {-row_max[0] * scale_log2, -row_max[1] * scale_log2};  // -inf max: +inf, P inf, redo
   blk[0] = blk[1] = 0.f;
   if constexpr (TOP_P) {
-    exp_and_sum<C>(acc_s, neg, scale_log2, blk, nullptr, blk_top);
+    exp_and_sum<C, C::BN / 8, C::POLY_FAST>(acc_s, neg, scale_log2, blk, nullptr, blk_top);
     return blk[0] <= FAST_LIMIT && blk[1] <= FAST_LIMIT;
   } else {
-    exp_and_sum<C>(acc_s, neg, scale_log2, blk, C::WIDE_PV ? nullptr : row_top);
+    exp_and_sum<C, C::BN / 8, C::POLY_FAST>(acc_s, neg, scale_log2, blk, C::WIDE_PV ? nullptr : row_top);
     return blk[0] <= FAST_LIMIT && blk[1] <= FAST_LIMIT;  // false for NaN and inf
   }
 }
@@ -1122,6 +1152,10 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       int kv_it = 0, q_it = 0;
       // KS_Q_PREFETCH: the next tile taken at this one's start, and its Q brought into L2 for its load
       constexpr bool PREFETCH = KS_Q_PREFETCH == 2 || (KS_Q_PREFETCH == 1 && C::Q_STAGES == 1);
+      // KS_Q_PREFETCH 3-4: the next tile's index asked for at this tile's start (FA3's order), so that it
+      // is known when this tile's loads are issued; 4 only on causal tiles up to TAKE_EARLY_TO keys
+      constexpr bool MAY_TAKE_EARLY = KS_Q_PREFETCH == 3 || (KS_Q_PREFETCH == 4 && CAUSAL && C::TAKE_EARLY_TO > 0);
+      const bool take_early = MAY_TAKE_EARLY && (KS_Q_PREFETCH == 3 || p.seqlen_k <= C::TAKE_EARLY_TO);
       for (int j = 0, t = blockIdx.x;; ++j) {
         announce(j, t);
         if (t >= num_tiles) break;
@@ -1129,6 +1163,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         const int m0 = tile.m_block * C::BM, hk = tile.h / p.group;
         const int n_blocks = kv_blocks<C, CAUSAL>(m0, p);
         int next = 0;
+        if (take_early) next = static_cast<int>(atomicAdd(&tile_counters[p.tile_slot], 1u) + p.tile_offset);
         if constexpr (PREFETCH) {
           next = static_cast<int>(atomicAdd(&tile_counters[p.tile_slot], 1u) + p.tile_offset);
           if (next < num_tiles) {
@@ -1146,6 +1181,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         }
         // the next tile is taken once this one's loads are issued (at most STAGES blocks ahead)
         if constexpr (PREFETCH) t = next;
+        else if (take_early) t = next;
         else t = static_cast<int>(atomicAdd(&tile_counters[p.tile_slot], 1u) + p.tile_offset);
       }
     }
