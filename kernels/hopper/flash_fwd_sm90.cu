@@ -229,6 +229,9 @@ typedef struct {
 #ifndef KS_POLY_EXP  // N of every 16 exponentials of a thread's block on the FMA pipe (exp2_fma), where ptxas
 #define KS_POLY_EXP 0  // keeps the wgmmas asynchronous with it: the fast softmax at d64, the exact steps to d96
 #endif
+#ifndef KS_K_AHEAD  // 3: the producer issues a block's V after the next block's K (K(0), K(1), V(0), K(2), ...),
+#define KS_K_AHEAD 0  // so that K(i + 1) does not queue behind V(i)'s stage wait, on the BN = 80 tiles; 4: as 3,
+#endif                // and on the causal 192x112 d96 tile; 0: each block's K and V together
 
 // ------------------------------------------------------------------------------ PTX wrappers
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -1084,20 +1087,53 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     // ---------------------------------------------------------------- producer
     regs_dealloc<C::REGS_PRODUCER>();
     // K/V block n_block of (K/V head hk, batch b), the kv_it-th the CTA loads, each into its free stage
-    auto load_kv = [&](int n_block, int kv_it, int hk, int b) {
-      const int ks = kv_it % C::K_STAGES, s = kv_it % C::STAGES;
-      const uint32_t kph = (kv_it / C::K_STAGES) & 1, ph = (kv_it / C::STAGES) & 1;
-      mbar_wait(k_empty(ks), kph ^ 1);
+    // (its K and its V apart: load_k, load_v)
+    auto load_k = [&](int n_block, int kv_it, int hk, int b) {
+      const int ks = kv_it % C::K_STAGES;
+      mbar_wait(k_empty(ks), ((kv_it / C::K_STAGES) & 1) ^ 1);
       mbar_expect_tx(k_full(ks), C::K_BYTES);
 #pragma unroll
       for (int c = 0; c < C::QK_CHUNKS; ++c)
         tma_load_4d(sK + ks * C::K_BYTES + c * C::BN * 128, &tm_k, k_full(ks), c * 64, n_block * C::BN, hk, b);
-      mbar_wait(v_empty(s), ph ^ 1);
+    };
+    auto load_v = [&](int n_block, int kv_it, int hk, int b) {
+      const int s = kv_it % C::STAGES;
+      mbar_wait(v_empty(s), ((kv_it / C::STAGES) & 1) ^ 1);
       mbar_expect_tx(v_full(s), C::V_BYTES);
 #pragma unroll
       for (int c = 0; c < C::V_CHUNKS; ++c)
         tma_load_4d(sV + s * C::V_STAGE_BYTES + c * C::BN * C::V_COLS * 2, &tm_v, v_full(s), c * C::V_COLS,
                     n_block * C::BN, hk, b);
+    };
+    auto load_kv = [&](int n_block, int kv_it, int hk, int b) {
+      load_k(n_block, kv_it, hk, b);
+      load_v(n_block, kv_it, hk, b);
+    };
+    // KS_K_AHEAD: within a tile, a block's V after the next block's K: K(0), K(1), V(0), K(2), V(1), ...,
+    // K(n-1), V(n-2), V(n-1) (i: the visiting order, last block first), since the consumers' S(i) goes
+    // with PV(i-1) and needs K(i) with V(i-1): K(i+1) no longer queues behind V(i)'s stage wait. The
+    // tile's last V is issued before the next tile's loads (a V carried over stalls the tile ring behind
+    // a tile with no blocks). Compile-time: a run-time choice costs code and a spill in the producer's
+    // few registers.
+    // No deadlock with K_STAGES and STAGES >= 2: each wait is for releases that need only loads issued
+    // before it. K(i+1)'s stage: the release of K(i-1) or earlier, after its S GEMM (with PV(i-2): K(i-1)
+    // and V(i-2)), or, for a block a warpgroup skips, once its K and V have landed (V(i-1)): all issued
+    // before K(i+1); the ping-pong turns before it need no later load (with one K stage, K(i+1) would
+    // wait for a skipped block i, so for V(i), issued after it). V(i)'s stage: the release of V(i-2) or
+    // earlier, after PV(i-2), which goes with S(i-1): K(i-1) and V(i-2). Across tiles, the first blocks
+    // wait for the last ones of the tile before (the owed PV GEMM of its last block goes with S(0): K(0),
+    // issued before V(1) waits for it), and begin_tile's waits (tile ring, Q buffer) for earlier tiles.
+    constexpr bool K_AHEAD = (KS_K_AHEAD >= 3 && C::BN == 80) || (KS_K_AHEAD == 4 && C::BN == 112 && CAUSAL);
+    static_assert(!K_AHEAD || (C::K_STAGES >= 2 && C::STAGES >= 2), "KS_K_AHEAD: two stages of K and of V");
+    // a tile's n_blocks > 0 K/V blocks in that order, from the kv_it-th; after_first() once the first
+    // block's K and V are issued (so after K(1) too)
+    auto load_kv_ahead = [&](int n_blocks, int& kv_it, int hk, int b, auto after_first) {
+      load_k(n_blocks - 1, kv_it, hk, b);
+      for (int i = 0; i < n_blocks; ++i, ++kv_it) {
+        if (i + 1 < n_blocks) load_k(n_blocks - 2 - i, kv_it + 1, hk, b);
+        load_v(n_blocks - 1 - i, kv_it, hk, b);
+        if (i == 0) after_first();
+      }
     };
     // Q of a tile (rows from m0, head h, batch b), the q_it-th the CTA loads, into its free buffer
     auto load_q = [&](int q_it, int m0, int h, int b) {
@@ -1140,9 +1176,13 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         const int hk = tile.h / p.group;
         int next_blocks = 0;
         if (n_blocks == 0) next_blocks = begin_tile(next);
-        for (int i = 0; i < n_blocks; ++i, ++kv_it) {
-          load_kv(n_blocks - 1 - i, kv_it, hk, tile.b);
-          if (i == 0) next_blocks = begin_tile(next);
+        if constexpr (K_AHEAD) {  // the next tile begun once the first block's K and V are issued, as below
+          if (n_blocks > 0) load_kv_ahead(n_blocks, kv_it, hk, tile.b, [&] { next_blocks = begin_tile(next); });
+        } else {
+          for (int i = 0; i < n_blocks; ++i, ++kv_it) {
+            load_kv(n_blocks - 1 - i, kv_it, hk, tile.b);
+            if (i == 0) next_blocks = begin_tile(next);
+          }
         }
         t = next;
         n_blocks = next_blocks;
@@ -1174,8 +1214,12 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         }
         if (n_blocks > 0) {
           load_q(q_it, m0, tile.h, tile.b);
-          for (int i = 0; i < n_blocks; ++i, ++kv_it) {
-            load_kv(n_blocks - 1 - i, kv_it, hk, tile.b);
+          if constexpr (K_AHEAD) {
+            load_kv_ahead(n_blocks, kv_it, hk, tile.b, [] {});
+          } else {
+            for (int i = 0; i < n_blocks; ++i, ++kv_it) {
+              load_kv(n_blocks - 1 - i, kv_it, hk, tile.b);
+            }
           }
           ++q_it;
         }
@@ -1497,7 +1541,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       vs = it % C::STAGES;
       vph = (it / C::STAGES) & 1;
       mbar_wait(k_full(s), ph);
-      mbar_wait(v_full(prev_s), prev_ph);  // V(i-1) was loaded before K(i): one fence covers both GEMMs
+      mbar_wait(v_full(prev_s), prev_ph);  // V(i-1) loaded before K(i) (or after: KS_K_AHEAD): one fence for both GEMMs
       constexpr bool MASKED = decltype(masked)::value, half = decltype(half_flag)::value;
       named_bar_sync(my_turn, 256);
       wgmma_fence();
