@@ -79,6 +79,7 @@ def test_every_knob_the_kernel_declares_has_its_default_beside_it():
         "KS_REF_BIAS",
         "KS_POLY_EXP",
         "KS_K_AHEAD",
+        "KS_O_IN_K",
     ]
     for name in declared:
         assert f"#define {name} " in text

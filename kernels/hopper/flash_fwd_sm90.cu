@@ -71,8 +71,10 @@
 //   warpgroup writes its normalized O to its own staging buffer with stmatrix (64-column chunks,
 //   128-byte swizzle) and one thread stores it with TMA (bulk groups: the warps go on at once; the
 //   buffer is reused once the previous stores have read it); elsewhere each quad transposes its
-//   values with shuffles so that every thread writes 16 contiguous bytes. Rows past seqlen_q are
-//   clipped by the TMA box or skipped.
+//   values with shuffles so that every thread writes 16 contiguous bytes (KS_O_IN_K: the 128x128
+//   d192/128 tile stages O in the K stage of the tile's last block instead and stores it with TMA,
+//   releasing that stage once the stores have read it). Rows past seqlen_q are clipped by the TMA box
+//   or skipped.
 //   Tiles (BM x BN, consumer warpgroups, stages; the PV GEMM on N = d_v, + 8 at d64 and d96): d64 192x128 (3, 2), causal
 //   with up to 1024 keys 128x128 (2, 2); d96
 //   192x112 (3, 2) with seqlen_k >= 2048 (causal: >= 8192), else 128x128 (2, 2); d128 and d192/128 192x80 (3, 2) with
@@ -232,6 +234,9 @@ typedef struct {
 #ifndef KS_K_AHEAD  // 3: the producer issues a block's V after the next block's K (K(0), K(1), V(0), K(2), ...),
 #define KS_K_AHEAD 0  // so that K(i + 1) does not queue behind V(i)'s stage wait, on the BN = 80 tiles; 4: as 3,
 #endif                // and on the causal 192x112 d96 tile; 0: each block's K and V together
+#ifndef KS_O_IN_K  // 1: the 128x128 d192/128 tile (no room for O) writes O into the K stage of the tile's last
+#define KS_O_IN_K 0  // block and stores it with TMA, releasing that stage once the stores have read it
+#endif
 
 // ------------------------------------------------------------------------------ PTX wrappers
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -247,6 +252,10 @@ __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
 }
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// count arrivals at once (one thread arriving for several warps)
+__device__ __forceinline__ void mbar_arrive(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   uint32_t done;
@@ -1282,6 +1291,25 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   // causal: a warpgroup skips the blocks masked whole for its rows (with half blocks, those take half
   // an S GEMM already, and skipping them made ptxas serialize the wgmmas of the d64 192x128 tile)
   constexpr bool SKIPS = CAUSAL && !HALVES && C::DQK >= 128;
+  // each tile settled at once (its last PV GEMM and epilogue at its end, none owed): non-causal tiles, and the
+  // causal d192/128 128x128 tile (below)
+  constexpr bool AT_ONCE = !CAUSAL || (C::DQK == 192 && C::CWG == 2);
+  // KS_O_IN_K: the 128x128 d192/128 tile, which has no room for O in shared memory (Q 48 KB, K 2 x 48 KB, V 2 x
+  // 32 KB), writes O into the K stage of the tile's last block (48 KB: O's 2 x 16 KB fit) as the O_TMA path
+  // stages it, stores it with TMA, and releases that stage (its K release at that block skipped) once the
+  // stores have read it: one arrive for the warpgroup's 4 warps. That block is the tile's last one visited
+  // (iteration n_blocks - 1, the same stage for both warpgroups: a skipped block is never the last), so
+  // both warpgroups' last S GEMMs read the stage: before writing, a warpgroup waits on the named barrier
+  // 10 + 2 * other + the tile's parity, which the other warpgroup arrives at (bar.arrive) once its own last
+  // S GEMM is done and stands (the exact step's S GEMM waited, the fast softmax's vote passed, or its redo
+  // done), where it would have released that K. Two barriers per warpgroup, by the parity of the tile (of
+  // those with K/V blocks: q_it), as a warpgroup may arrive for its next tile before the other has waited
+  // for this one's arrival, but never two ahead (its own next epilogue waits for the other's next
+  // arrival). Tiles with no K/V block keep the register epilogue. Needs each tile settled at once.
+  constexpr bool O_IN_K = KS_O_IN_K && !C::O_TMA && C::DQK == 192 && C::DV == 128 && C::BN == 128 && C::CWG == 2;
+  static_assert(!O_IN_K || (AT_ONCE && C::CONSUMER_WARPS == 8 && 2 * 64 * C::DV_PAD * 2 <= C::K_BYTES), "O_IN_K");
+  int o_stage = -1;    // O_IN_K: the K stage that holds O in this epilogue (-1: O from registers)
+  int o_wait_bar = 0;  // O_IN_K: the barrier the other warpgroup arrives at for this tile
 
   // epilogue: O normalized by the sums of the PV GEMM's own weights (acc_o's last four), the LSE from
   // the row sums of P; store O and LSE; empty rows give 0 and LSE -inf
@@ -1316,12 +1344,9 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     const float inv[2] = {w[0] > 0.f ? 1.f / w[0] : 0.f, w[1] > 0.f ? 1.f / w[1] : 0.f};
     const Tile tile = tile_at(t, p);
     const int row_a = tile.m_block * C::BM + row_in_tile, row_b = row_a + 8;
-    if constexpr (C::O_TMA) {
-      // this warpgroup's 64 rows in DV_PAD / 64 chunks of 64 x 64 (8 KB, 128-byte swizzle); one thread
-      // stores them with TMA, and waits until they are read before the buffer is written again
-      const uint32_t o_wg = sO + cw * 64 * C::DV_PAD * 2;
-      if (tid == 0) bulk_wait_read();
-      named_bar_sync(7 + cw, 128);
+    // this warpgroup's 64 rows of O at o_wg (1024-byte aligned) in DV_PAD / 64 chunks of 64 x 64 (8 KB,
+    // 128-byte swizzle), made visible to the TMA unit
+    auto stage_o = [&](uint32_t o_wg) {
       const int mat = lane / 8, r_in = warp * 16 + (mat & 1) * 8 + (lane & 7);
       const uint32_t row_at = o_wg + r_in * 128, unit_x = (mat >> 1) ^ (lane & 7);
 #pragma unroll
@@ -1332,12 +1357,39 @@ __global__ void __launch_bounds__(C::THREADS, 1)
                     pack_bf16(acc_o[j * 4 + 4] * inv[0], acc_o[j * 4 + 5] * inv[0]),
                     pack_bf16(acc_o[j * 4 + 6] * inv[1], acc_o[j * 4 + 7] * inv[1]));
       fence_proxy_async();  // the writes, visible to the TMA unit
+    };
+    bool o_in_k = false;
+    if constexpr (O_IN_K) o_in_k = o_stage >= 0;
+    if constexpr (C::O_TMA) {
+      // O staged in its own buffer; one thread stores it with TMA, and waits until it is read before the
+      // buffer is written again
+      const uint32_t o_wg = sO + cw * 64 * C::DV_PAD * 2;
+      if (tid == 0) bulk_wait_read();
+      named_bar_sync(7 + cw, 128);
+      stage_o(o_wg);
       named_bar_sync(7 + cw, 128);
       if (tid == 0) {
 #pragma unroll
         for (int c = 0; c < C::DV_PAD / 64; ++c)
           tma_store_4d(&tm_o, o_wg + c * 8192, c * 64, tile.m_block * C::BM + cw * 64, tile.h, tile.b);
         bulk_commit();
+      }
+    } else if (o_in_k) {
+      // O_IN_K: O staged in the K stage of the tile's last block, warpgroup cw's two chunks side by side at
+      // byte cw * 16 KB of it (warpgroup 0 over K's 64-column chunk 0, warpgroup 1 over chunk 1); written
+      // once the other warpgroup's S GEMMs on that stage are done and stand (its arrival at o_wait_bar),
+      // and this one's (the barrier completes with all four of its warps in it, past their last PV GEMM)
+      const uint32_t o_wg = sK + o_stage * C::K_BYTES + cw * 64 * C::DV_PAD * 2;
+      named_bar_sync(o_wait_bar, 256);
+      stage_o(o_wg);
+      named_bar_sync(7 + cw, 128);
+      if (tid == 0) {
+#pragma unroll
+        for (int c = 0; c < C::DV_PAD / 64; ++c)
+          tma_store_4d(&tm_o, o_wg + c * 8192, c * 64, tile.m_block * C::BM + cw * 64, tile.h, tile.b);
+        bulk_commit();
+        bulk_wait_read();  // the stores have read the stage: it may load K again
+        mbar_arrive(k_empty(o_stage), C::CONSUMER_WARPS / C::CWG);  // for this warpgroup's warps
       }
     } else {
       // 16-byte stores: a quad's column groups transposed four at a time, so each thread holds 8
@@ -1395,10 +1447,11 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     const int n_blocks = kv_blocks<C, CAUSAL>(m0, p);
     const int row_a = m0 + row_in_tile, row_b = row_a + 8;
     if (n_blocks == 0) {  // nothing to attend for any row of the tile
-      if (t_owed >= 0) settle_owed();
+      if (!O_IN_K && t_owed >= 0) settle_owed();  // (O_IN_K: every tile settled at once)
 #pragma unroll
       for (int i = 0; i < C::O_REGS; ++i) acc_o[i] = 0.f;
       float zmax[2] = {-INFINITY, -INFINITY}, zsum[2] = {0.f, 0.f};
+      if constexpr (O_IN_K) o_stage = -1;  // no K stage: O from registers
       store_tile(t, zmax, zsum, zmax);
       continue;
     }
@@ -1430,6 +1483,9 @@ __global__ void __launch_bounds__(C::THREADS, 1)
 
     const int qs = q_it % C::Q_STAGES;
     const uint32_t q16 = q16_0 + qs * (C::Q_BYTES >> 4);
+    // O_IN_K: the barrier this warpgroup arrives at once its S GEMM of the tile's last block is done and
+    // stands (where it would release that block's K, which is kept for O instead)
+    const int o_done_bar = 10 + 2 * cw + (q_it & 1);
     // Q's descriptors: built once per tile in the causal kernels without the fast softmax, at each
     // GEMM in the others (ptxas then keeps each steady loop shortest and spills nothing: SASS, nvcc 13.0)
     constexpr bool Q_PER_TILE = CAUSAL && !FAST;
@@ -1457,7 +1513,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     // landed (an arrive before that could count toward the stage's previous use)
     if (SKIPS && i0 > 0) {
       for (int i = 0; i < i0; ++i) {
-        if (i == 0 && t_owed >= 0) {
+        if (i == 0 && !O_IN_K && t_owed >= 0) {
           settle_owed();
           if (C::Q_STAGES == 1) pass_turn();
         } else {
@@ -1502,7 +1558,9 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       named_bar_arrive(next_turn, 256);
       if (EARLY) wgmma_wait<0>(); else if (decltype(owed)::value) wgmma_wait<1>(); else wgmma_wait<0>();
       fence_regs(acc_s);
-      if (K_EARLY_EXACT && lane == 0) mbar_arrive(k_empty(s));
+      const bool keep_k = O_IN_K && i0 == n_blocks - 1;  // the tile's last block: its K stage takes O
+      if (K_EARLY_EXACT && keep_k) named_bar_arrive(o_done_bar, 256);
+      if (K_EARLY_EXACT && !keep_k && lane == 0) mbar_arrive(k_empty(s));
       if (lane == 0 && i0 == n_blocks - 1) mbar_arrive(q_empty(qs));
       float owed_max[2] = {row_max[0], row_max[1]}, owed_sum[2] = {row_sum[0], row_sum[1]};
       const float owed_top[2] = {row_top[0], row_top[1]};
@@ -1513,7 +1571,8 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       if (half) masked_softmax(Int<C::BN / 16>(), n_blocks - 1 - i0, true);
       else masked_softmax(Int<C::BN / 8>(), n_blocks - 1 - i0, i0 < n_masked);
       // (KS_K_RELEASE=0: a release under a condition on the softmax keeps the PV wait below it)
-      if (!K_EARLY_EXACT && lane == 0 && __float_as_uint(row_sum[0]) != 0xffffffffu) mbar_arrive(k_empty(s));
+      if (!K_EARLY_EXACT && keep_k) named_bar_arrive(o_done_bar, 256);
+      if (!K_EARLY_EXACT && !keep_k && lane == 0 && __float_as_uint(row_sum[0]) != 0xffffffffu) mbar_arrive(k_empty(s));
       if (decltype(owed)::value) {
         wgmma_wait<0>();
         fence_regs(acc_o);
@@ -1525,9 +1584,9 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       }
     };
     if (HALVES && is_half(n_blocks - 1 - i0)) {
-      if (CAUSAL && t_owed >= 0) first_block(Flag<true>(), Flag<HALVES>()); else first_block(Flag<false>(), Flag<HALVES>());
+      if (CAUSAL && !O_IN_K && t_owed >= 0) first_block(Flag<true>(), Flag<HALVES>()); else first_block(Flag<false>(), Flag<HALVES>());
     } else {
-      if (CAUSAL && t_owed >= 0) first_block(Flag<true>(), Flag<false>()); else first_block(Flag<false>(), Flag<false>());
+      if (CAUSAL && !O_IN_K && t_owed >= 0) first_block(Flag<true>(), Flag<false>()); else first_block(Flag<false>(), Flag<false>());
     }
     prev_s = vs;
     prev_ph = vph;
@@ -1555,7 +1614,9 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       bool redo = false;
       constexpr bool EXACT_HERE = decltype(masked)::value || !FAST;
       constexpr bool K_EARLY = KS_K_RELEASE == 2 || (K_EARLY_EXACT && EXACT_HERE);
-      if (K_EARLY && lane == 0) mbar_arrive(k_empty(s));
+      const bool keep_k = O_IN_K && i == n_blocks - 1;  // the tile's last block: its K stage takes O
+      if (K_EARLY && !keep_k && lane == 0) mbar_arrive(k_empty(s));
+      if (K_EARLY && EXACT_HERE && keep_k) named_bar_arrive(o_done_bar, 256);  // (the fast softmax's: below)
       if constexpr (decltype(masked)::value || !FAST) {
         if (lane == 0 && i == n_blocks - 1) mbar_arrive(q_empty(qs));  // Q is read no more: the next tile's may load
         bool rescale;
@@ -1569,7 +1630,8 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         // holds, and ptxas then keeps the PV GEMM's wait below the first row's exponentials (measured
         // faster in v10, slower since: the early release, with the wait above them, gains 1.5-2.7% on
         // the tiles that take the exact step whole; NOTES.md, runs 44-46)
-        if (!K_EARLY && lane == 0 && __float_as_uint(row_sum[0]) != 0xffffffffu) mbar_arrive(k_empty(s));
+        if (!K_EARLY && keep_k) named_bar_arrive(o_done_bar, 256);
+        if (!K_EARLY && !keep_k && lane == 0 && __float_as_uint(row_sum[0]) != 0xffffffffu) mbar_arrive(k_empty(s));
         wgmma_wait<0>();
         fence_regs(acc_o);
         if (lane == 0) mbar_arrive(v_empty(prev_s));  // V before the rescale: ptxas keeps the order
@@ -1587,8 +1649,9 @@ __global__ void __launch_bounds__(C::THREADS, 1)
             row_top[0] = fmaxf(row_top[0], __int_as_float(blk_top[0]));
             row_top[1] = fmaxf(row_top[1], __int_as_float(blk_top[1]));
           }
+          if (keep_k) named_bar_arrive(o_done_bar, 256);  // the block stands: no redo reads K
           if (lane == 0) {
-            if (!K_EARLY && __float_as_uint(row_sum[0]) != 0xffffffffu) mbar_arrive(k_empty(s));
+            if (!K_EARLY && !keep_k && __float_as_uint(row_sum[0]) != 0xffffffffu) mbar_arrive(k_empty(s));
             if (i == n_blocks - 1) mbar_arrive(q_empty(qs));
           }
         }
@@ -1614,8 +1677,10 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       wgmma_wait<0>();
       fence_regs(acc_s);
       if (softmax_step<C, C::BN / 8, TOP_P>(acc_s, row_max, row_sum, corr, row_top, p.scale_log2)) rescale_o<C>(acc_o, corr);
+      const bool keep_k = O_IN_K && i == n_blocks - 1;  // the tile's last block: its K stage takes O
+      if (keep_k) named_bar_arrive(o_done_bar, 256);
       if (lane == 0) {
-        mbar_arrive(k_empty(s));
+        if (!keep_k) mbar_arrive(k_empty(s));
         if (i == n_blocks - 1) mbar_arrive(q_empty(qs));
       }
       pack_p<C>(p_frag, acc_s);
@@ -1640,15 +1705,19 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       for (int i = i_mask_end; i < n_blocks; ++i) step(i, Flag<false>(), Flag<false>(), Flag<false>());
     }
     o_acc = n_blocks > i0 + 1;  // whether the owed PV GEMM accumulates
+    if constexpr (O_IN_K) {  // the K stage of the tile's last block, and the other warpgroup's barrier
+      o_stage = (kv_it + n_blocks - 1) % C::K_STAGES;
+      o_wait_bar = 10 + 2 * (1 - cw) + (q_it & 1);
+    }
     kv_it += n_blocks;
     ++q_it;
     t_owed = t;
     // non-causal: the epilogue at once measured faster (equal tiles); so did the causal d192/128
     // 128x128 tile, whose single Q buffer would hold the next tile's first S GEMM back (A/B run 22)
-    if (!CAUSAL || (C::DQK == 192 && C::CWG == 2)) settle_owed();
+    if (AT_ONCE) settle_owed();
   }
-  if (t_owed >= 0) settle_owed();
-  if (C::O_TMA && tid == 0) bulk_wait();  // the last stores complete before the CTA's shared memory goes
+  if (!O_IN_K && t_owed >= 0) settle_owed();
+  if ((C::O_TMA || O_IN_K) && tid == 0) bulk_wait();  // the last stores complete before the CTA's shared memory goes
 }
 
 // ------------------------------------------------------------------------------ host side
