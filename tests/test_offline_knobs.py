@@ -78,6 +78,7 @@ def test_every_knob_the_kernel_declares_has_its_default_beside_it():
         "KS_K_RELEASE",
         "KS_REF_BIAS",
         "KS_POLY_EXP",
+        "KS_Q_SPLIT",
     ]
     for name in declared:
         assert f"#define {name} " in text
