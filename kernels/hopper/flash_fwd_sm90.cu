@@ -237,6 +237,9 @@ typedef struct {
 #ifndef KS_O_IN_K  // 1: the 128x128 d192/128 tile (no room for O) writes O into the K stage of the tile's last
 #define KS_O_IN_K 0  // block and stores it with TMA, releasing that stage once the stores have read it
 #endif
+#ifndef KS_Q_SPLIT  // 1: a single Q buffer of two consumer warpgroups (Config::Q_STAGES 1: d192/128 128x128,
+#define KS_Q_SPLIT 0  // d256) loaded and released in halves, each with its own barriers: a warpgroup done with
+#endif                // its rows lets the next tile's load into them
 
 // ------------------------------------------------------------------------------ PTX wrappers
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -773,6 +776,9 @@ struct Config {
           ? KS_K_STAGES : STAGES;
   static constexpr int KV_BYTES = K_STAGES * K_BYTES + STAGES * V_STAGE_BYTES;  // K's and V's stages
   static constexpr int Q_STAGES = 2 * Q_BYTES + KV_BYTES + 512 + 1024 <= 232448 ? 2 : 1;
+  // KS_Q_SPLIT: a single Q buffer in parts, consumer warpgroup w's 64 rows of each chunk, each part with its
+  // own full and empty barriers
+  static constexpr int Q_SPLIT = Q_STAGES == 1 && CWG == 2 ? KS_Q_SPLIT : 0;
   // O staged in shared memory (64-column chunks, 128-byte swizzle) and written by TMA stores, where
   // shared memory allows after Q and K/V; elsewhere it is written from registers
   static constexpr int DV_PAD = (DV + 63) / 64 * 64;
@@ -781,7 +787,7 @@ struct Config {
   static constexpr int TILE_BYTES = Q_STAGES * Q_BYTES + KV_BYTES + (O_TMA ? O_BYTES : 0);
   // after the tiles: the barriers (256 bytes, of 512 set aside), and slack for the 1024-byte alignment
   static constexpr int SMEM_BYTES = TILE_BYTES + 512 + 1024;
-  static_assert(8 * (8 + 2 * K_STAGES + 2 * STAGES) <= 256, "barrier area");
+  static_assert(8 * (8 + 2 * K_STAGES + 2 * STAGES + (Q_SPLIT ? 2 * CWG : 0)) <= 256, "barrier area");
   // O's accumulators (d_v / 2 per thread), then with WIDE_PV 4 more: the PV GEMM's weights summed per
   // row (row a twice, row b twice: its last 8 columns, whose B is all ones)
   static constexpr int O_REGS = DV_MMA / 2 + (WIDE_PV ? 4 : 0);
@@ -1051,8 +1057,11 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   const uint32_t sV = sK + C::K_STAGES * C::K_BYTES;      // + stage * V_STAGE_BYTES
   const uint32_t sO = sV + C::STAGES * C::V_STAGE_BYTES;  // O_TMA: + warpgroup * 64 * DV_PAD * 2
   const uint32_t bars = sQ + C::TILE_BYTES;
-  auto q_full = [&](int i) { return bars + 8 * i; };
-  auto q_empty = [&](int i) { return bars + 8 * (2 + i); };
+  // Q's barriers: a full/empty pair per buffer (0-1 and 2-3), or with C::Q_SPLIT (one buffer) a pair per
+  // consumer warpgroup's part, after the tile ring (full QP + w, empty QP + CWG + w)
+  constexpr int QP = 8 + 2 * C::K_STAGES + 2 * C::STAGES;
+  auto q_full = [&](int i) { return C::Q_SPLIT ? bars + 8 * (QP + i) : bars + 8 * i; };
+  auto q_empty = [&](int i) { return C::Q_SPLIT ? bars + 8 * (QP + C::CWG + i) : bars + 8 * (2 + i); };
   // a ring of two tile slots: the producer announces the next tile, the consumers read it
   constexpr int KB = 2 * C::K_STAGES;  // the barriers of K's stages, before V's
   auto tile_full = [&](int i) { return bars + 8 * (4 + KB + 2 * C::STAGES + i); };
@@ -1065,9 +1074,10 @@ __global__ void __launch_bounds__(C::THREADS, 1)
 
   const int wg = threadIdx.x / 128;
   if (threadIdx.x == 0) {
-    for (int i = 0; i < C::Q_STAGES; ++i) {
+    for (int i = 0; i < (C::Q_SPLIT ? C::CWG : C::Q_STAGES); ++i) {
       mbar_init(q_full(i), 1);
-      mbar_init(q_empty(i), C::CONSUMER_WARPS);  // one arrive per consumer warp
+      // one arrive per consumer warp (a part's: per warp of its warpgroup)
+      mbar_init(q_empty(i), C::Q_SPLIT ? 4 : C::CONSUMER_WARPS);
     }
     for (int s = 0; s < C::K_STAGES || s < C::STAGES; ++s) {
       if (s < C::K_STAGES) mbar_init(k_full(s), 1);
@@ -1143,9 +1153,25 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         load_v(n_blocks - 1 - i, kv_it, hk, b);
         if (i == 0) after_first();
       }
+    // C::Q_SPLIT: the first row of consumer warpgroup w's part of the tile from m0 (a part wholly past
+    // seqlen_q, whose rows are never stored, takes its box from the last row: no box starts outside the tensor)
+    auto q_part_row = [&](int m0, int w) { return w == 0 ? m0 : min(m0 + 64 * w, p.seqlen_q - 1); };
+    // C::Q_SPLIT: part w of a tile's Q (warpgroup w's 64 rows of each chunk; tm_q's box is 64 rows), once
+    // warpgroup w has released its part of the previous tile's (one buffer: the phase is q_it's)
+    auto load_q_part = [&](int q_it, int w, int m0, int h, int b) {
+      mbar_wait(q_empty(w), (q_it & 1) ^ 1);
+      mbar_expect_tx(q_full(w), C::Q_BYTES / C::CWG);
+#pragma unroll
+      for (int c = 0; c < C::QK_CHUNKS; ++c)
+        tma_load_4d(sQ + c * C::BM * 128 + w * 64 * 128, &tm_q, q_full(w), c * 64, q_part_row(m0, w), h, b);
     };
     // Q of a tile (rows from m0, head h, batch b), the q_it-th the CTA loads, into its free buffer
     auto load_q = [&](int q_it, int m0, int h, int b) {
+      if constexpr (C::Q_SPLIT != 0) {  // the parts in the warpgroups' turn order
+#pragma unroll
+        for (int w = 0; w < C::CWG; ++w) load_q_part(q_it, w, m0, h, b);
+        return;
+      }
       const int qs = q_it % C::Q_STAGES;
       mbar_wait(q_empty(qs), ((q_it / C::Q_STAGES) & 1) ^ 1);
       mbar_expect_tx(q_full(qs), C::Q_BYTES);
@@ -1218,7 +1244,15 @@ __global__ void __launch_bounds__(C::THREADS, 1)
           if (next < num_tiles) {
             const Tile nt = tile_at(next, p);
 #pragma unroll
-            for (int c = 0; c < C::QK_CHUNKS; ++c) tma_prefetch_4d(&tm_q, c * 64, nt.m_block * C::BM, nt.h, nt.b);
+            for (int c = 0; c < C::QK_CHUNKS; ++c) {
+              if constexpr (C::Q_SPLIT != 0) {  // a box of 64 rows: every part
+#pragma unroll
+                for (int w = 0; w < C::CWG; ++w)
+                  tma_prefetch_4d(&tm_q, c * 64, q_part_row(nt.m_block * C::BM, w), nt.h, nt.b);
+              } else {
+                tma_prefetch_4d(&tm_q, c * 64, nt.m_block * C::BM, nt.h, nt.b);
+              }
+            }
           }
         }
         if (n_blocks > 0) {
@@ -1486,6 +1520,9 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     // O_IN_K: the barrier this warpgroup arrives at once its S GEMM of the tile's last block is done and
     // stands (where it would release that block's K, which is kept for O instead)
     const int o_done_bar = 10 + 2 * cw + (q_it & 1);
+    // the barriers of this warpgroup's Q: its buffer's, or (C::Q_SPLIT) its part's; their phase is
+    // (q_it / Q_STAGES) & 1 either way (a part's complete once per tile, as the buffer's)
+    const int qb = C::Q_SPLIT ? cw : qs;
     // Q's descriptors: built once per tile in the causal kernels without the fast softmax, at each
     // GEMM in the others (ptxas then keeps each steady loop shortest and spills nothing: SASS, nvcc 13.0)
     constexpr bool Q_PER_TILE = CAUSAL && !FAST;
@@ -1544,7 +1581,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         wgmma_commit();
         named_bar_arrive(next_turn, 256);
       }
-      mbar_wait(q_full(qs), (q_it / C::Q_STAGES) & 1);
+      mbar_wait(q_full(qb), (q_it / C::Q_STAGES) & 1);
       mbar_wait(k_full(s), ph);
       if (decltype(owed)::value && !EARLY) mbar_wait(v_full(prev_s), prev_ph);
       named_bar_sync(my_turn, 256);
@@ -1562,6 +1599,8 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       if (K_EARLY_EXACT && keep_k) named_bar_arrive(o_done_bar, 256);
       if (K_EARLY_EXACT && !keep_k && lane == 0) mbar_arrive(k_empty(s));
       if (lane == 0 && i0 == n_blocks - 1) mbar_arrive(q_empty(qs));
+      if (K_EARLY_EXACT && lane == 0) mbar_arrive(k_empty(s));
+      if (lane == 0 && i0 == n_blocks - 1) mbar_arrive(q_empty(qb));
       float owed_max[2] = {row_max[0], row_max[1]}, owed_sum[2] = {row_sum[0], row_sum[1]};
       const float owed_top[2] = {row_top[0], row_top[1]};
       row_max[0] = row_max[1] = -INFINITY;
@@ -1618,7 +1657,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       if (K_EARLY && !keep_k && lane == 0) mbar_arrive(k_empty(s));
       if (K_EARLY && EXACT_HERE && keep_k) named_bar_arrive(o_done_bar, 256);  // (the fast softmax's: below)
       if constexpr (decltype(masked)::value || !FAST) {
-        if (lane == 0 && i == n_blocks - 1) mbar_arrive(q_empty(qs));  // Q is read no more: the next tile's may load
+        if (lane == 0 && i == n_blocks - 1) mbar_arrive(q_empty(qb));  // Q is read no more: the next tile's may load
         bool rescale;
         if constexpr (MASKED) {
           if (half) rescale = masked_softmax(Int<C::BN / 16>(), n_blocks - 1 - i, true);
@@ -1653,6 +1692,8 @@ __global__ void __launch_bounds__(C::THREADS, 1)
           if (lane == 0) {
             if (!K_EARLY && !keep_k && __float_as_uint(row_sum[0]) != 0xffffffffu) mbar_arrive(k_empty(s));
             if (i == n_blocks - 1) mbar_arrive(q_empty(qs));
+            if (!K_EARLY && __float_as_uint(row_sum[0]) != 0xffffffffu) mbar_arrive(k_empty(s));
+            if (i == n_blocks - 1) mbar_arrive(q_empty(qb));
           }
         }
         wgmma_wait<0>();
@@ -1682,6 +1723,8 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       if (lane == 0) {
         if (!keep_k) mbar_arrive(k_empty(s));
         if (i == n_blocks - 1) mbar_arrive(q_empty(qs));
+        mbar_arrive(k_empty(s));
+        if (i == n_blocks - 1) mbar_arrive(q_empty(qb));
       }
       pack_p<C>(p_frag, acc_s);
       prev_s = vs;
@@ -1758,7 +1801,7 @@ template <class C, bool CAUSAL>
 static int launch_as(const ks_attn_params& a, cudaStream_t stream) {
   CUtensorMap tq, tk, tv, to;
   if (!make_map(&tq, a.q, a.d_qk, a.seqlen_q, a.heads_q, a.batch, a.q_seq_stride, a.q_head_stride,
-                a.q_batch_stride, C::BM) ||
+                a.q_batch_stride, C::Q_SPLIT ? 64 : C::BM) ||  // Q_SPLIT: a box per part
       !make_map(&tk, a.k, a.d_qk, a.seqlen_k, a.heads_kv, a.batch, a.k_seq_stride, a.k_head_stride,
                 a.k_batch_stride, C::BN) ||
       !make_map(&tv, a.v, a.d_v, a.seqlen_k, a.heads_kv, a.batch, a.v_seq_stride, a.v_head_stride,
