@@ -77,7 +77,6 @@ def test_every_knob_the_kernel_declares_has_its_default_beside_it():
         "KS_Q_PREFETCH",
         "KS_K_RELEASE",
         "KS_REF_BIAS",
-        "KS_POLY_EXP",
         "KS_K_AHEAD",
         "KS_O_IN_K",
         "KS_Q_SPLIT",

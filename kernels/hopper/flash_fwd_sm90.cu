@@ -228,9 +228,6 @@ typedef struct {
 #ifndef KS_REF_BIAS  // the bias of the reference the exponentials are taken against (log2 units; REF_BIAS below)
 #define KS_REF_BIAS 64
 #endif
-#ifndef KS_POLY_EXP  // N of every 16 exponentials of a thread's block on the FMA pipe (exp2_fma), where ptxas
-#define KS_POLY_EXP 0  // keeps the wgmmas asynchronous with it: the fast softmax at d64, the exact steps to d96
-#endif
 #ifndef KS_K_AHEAD  // 3: the producer issues a block's V after the next block's K (K(0), K(1), V(0), K(2), ...),
 #define KS_K_AHEAD 0  // so that K(i + 1) does not queue behind V(i)'s stage wait, on the BN = 80 tiles; 4: as 3,
 #endif                // and on the causal 192x112 d96 tile; 0: each block's K and V together
@@ -351,21 +348,6 @@ __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);
-}
-
-// 2^x on the FMA pipe (KS_POLY_EXP), beside the MUFU's ex2: x clamped to [-127, 127]; adding
-// 1.5 * 2^23 + 127 rounds it to an integer i and leaves i + 127 in the low bits of the sum, which shifted
-// by 23 are 2^i's exponent field; a cubic in the fraction x - i (in [-0.5, 0.5]), fitted for relative
-// error (under 7.6e-5, against bf16's 2^-9), times 2^i. -inf and NaN give 0 (2^-127 flushed), a large x
-// 2^127 (far above FAST_LIMIT, so the fast softmax's test redoes such a block as it does an inf)
-constexpr float EXP2_SHIFT = 12583039.f;  // 1.5 * 2^23 + 127
-constexpr float EXP2_C3 = 0.05517033f, EXP2_C2 = 0.24260782f, EXP2_C1 = 0.69326091f, EXP2_C0 = 0.99992830f;
-__device__ __forceinline__ float exp2_fma(float x) {
-  x = fminf(fmaxf(x, -127.f), 127.f);
-  const float t = x + EXP2_SHIFT;
-  const float f = x - (t - EXP2_SHIFT);
-  const float poly = fmaf(fmaf(fmaf(EXP2_C3, f, EXP2_C2), f, EXP2_C1), f, EXP2_C0);
-  return poly * __int_as_float(__float_as_int(t) << 23);
 }
 
 // a quad's 4x4 block of 32-bit values transposed: afterwards lane q of the quad holds, in m[0..3], the
@@ -721,7 +703,8 @@ enum FastSoftmax { FAST_NEVER = 0, FAST_NON_CAUSAL = 1, FAST_ALWAYS = 3 };
 
 // The exponentials are taken against a reference (row_max): a row max of an earlier block plus
 // REF_BIAS in log2 units. A row's P starts at or below 2^-REF_BIAS and may grow up to 2^P_LOG2 before
-// O must be rescaled: the max may grow by REF_BIAS + P_LOG2 = 80 (55 in natural units) past the block
+// O must be rescaled: the max may grow by REF_BIAS + P_LOG2 (80 with the default bias of 64, 55 in natural
+// units; 112 with 96, whose flush below is 30 below the reference) past the block
 // that set the reference. Real logits move less than that within a row (a range of tens), so on such
 // data neither the lazy rescale nor the fast softmax's redo runs after a row's first block, and a
 // wide or growing row max costs nothing (kernels/hopper/NOTES.md, v20: A/B runs 25-26). P <= 2^16 is
@@ -750,12 +733,8 @@ struct Config {
   static constexpr int QK_CHUNKS = DQK_PAD / 64, V_CHUNKS = DV_MMA / V_COLS;
   // the steady loop's softmax against the reference max, redone exactly when unsafe (softmax_fast)
   template <bool CAUSAL> static constexpr bool FAST_SOFTMAX = (FAST_ & (CAUSAL ? 2 : 1)) != 0;
-  // KS_POLY_EXP: where part of the exponentials go to the FMA pipe (elsewhere ptxas serializes the wgmmas,
-  // C7511: d128 and up, the fast loop of the causal d96 192x112 tile)
   // KS_Q_PREFETCH 4: causal tiles up to this many keys take their next tile at their start (0: never)
   static constexpr int TAKE_EARLY_TO = DQK == 64 || DQK == 128 ? 2048 : DQK == 96 ? 4096 : DQK == 192 ? 1024 : 0;
-  static constexpr int POLY_FAST = DQK == 64 ? KS_POLY_EXP : 0;
-  static constexpr int POLY_EXACT = DQK <= 96 ? KS_POLY_EXP : 0;
   static constexpr int CWG = CWG_;                      // consumer warpgroups, 64 rows each
   static constexpr int BM = 64 * CWG, BN = BN_, STAGES = STAGES_;
   static constexpr int QK_STEPS = DQK / 16;             // k16 steps of S = Q K^T (real columns only)
@@ -887,8 +866,7 @@ __device__ __forceinline__ void mask_scores(float (&acc_s)[C::BN / 2], int n0, i
 
 // P = exp2(S * scale_log2 + neg[row]) in place over the first NJ column groups, and each row's sum of
 // them added to sum[row], through four partial sums per row (short dependency chains)
-// (POLY: N of every 16 of them by exp2_fma, KS_POLY_EXP)
-template <class C, int NJ = C::BN / 8, int POLY = 0>
+template <class C, int NJ = C::BN / 8>
 __device__ __forceinline__ void exp_and_sum(float (&acc_s)[C::BN / 2], const float (&neg)[2], float scale_log2,
                                             float (&sum)[2], float* top = nullptr, int* top_p = nullptr) {
   float part[2][4] = {{sum[0], 0.f, 0.f, 0.f}, {sum[1], 0.f, 0.f, 0.f}};
@@ -898,8 +876,7 @@ __device__ __forceinline__ void exp_and_sum(float (&acc_s)[C::BN / 2], const flo
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       if (top != nullptr) top[e / 2] = fmaxf(top[e / 2], acc_s[j * 4 + e]);  // this thread's largest S
-      const float x = fmaf(acc_s[j * 4 + e], scale_log2, neg[e / 2]);
-      const float v = (j * 4 + e) % 16 < POLY ? exp2_fma(x) : exp2f(x);
+      const float v = exp2f(fmaf(acc_s[j * 4 + e], scale_log2, neg[e / 2]));
       acc_s[j * 4 + e] = v;
       part[e / 2][(e & 1) + 2 * (j & 1)] += v;
     }
@@ -962,7 +939,7 @@ __device__ __forceinline__ bool softmax_step(float (&acc_s)[C::BN / 2], float (&
 #pragma unroll
     for (int r = 0; r < 2; ++r) row_top[r] = fmaxf(row_top[r], exp2f(fmaf(mx[r], scale_log2, neg_max_scaled[r])));
   }
-  exp_and_sum<C, NJ, C::POLY_EXACT>(acc_s, neg_max_scaled, scale_log2, row_sum);
+  exp_and_sum<C, NJ>(acc_s, neg_max_scaled, scale_log2, row_sum);
   return rescale;
 }
 
@@ -1004,10 +981,10 @@ __device__ __forceinline__ bool softmax_fast(float (&acc_s)[C::BN / 2], const fl
   const float neg[2] = {-row_max[0] * scale_log2, -row_max[1] * scale_log2};  // -inf max: +inf, P inf, redo
   blk[0] = blk[1] = 0.f;
   if constexpr (TOP_P) {
-    exp_and_sum<C, C::BN / 8, C::POLY_FAST>(acc_s, neg, scale_log2, blk, nullptr, blk_top);
+    exp_and_sum<C>(acc_s, neg, scale_log2, blk, nullptr, blk_top);
     return blk[0] <= FAST_LIMIT && blk[1] <= FAST_LIMIT;
   } else {
-    exp_and_sum<C, C::BN / 8, C::POLY_FAST>(acc_s, neg, scale_log2, blk, C::WIDE_PV ? nullptr : row_top);
+    exp_and_sum<C>(acc_s, neg, scale_log2, blk, C::WIDE_PV ? nullptr : row_top);
     return blk[0] <= FAST_LIMIT && blk[1] <= FAST_LIMIT;  // false for NaN and inf
   }
 }
