@@ -1130,6 +1130,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         load_v(n_blocks - 1 - i, kv_it, hk, b);
         if (i == 0) after_first();
       }
+    };
     // C::Q_SPLIT: the first row of consumer warpgroup w's part of the tile from m0 (a part wholly past
     // seqlen_q, whose rows are never stored, takes its box from the last row: no box starts outside the tensor)
     auto q_part_row = [&](int m0, int w) { return w == 0 ? m0 : min(m0 + 64 * w, p.seqlen_q - 1); };
@@ -1575,8 +1576,6 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       const bool keep_k = O_IN_K && i0 == n_blocks - 1;  // the tile's last block: its K stage takes O
       if (K_EARLY_EXACT && keep_k) named_bar_arrive(o_done_bar, 256);
       if (K_EARLY_EXACT && !keep_k && lane == 0) mbar_arrive(k_empty(s));
-      if (lane == 0 && i0 == n_blocks - 1) mbar_arrive(q_empty(qs));
-      if (K_EARLY_EXACT && lane == 0) mbar_arrive(k_empty(s));
       if (lane == 0 && i0 == n_blocks - 1) mbar_arrive(q_empty(qb));
       float owed_max[2] = {row_max[0], row_max[1]}, owed_sum[2] = {row_sum[0], row_sum[1]};
       const float owed_top[2] = {row_top[0], row_top[1]};
@@ -1668,8 +1667,6 @@ __global__ void __launch_bounds__(C::THREADS, 1)
           if (keep_k) named_bar_arrive(o_done_bar, 256);  // the block stands: no redo reads K
           if (lane == 0) {
             if (!K_EARLY && !keep_k && __float_as_uint(row_sum[0]) != 0xffffffffu) mbar_arrive(k_empty(s));
-            if (i == n_blocks - 1) mbar_arrive(q_empty(qs));
-            if (!K_EARLY && __float_as_uint(row_sum[0]) != 0xffffffffu) mbar_arrive(k_empty(s));
             if (i == n_blocks - 1) mbar_arrive(q_empty(qb));
           }
         }
@@ -1699,8 +1696,6 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       if (keep_k) named_bar_arrive(o_done_bar, 256);
       if (lane == 0) {
         if (!keep_k) mbar_arrive(k_empty(s));
-        if (i == n_blocks - 1) mbar_arrive(q_empty(qs));
-        mbar_arrive(k_empty(s));
         if (i == n_blocks - 1) mbar_arrive(q_empty(qb));
       }
       pack_p<C>(p_frag, acc_s);
