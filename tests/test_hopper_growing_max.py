@@ -1,14 +1,17 @@
 """The Hopper kernel's fast softmax (v15) takes the exponentials against a reference (the row max of
-an earlier block plus a bias of 64 in log2 units, v20) without computing the block's own max, and
-redoes a block exactly when its sums get too large (the max grew by more than ~75 in log2 units past
-the block that set the reference, up to P = inf past 192). The kernel visits K/V blocks last to
+an earlier block plus a bias, KS_REF_BIAS, in log2 units, v20) without computing the block's own max,
+and redoes a block exactly when its sums get too large (the max grew by more than the bias + 16 - 5 in
+log2 units past the block that set the reference, up to P = inf past the bias + 128). The kernel visits K/V blocks last to
 first, so keys whose scale grows toward the first keys make the row max jump in nearly every row: on
 a GPU every output must still pass the suite's pass rule. Without a GPU: the inputs do reach each
 regime: a growth that the window absorbs, redos with finite exponentials, and infinite ones."""
 
 import math
+import re
 
 import pytest
+
+from kernelseek_suite import config
 
 # (d_qk, d_v, heads_q, heads_kv, batch, seqlen_q, seqlen_k): every head dimension, odd lengths, and
 # seqlen_q != seqlen_k both ways
@@ -21,8 +24,10 @@ SHAPES = [
     (256, 256, 2, 1, 1, 1000, 1000),
 ]
 AMPS = (4.0, 40.0, 400.0)  # how much larger the first key's scale is than the last one's, minus 1
-WINDOW_LOG2 = 64 + 16 - 5  # the growth (log2 units) past which a block's partial sums can exceed 2^16
-INF_LOG2 = 64 + 128  # the growth past which exp2 of the stale reference's exponent overflows
+# the kernel's bias (its default), in log2 units
+BIAS = int(re.search(r"^#define KS_REF_BIAS (\d+)", (config.REPO_ROOT / "kernels/hopper/flash_fwd_sm90.cu").read_text(), re.M).group(1))
+WINDOW_LOG2 = BIAS + 16 - 5  # the growth (log2 units) past which a block's partial sums can exceed 2^16
+INF_LOG2 = BIAS + 128  # the growth past which exp2 of the stale reference's exponent overflows
 
 
 def grow_inputs(shape, amp: float, seed: int, device: str):
