@@ -25,7 +25,11 @@ SHAPES = [
 ]
 AMPS = (4.0, 40.0, 400.0)  # how much larger the first key's scale is than the last one's, minus 1
 # the kernel's bias (its default), in log2 units
-BIAS = int(re.search(r"^#define KS_REF_BIAS (\d+)", (config.REPO_ROOT / "kernels/hopper/flash_fwd_sm90.cu").read_text(), re.M).group(1))
+BIAS = int(
+    re.search(
+        r"^#define KS_REF_BIAS (\d+)", (config.REPO_ROOT / "kernels/hopper/flash_fwd_sm90.cu").read_text(), re.M
+    ).group(1)
+)
 WINDOW_LOG2 = BIAS + 16 - 5  # the growth (log2 units) past which a block's partial sums can exceed 2^16
 INF_LOG2 = BIAS + 128  # the growth past which exp2 of the stale reference's exponent overflows
 
