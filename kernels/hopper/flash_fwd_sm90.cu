@@ -1370,6 +1370,13 @@ __global__ void __launch_bounds__(C::THREADS, 1)
                     pack_bf16(acc_o[j * 4 + 6] * inv[1], acc_o[j * 4 + 7] * inv[1]));
       fence_proxy_async();  // the writes, visible to the TMA unit
     };
+    // (one thread) the staged O at o_wg to global memory with TMA stores, in one bulk group
+    auto store_staged_o = [&](uint32_t o_wg) {
+#pragma unroll
+      for (int c = 0; c < C::DV_PAD / 64; ++c)
+        tma_store_4d(&tm_o, o_wg + c * 8192, c * 64, tile.m_block * C::BM + cw * 64, tile.h, tile.b);
+      bulk_commit();
+    };
     bool o_in_k = false;
     if constexpr (O_IN_K) o_in_k = o_stage >= 0;
     if constexpr (C::O_TMA) {
@@ -1380,12 +1387,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       named_bar_sync(7 + cw, 128);
       stage_o(o_wg);
       named_bar_sync(7 + cw, 128);
-      if (tid == 0) {
-#pragma unroll
-        for (int c = 0; c < C::DV_PAD / 64; ++c)
-          tma_store_4d(&tm_o, o_wg + c * 8192, c * 64, tile.m_block * C::BM + cw * 64, tile.h, tile.b);
-        bulk_commit();
-      }
+      if (tid == 0) store_staged_o(o_wg);
     } else if (o_in_k) {
       // O_IN_K: O staged in the K stage of the tile's last block, warpgroup cw's two chunks side by side at
       // byte cw * 16 KB of it (warpgroup 0 over K's 64-column chunk 0, warpgroup 1 over chunk 1); written
@@ -1396,10 +1398,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       stage_o(o_wg);
       named_bar_sync(7 + cw, 128);
       if (tid == 0) {
-#pragma unroll
-        for (int c = 0; c < C::DV_PAD / 64; ++c)
-          tma_store_4d(&tm_o, o_wg + c * 8192, c * 64, tile.m_block * C::BM + cw * 64, tile.h, tile.b);
-        bulk_commit();
+        store_staged_o(o_wg);
         bulk_wait_read();  // the stores have read the stage: it may load K again
         mbar_arrive(k_empty(o_stage), C::CONSUMER_WARPS / C::CWG);  // for this warpgroup's warps
       }
