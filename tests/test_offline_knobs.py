@@ -80,6 +80,7 @@ def test_every_knob_the_kernel_declares_has_its_default_beside_it():
         "KS_K_AHEAD",
         "KS_O_IN_K",
         "KS_Q_SPLIT",
+        "KS_PROBE",
     ]
     for name in declared:
         assert f"#define {name} " in text
