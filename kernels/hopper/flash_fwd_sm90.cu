@@ -254,9 +254,10 @@ typedef struct {
 #ifndef KS_Q_SPLIT  // 1: a single Q buffer of two consumer warpgroups (Config::Q_STAGES 1: d192/128 128x128,
 #define KS_Q_SPLIT 1  // d256) loaded and released in halves, each with its own barriers: a warpgroup done with
 #endif                // its rows lets the next tile's load into them
-#ifndef KS_PROBE  // a timing probe only, its outputs wrong: one stage of the steady loops taken out, to see
-#define KS_PROBE 0  // where the time goes: 1 each exponential replaced by its argument's FMA, 2 no PV GEMM,
-#endif              // 3 no QK GEMM (S keeps the last block's P), 4 no exponentials and no row sums
+#ifndef KS_PROBE  // a timing probe only, its outputs wrong: one stage of the two-warpgroup tiles' loops taken
+#define KS_PROBE 0  // out, to see where the time goes: 1 each exponential replaced by its argument's FMA, 2 the
+#endif              // PV GEMM on its first 16 keys only, 3 no QK GEMM (S keeps the last block's P), 4 no
+                    // exponentials and no row sums
 
 // ------------------------------------------------------------------------------ PTX wrappers
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -756,6 +757,7 @@ struct Config {
   // KS_Q_PREFETCH 4: causal tiles up to this many keys take their next tile at their start (0: never)
   static constexpr int TAKE_EARLY_TO = DQK == 64 || DQK == 128 ? 2048 : DQK == 96 ? 4096 : DQK == 192 ? 1024 : 0;
   static constexpr int CWG = CWG_;                      // consumer warpgroups, 64 rows each
+  static constexpr int PROBE = CWG == 2 ? KS_PROBE : 0;  // the timing probe (KS_PROBE)
   static constexpr int BM = 64 * CWG, BN = BN_, STAGES = STAGES_;
   static constexpr int QK_STEPS = DQK / 16;             // k16 steps of S = Q K^T (real columns only)
   static constexpr int PV_STEPS = BN / 16;
@@ -889,7 +891,7 @@ __device__ __forceinline__ void mask_scores(float (&acc_s)[C::BN / 2], int n0, i
 template <class C, int NJ = C::BN / 8>
 __device__ __forceinline__ void exp_and_sum(float (&acc_s)[C::BN / 2], const float (&neg)[2], float scale_log2,
                                             float (&sum)[2], float* top = nullptr, int* top_p = nullptr) {
-  if (KS_PROBE == 4) return;
+  if (C::PROBE == 4) return;
   float part[2][4] = {{sum[0], 0.f, 0.f, 0.f}, {sum[1], 0.f, 0.f, 0.f}};
   int pmax[2] = {0, 0};  // top_p: each row's largest P as bits (P >= 0, so ordered as integers)
 #pragma unroll
@@ -897,7 +899,7 @@ __device__ __forceinline__ void exp_and_sum(float (&acc_s)[C::BN / 2], const flo
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       if (top != nullptr) top[e / 2] = fmaxf(top[e / 2], acc_s[j * 4 + e]);  // this thread's largest S
-      const float v = KS_PROBE == 1 ? fmaf(acc_s[j * 4 + e], scale_log2, neg[e / 2])
+      const float v = C::PROBE == 1 ? fmaf(acc_s[j * 4 + e], scale_log2, neg[e / 2])
                                     : exp2f(fmaf(acc_s[j * 4 + e], scale_log2, neg[e / 2]));
       acc_s[j * 4 + e] = v;
       part[e / 2][(e & 1) + 2 * (j & 1)] += v;
@@ -1021,7 +1023,7 @@ __device__ __forceinline__ uint64_t q_desc(uint32_t q16, int kk) {
 template <class C, int N = C::BN, class QDesc>
 __device__ __forceinline__ void issue_qk(float (&acc_s)[C::BN / 2], const QDesc& q, uint32_t k16) {
   float(&acc)[N / 2] = *reinterpret_cast<float(*)[N / 2]>(&acc_s[0]);  // the first N columns
-  if (KS_PROBE == 3) return;
+  if (C::PROBE == 3) return;
 #pragma unroll
   for (int kk = 0; kk < C::QK_STEPS; ++kk)
     Wgmma<N>::ss(acc, q(kk), desc_at<16, 1024>(k16, (kk / 4) * C::BN * 128 + (kk % 4) * 32), kk > 0);
@@ -1037,9 +1039,8 @@ __device__ __forceinline__ void issue_pv(float (&acc_o)[C::O_REGS], const uint32
                                          uint32_t v16, int accumulate) {
   constexpr int ROW = C::V_COLS * 2;  // bytes per row of a chunk = the swizzle span
   constexpr int N = C::WIDE_PV ? C::DV_MMA + 8 : C::DV_MMA;
-  if (KS_PROBE == 2) return;
 #pragma unroll
-  for (int kk = 0; kk < STEPS; ++kk)
+  for (int kk = 0; kk < (C::PROBE == 2 ? 1 : STEPS); ++kk)
     Wgmma<N>::rs(acc_o, p_frag[kk], desc_at<C::BN * ROW, 8 * ROW, ROW>(v16, kk * 16 * ROW), kk > 0 || accumulate);
 }
 
@@ -1304,7 +1305,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
 
   float acc_o[C::O_REGS], acc_s[C::BN / 2];
   uint32_t p_frag[C::PV_STEPS][4];
-  if (KS_PROBE == 3) {  // S from no GEMM: values of its own, then each block's P
+  if (C::PROBE == 3) {  // S from no GEMM: values of its own, then each block's P
 #pragma unroll
     for (int i = 0; i < C::BN / 2; ++i) acc_s[i] = p.scale_log2 * float(i + threadIdx.x);
   }
