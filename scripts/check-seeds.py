@@ -4,10 +4,13 @@ A failure that one run's seed shows may be a kernel's error or a seed that lands
 several kernels side by side on the same seeds tell which.
 
     python scripts/check-seeds.py KERNEL.cu [OTHER.cu ...] --scenarios 'ext-*-q1-k1000*' \
-        [--inputs llm --inputs wide] [--seeds 50] [--first-seed 1] [--show-seed 124742459368486]
+        [--inputs llm --inputs wide] [--seeds 50] [--first-seed 1] [--show-seed 124742459368486] \
+        [--baseline fa3] [--detail]
 
-Needs a GPU and the built kernels (the build cache, as run-once builds them). Exit 0 when every
-kernel passed every check, 1 otherwise.
+Each draw is the sweep's for a distribution other than its primary one (`scenario_seed(seed,
+"ID:DIST")`) and each check is the sweep's per (batch, head) rule. A baseline's output is checked
+beside (without its LSE). Needs a GPU and the built kernels (the build cache, as run-once builds
+them). Exit 0 when every entry passed every check, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -26,16 +29,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--first-seed", type=int, default=1)
     ap.add_argument("--show-seed", type=int, action="append", default=[], help="a further seed to check")
     ap.add_argument("--arch", default="sm90")
+    ap.add_argument("--baseline", action="append", default=[], help="a baseline checked beside (fa3, fa4, ...)")
+    ap.add_argument("--detail", action="store_true", help="print the element of each failed check's largest error")
     args = ap.parse_args(argv)
 
     import torch
 
+    from kernelseek_suite import baselines as bl
     from kernelseek_suite.build import build
     from kernelseek_suite.contract import KernelLibrary, make_params
-    from kernelseek_suite.harness.check import check_output
+    from kernelseek_suite.harness.check import CheckConfig
     from kernelseek_suite.harness.distributions import get
+    from kernelseek_suite.harness.inputs import scenario_seed
     from kernelseek_suite.harness.reference import reference_pair
     from kernelseek_suite.harness.run_once import select_scenarios
+    from kernelseek_suite.harness.trial import check_per_head
     from kernelseek_suite.scenarios import by_id
 
     scenarios = select_scenarios(args.scenarios, by_id(args.arch))
@@ -44,36 +52,58 @@ def main(argv: list[str] | None = None) -> int:
     libs = [(k.name, KernelLibrary(build(k, args.arch).library)) for k in args.kernels]
     dists = args.inputs or ["llm"]
     seeds = [*args.show_seed, *range(args.first_seed, args.first_seed + args.seeds)]
-    # (kernel, scenario, dist) -> [fails, worst err/tol, its seed]
+    cfg = CheckConfig()
+    # (entry, scenario, dist) -> [fails, the largest (batch, head) error / its tolerance, its seed]
     stats: dict[tuple, list] = {}
     stream = torch.cuda.current_stream().cuda_stream
+
+    def kernel_call(lib, scn):
+        def call(q, k, v):
+            out = torch.full(
+                (scn.batch, scn.seqlen_q, scn.heads_q, scn.d_v), float("nan"), device="cuda", dtype=torch.bfloat16
+            )
+            lse = torch.full((scn.batch, scn.heads_q, scn.seqlen_q), float("nan"), device="cuda")
+            rc = lib.forward(make_params(q, k, v, out, lse, scn.causal, scn.softmax_scale), stream)
+            torch.cuda.synchronize()
+            return (out, lse) if rc == 0 else None
+
+        return call
+
     for scn in scenarios:
+        entries = [(name, kernel_call(lib, scn)) for name, lib in libs]
+        for b in args.baseline:  # a baseline's output is checked without its LSE
+            fn = bl.get(b).prepare(scn)
+            entries.append((b, lambda q, k, v, fn=fn: (fn(q, k, v), None)))
         for dist in dists:
             for seed in seeds:
-                q, k, v = get(dist).make(scn, seed, "cuda")
+                # as the sweep draws a distribution other than the primary one from the run's seed
+                q, k, v = get(dist).make(scn, scenario_seed(seed, f"{scn.id}:{dist}"), "cuda")
                 ref, ref_lse, lowp = reference_pair(q, k, v, scn.causal, scn.softmax_scale)
-                for name, lib in libs:
-                    out = torch.full(
-                        (scn.batch, scn.seqlen_q, scn.heads_q, scn.d_v),
-                        float("nan"),
-                        device="cuda",
-                        dtype=torch.bfloat16,
-                    )
-                    lse = torch.full((scn.batch, scn.heads_q, scn.seqlen_q), float("nan"), device="cuda")
-                    rc = lib.forward(make_params(q, k, v, out, lse, scn.causal, scn.softmax_scale), stream)
-                    torch.cuda.synchronize()
+                tol = cfg.factor * (lowp.float() - ref).abs().amax(dim=(1, 3)) + cfg.atol
+                for name, call in entries:
                     st = stats.setdefault((name, scn.id, dist), [0, 0.0, None])
-                    if rc != 0:
+                    got = call(q, k, v)
+                    if got is None:
                         st[0] += 1
                         continue
-                    res = check_output(out, ref, lowp, lse, ref_lse)
+                    out, lse = got
+                    res = check_per_head(out, ref, lowp, lse, None if lse is None else ref_lse, cfg)
                     st[0] += not res.ok
-                    ratio = res.max_err / res.tol if res.tol > 0 else float("inf")
+                    if not res.ok and args.detail:  # the element of the largest error
+                        err = (out.float() - ref.float()).abs()
+                        i = int(err.argmax())
+                        print(
+                            f"{name} {scn.id} {dist} seed {seed}: {res.reason}; at its largest error the "
+                            f"reference {ref.flatten()[i].item():.6g}, the output {out.flatten()[i].item():.6g}, "
+                            f"the bf16 reference {lowp.flatten()[i].item():.6g}",
+                            flush=True,
+                        )
+                    ratio = float(((out.float() - ref).abs().amax(dim=(1, 3)) / tol).max())
                     if ratio > st[1]:
                         st[1], st[2] = ratio, seed
     print(
         f"{len(seeds)} seeds; per kernel, scenario and distribution: failed checks, the largest max error "
-        "/ tolerance (its seed)"
+        "/ its tolerance over the (batch, head)s (its seed)"
     )
     failed = 0
     for (name, sid, dist), (fails, worst, seed) in stats.items():
