@@ -3,6 +3,7 @@ line naming the target it needs (not ptxas's errors on files already deleted), a
 table names every kernel instance so that two of them never read the same."""
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from kernelseek_suite.contracts import exitcodes
 
 ROOT = Path(__file__).resolve().parent.parent
 HOPPER = ROOT / "kernels" / "hopper" / "flash_fwd_sm90.cu"
+NEEDS_SM90A = Path(__file__).parent / "kernels" / "needs_sm90a.cu"
 
 # as ptxas (CUDA 13.0) prints them for the Hopper kernel built with --arch sm80, paths as build.py
 # rewrites them
@@ -67,18 +69,46 @@ def test_other_compiler_errors_are_given_as_they_are():
 
 
 @pytest.mark.nvcc
-def test_building_the_hopper_kernel_for_sm80_says_it_needs_sm_90a(tmp_path, monkeypatch):
+def test_building_a_hopper_kernel_for_sm80_says_it_needs_sm_90a(tmp_path, monkeypatch):
+    """A small kernel with the Hopper kernel's sm_90a instructions, in the order its PTX has them, gets
+    the Hopper kernel's own line (SM80_ERRORS). The Hopper kernel itself is not compiled for sm80 here
+    (all its instances, only to fail in ptxas): its instructions are checked below, on the build that
+    the kernel tests share."""
     monkeypatch.setenv("KERNELSEEK_CACHE", str(tmp_path / "cache"))
-    r = CliRunner().invoke(main, ["build", str(HOPPER), "--arch", "sm80"])
+    r = CliRunner().invoke(main, ["build", str(NEEDS_SM90A), "--arch", "sm80"])
     assert r.exit_code == exitcodes.BUILD, r.output
     lines = r.stderr.splitlines()
     assert len(lines) == 2, r.stderr
-    assert lines[0].startswith(
-        "error: build failed: nvcc failed for flash_fwd_sm90.cu (sm80): the kernel needs sm_90a ("
+    assert lines[0] == (
+        "error: build failed: nvcc failed for needs_sm90a.cu (sm80): the kernel needs sm_90a (setmaxnreg.inc, "
+        "wgmma.fence, wgmma.mma_async, .op_restrict), not sm80: build it with --arch sm90"
     )
-    assert lines[0].endswith("not sm80: build it with --arch sm90")
-    assert "flash_fwd_sm90.cu (PTX), line" in lines[1]
+    assert "needs_sm90a.cu (PTX), line" in lines[1]
     assert str(tmp_path) not in r.stderr and "/keep/" not in r.stderr  # no path of a deleted file
+
+
+@pytest.mark.nvcc
+@pytest.mark.slow
+def test_the_hopper_kernels_instructions_for_sm80_say_it_needs_sm_90a(tmp_path):
+    """The Hopper kernel itself: its PTX (the session's build cache, one build for every kernel test),
+    assembled for sm_80 by ptxas as its build for sm80 would be, fails with the line that names sm_90a."""
+    nvcc = B.nvcc_path()
+    ptxas = shutil.which("ptxas") or (nvcc and shutil.which("ptxas", path=str(Path(nvcc).parent)))
+    assert ptxas, "ptxas is not beside nvcc"
+    ptx = Path(B.build(HOPPER, "sm90").ptx).read_text()
+    assert "\n.target sm_90a\n" in ptx
+    sm80 = tmp_path / "flash_fwd_sm90.ptx"
+    sm80.write_text(ptx.replace("\n.target sm_90a\n", "\n.target sm_80\n", 1))
+    p = subprocess.run(
+        [ptxas, "-arch=sm_80", str(sm80), "-o", str(tmp_path / "k.cubin")], capture_output=True, text=True
+    )
+    assert p.returncode != 0, p.stdout + p.stderr
+    log = (p.stdout + p.stderr).replace(str(sm80), "flash_fwd_sm90.cu (PTX)")
+    lines = B.failure_message(HOPPER.name, "sm80", log).splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("nvcc failed for flash_fwd_sm90.cu (sm80): the kernel needs sm_90a (")
+    assert lines[0].endswith("not sm80: build it with --arch sm90")
+    assert "wgmma.mma_async" in lines[0] and "flash_fwd_sm90.cu (PTX), line" in lines[1]
 
 
 MANGLED = [
