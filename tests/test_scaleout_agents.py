@@ -35,6 +35,10 @@ from test_compare import ARGS, respond  # noqa: E402
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
 DASK = ["--executor", "dask", "--scheduler", "local:2"]
+# the compares here run without the final bench and its A/A control: those run in this process once the
+# runs are done, whichever the executor (test_headtohead.py tests them, test_compare.py's compare runs
+# them), and took two thirds of each compare's time here
+FAST = [*ARGS, "--no-final-bench"]
 TARGET = ("kernelseek", 2)  # the run whose worker is killed, while its third model call waits
 
 
@@ -132,13 +136,13 @@ def outcomes(out) -> dict:
 def test_compare_on_a_cluster_equals_a_serial_compare_and_survives_a_killed_worker(tmp_path, monkeypatch):
     serial, spread = tmp_path / "serial", tmp_path / "dask"
     with ScriptedChatServer([respond] * 100) as srv:
-        r = _compare([*ARGS, "--base-url", srv.url, "--out", str(serial)])
+        r = _compare([*FAST, "--base-url", srv.url, "--out", str(serial)])
     assert r.exit_code == 0, r.output
 
     script = HoldTarget()
     with ScriptedChatServer([script] * 100) as srv, capture_client(monkeypatch) as got:
         watcher = kill_target_worker(got, script)
-        r = _compare([*ARGS, *DASK, "--base-url", srv.url, "--out", str(spread)])
+        r = _compare([*FAST, *DASK, "--base-url", srv.url, "--out", str(spread)])
         watcher.join(5)
     assert r.exit_code == 0, r.output
     assert got.get("killed") in got.get("workers", ()), "no worker was killed"
@@ -182,7 +186,7 @@ def test_compare_on_a_cluster_equals_a_serial_compare_and_survives_a_killed_work
     steps = [i for i, l in enumerate(lines) if json.loads(l)["type"] == "step"]
     trace.write_text("".join(lines[: steps[1] + 1]))
     with ScriptedChatServer([respond] * 100) as srv:
-        r = _compare([*ARGS, *DASK, "--base-url", srv.url, "--out", str(spread)])
+        r = _compare([*FAST, *DASK, "--base-url", srv.url, "--out", str(spread)])
         calls = [(_arm(q["body"]), q["body"].get("seed")) for q in srv.requests]
     assert r.exit_code == 0, r.output
     assert r.output.count("already finished, kept") == 3 and "toolrich seed 1: resumed: exit limit" in r.output
@@ -197,7 +201,7 @@ def test_a_run_whose_workers_keep_dying_is_reported_and_resumed_by_the_next_comp
     import dask
 
     out = tmp_path / "cmp"
-    args = [*ARGS, "--seeds", "1", "--out", str(out)]  # the last --seeds counts
+    args = [*FAST, "--seeds", "1", "--out", str(out)]  # the last --seeds counts
     script = HoldTarget(("kernelseek", 1))
     with (
         ScriptedChatServer([script] * 100) as srv,
