@@ -161,8 +161,8 @@ def _defined_before(lines: list[str], i: int, op: str, reg: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def ptx_functions(tmp_path_factory) -> dict[str, list[str]]:
-    r = build.build(KERNEL, "sm100", cache=tmp_path_factory.mktemp("build"))
+def ptx_functions() -> dict[str, list[str]]:
+    r = build.build(KERNEL, "sm100")  # the session's build cache (conftest), shared with the other build tests
     text = Path(r.ptx).read_text()
     funcs = {}
     for chunk in text.split(".entry ")[1:]:

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SUBSET = [
     "tests/test_scaleout_cli.py::test_batch_jobs_start_one_pinned_worker_per_gpu",  # ~/.config/dask
     "tests/test_scaleout_cli.py::test_bench_on_a_cluster_without_gpus_says_so",  # dask-scratch-space
-    "tests/test_reports.py::test_render_writes_report_tables_and_plots",  # matplotlib
+    "tests/test_analysis.py::test_traces_analyze_writes_tables_and_a_timeline_per_run",  # matplotlib
     "tests/test_gate.py::test_the_wait_ends_when_the_gate_opens",  # ks-gate-*
     "tests/test_browser_pages.py::test_selfcheck_trace_viewer",  # ~/.config/chromium
 ]
