@@ -33,11 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--detail", action="store_true", help="print the element of each failed check's largest error")
     args = ap.parse_args(argv)
 
-    import torch
-
     from kernelseek_suite import baselines as bl
     from kernelseek_suite.build import build
-    from kernelseek_suite.contract import KernelLibrary, make_params
+    from kernelseek_suite.contract import KernelLibrary, forward_fresh
     from kernelseek_suite.harness.check import CheckConfig
     from kernelseek_suite.harness.distributions import get
     from kernelseek_suite.harness.inputs import scenario_seed
@@ -55,16 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     cfg = CheckConfig()
     # (entry, scenario, dist) -> [fails, the largest (batch, head) error / its tolerance, its seed]
     stats: dict[tuple, list] = {}
-    stream = torch.cuda.current_stream().cuda_stream
 
     def kernel_call(lib, scn):
         def call(q, k, v):
-            out = torch.full(
-                (scn.batch, scn.seqlen_q, scn.heads_q, scn.d_v), float("nan"), device="cuda", dtype=torch.bfloat16
-            )
-            lse = torch.full((scn.batch, scn.heads_q, scn.seqlen_q), float("nan"), device="cuda")
-            rc = lib.forward(make_params(q, k, v, out, lse, scn.causal, scn.softmax_scale), stream)
-            torch.cuda.synchronize()
+            rc, out, lse = forward_fresh(lib, q, k, v, scn.causal, scn.softmax_scale)
             return (out, lse) if rc == 0 else None
 
         return call
@@ -89,8 +81,8 @@ def main(argv: list[str] | None = None) -> int:
                     out, lse = got
                     res = check_per_head(out, ref, lowp, lse, None if lse is None else ref_lse, cfg)
                     st[0] += not res.ok
+                    err = (out.float() - ref).abs()
                     if not res.ok and args.detail:  # the element of the largest error
-                        err = (out.float() - ref.float()).abs()
                         i = int(err.argmax())
                         print(
                             f"{name} {scn.id} {dist} seed {seed}: {res.reason}; at its largest error the "
@@ -98,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
                             f"the bf16 reference {lowp.flatten()[i].item():.6g}",
                             flush=True,
                         )
-                    ratio = float(((out.float() - ref).abs().amax(dim=(1, 3)) / tol).max())
+                    ratio = float((err.amax(dim=(1, 3)) / tol).max())
                     if ratio > st[1]:
                         st[1], st[2] = ratio, seed
     print(

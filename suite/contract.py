@@ -139,3 +139,19 @@ def make_params(q, k, v, out, lse, causal: bool, softmax_scale: float) -> AttnPa
     p.softmax_scale = softmax_scale
     p.dtype = DTYPE_BF16
     return p
+
+
+def forward_fresh(lib: KernelLibrary, q, k, v, causal: bool, softmax_scale: float):
+    """(return code, out, lse) of one call of the kernel on fresh outputs: out (q's dtype) and lse
+    (fp32) start as NaN, so an element the kernel does not write fails any check of them. On the
+    current CUDA stream, synchronized, where q is on the GPU (stream 0 otherwise)."""
+    import torch
+
+    b, sq, hq, _ = q.shape
+    out = torch.full((b, sq, hq, v.shape[-1]), float("nan"), device=q.device, dtype=q.dtype)
+    lse = torch.full((b, hq, sq), float("nan"), device=q.device, dtype=torch.float32)
+    stream = torch.cuda.current_stream().cuda_stream if q.is_cuda else 0
+    rc = lib.forward(make_params(q, k, v, out, lse, causal, softmax_scale), stream)
+    if q.is_cuda:
+        torch.cuda.synchronize()
+    return rc, out, lse

@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelseek_suite.contract import ABI_VERSION, PARAMS_SIZE, AttnParams, ContractError, KernelLibrary, make_params
+from kernelseek_suite.contract import (
+    ABI_VERSION,
+    PARAMS_SIZE,
+    AttnParams,
+    ContractError,
+    KernelLibrary,
+    forward_fresh,
+    make_params,
+)
 
 STRUCT = """
 #include <stdint.h>
@@ -93,6 +101,22 @@ def test_a_file_that_is_not_a_library_is_refused(tmp_path):
     with pytest.raises(ContractError) as e:
         KernelLibrary(str(bad))
     assert "cannot load" in str(e.value)
+
+
+@needs_gcc
+def test_forward_fresh_passes_the_call_and_hands_back_outputs_that_start_as_nan(tmp_path):
+    """One call on outputs of its own (what the GPU tests and scripts/check-seeds.py check): the echo
+    library's checksum says which struct it got (o_seq_stride = heads_q * d_v of the fresh out, d_v,
+    heads_kv, causal, the scale, an LSE pointer; stream 0 for tensors on the CPU); out and lse are
+    fresh, shaped after q and v, and hold NaN where nothing was written."""
+    lib = KernelLibrary(so(tmp_path, STRUCT + ECHO % {"abi": ABI_VERSION, "size": "sizeof(ks_attn_params)"}))
+    q = torch.zeros(2, 8, 4, 16, dtype=torch.bfloat16)
+    k = torch.zeros(2, 8, 2, 16, dtype=torch.bfloat16)
+    v = torch.zeros(2, 8, 2, 32, dtype=torch.bfloat16)
+    rc, out, lse = forward_fresh(lib, q, k, v, causal=True, softmax_scale=0.125)
+    assert rc == (4 * 32) * 1000000 + 32 * 10000 + 2 * 100 + 10 + 1 + 2
+    assert out.shape == (2, 8, 4, 32) and out.dtype == torch.bfloat16 and bool(out.isnan().all())
+    assert lse.shape == (2, 4, 8) and lse.dtype == torch.float32 and bool(lse.isnan().all())
 
 
 def test_the_struct_size_is_the_c_size():

@@ -7,11 +7,10 @@ a GPU every output must still pass the suite's pass rule. Without a GPU: the inp
 regime: a growth that the window absorbs, redos with finite exponentials, and infinite ones."""
 
 import math
-import re
 
 import pytest
 
-from kernelseek_suite import config
+from hopper_gpu import kernel_define
 
 # (d_qk, d_v, heads_q, heads_kv, batch, seqlen_q, seqlen_k): every head dimension, odd lengths, and
 # seqlen_q != seqlen_k both ways
@@ -24,12 +23,7 @@ SHAPES = [
     (256, 256, 2, 1, 1, 1000, 1000),
 ]
 AMPS = (4.0, 40.0, 400.0)  # how much larger the first key's scale is than the last one's, minus 1
-# the kernel's bias (its default), in log2 units
-BIAS = int(
-    re.search(
-        r"^#define KS_REF_BIAS (\d+)", (config.REPO_ROOT / "kernels/hopper/flash_fwd_sm90.cu").read_text(), re.M
-    ).group(1)
-)
+BIAS = kernel_define("KS_REF_BIAS")  # the kernel's bias (its default), in log2 units
 WINDOW_LOG2 = BIAS + 16 - 5  # the growth (log2 units) past which a block's partial sums can exceed 2^16
 INF_LOG2 = BIAS + 128  # the growth past which exp2 of the stale reference's exponent overflows
 

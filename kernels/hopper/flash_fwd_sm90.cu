@@ -241,10 +241,9 @@ typedef struct {
 #ifndef KS_Q_SPLIT  // 1: a single Q buffer of two consumer warpgroups (Config::Q_STAGES 1: d192/128 128x128,
 #define KS_Q_SPLIT 0  // d256) loaded and released in halves, each with its own barriers: a warpgroup done with
 #endif                // its rows lets the next tile's load into them
-#ifndef KS_PROBE  // a timing probe only, its outputs wrong: one stage of the two-warpgroup tiles' loops taken
-#define KS_PROBE 0  // out, to see where the time goes: 1 each exponential replaced by its argument's FMA, 2 the
-#endif              // PV GEMM on its first 16 keys only, 3 no QK GEMM (S keeps the last block's P), 4 no
-                    // exponentials and no row sums
+#ifndef KS_PROBE  // a timing probe only, its outputs wrong: 3 the two-warpgroup tiles' loops without their QK
+#define KS_PROBE 0  // GEMM (S keeps the last block's P), to see where the time goes (NOTES.md, run 92; without the
+#endif              // exponentials or most of the PV GEMM, ptxas serialized the wgmmas: not kept)
 
 // ------------------------------------------------------------------------------ PTX wrappers
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -878,7 +877,6 @@ __device__ __forceinline__ void mask_scores(float (&acc_s)[C::BN / 2], int n0, i
 template <class C, int NJ = C::BN / 8>
 __device__ __forceinline__ void exp_and_sum(float (&acc_s)[C::BN / 2], const float (&neg)[2], float scale_log2,
                                             float (&sum)[2], float* top = nullptr, int* top_p = nullptr) {
-  if (C::PROBE == 4) return;
   float part[2][4] = {{sum[0], 0.f, 0.f, 0.f}, {sum[1], 0.f, 0.f, 0.f}};
   int pmax[2] = {0, 0};  // top_p: each row's largest P as bits (P >= 0, so ordered as integers)
 #pragma unroll
@@ -886,8 +884,7 @@ __device__ __forceinline__ void exp_and_sum(float (&acc_s)[C::BN / 2], const flo
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       if (top != nullptr) top[e / 2] = fmaxf(top[e / 2], acc_s[j * 4 + e]);  // this thread's largest S
-      const float v = C::PROBE == 1 ? fmaf(acc_s[j * 4 + e], scale_log2, neg[e / 2])
-                                    : exp2f(fmaf(acc_s[j * 4 + e], scale_log2, neg[e / 2]));
+      const float v = exp2f(fmaf(acc_s[j * 4 + e], scale_log2, neg[e / 2]));
       acc_s[j * 4 + e] = v;
       part[e / 2][(e & 1) + 2 * (j & 1)] += v;
     }
@@ -1027,7 +1024,7 @@ __device__ __forceinline__ void issue_pv(float (&acc_o)[C::O_REGS], const uint32
   constexpr int ROW = C::V_COLS * 2;  // bytes per row of a chunk = the swizzle span
   constexpr int N = C::WIDE_PV ? C::DV_MMA + 8 : C::DV_MMA;
 #pragma unroll
-  for (int kk = 0; kk < (C::PROBE == 2 ? 1 : STEPS); ++kk)
+  for (int kk = 0; kk < STEPS; ++kk)
     Wgmma<N>::rs(acc_o, p_frag[kk], desc_at<C::BN * ROW, 8 * ROW, ROW>(v16, kk * 16 * ROW), kk > 0 || accumulate);
 }
 
