@@ -4,8 +4,11 @@ A failure that one run's seed shows may be a kernel's error or a seed that lands
 several kernels side by side on the same seeds tell which.
 
     python scripts/check-seeds.py KERNEL.cu [OTHER.cu ...] --scenarios 'ext-*-q1-k1000*' \
-        [--inputs llm --inputs wide] [--seeds 50] [--first-seed 1] [--show-seed 124742459368486] \
+        [--inputs llm --inputs wide] [--seeds 50] [--first-seed 1] [--show-seed RUN_SEED] \
         [--baseline fa3] [--detail]
+
+A seed here is a run's seed (the `seed` of its provenance.json, and of each row of its bench.jsonl):
+`--show-seed` with a run's seed draws exactly what that run checked.
 
 Each draw is the sweep's for a distribution other than its primary one (`scenario_seed(seed,
 "ID:DIST")`) and each check is the sweep's per (batch, head) rule. A baseline's output is checked
@@ -27,7 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--inputs", action="append", help="an input distribution (repeatable; default llm)")
     ap.add_argument("--seeds", type=int, default=50, help="how many seeds, from --first-seed on")
     ap.add_argument("--first-seed", type=int, default=1)
-    ap.add_argument("--show-seed", type=int, action="append", default=[], help="a further seed to check")
+    ap.add_argument(
+        "--show-seed", type=int, action="append", default=[], help="a further seed (a run's: its provenance.json's)"
+    )
     ap.add_argument("--arch", default="sm90")
     ap.add_argument("--baseline", action="append", default=[], help="a baseline checked beside (fa3, fa4, ...)")
     ap.add_argument("--detail", action="store_true", help="print the element of each failed check's largest error")

@@ -13,8 +13,8 @@ was taken against, which a move of the reference would have put in the same bloc
 bf16 precision and summed it a second time ("cut").
 
 Without a GPU: a model of the kernel's arithmetic (blocks of 128 keys visited last to first, the
-reference the first block's max plus the kernel's bias, 64 by default, a redo past a growth of 11 more, all in
-log2 units) goes through
+reference the first block's max plus the kernel's bias, KS_REF_BIAS as its file sets it, a redo past a
+growth of 11 more, all in log2 units) goes through
 the same per-(batch, head) pass rule as the extended set: normalized by the unrounded sum it fails on
 these inputs, by the sum of either kind of weights it passes. With a GPU: the kernel itself, on these
 cases and on the same shapes with 8192 keys (the three-warpgroup tiles)."""
