@@ -81,6 +81,8 @@ def test_every_knob_the_kernel_declares_has_its_default_beside_it():
         "KS_O_IN_K",
         "KS_Q_SPLIT",
         "KS_PROBE",
+        "KS_DECODE_EXACT",
+        "KS_DECODE_ROWS",
     ]
     for name in declared:
         assert f"#define {name} " in text

@@ -244,6 +244,12 @@ typedef struct {
 #ifndef KS_PROBE  // a timing probe only, its outputs wrong: 3 the two-warpgroup tiles' loops without their QK
 #define KS_PROBE 0  // GEMM (S keeps the last block's P), to see where the time goes (NOTES.md, run 92; without the
 #endif              // exponentials or most of the PV GEMM, ptxas serialized the wgmmas: not kept)
+#ifndef KS_DECODE_EXACT  // 1: a launch of at most KS_DECODE_ROWS query rows takes the exact step on every block,
+#define KS_DECODE_EXACT 0  // its reference moved to each new row max (the row's largest P then exactly
+#endif                     // 2^-REF_BIAS, FA3's precision on one-row heads: NOTES.md, run 93), on a two-warpgroup tile
+#ifndef KS_DECODE_ROWS
+#define KS_DECODE_ROWS 64
+#endif
 
 // ------------------------------------------------------------------------------ PTX wrappers
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -1864,6 +1870,17 @@ extern "C" int ks_attn_fwd(const ks_attn_params* pp, cudaStream_t stream) {
                              a.v_head_stride,  a.o_seq_stride, a.o_batch_stride, a.o_head_stride};
   for (int64_t s : strides)
     if (s % 8 != 0 || s <= 0) return KS_ERR_UNSUPPORTED;
+#if KS_DECODE_EXACT
+  // a few query rows per head (decoding): the loads bound the time, so the exact step with a reference
+  // moved to every new row max costs nothing there and leaves no P of a row's largest key rounded
+  if (a.seqlen_q <= KS_DECODE_ROWS) {
+    if (a.d_qk == 64 && a.d_v == 64) return launch<Config<64, 64, 128, 2, 2, 0, FAST_NEVER>>(a, stream);
+    if (a.d_qk == 96 && a.d_v == 96) return launch<Config<96, 96, 128, 2, 2, 0, FAST_NEVER>>(a, stream);
+    if (a.d_qk == 128 && a.d_v == 128) return launch<Config<128, 128, 128, 2, 2, 0, FAST_NEVER>>(a, stream);
+    if (a.d_qk == 256 && a.d_v == 256) return launch<Config<256, 256, 80, 2, 2, 0, FAST_NEVER>>(a, stream);
+    if (a.d_qk == 192 && a.d_v == 128) return launch<Config<192, 128, 128, 2, 2, 0, FAST_NEVER>>(a, stream);
+  }
+#endif
   // the fast softmax where it measured faster (kernels/hopper/NOTES.md, v15 and v17): not for causal d64
   // with up to 1024 keys (there two consumer warpgroups and the exact step: A/B run 18), d256, the
   // non-causal 192x112 d96 tile and causal d192/128 below 1024 keys or on 192x80 (slower there: NOTES,
