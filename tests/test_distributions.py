@@ -114,6 +114,22 @@ def test_the_per_head_rule_catches_one_wrong_narrow_head_the_whole_tensor_would_
     assert not res.ok and res.reason.startswith(f"batch {b}, head {h}: max error")
 
 
+def test_each_heads_error_and_tolerance_are_the_rules_on_that_head_alone():
+    """What check_per_head judges (and scripts/check-seeds.py reports as error / tolerance): per (batch,
+    head), the max error and the factor x the bf16 reference's max error there + atol, each head's
+    values from its own elements only."""
+    q, k, v = D.wide(SCN, 3, "cpu")
+    ref, _, lowp = reference_pair(q, k, v, False, SCN.softmax_scale)
+    out = ref.clone()
+    out[1, 0, 2, 5] += 0.25
+    err, tol = trial.per_head_error_and_tolerance(out, ref, lowp, CFG)
+    assert err.shape == tol.shape == (SCN.batch, SCN.heads_q)
+    assert math.isclose(float(err[1, 2]), 0.25, rel_tol=1e-6) and float(err.sum()) == float(err[1, 2])
+    one = trial.check_output(out[1:2, :, 2:3], ref[1:2, :, 2:3], lowp[1:2, :, 2:3], None, None, CFG)
+    assert math.isclose(float(tol[1, 2]), one.tol, rel_tol=1e-6)
+    assert float(tol.min()) > CFG.atol
+
+
 def test_tied_columns_keep_their_products_in_every_call_and_the_scores_still_change():
     q, k, v = D.rising(SCN, 4, "cpu")
     q0, k0 = q.clone(), k.clone()

@@ -194,6 +194,14 @@ def check_rows(scn: Scenario, cfg: CheckConfig, rng: random.Random) -> list | No
     return sorted(rng.sample(range(scn.seqlen_q), n))
 
 
+def per_head_error_and_tolerance(out, ref, lowp, cfg: CheckConfig):
+    """Each (batch, head)'s max error and its own tolerance (the pass rule's factor x the bf16
+    reference's max error there, + atol), both (batch, heads), of (batch, seq, heads, d) outputs."""
+    err = (out.float() - ref.float()).abs().amax(dim=(1, 3))
+    tol = cfg.factor * (lowp.float() - ref.float()).abs().amax(dim=(1, 3)) + cfg.atol
+    return err, tol
+
+
 def check_per_head(out, ref, lowp, lse, ref_lse, cfg: CheckConfig) -> CheckResult:
     """The pass rule on each (batch, head) of (batch, seq, heads, d) outputs on its own: the whole
     check first (shapes, non-finite values, the LSE), then, where that passes, the (batch, head)
@@ -201,8 +209,7 @@ def check_per_head(out, ref, lowp, lse, ref_lse, cfg: CheckConfig) -> CheckResul
     whole = check_output(out, ref, lowp, lse, ref_lse, cfg)
     if not whole.ok or out.numel() == 0:
         return whole
-    err = (out.float() - ref.float()).abs().amax(dim=(1, 3))  # (batch, heads)
-    tol = cfg.factor * (lowp.float() - ref.float()).abs().amax(dim=(1, 3)) + cfg.atol
+    err, tol = per_head_error_and_tolerance(out, ref, lowp, cfg)
     excess = err - tol
     worst = int(excess.argmax())
     if float(excess.reshape(-1)[worst]) <= 0:
