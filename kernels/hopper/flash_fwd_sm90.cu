@@ -113,8 +113,12 @@
 //   input distributions (runs 89-90, 1992 checks) and on the GPU tests. Its decoding launches on the
 //   exact step (KS_DECODE_EXACT, on an H100, 2026-12-07, run 94): 0 of 7,826 draws of the 13 one-query-row
 //   cases failed (llm and wide, 301 seeds), against 4 with the lazy reference; its largest error over
-//   tolerance per case equals FA3's in 21 of 26 cases (largest 0.939, FA3's too); extended set 316/316;
-//   decoding speed not measured (those launches are not in the timed grid). Before it,
+//   tolerance per case equals FA3's in 21 of 26 cases (largest 0.939, FA3's too); extended set 316/316.
+//   Their speed (run 98, H100, six decoding shapes, outside the timed grid): 1.43x v39 with groups of
+//   query heads per K/V head (v39 took 192-row tiles there), 1.13x on d64, level elsewhere; FA3 is 2.1x
+//   this version on those groups (it puts the rows of a group's query heads in one tile; each of ours
+//   holds one head's rows) and level or slower without them. This version's whole grid on an H100 (run 95):
+//   1.037x FA3, 1.075x FA4 on the worst distribution, every scenario correct. Before it,
 //   v34 (v33 with one compare per S in a masked block, and non-causal d128 on 128x128 up to 8192 keys),
 //   on an H100 (2026-12-06, A/B runs 58-59, wide and LLM-like inputs, every output checked): the mask
 //   1.004-1.012x v33 on causal rows up to 2048 keys of every head size; the threshold 1.042-1.045x on
