@@ -275,10 +275,6 @@ typedef struct {
 #ifndef KS_DECODE_ROWS
 #define KS_DECODE_ROWS 64
 #endif
-#ifndef KS_TAIL_SPLIT  // 1: non-causal launches whose last wave of tiles would leave most SMs idle split their
-#define KS_TAIL_SPLIT 1  // last tiles along the keys into pieces that other CTAs run at once, and a second kernel
-#endif                   // merges the pieces' partial results (the host's plan: split_plan); 2: the kernels as
-                         // with 1, but no launch splits (a timing control); 0: no split code
 
 // ------------------------------------------------------------------------------ PTX wrappers
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -846,12 +842,6 @@ struct DeviceParams {
   int tile_slot;        // dynamic scheduler: the counter this launch takes its tiles from (tile_counters)
   unsigned tile_offset;  // the grid size minus the counter's value when this launch starts
   float scale, scale_log2;
-  // KS_TAIL_SPLIT: work items 0 .. split_from - 1 are tiles; from split_from on, each of the launch's last
-  // tiles is split_f work items, its pieces along the keys (num_work items in all). A piece's partial
-  // result (O's accumulators, the rows' references and sums) goes to its record in split_ws, and the merge
-  // kernel, launched after this one on the same stream, stores those tiles
-  int num_work, split_from, split_f;
-  float* split_ws;
 };
 
 // ------------------------------------------------------------------------------ the kernel
@@ -884,35 +874,6 @@ template <class C, bool CAUSAL>
 __device__ __forceinline__ int kv_blocks(int m0, const DeviceParams& p) {
   const int n_end = CAUSAL ? min(p.seqlen_k, m0 + C::BM + p.seqlen_k - p.seqlen_q) : p.seqlen_k;
   return n_end > 0 ? (n_end + C::BN - 1) / C::BN : 0;
-}
-
-// KS_TAIL_SPLIT: the tile of work item t, and the item's K/V blocks: lo .. lo + n - 1 of the tile's n
-// (a piece k of split_f takes blocks [k n / f, (k + 1) n / f); the host keeps f <= n)
-__device__ __forceinline__ int split_tile(int t, const DeviceParams& p) {
-  return t < p.split_from ? t : p.split_from + (t - p.split_from) / p.split_f;
-}
-// the kernels with the split's code: non-causal, not d256 (whose steady loop its registers lengthen by 22
-// instructions) nor the decoding launches' exact tiles (RESCALE_LOG2 0: the host splits no such launch)
-template <class C, bool CAUSAL>
-constexpr bool TAIL_SPLIT = KS_TAIL_SPLIT != 0 && !CAUSAL && C::DV < 256 && C::RESCALE_LOG2 > 0;
-template <class C, bool CAUSAL>  // (elsewhere the tile is the work item)
-__device__ __forceinline__ int work_tile(int t, const DeviceParams& p) {
-  if constexpr (TAIL_SPLIT<C, CAUSAL>) return split_tile(t, p); else return t;
-}
-// piece u's record (u counted from split_from): O_REGS / 4 + 2 float4 per consumer thread, laid out
-// [float4][thread] (a warp's accesses are 512 contiguous bytes); the last two are (reference a, reference b,
-// row sum a, row sum b) and (sum a, sum b, -, -), the sums O is normalized by
-template <class C>
-__device__ __forceinline__ float4* split_record(const DeviceParams& p, int u) {
-  static_assert(C::O_REGS % 4 == 0, "O's accumulators in float4");
-  return reinterpret_cast<float4*>(p.split_ws) + (size_t)u * (C::O_REGS / 4 + 2) * 128 * C::CWG;
-}
-__device__ __forceinline__ void split_range(int t, const DeviceParams& p, int& lo, int& n) {
-  if (t >= p.split_from) {
-    const int k = (t - p.split_from) % p.split_f;
-    lo = k * n / p.split_f;
-    n = (k + 1) * n / p.split_f - lo;
-  }
 }
 
 template <class C, bool CAUSAL, int NJ = C::BN / 8>
@@ -1202,11 +1163,11 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     static_assert(!K_AHEAD || (C::K_STAGES >= 2 && C::STAGES >= 2), "KS_K_AHEAD: two stages of K and of V");
     // a tile's n_blocks > 0 K/V blocks in that order, from the kv_it-th; after_first() once the first
     // block's K and V are issued (so after K(1) too)
-    auto load_kv_ahead = [&](int n_blocks, int& kv_it, int hk, int b, auto after_first, int lo = 0) {
-      load_k(lo + n_blocks - 1, kv_it, hk, b);
+    auto load_kv_ahead = [&](int n_blocks, int& kv_it, int hk, int b, auto after_first) {
+      load_k(n_blocks - 1, kv_it, hk, b);
       for (int i = 0; i < n_blocks; ++i, ++kv_it) {
-        if (i + 1 < n_blocks) load_k(lo + n_blocks - 2 - i, kv_it + 1, hk, b);
-        load_v(lo + n_blocks - 1 - i, kv_it, hk, b);
+        if (i + 1 < n_blocks) load_k(n_blocks - 2 - i, kv_it + 1, hk, b);
+        load_v(n_blocks - 1 - i, kv_it, hk, b);
         if (i == 0) after_first();
       }
     };
@@ -1250,7 +1211,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     if (KS_Q_AHEAD && C::Q_STAGES == 2 && threadIdx.x == 0 && q_ahead) {
       // the next tile is taken (its index asked for at this tile's start) and announced, and its Q loaded,
       // once this tile's first K/V block is issued: a short tile's successor then finds its Q loaded
-      const int num_tiles = p.m_blocks * p.heads_q * p.batch;  // (the host splits no tile here)
+      const int num_tiles = p.m_blocks * p.heads_q * p.batch;
       int kv_it = 0, q_it = 0, j = 0;
       // announce tile t in the ring's next slot and load its Q; its number of K/V blocks
       auto begin_tile = [&](int t) {
@@ -1280,7 +1241,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         n_blocks = next_blocks;
       }
     } else if (threadIdx.x == 0) {
-      const int num_tiles = TAIL_SPLIT<C, CAUSAL> ? p.num_work : p.m_blocks * p.heads_q * p.batch;
+      const int num_tiles = p.m_blocks * p.heads_q * p.batch;
       int kv_it = 0, q_it = 0;
       // KS_Q_PREFETCH: the next tile taken at this one's start, and its Q brought into L2 for its load
       constexpr bool PREFETCH = KS_Q_PREFETCH == 2 || (KS_Q_PREFETCH == 1 && C::Q_STAGES == 1);
@@ -1291,16 +1252,15 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       for (int j = 0, t = blockIdx.x;; ++j) {
         announce(j, t);
         if (t >= num_tiles) break;
-        const Tile tile = tile_at(work_tile<C, CAUSAL>(t, p), p);
+        const Tile tile = tile_at(t, p);
         const int m0 = tile.m_block * C::BM, hk = tile.h / p.group;
-        int n_blocks = kv_blocks<C, CAUSAL>(m0, p), lo = 0;
-        if constexpr (TAIL_SPLIT<C, CAUSAL>) split_range(t, p, lo, n_blocks);
+        const int n_blocks = kv_blocks<C, CAUSAL>(m0, p);
         int next = 0;
         if (take_early) next = static_cast<int>(atomicAdd(&tile_counters[p.tile_slot], 1u) + p.tile_offset);
         if constexpr (PREFETCH) {
           next = static_cast<int>(atomicAdd(&tile_counters[p.tile_slot], 1u) + p.tile_offset);
           if (next < num_tiles) {
-            const Tile nt = tile_at(work_tile<C, CAUSAL>(next, p), p);
+            const Tile nt = tile_at(next, p);
 #pragma unroll
             for (int c = 0; c < C::QK_CHUNKS; ++c) {
               if constexpr (C::Q_SPLIT != 0) {  // a box of 64 rows: every part
@@ -1316,10 +1276,10 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         if (n_blocks > 0) {
           load_q(q_it, m0, tile.h, tile.b);
           if constexpr (K_AHEAD) {
-            load_kv_ahead(n_blocks, kv_it, hk, tile.b, [] {}, lo);
+            load_kv_ahead(n_blocks, kv_it, hk, tile.b, [] {});
           } else {
             for (int i = 0; i < n_blocks; ++i, ++kv_it) {
-              load_kv(lo + n_blocks - 1 - i, kv_it, hk, tile.b);
+              load_kv(n_blocks - 1 - i, kv_it, hk, tile.b);
             }
           }
           ++q_it;
@@ -1341,7 +1301,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
   const int col_lane = 2 * (lane % 4);
   const uint32_t q16_0 = (sQ + cw * 64 * 128) >> 4, k16 = sK >> 4, v16 = sV >> 4;
-  const int num_tiles = TAIL_SPLIT<C, CAUSAL> ? p.num_work : p.m_blocks * p.heads_q * p.batch;  // (work items)
+  const int num_tiles = p.m_blocks * p.heads_q * p.batch;
   const int diag = p.seqlen_k - p.seqlen_q;  // causal: column j visible from row i iff j <= i + diag
   const int row_in_tile = cw * 64 + warp * 16 + lane / 4;  // + 8 for the second row of a thread
   int kv_it = 0, q_it = 0;
@@ -1407,18 +1367,6 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   int o_stage = -1;    // O_IN_K: the K stage that holds O in this epilogue (-1: O from registers)
   int o_wait_bar = 0;  // O_IN_K: the barrier the other warpgroup arrives at for this tile
 
-  // KS_TAIL_SPLIT: the end of piece t of a split tile: each thread writes its part of the piece's state (O's
-  // accumulators, then per row the reference, the row sum and the sum O is normalized by) to the piece's
-  // record (split_record), and the merge kernel stores the tile once every piece is done
-  auto write_piece = [&](int t, const float (&ref)[2], const float (&rsum)[2], const float (&w)[2]) {
-    constexpr int NV = C::O_REGS / 4 + 2, CT = 128 * C::CWG;
-    float4* rec = split_record<C>(p, t - p.split_from) + cw * 128 + tid;
-#pragma unroll
-    for (int i = 0; i < C::O_REGS / 4; ++i)
-      __stcg(rec + i * CT, make_float4(acc_o[4 * i], acc_o[4 * i + 1], acc_o[4 * i + 2], acc_o[4 * i + 3]));
-    __stcg(rec + (NV - 2) * CT, make_float4(ref[0], ref[1], rsum[0], rsum[1]));
-    __stcg(rec + (NV - 1) * CT, make_float4(w[0], w[1], 0.f, 0.f));
-  };
   // epilogue: O normalized by the sums of the PV GEMM's own weights (acc_o's last four), the LSE from
   // the row sums of P; store O and LSE; empty rows give 0 and LSE -inf
   auto store_tile = [&](int t, const float (&rmax)[2], float (&rsum)[2], const float (&rtop)[2]) {
@@ -1449,20 +1397,8 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         w[r] = (rsum[r] - top) + __bfloat162float(__float2bfloat16_rn(top));
       }
     }
-    if constexpr (TAIL_SPLIT<C, CAUSAL>) {
-      if (t >= p.split_from) {
-        write_piece(t, rmax, rsum, w);
-        if constexpr (O_IN_K) {  // O stays out of the K stage kept for it: release that stage as the store would
-          if (o_stage >= 0) {
-            named_bar_sync(o_wait_bar, 256);
-            if (tid == 0) mbar_arrive(k_empty(o_stage), C::CONSUMER_WARPS / C::CWG);
-          }
-        }
-        return;  // the merge kernel stores the tile
-      }
-    }
     const float inv[2] = {w[0] > 0.f ? 1.f / w[0] : 0.f, w[1] > 0.f ? 1.f / w[1] : 0.f};
-    const Tile tile = tile_at(work_tile<C, CAUSAL>(t, p), p);
+    const Tile tile = tile_at(t, p);
     const int row_a = tile.m_block * C::BM + row_in_tile, row_b = row_a + 8;
     // this warpgroup's 64 rows of O at o_wg (1024-byte aligned) in DV_PAD / 64 chunks of 64 x 64 (8 KB,
     // 128-byte swizzle), made visible to the TMA unit
@@ -1562,10 +1498,8 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     __syncwarp();
     if (lane == 0) mbar_arrive(tile_empty(j & 1));
     if (t >= num_tiles) break;
-    const int m0 = tile_at(work_tile<C, CAUSAL>(t, p), p).m_block * C::BM;  // (head, batch) are recomputed for the epilogue
-    // the K/V blocks of the work item: lo .. lo + n_blocks - 1 (a piece of a split tile), else all
-    int n_blocks = kv_blocks<C, CAUSAL>(m0, p), lo = 0;
-    if constexpr (TAIL_SPLIT<C, CAUSAL>) split_range(t, p, lo, n_blocks);
+    const int m0 = tile_at(t, p).m_block * C::BM;  // (head, batch) are recomputed for the epilogue
+    const int n_blocks = kv_blocks<C, CAUSAL>(m0, p);
     const int row_a = m0 + row_in_tile, row_b = row_a + 8;
     if (n_blocks == 0) {  // nothing to attend for any row of the tile
       if (!O_IN_K && t_owed >= 0) settle_owed();  // (O_IN_K: every tile settled at once)
@@ -1583,8 +1517,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       const int vis = wg_row0 + diag + 1;  // columns 0 .. vis-1 are visible from every row of the warpgroup
       n_full = min(n_full, vis > 0 ? vis / C::BN : 0);
     }
-    int n_masked = n_blocks - min(n_full, n_blocks);  // the first n_masked iterations mask
-    if constexpr (TAIL_SPLIT<C, CAUSAL>) n_masked = max(0, lo + n_blocks - max(n_full, lo));  // (a piece: blocks from lo)
+    const int n_masked = n_blocks - min(n_full, n_blocks);  // the first n_masked iterations mask
     // a block is half when this warpgroup's rows see none of its columns past the first 64
     const int cols_end = min(p.seqlen_k, wg_row0 + 64 + diag);
     auto is_half = [&](int blk) { return HALVES && cols_end <= blk * C::BN + C::BN / 2; };
@@ -1693,8 +1626,8 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       row_top[0] = row_top[1] = TOP_NONE;
       row_sum[0] = row_sum[1] = 0.f;
       // O starts afresh: nothing to rescale
-      if (half) masked_softmax(Int<C::BN / 16>(), lo + n_blocks - 1 - i0, true);
-      else masked_softmax(Int<C::BN / 8>(), lo + n_blocks - 1 - i0, i0 < n_masked);
+      if (half) masked_softmax(Int<C::BN / 16>(), n_blocks - 1 - i0, true);
+      else masked_softmax(Int<C::BN / 8>(), n_blocks - 1 - i0, i0 < n_masked);
       // (KS_K_RELEASE=0: a release under a condition on the softmax keeps the PV wait below it)
       if (!K_EARLY_EXACT && keep_k) named_bar_arrive(o_done_bar, 256);
       if (!K_EARLY_EXACT && !keep_k && lane == 0 && __float_as_uint(row_sum[0]) != 0xffffffffu) mbar_arrive(k_empty(s));
@@ -1746,8 +1679,8 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         if (lane == 0 && i == n_blocks - 1) mbar_arrive(q_empty(qb));  // Q is read no more: the next tile's may load
         bool rescale;
         if constexpr (MASKED) {
-          if (half) rescale = masked_softmax(Int<C::BN / 16>(), lo + n_blocks - 1 - i, true);
-          else rescale = masked_softmax(Int<C::BN / 8>(), lo + n_blocks - 1 - i, true);
+          if (half) rescale = masked_softmax(Int<C::BN / 16>(), n_blocks - 1 - i, true);
+          else rescale = masked_softmax(Int<C::BN / 8>(), n_blocks - 1 - i, true);
         } else {
           rescale = softmax_step<C, C::BN / 8, TOP_P>(acc_s, row_max, row_sum, corr, row_top, p.scale_log2);
         }
@@ -1845,63 +1778,6 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   if ((C::O_TMA || O_IN_K) && tid == 0) bulk_wait();  // the last stores complete before the CTA's shared memory goes
 }
 
-// KS_TAIL_SPLIT: the merge of a launch's split tiles, after it on the same stream: CTA i takes split tile
-// split_from + i, thread (warpgroup w, lane l) the same rows and columns as consumer thread (w, l) of a
-// piece (so each thread reads its own part of each record: coalesced). Each piece's state is scaled by
-// c = 2^((its reference - the largest) * scale_log2) and summed; O is normalized by the summed normalizing
-// sums and stored, the LSE taken from the summed row sums, as the main kernel's epilogue does
-template <class C>
-__global__ void __launch_bounds__(128 * C::CWG) flash_fwd_sm90_merge(const DeviceParams p) {
-  constexpr int NV = C::O_REGS / 4 + 2, CT = 128 * C::CWG, NO = C::DV_MMA / 8;  // O's float4 (no sums)
-  const int f = p.split_f, u0 = blockIdx.x * f;
-  const int cw = threadIdx.x / 128, tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
-  float m[2] = {-INFINITY, -INFINITY};
-  for (int k = 0; k < f; ++k) {
-    const float4 e = __ldcg(split_record<C>(p, u0 + k) + (NV - 2) * CT + threadIdx.x);
-    m[0] = fmaxf(m[0], e.x);
-    m[1] = fmaxf(m[1], e.y);
-  }
-  float o[4 * NO], rsum[2] = {0.f, 0.f}, w[2] = {0.f, 0.f};
-#pragma unroll
-  for (int i = 0; i < 4 * NO; ++i) o[i] = 0.f;
-  for (int k = 0; k < f; ++k) {
-    const float4* rec = split_record<C>(p, u0 + k) + threadIdx.x;
-    const float4 e = __ldcg(rec + (NV - 2) * CT), e2 = __ldcg(rec + (NV - 1) * CT);
-    const float c[2] = {exp2f((e.x - m[0]) * p.scale_log2), exp2f((e.y - m[1]) * p.scale_log2)};
-#pragma unroll
-    for (int i = 0; i < NO; ++i) {
-      const float4 v = __ldcg(rec + i * CT);
-      o[4 * i] = fmaf(c[0], v.x, o[4 * i]);
-      o[4 * i + 1] = fmaf(c[0], v.y, o[4 * i + 1]);
-      o[4 * i + 2] = fmaf(c[1], v.z, o[4 * i + 2]);
-      o[4 * i + 3] = fmaf(c[1], v.w, o[4 * i + 3]);
-    }
-    rsum[0] = fmaf(c[0], e.z, rsum[0]);
-    rsum[1] = fmaf(c[1], e.w, rsum[1]);
-    w[0] = fmaf(c[0], e2.x, w[0]);
-    w[1] = fmaf(c[1], e2.y, w[1]);
-  }
-  const float inv[2] = {w[0] > 0.f ? 1.f / w[0] : 0.f, w[1] > 0.f ? 1.f / w[1] : 0.f};
-  const Tile tile = tile_at(p.split_from + blockIdx.x, p);
-  const int row_a = tile.m_block * C::BM + cw * 64 + warp * 16 + lane / 4;
-  __nv_bfloat16* out = p.out + tile.b * p.o_batch_stride + tile.h * p.o_head_stride;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = row_a + 8 * r;
-    if (row >= p.seqlen_q) continue;
-#pragma unroll
-    for (int i = 0; i < NO; ++i) {  // columns 8 i + 2 (lane % 4) and the next
-      const int col = 8 * i + 2 * (lane % 4);
-      if (col < C::DV)
-        *reinterpret_cast<uint32_t*>(out + row * p.o_seq_stride + col) =
-            pack_bf16(o[4 * i + 2 * r] * inv[r], o[4 * i + 2 * r + 1] * inv[r]);
-    }
-    if (p.lse != nullptr && lane % 4 == 0)
-      p.lse[tile.b * p.lse_batch_stride + tile.h * p.lse_head_stride + row] =
-          rsum[r] > 0.f ? m[r] * p.scale + logf(rsum[r]) : -INFINITY;
-  }
-}
-
 // ------------------------------------------------------------------------------ host side
 typedef CUresult (*EncodeTiledFn)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
@@ -1934,62 +1810,6 @@ static bool make_map(CUtensorMap* map, const void* base, int d, int seqlen, int 
             CU_TENSOR_MAP_INTERLEAVE_NONE, box_cols == 64 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
             CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
-// KS_TAIL_SPLIT: how many of a non-causal launch's last tiles to split along the keys, and into how many
-// pieces. Its tiles take equal time, so the launch ends ceil(T / G) tile times after it starts (T tiles on
-// G persistent CTAs): a last wave of a few tiles leaves the other SMs idle for a whole tile (4096 tiles on
-// 132 SMs: 31 full waves, then 4 tiles). Split, the S last tiles (S = T mod G, or that plus G) run as S x f
-// pieces of 1/f of a tile each, and the launch ends about (T - S) / G + ceil(S f / G) (1 / f + c) tile
-// times after its start, c a piece's cost besides its blocks (its Q load and the pipeline's start, and the
-// record it writes: about 1.5 of the tile's n blocks); then the merge kernel reads the S f records. Times in
-// microseconds: the G CTAs at 600 TFLOP/s, the records written and read at 2.5 TB/s, 3 us for the second
-// launch. The plan that ends first, if 1% before the launch without a split; f <= n, f <= 8
-struct SplitPlan {
-  int tiles = 0, f = 1;
-};
-static SplitPlan split_plan(long long T, int G, int n, double tile_flops, size_t record_bytes, size_t cap) {
-  SplitPlan best;
-  const double tile_us = tile_flops * G / 600e6;  // (a CTA's share of 600 TFLOP/s)
-  const double whole = double((T + G - 1) / G) * tile_us;
-  double best_end = 0.99 * whole;
-  for (long long S = T % G; S <= T && S <= 2 * G; S += G) {
-    if (S == 0) continue;
-    for (int f = 2; f <= 8 && f <= n; ++f) {
-      const size_t bytes = (size_t)S * f * record_bytes;
-      if (bytes > cap) break;
-      const double waves = double(T - S) / G + double((S * f + G - 1) / G) * (1.0 / f + 1.5 / n);
-      const double end = waves * tile_us + 3.0 + 2.0 * double(bytes) / 2.5e6;
-      if (end < best_end) {
-        best_end = end;
-        best.tiles = (int)S;
-        best.f = f;
-      }
-    }
-  }
-  return best;
-}
-// the pieces' records: two regions used in turn by the launches that split (so that two such launches in
-// flight on different streams do not share one), each grown on demand (cudaMalloc) and never shrunk
-constexpr size_t SPLIT_REGION_CAP = 64ull << 20;
-static void* split_region[2] = {nullptr, nullptr};
-static size_t split_region_bytes[2] = {0, 0};
-static unsigned next_split_region = 0;
-static void* split_workspace(size_t bytes) {
-  const int r = static_cast<int>(next_split_region++ % 2);
-  if (split_region_bytes[r] < bytes) {
-    if (split_region[r] != nullptr) cudaFree(split_region[r]);  // (waits for the launches that used it)
-    split_region[r] = nullptr;
-    split_region_bytes[r] = 0;
-    void* ptr = nullptr;
-    if (cudaMalloc(&ptr, bytes) != cudaSuccess) {
-      cudaGetLastError();  // no split then; the launch goes on without one
-      return nullptr;
-    }
-    split_region[r] = ptr;
-    split_region_bytes[r] = bytes;
-  }
-  return split_region[r];
 }
 
 template <class C, bool CAUSAL>
@@ -2042,38 +1862,12 @@ static int launch_as(const ks_attn_params& a, cudaStream_t stream) {
       return KS_ERR_CUDA;
   }
   const long long tiles = (long long)p.m_blocks * a.heads_q * a.batch;
-  if (tiles > 0x3fffffffLL) return KS_ERR_UNSUPPORTED;
-  long long work = tiles;
-  p.split_from = (int)tiles;
-  p.split_f = 1;
-  p.split_ws = nullptr;
-  if (KS_TAIL_SPLIT == 1 && TAIL_SPLIT<C, CAUSAL> && KS_Q_AHEAD != 1 && a.seqlen_q > KS_DECODE_ROWS) {
-    const size_t record_bytes = size_t(C::O_REGS + 8) * 128 * C::CWG * sizeof(float);
-    const int n = (a.seqlen_k + C::BN - 1) / C::BN;
-    const double tile_flops = 2.0 * C::BM * n * C::BN * (a.d_qk + a.d_v);
-    const SplitPlan plan = split_plan(tiles, num_sms, n, tile_flops, record_bytes, SPLIT_REGION_CAP);
-    if (plan.tiles > 0) {
-      void* ws = split_workspace((size_t)plan.tiles * plan.f * record_bytes);
-      if (ws != nullptr) {
-        p.split_from = (int)(tiles - plan.tiles);
-        p.split_f = plan.f;
-        p.split_ws = static_cast<float*>(ws);
-        work = tiles + (long long)plan.tiles * (plan.f - 1);
-      }
-    }
-  }
-  p.num_work = (int)work;
-  dim3 grid((unsigned)(work < num_sms ? work : num_sms));
+  if (tiles > 0x7fffffffLL) return KS_ERR_UNSUPPORTED;
+  dim3 grid((unsigned)(tiles < num_sms ? tiles : num_sms));
   p.tile_offset = grid.x - tile_counter_base[slot];
   kern<<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(tq, tk, tv, to, p);
   if (cudaGetLastError() != cudaSuccess) return KS_ERR_CUDA;
-  tile_counter_base[slot] += static_cast<unsigned>(work);
-  if constexpr (TAIL_SPLIT<C, CAUSAL>) {
-    if (work > tiles) {  // the split tiles, merged once their pieces are done (the same stream)
-      flash_fwd_sm90_merge<C><<<(unsigned)(tiles - p.split_from), 128 * C::CWG, 0, stream>>>(p);
-      if (cudaGetLastError() != cudaSuccess) return KS_ERR_CUDA;
-    }
-  }
+  tile_counter_base[slot] += static_cast<unsigned>(tiles);
   return KS_OK;
 }
 
