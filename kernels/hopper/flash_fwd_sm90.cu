@@ -104,8 +104,8 @@
 //   kernels/hopper/NOTES.md has every version with its prediction and measurement. This version, v41,
 //   is v40 with the scheduler's divisions by launch-time values (tile index into section, head and batch;
 //   query head into K/V head) as a multiply and a shift (FastDiv) in the producer and the non-causal
-//   consumers: beside the same file with v40's divisions on an H100 (2026-12-07, runs 101-102, every
-//   output of the 498 scenarios checked on two distributions, GPU tests pass) 1.013x over 17 rows (up to
+//   consumers: beside the same file with v40's divisions on an H100 (2026-12-07, runs 101-103, every
+//   output of the 498 scenarios checked on four distributions, GPU tests pass) 1.013x over 17 rows (up to
 //   1.032x on d64-d128 rows of 512-1024 keys, 1.001-1.006x at 8192 keys) and 1.007x over 15 others on
 //   standard and wide inputs; its whole grid not measured yet. v40 is v39 with decoding launches on the
 //   exact step (below); v39
