@@ -894,6 +894,10 @@ __device__ __forceinline__ Tile tile_at(int t, const DeviceParams& p) {
   const int bh = sec * p.section + r % p.section;
   return Tile{p.m_blocks - 1 - r / p.section, bh % p.heads_q, bh / p.heads_q};
 }
+// the K/V head of query head h (the producer's: KS_FAST_DIV)
+__device__ __forceinline__ int kv_head(int h, const DeviceParams& p) {
+  return KS_FAST_DIV ? fast_quot(h, p.div_group) : h / p.group;
+}
 
 // wgmma shared-memory descriptors: only the address field (bits 0-13, address >> 4) varies, so a
 // descriptor is the 16-byte-unit base of its operand plus a compile-time offset in the low word,
@@ -1263,7 +1267,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       while (t < num_tiles) {
         const int next = static_cast<int>(atomicAdd(&tile_counters[p.tile_slot], 1u) + p.tile_offset);
         const Tile tile = tile_at<KS_FAST_DIV != 0>(t, p);
-        const int hk = KS_FAST_DIV ? fast_quot(tile.h, p.div_group) : tile.h / p.group;
+        const int hk = kv_head(tile.h, p);
         int next_blocks = 0;
         if (n_blocks == 0) next_blocks = begin_tile(next);
         if constexpr (K_AHEAD) {  // the next tile begun once the first block's K and V are issued, as below
@@ -1290,7 +1294,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         announce(j, t);
         if (t >= num_tiles) break;
         const Tile tile = tile_at<KS_FAST_DIV != 0>(t, p);
-        const int m0 = tile.m_block * C::BM, hk = KS_FAST_DIV ? fast_quot(tile.h, p.div_group) : tile.h / p.group;
+        const int m0 = tile.m_block * C::BM, hk = kv_head(tile.h, p);
         const int n_blocks = kv_blocks<C, CAUSAL>(m0, p);
         int next = 0;
         if (take_early) next = static_cast<int>(atomicAdd(&tile_counters[p.tile_slot], 1u) + p.tile_offset);
