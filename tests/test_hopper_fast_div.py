@@ -1,5 +1,5 @@
 """The Hopper kernel's scheduler divides tile indices by launch-time values with a multiply and a shift
-(`FastDiv`, `fast_div`, `fast_quot` in kernels/hopper/flash_fwd_sm90.cu). The file's own code, cut out
+(`FastDiv`, `fast_div`, `fast_quot` and its high-word form `fast_quot32` in kernels/hopper/flash_fwd_sm90.cu). The file's own code, cut out
 and compiled for the host, must give the quotient of every division the scheduler can ask for: here
 every divisor up to 4096 with the dividends around each multiple, powers of two and their neighbours up
 to 2^31 - 1, and random pairs."""
@@ -25,6 +25,9 @@ static void check(long long n, int d, const FastDiv& f) {
   ++checked;
   if (fast_quot((int)n, f) != (int)(n / d)) {
     if (bad++ < 5) std::printf("wrong: %%lld / %%d\n", n, d);
+  }
+  if (fast_quot32((int)n, f) != (int)(n / d)) {
+    if (bad++ < 5) std::printf("wrong (high word): %%lld / %%d\n", n, d);
   }
 }
 int main() {
@@ -60,7 +63,7 @@ def _fast_div_source() -> str:
     start = text.index("struct FastDiv {")
     end = text.index("struct DeviceParams {")
     code = text[start:end]
-    assert "fast_div(int d)" in code and "fast_quot(int n" in code
+    assert "fast_div(int d)" in code and "fast_quot(int n" in code and "fast_quot32(int n" in code
     return code
 
 
@@ -92,3 +95,19 @@ def test_a_wrong_multiplier_is_caught(tmp_path):
     subprocess.run([nvcc, "-std=c++17", "-O2", "-o", str(exe), str(src)], check=True, capture_output=True, text=True)
     out = subprocess.run([str(exe)], capture_output=True, text=True)
     assert out.returncode == 1 and "wrong:" in out.stdout
+
+
+def test_a_wrong_shift_in_the_high_word_form_is_caught(tmp_path):
+    """The high-word form's shift one bit too far (s instead of s - 1) must fail, and only that form."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("needs nvcc")
+    code = _fast_div_source()
+    broken = code.replace(">> (f.s - 1)", ">> f.s")
+    assert broken != code
+    src = tmp_path / "fast_div_shift.cu"
+    src.write_text(CHECK % broken)
+    exe = tmp_path / "fast_div_shift"
+    subprocess.run([nvcc, "-std=c++17", "-O2", "-o", str(exe), str(src)], check=True, capture_output=True, text=True)
+    out = subprocess.run([str(exe)], capture_output=True, text=True)
+    assert out.returncode == 1 and "wrong (high word):" in out.stdout and "wrong:" not in out.stdout

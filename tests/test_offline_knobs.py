@@ -84,6 +84,7 @@ def test_every_knob_the_kernel_declares_has_its_default_beside_it():
         "KS_DECODE_EXACT",
         "KS_DECODE_ROWS",
         "KS_FAST_DIV",
+        "KS_TILE_RING",
     ]
     for name in declared:
         assert f"#define {name} " in text
