@@ -272,7 +272,8 @@ typedef struct {
 #endif
 #ifndef KS_K_AHEAD  // 3: the producer issues a block's V after the next block's K (K(0), K(1), V(0), K(2), ...),
 #define KS_K_AHEAD 4  // so that K(i + 1) does not queue behind V(i)'s stage wait, on the BN = 80 tiles; 4: as 3,
-#endif                // and on the causal 192x112 d96 tile; 0: each block's K and V together
+#endif                // and on the causal 192x112 d96 tile; 5: as 4, and on the causal d128 128x128 tile; 0: each
+                      // block's K and V together
 #ifndef KS_O_IN_K  // 1: the 128x128 d192/128 tile (no room for O) writes O into the K stage of the tile's last
 #define KS_O_IN_K 1  // block and stores it with TMA, releasing that stage once the stores have read it
 #endif
@@ -1224,7 +1225,8 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     // earlier, after PV(i-2), which goes with S(i-1): K(i-1) and V(i-2). Across tiles, the first blocks
     // wait for the last ones of the tile before (the owed PV GEMM of its last block goes with S(0): K(0),
     // issued before V(1) waits for it), and begin_tile's waits (tile ring, Q buffer) for earlier tiles.
-    constexpr bool K_AHEAD = (KS_K_AHEAD >= 3 && C::BN == 80) || (KS_K_AHEAD == 4 && C::BN == 112 && CAUSAL);
+    constexpr bool K_AHEAD = (KS_K_AHEAD >= 3 && C::BN == 80) || (KS_K_AHEAD >= 4 && C::BN == 112 && CAUSAL) ||
+                             (KS_K_AHEAD == 5 && C::DQK == 128 && C::BN == 128 && CAUSAL);
     static_assert(!K_AHEAD || (C::K_STAGES >= 2 && C::STAGES >= 2), "KS_K_AHEAD: two stages of K and of V");
     // a tile's n_blocks > 0 K/V blocks in that order, from the kv_it-th; after_first() once the first
     // block's K and V are issued (so after K(1) too)
