@@ -10,7 +10,8 @@
 //   host passes the value it starts from. A tile index becomes (m_block, head, batch) without a division
 //   instruction: each divisor known at launch comes with a multiplier and a shift from the host (FastDiv;
 //   the division sequences cost 1-3% on short rows, NOTES.md runs 100-105), in the producer and the
-//   consumers (the causal ones by the product's high word, where ptxas keeps their wgmmas unserialized);
+//   consumers (the causal ones by the product's high word, but d192/128's epilogue, where ptxas would
+//   then serialize the wgmmas: there the whole product);
 //   the ring's slot carries the tile's m_block beside its index, so a consumer starts its tile without one.
 //   The producer announces each tile to the consumers through a two-slot shared-memory ring guarded
 //   by mbarriers, and issues TMA loads (cp.async.bulk.tensor, 4-D maps over (headdim, seqlen, heads,
@@ -105,8 +106,10 @@
 //   kernels/hopper/NOTES.md has every version with its prediction and measurement. This version, v42,
 //   is v41 with the causal consumers' divisions as multiplies too (the epilogue's (m_block, head, batch)
 //   by the product's high word, KS_FAST_DIV=3) and m_block carried by the tile ring (KS_TILE_RING=1):
-//   beside v41 on an H100 (2026-12-07, run 105, 18 rows, standard) 1.010x, 1.017-1.025x on causal d64 and
-//   d128 at 1024 keys, outputs of the 498 scenarios correct on standard and wide inputs. v41 (v40 with the
+//   beside v41 on an H100 (2026-12-07, runs 105 and 108) 1.010x over 18 rows and 1.007-1.008x over 14,
+//   1.015-1.026x on causal d64; its whole grid on an H100 (run 106): 1.0496x FA3, 1.088x FA4 on the worst
+//   input distribution, every output correct on four distributions, no row below 0.95x FA3 (not yet
+//   measured on the H200; results/sm90/ is still v34's H200 grid). v41 (v40 with the
 //   scheduler's divisions by launch-time values as a multiply and a shift, FastDiv, in the producer and
 //   the non-causal consumers) beside v40's divisions on an H100 (runs 101-103) 1.013x over 17 rows and
 //   1.007x over 15 others; its whole grid on an H100 (run 104): 1.043x FA3, 1.081x FA4 on the worst input
