@@ -67,15 +67,20 @@ def _fast_div_source() -> str:
     return code
 
 
-def test_the_kernels_fast_division_gives_every_quotient(tmp_path):
+def _run_check(tmp_path, code: str, name: str) -> subprocess.CompletedProcess:
+    """The check program around `code`, compiled for the host with nvcc and run."""
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("needs nvcc")
-    src = tmp_path / "fast_div.cu"
-    src.write_text(CHECK % _fast_div_source())
-    exe = tmp_path / "fast_div"
+    src = tmp_path / f"{name}.cu"
+    src.write_text(CHECK % code)
+    exe = tmp_path / name
     subprocess.run([nvcc, "-std=c++17", "-O2", "-o", str(exe), str(src)], check=True, capture_output=True, text=True)
-    out = subprocess.run([str(exe)], capture_output=True, text=True)
+    return subprocess.run([str(exe)], capture_output=True, text=True)
+
+
+def test_the_kernels_fast_division_gives_every_quotient(tmp_path):
+    out = _run_check(tmp_path, _fast_div_source(), "fast_div")
     assert out.returncode == 0, out.stdout + out.stderr
     checked = int(re.search(r"checked (\d+)", out.stdout).group(1))
     assert checked > 1_000_000
@@ -83,31 +88,17 @@ def test_the_kernels_fast_division_gives_every_quotient(tmp_path):
 
 def test_a_wrong_multiplier_is_caught(tmp_path):
     """The check itself: the same code with the multiplier rounded down instead of up must fail."""
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("needs nvcc")
     code = _fast_div_source()
     broken = code.replace("+ (unsigned long long)d - 1) / (unsigned long long)d", ") / (unsigned long long)d")
     assert broken != code
-    src = tmp_path / "fast_div_broken.cu"
-    src.write_text(CHECK % broken)
-    exe = tmp_path / "fast_div_broken"
-    subprocess.run([nvcc, "-std=c++17", "-O2", "-o", str(exe), str(src)], check=True, capture_output=True, text=True)
-    out = subprocess.run([str(exe)], capture_output=True, text=True)
+    out = _run_check(tmp_path, broken, "fast_div_broken")
     assert out.returncode == 1 and "wrong:" in out.stdout
 
 
 def test_a_wrong_shift_in_the_high_word_form_is_caught(tmp_path):
     """The high-word form's shift one bit too far (s instead of s - 1) must fail, and only that form."""
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("needs nvcc")
     code = _fast_div_source()
     broken = code.replace(">> (f.s - 1)", ">> f.s")
     assert broken != code
-    src = tmp_path / "fast_div_shift.cu"
-    src.write_text(CHECK % broken)
-    exe = tmp_path / "fast_div_shift"
-    subprocess.run([nvcc, "-std=c++17", "-O2", "-o", str(exe), str(src)], check=True, capture_output=True, text=True)
-    out = subprocess.run([str(exe)], capture_output=True, text=True)
+    out = _run_check(tmp_path, broken, "fast_div_shift")
     assert out.returncode == 1 and "wrong (high word):" in out.stdout and "wrong:" not in out.stdout
