@@ -1571,8 +1571,10 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     t_owed = -1;
   };
 
-  // KS_TILE_RING: m_block from the ring (not in the causal d64 kernel: there ptxas then serializes the wgmmas, C7511)
+  // KS_TILE_RING: m_block from the ring (not in the causal d64 kernel: there ptxas then serializes the wgmmas, C7511);
+  // else from the index, by START_DIV's form of tile_at
   constexpr bool RING_M = KS_TILE_RING && !(CAUSAL && C::DQK == 64);
+  constexpr int START_DIV = !CAUSAL ? (KS_FAST_DIV >= 2 ? 1 : 0) : KS_FAST_DIV == 3 ? 2 : 0;
   for (int j = 0;; ++j) {
     mbar_wait(tile_full(j & 1), (j >> 1) & 1);
     const int t = __shfl_sync(0xffffffff, tile_slot[j & 1].x, 0);
@@ -1581,7 +1583,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     if (lane == 0) mbar_arrive(tile_empty(j & 1));
     if (t >= num_tiles) break;
     // (head, batch) are recomputed for the epilogue
-    const int m0 = (RING_M ? m_block : tile_at<!CAUSAL ? (KS_FAST_DIV >= 2 ? 1 : 0) : KS_FAST_DIV == 3 ? 2 : 0>(t, p).m_block) * C::BM;
+    const int m0 = (RING_M ? m_block : tile_at<START_DIV>(t, p).m_block) * C::BM;
     const int n_blocks = kv_blocks<C, CAUSAL>(m0, p);
     const int row_a = m0 + row_in_tile, row_b = row_a + 8;
     if (n_blocks == 0) {  // nothing to attend for any row of the tile
